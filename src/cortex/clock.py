@@ -1,0 +1,64 @@
+"""Time, injected: the only place Cortex reads the wall clock.
+
+Timestamps are UTC ISO 8601 strings with a ``Z`` suffix and microseconds, so that they sort
+as text in SQLite and compare equal across backends.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from cortex.errors import ValidationError
+
+
+class Clock(Protocol):
+    """Something that tells the current UTC time."""
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FixedClock:
+    """A clock stopped at one instant (``--now`` / ``CORTEX_NOW``), for replays and tests."""
+
+    def __init__(self, at: datetime | str) -> None:
+        self.at = parse_time(at) if isinstance(at, str) else at.astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self.at
+
+    def advance(self, hours: float = 0.0, seconds: float = 0.0) -> None:
+        """Move the stopped clock forward (tests and the demo tell multi-day stories)."""
+        from datetime import timedelta
+
+        self.at = self.at + timedelta(hours=hours, seconds=seconds)
+
+
+def to_iso(moment: datetime) -> str:
+    """Format an aware datetime as canonical UTC ISO 8601 (``2026-02-18T09:00:00.000000Z``)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Parse ISO 8601 (``Z`` or offset; naive means UTC) into an aware UTC datetime."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except (ValueError, AttributeError) as exc:
+        raise ValidationError(
+            f"not an ISO 8601 time: {text!r}; use a form like 2026-02-18T09:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def hours_between(earlier: str, later: datetime) -> float:
+    """Hours from the ISO time ``earlier`` to ``later``, never negative."""
+    return max(0.0, (later - parse_time(earlier)).total_seconds() / 3600.0)

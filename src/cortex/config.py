@@ -1,0 +1,265 @@
+"""Settings are data: one table of (name, type, default, range, help) and one loader.
+
+Precedence, highest first: a flag (``--set name=value``), the ``CORTEX_<NAME>`` environment
+variable, ``config.toml`` in ``CORTEX_HOME`` (top level or a ``[session_persistence]`` table),
+the spec's ``openclaw.json`` block (``plugins.cortex.session_persistence``) in ``CORTEX_HOME``,
+then the default. Only entry points pass the environment in; nothing else reads it.
+Paths may use ``~`` and ``{home}`` (the Cortex home).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from cortex.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def env_var(self) -> str:
+        return "CORTEX_" + self.name.upper()
+
+    def range_text(self) -> str:
+        if self.kind is bool:
+            return "true/false"
+        if self.kind is Path:
+            return "path"
+        return f"{self.minimum:g}-{self.maximum:g}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("enabled", bool, True, "Master switch: false turns capture and restore off."),
+    Setting("lookback_days", int, 7, "How many days back prior sessions are scored.", 1, 30),
+    Setting(
+        "relevance_threshold",
+        float,
+        0.25,
+        "Minimum relevance score for a prior session to be restored.",
+        0.1,
+        1.0,
+    ),
+    Setting(
+        "max_sessions_scored",
+        int,
+        3,
+        "Most prior sessions that contribute to one restoration.",
+        1,
+        10,
+    ),
+    Setting(
+        "max_inherited_pins",
+        int,
+        5,
+        "Most working-memory pins inherited at start (working memory holds 10).",
+        1,
+        8,
+    ),
+    Setting(
+        "decay_min_floor",
+        float,
+        0.3,
+        "Floor of the decay factor, and the confidence below which an inherited pin is dropped.",
+        0.1,
+        0.9,
+    ),
+    Setting(
+        "critical_inheritance_days",
+        int,
+        7,
+        "CRITICAL pins are inherited from sessions this recent, whatever their score.",
+        1,
+        30,
+    ),
+    Setting(
+        "sessions_dir",
+        Path,
+        "{home}/sessions",
+        "Directory of the JSON mirror of each session, and of the archive.",
+    ),
+    Setting(
+        "debug",
+        bool,
+        False,
+        "Print the scoring breakdown of every restoration to stderr (also CORTEX_SESSION_DEBUG=1).",
+    ),
+    Setting(
+        "pipeline_state_path",
+        Path,
+        "{home}/pipeline/state.json",
+        "The pipeline state file whose active tasks are pending work.",
+    ),
+    Setting(
+        "working_memory_path",
+        Path,
+        "{home}/working_memory.json",
+        "The OpenClaw-compatible working-memory file that mirrors the current session's "
+        "pins (OpenClaw: ~/.openclaw/workspace/memory/working_memory.json).",
+    ),
+    Setting(
+        "lease_seconds",
+        int,
+        300,
+        "An open session idle this long (and not known alive) counts as crashed.",
+        10,
+        604800,
+    ),
+)
+SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings plus the home they were resolved for."""
+
+    home: Path
+    enabled: bool = True
+    lookback_days: int = 7
+    relevance_threshold: float = 0.25
+    max_sessions_scored: int = 3
+    max_inherited_pins: int = 5
+    decay_min_floor: float = 0.3
+    critical_inheritance_days: int = 7
+    sessions_dir: Path = Path("sessions")
+    debug: bool = False
+    pipeline_state_path: Path = Path("pipeline/state.json")
+    working_memory_path: Path = Path("working_memory.json")
+    lease_seconds: int = 300
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "brain.db"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+def default_home(env: Mapping[str, str]) -> Path:
+    """``CORTEX_HOME`` or ``~/.cortex``."""
+    raw = env.get("CORTEX_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".cortex"
+
+
+def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
+    """Turn a raw value (string from a flag or env, typed from a file) into a checked value."""
+    where = f"{setting.name}={raw!r} (from {origin})"
+    if setting.kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where} is not true or false; use true or false")
+    if setting.kind is Path:
+        text = str(raw).replace("{home}", str(home))
+        return Path(os.path.expanduser(text))
+    try:
+        value = setting.kind(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None or (setting.kind is int and isinstance(raw, float) and raw != int(raw)):
+        raise ConfigError(
+            f"{where} is not a {setting.kind.__name__}; use a number in {setting.range_text()}"
+        )
+    assert setting.minimum is not None and setting.maximum is not None
+    if not setting.minimum <= value <= setting.maximum:
+        raise ConfigError(f"{where} is out of range; use a value in {setting.range_text()}")
+    return value
+
+
+def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
+    """Raw values from config.toml and openclaw.json in ``home``, highest precedence first."""
+    found: list[tuple[dict[str, Any], str]] = []
+    toml_path = home / "config.toml"
+    if toml_path.is_file():
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{toml_path} is not valid TOML ({exc}); fix or remove it") from exc
+        block = data.get("session_persistence")
+        merged = {k: v for k, v in data.items() if not isinstance(v, dict)}
+        if isinstance(block, dict):
+            merged.update(block)
+        found.append((merged, str(toml_path)))
+    json_path = home / "openclaw.json"
+    if json_path.is_file():
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+            block = data["plugins"]["cortex"]["session_persistence"]
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{json_path} is not valid JSON ({exc}); fix or remove it") from exc
+        except (KeyError, TypeError):
+            block = {}
+        if isinstance(block, dict):
+            found.append((block, str(json_path)))
+    return found
+
+
+def load_config(
+    home: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Resolve every setting for ``home`` from overrides > env > files > defaults.
+
+    ``env`` defaults to the process environment; pass ``{}`` to ignore it.
+    """
+    env = env if env is not None else os.environ
+    home = (home or default_home(env)).expanduser()
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(SETTINGS_BY_NAME))
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]!r}; see `cortex config show` for names")
+    layers = _file_values(home)
+    for values, origin in layers:
+        bad = sorted(k for k in values if k not in SETTINGS_BY_NAME)
+        if bad:
+            raise ConfigError(
+                f"unknown setting {bad[0]!r} in {origin}; see `cortex config show` for names"
+            )
+    resolved: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.name in overrides:
+            resolved[setting.name] = coerce(setting, overrides[setting.name], home, "flag")
+        elif setting.env_var in env:
+            resolved[setting.name] = coerce(setting, env[setting.env_var], home, setting.env_var)
+        else:
+            for values, origin in layers:
+                if setting.name in values:
+                    resolved[setting.name] = coerce(setting, values[setting.name], home, origin)
+                    break
+            else:
+                resolved[setting.name] = coerce(setting, setting.default, home, "default")
+    if env.get("CORTEX_SESSION_DEBUG", "").strip() not in ("", "0"):
+        resolved["debug"] = True
+    return Config(home=home, **resolved)
+
+
+def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``, for ``--set``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set {pair!r} is not NAME=VALUE; e.g. --set lookback_days=3")
+        out[name.strip()] = value.strip()
+    return out

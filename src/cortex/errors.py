@@ -1,0 +1,58 @@
+"""Errors a Cortex user can cause, each one line that names the next step.
+
+The tree::
+
+    CortexError (500)
+    ├── ConfigError (400)            a setting is unknown, malformed or out of range
+    ├── ValidationError (400)        bad input: an id, a label, a size, a file's content
+    │   └── UnsafeIdError (400)      an id that could escape its directory
+    ├── NotFoundError (404)          no such session, pin, task or memory
+    ├── ConflictError (409)          the operation does not fit the current state
+    └── StorageError (503)           the database or a file could not be read or written
+
+Every class carries an HTTP ``status`` so that the server maps errors in one handler.
+"""
+
+from __future__ import annotations
+
+
+class CortexError(Exception):
+    """Base of every error Cortex raises on purpose."""
+
+    status = 500
+
+
+class ConfigError(CortexError):
+    """A setting is unknown, malformed or out of range."""
+
+    status = 400
+
+
+class ValidationError(CortexError):
+    """Input that Cortex refuses: an id, a label, a size, a file's content."""
+
+    status = 400
+
+
+class UnsafeIdError(ValidationError):
+    """An id that could escape the directory it names a file in."""
+
+    status = 400
+
+
+class NotFoundError(CortexError):
+    """No such session, pin, task or memory."""
+
+    status = 404
+
+
+class ConflictError(CortexError):
+    """The operation does not fit the current state (e.g. the session already ended)."""
+
+    status = 409
+
+
+class StorageError(CortexError):
+    """The database or a file could not be read or written."""
+
+    status = 503

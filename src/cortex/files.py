@@ -1,0 +1,112 @@
+"""Crash-safe local files: atomic JSON writes under a lock, and ids safe to use as file names.
+
+A file Cortex writes is written to a temporary file in the same directory, fsynced, and
+renamed over the target, so a reader sees the old content or the new, never half of either.
+Writers of one file serialize on an advisory lock (``<file>.lock``). Files are 0600 and the
+directories Cortex creates 0700, since pins and sessions can hold private notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cortex.errors import StorageError, UnsafeIdError
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
+
+
+def check_id(value: str, what: str = "session id") -> str:
+    """Return ``value`` if it is safe as a file name (no path separators, no ``..``)."""
+    if not isinstance(value, str) or not _SAFE_ID.fullmatch(value) or ".." in value:
+        shown = repr(value)[:60]
+        raise UnsafeIdError(
+            f"invalid {what} {shown}: use 1-128 letters, digits or . _ : @ + - "
+            "(no '/', no '..'), e.g. a UUID"
+        )
+    return value
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create ``path`` (0700) and its parents if missing; return it."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create directory {path} ({exc.strerror}); check permissions or set CORTEX_HOME"
+        ) from exc
+    return path
+
+
+@contextlib.contextmanager
+def file_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``<target>.lock`` for the block."""
+    ensure_dir(target.parent)
+    lock_path = target.with_name(target.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot lock {target} ({exc.strerror}); check permissions on its directory"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` via temp file + fsync + rename (caller holds the lock)."""
+    ensure_dir(target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise StorageError(
+            f"cannot write {target} ({exc.strerror}); check free space and permissions"
+        ) from exc
+
+
+def write_json(target: Path, data: Any) -> None:
+    """Atomically write ``data`` as pretty JSON under the file's lock."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    with file_lock(target):
+        atomic_write_text(target, text)
+
+
+def read_json(target: Path) -> Any:
+    """Read a JSON file; None if it does not exist. Raises ValueError on bad content."""
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {target} ({exc.strerror}); check permissions") from exc
+    return json.loads(raw.decode("utf-8"))
+
+
+def quarantine(target: Path, stamp: str) -> Path:
+    """Move a corrupt file aside (never delete it) and return where it went."""
+    safe_stamp = re.sub(r"[^0-9A-Za-z]", "", stamp)
+    dest = target.with_name(f"{target.name}.corrupt-{safe_stamp}")
+    with contextlib.suppress(OSError):
+        os.replace(target, dest)
+    return dest

@@ -1,0 +1,343 @@
+"""The records Cortex keeps: a session and what it carries, as frozen dataclasses.
+
+``to_dict()`` gives the spec's wire names (FR-003 for ``SessionState``; the OpenClaw
+``working_memory.json`` names, e.g. ``pinnedAt``, for ``Pin``); ``from_dict()`` reads them back
+and tolerates missing optional keys, so records written by older versions still load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""``session_states.schema_version`` of the records this version writes (NFR-005)."""
+
+CRITICAL = "CRITICAL"
+NORMAL = "NORMAL"
+
+# Session states of the continuity protocol (section 1.1); "compacted" is an event, not a state.
+INIT = "INIT"
+ACTIVE = "ACTIVE"
+COMPLETE = "COMPLETE"
+SUSPENDED = "SUSPENDED"
+TERMINATED = "TERMINATED"
+SESSION_STATES = (INIT, ACTIVE, COMPLETE, SUSPENDED, TERMINATED)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A working-memory pin: a short labelled note the agent keeps in view.
+
+    ``source_session_id`` and ``inherited_at`` are set only on pins inherited from a prior
+    session; ``label`` then carries the provenance suffix of FR-007.
+    """
+
+    label: str
+    content: str
+    pinned_at: str
+    importance: str = NORMAL
+    confidence: float = 1.0
+    source_session_id: str | None = None
+    inherited_at: str | None = None
+
+    @property
+    def is_critical(self) -> bool:
+        return self.importance.upper() == CRITICAL
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "label": self.label,
+            "content": self.content,
+            "pinnedAt": self.pinned_at,
+            "importance": self.importance,
+            "confidence": self.confidence,
+        }
+        if self.source_session_id is not None:
+            out["sourceSessionId"] = self.source_session_id
+        if self.inherited_at is not None:
+            out["inheritedAt"] = self.inherited_at
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Pin:
+        label = data.get("label")
+        content = str(data.get("content", ""))
+        return cls(
+            label=str(label) if label else content[:40],
+            content=content,
+            pinned_at=str(data.get("pinnedAt") or data.get("pinned_at") or ""),
+            importance=str(data.get("importance") or NORMAL).upper(),
+            confidence=float(data.get("confidence", 1.0)),
+            source_session_id=data.get("sourceSessionId") or data.get("source_session_id"),
+            inherited_at=data.get("inheritedAt") or data.get("inherited_at"),
+        )
+
+
+@dataclass(frozen=True)
+class PendingTask:
+    """An unfinished task carried across sessions (FR-003 ``PendingTask``).
+
+    ``updated_at`` is the last activity seen for the task (for "{days}d ago"); ``source`` is
+    ``pipeline_state`` or ``working_memory_scan`` (the metrics event's field).
+    """
+
+    task_id: str
+    title: str
+    stage: str
+    flagged_incomplete: bool = False
+    updated_at: str | None = None
+    source: str = "pipeline_state"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PendingTask:
+        return cls(
+            task_id=str(data["task_id"]),
+            title=str(data.get("title", "")),
+            stage=str(data.get("stage", "")),
+            flagged_incomplete=bool(data.get("flagged_incomplete", False)),
+            updated_at=data.get("updated_at"),
+            source=str(data.get("source") or "pipeline_state"),
+        )
+
+
+@dataclass(frozen=True)
+class ConfidenceUpdate:
+    """A confidence change made during a session (FR-003)."""
+
+    memory_id: str
+    old_score: float
+    new_score: float
+    reason: str
+    timestamp: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConfidenceUpdate:
+        return cls(
+            memory_id=str(data["memory_id"]),
+            old_score=float(data["old_score"]),
+            new_score=float(data["new_score"]),
+            reason=str(data.get("reason", "")),
+            timestamp=str(data.get("timestamp", "")),
+        )
+
+
+@dataclass(frozen=True)
+class SOPInteraction:
+    """An SOP injected during a session and whether it was acknowledged (FR-003)."""
+
+    sop_path: str
+    injected_at: str
+    acknowledged: bool
+    tool_call: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SOPInteraction:
+        return cls(
+            sop_path=str(data["sop_path"]),
+            injected_at=str(data.get("injected_at", "")),
+            acknowledged=bool(data.get("acknowledged", False)),
+            tool_call=str(data.get("tool_call", "")),
+        )
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """One session: the FR-003 record plus the columns ARCHITECTURE.md adds.
+
+    ``end_time`` is None while the session is live (or crashed and not yet recovered).
+    ``topic_state`` is the serialized ``HotTopicExtractor`` so that each turn may be a
+    separate process. ``last_activity`` is the lease: a session with no ``end_time`` whose
+    ``last_activity`` is older than ``lease_seconds`` is crashed.
+    """
+
+    session_id: str
+    start_time: str
+    end_time: str | None = None
+    channel: str = "unknown"
+    working_memory: tuple[Pin, ...] = ()
+    hot_topics: tuple[str, ...] = ()
+    active_projects: tuple[str, ...] = ()
+    pending_tasks: tuple[PendingTask, ...] = ()
+    recent_learnings: tuple[str, ...] = ()
+    confidence_updates: tuple[ConfidenceUpdate, ...] = ()
+    sop_interactions: tuple[SOPInteraction, ...] = ()
+    previous_session_id: str | None = None
+    continued_by: str | None = None
+    crash_recovered: bool = False
+    schema_version: int = SCHEMA_VERSION
+    created_at: str = ""
+    updated_at: str | None = None
+    # Columns ARCHITECTURE.md adds (protocol metadata, scope, lease, accumulator).
+    state: str = ACTIVE
+    scope: str = "project"
+    project: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    task_slug: str | None = None
+    last_activity: str | None = None
+    topic_state: dict[str, Any] = field(default_factory=dict)
+    checkpoint_count: int = 0
+    parent_session: str | None = None
+    owner_pid: int | None = None
+    owner_host: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.end_time is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The FR-003 wire form (plus the added columns), JSON-ready."""
+        return {
+            "session_id": self.session_id,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "channel": self.channel,
+            "working_memory": [p.to_dict() for p in self.working_memory],
+            "hot_topics": list(self.hot_topics),
+            "active_projects": list(self.active_projects),
+            "pending_tasks": [t.to_dict() for t in self.pending_tasks],
+            "recent_learnings": list(self.recent_learnings),
+            "confidence_updates": [c.to_dict() for c in self.confidence_updates],
+            "sop_interactions": [s.to_dict() for s in self.sop_interactions],
+            "previous_session_id": self.previous_session_id,
+            "continued_by": self.continued_by,
+            "crash_recovered": self.crash_recovered,
+            "schema_version": self.schema_version,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "state": self.state,
+            "scope": self.scope,
+            "project": self.project,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "task_slug": self.task_slug,
+            "last_activity": self.last_activity,
+            "topic_state": self.topic_state,
+            "checkpoint_count": self.checkpoint_count,
+            "parent_session": self.parent_session,
+            "owner_pid": self.owner_pid,
+            "owner_host": self.owner_host,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionState:
+        return cls(
+            session_id=str(data["session_id"]),
+            start_time=str(data["start_time"]),
+            end_time=data.get("end_time"),
+            channel=str(data.get("channel") or "unknown"),
+            working_memory=tuple(Pin.from_dict(p) for p in data.get("working_memory") or ()),
+            hot_topics=tuple(str(t) for t in data.get("hot_topics") or ()),
+            active_projects=tuple(str(p) for p in data.get("active_projects") or ()),
+            pending_tasks=tuple(PendingTask.from_dict(t) for t in data.get("pending_tasks") or ()),
+            recent_learnings=tuple(str(i) for i in data.get("recent_learnings") or ()),
+            confidence_updates=tuple(
+                ConfidenceUpdate.from_dict(c) for c in data.get("confidence_updates") or ()
+            ),
+            sop_interactions=tuple(
+                SOPInteraction.from_dict(s) for s in data.get("sop_interactions") or ()
+            ),
+            previous_session_id=data.get("previous_session_id"),
+            continued_by=data.get("continued_by"),
+            crash_recovered=bool(data.get("crash_recovered", False)),
+            schema_version=int(data.get("schema_version") or SCHEMA_VERSION),
+            created_at=str(data.get("created_at") or data["start_time"]),
+            updated_at=data.get("updated_at"),
+            state=str(data.get("state") or ACTIVE),
+            scope=str(data.get("scope") or "project"),
+            project=data.get("project"),
+            user_id=data.get("user_id"),
+            agent_id=data.get("agent_id"),
+            task_slug=data.get("task_slug"),
+            last_activity=data.get("last_activity"),
+            topic_state=dict(data.get("topic_state") or {}),
+            checkpoint_count=int(data.get("checkpoint_count") or 0),
+            parent_session=data.get("parent_session"),
+            owner_pid=data.get("owner_pid"),
+            owner_host=data.get("owner_host"),
+        )
+
+
+@dataclass(frozen=True)
+class ScoreBreakdown:
+    """One prior session's relevance score and its three weighted parts (FR-006)."""
+
+    recency: float
+    topic_overlap: float
+    pending_tasks: float
+    total: float
+    hours_elapsed: float
+    overlap_count: int = 0
+    union_count: int = 0
+    task_count: int = 0
+
+
+@dataclass(frozen=True)
+class ScoredSession:
+    """A prior session with its score, as ``score_all`` returns it."""
+
+    session: SessionState
+    score: float
+    hours_elapsed: float
+    breakdown: ScoreBreakdown
+
+
+@dataclass(frozen=True)
+class RestoredSessionContext:
+    """What ``on_session_start`` restored (API guide 3.1), plus a human-readable ``explain``.
+
+    ``preamble`` is None on a cold start. ``inherited_pins`` carry their decayed confidence.
+    """
+
+    session_id: str
+    preamble: str | None
+    inherited_pins: tuple[Pin, ...] = ()
+    session_ids: tuple[str, ...] = ()
+    relevance_scores: tuple[float, ...] = ()
+    pending_task_count: int = 0
+    explain: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "preamble": self.preamble,
+            "inherited_pins": [p.to_dict() for p in self.inherited_pins],
+            "session_ids": list(self.session_ids),
+            "relevance_scores": [round(s, 4) for s in self.relevance_scores],
+            "pending_task_count": self.pending_task_count,
+        }
+
+
+@dataclass(frozen=True)
+class MetricEvent:
+    """One stored metrics event: a link of the keyed hash chain (FR-013)."""
+
+    seq: int
+    event: str
+    session_id: str | None
+    payload: dict[str, Any]
+    created_at: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audit-log row: who did what to which record, and when."""
+
+    id: int
+    action: str
+    actor: str
+    target: str | None
+    detail: dict[str, Any]
+    created_at: str

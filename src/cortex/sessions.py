@@ -1,0 +1,690 @@
+"""SessionPersistenceManager: capture and restore sessions (FR-001..FR-013).
+
+The service owns transactions and lifecycle; formulas live in the pure core and SQL in the
+store. Every turn's signals go to the store at once (a turn may be a separate process), so a
+session killed at any instant loses at most the turn in flight. A session with no end is
+only crashed when its lease lapsed or its owning process is gone (ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cortex.clock import Clock, SystemClock, parse_time, to_iso
+from cortex.config import Config
+from cortex.errors import ConflictError, CortexError, NotFoundError
+from cortex.files import check_id, read_json, write_json
+from cortex.metrics import MetricsWriter, load_or_create_key
+from cortex.models import (
+    ACTIVE,
+    COMPLETE,
+    TERMINATED,
+    PendingTask,
+    Pin,
+    RestoredSessionContext,
+    SessionState,
+)
+from cortex.pins import make_pin, remove_pin, upsert_pin
+from cortex.pipeline import load_pipeline
+from cortex.redaction import redact, redact_value
+from cortex.restoration import UNKNOWN_PIPELINE, RestorePlan, plan_forced, plan_restoration
+from cortex.sizing import fit_record
+from cortex.store import Store, open_store
+from cortex.tasks import PENDING_STAGES, merge_tasks, pending_from_pipeline, scan_pins_for_tasks
+from cortex.topics import HotTopicExtractor, extract_project_name, keywords_from_text
+from cortex.working_memory import load_working_memory, save_working_memory
+
+log = logging.getLogger("cortex")
+debug_log = logging.getLogger("cortex.debug")
+
+RESTORE_BUDGET_SECONDS = 1.5
+"""Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""
+MAX_TURN_TEXT = 20_000
+"""Characters of one turn's text used for topic extraction (a huge prompt costs no more)."""
+CANDIDATE_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class ArchiveReport:
+    archived: int
+    paths: tuple[str, ...]
+
+
+class SessionPersistenceManager:
+    """Capture, restore, recover and chain sessions over one ``Store``."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock | None = None,
+        metrics: MetricsWriter | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock or SystemClock()
+        self._metrics = metrics
+        self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
+        self._depth = 0
+
+    @classmethod
+    def open(
+        cls, config: Config, clock: Clock | None = None, store: Store | None = None
+    ) -> SessionPersistenceManager:
+        """Open the home's ``brain.db`` (migrated) and build the manager."""
+        return cls(store or open_store(config.db_path), config, clock)
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def now_iso(self) -> str:
+        return to_iso(self.clock.now())
+
+    @property
+    def metrics(self) -> MetricsWriter:
+        if self._metrics is None:
+            key = load_or_create_key(self.config.home / "metrics.key")
+            self._metrics = MetricsWriter(self.store, key, self.config.home / "metrics.head")
+        return self._metrics
+
+    def _emit(self, event: str, session_id: str | None, payload: dict[str, Any]) -> None:
+        """Queue an event; it is written after the surrounding transaction commits."""
+        self._queued.append((event, session_id, redact_value(payload)))
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """A store transaction whose queued metrics events are appended once it commits.
+
+        Events go in after the commit, in one batch, so a rolled-back change never leaves a
+        metrics event (or the chain's head file) behind.
+        """
+        self._depth += 1
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            if self._depth == 1:
+                self._queued.clear()
+            raise
+        finally:
+            self._depth -= 1
+        if self._depth == 0 and self._queued:
+            events, self._queued = self._queued, []
+            try:
+                self.metrics.emit_many(events, self.now_iso())
+            except CortexError as exc:
+                log.warning("metrics not recorded: %s", exc)
+
+    def _load(self, session_id: str) -> SessionState:
+        state = self.store.get_session(check_id(session_id))
+        if state is None:
+            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+        return state
+
+    def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
+        """The named session, or the current active one (newest activity) of this home."""
+        if session_id:
+            return self._load(session_id)
+        state = (
+            self.store.latest_open_session(project)
+            if project is not None
+            else self.store.latest_open_session(any_project=True)
+        )
+        if state is None:
+            raise NotFoundError(
+                "no active session; start one with `cortex session start` or pass --session-id"
+            )
+        return state
+
+    def _open(self, session_id: str | None) -> SessionState:
+        state = self.resolve(session_id)
+        if not state.is_open:
+            raise ConflictError(
+                f"session {state.session_id} ended at {state.end_time}; "
+                "start a new one with `cortex session start`"
+            )
+        return state
+
+    def _save(self, state: SessionState) -> SessionState:
+        state = fit_record(state)
+        self.store.save_session(state)
+        return state
+
+    def _mirror(self, state: SessionState) -> None:
+        """Best effort: the session's JSON mirror in ``sessions_dir`` (FR-001)."""
+        try:
+            write_json(
+                self.config.sessions_dir / f"{check_id(state.session_id)}.json", state.to_dict()
+            )
+        except CortexError as exc:
+            log.warning("session %s: JSON mirror not written: %s", state.session_id, exc)
+
+    def _mirror_pins(self, state: SessionState) -> None:
+        """Best effort: OpenClaw's working_memory.json mirrors this session's pins."""
+        try:
+            save_working_memory(
+                self.config.working_memory_path,
+                state.session_id,
+                state.working_memory,
+                self.now_iso(),
+            )
+        except CortexError as exc:
+            log.warning("working memory file not written: %s", exc)
+
+    def _pipeline(self) -> Mapping[str, dict[str, Any]] | None:
+        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped)."""
+        try:
+            return load_pipeline(self.config.pipeline_state_path)
+        except CortexError as exc:
+            log.warning("%s", exc)
+            return UNKNOWN_PIPELINE
+
+    def detect_pending(self, pins: Sequence[Pin]) -> tuple[PendingTask, ...]:
+        """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished."""
+        pipeline = self._pipeline()
+        from_pipeline = (
+            []
+            if pipeline is None or pipeline is UNKNOWN_PIPELINE
+            else pending_from_pipeline(pipeline, PENDING_STAGES)
+        )
+        return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
+
+    # -- start ---------------------------------------------------------------------------------
+    def on_session_start(
+        self,
+        session_id: str | None = None,
+        channel: str = "cli",
+        *,
+        project: str | None = None,
+        keywords: Iterable[str] = (),
+        workdir: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        task_slug: str | None = None,
+        owner_pid: int | None = None,
+        parent_session: str | None = None,
+    ) -> RestoredSessionContext:
+        """Recover lapsed sessions, open this one and restore what is relevant (FR-002)."""
+        sid = check_id(session_id) if session_id is not None else str(uuid.uuid4())
+        at = self.now_iso()
+        extractor = HotTopicExtractor()
+        if project:
+            extractor.record_project(project)
+        if workdir:
+            extractor.record_exec_workdir(workdir)
+        words = _context_keywords(project, workdir, keywords)
+        with self._tx():
+            existing = self.store.get_session(sid)
+            self.detect_and_recover_crashed(sid)
+            previous = self.store.latest_session(project) if existing is None else None
+            state = existing or SessionState(
+                session_id=sid,
+                start_time=at,
+                channel=channel,
+                created_at=at,
+                project=project,
+                user_id=user_id,
+                agent_id=agent_id,
+                task_slug=task_slug,
+                previous_session_id=previous.session_id if previous else None,
+                parent_session=parent_session,
+                topic_state=extractor.to_dict(),
+                hot_topics=tuple(extractor.get_current_topics()),
+                active_projects=tuple(extractor.get_active_projects()),
+            )
+            state = replace(
+                state,
+                end_time=None,
+                state=ACTIVE,
+                last_activity=at,
+                updated_at=at,
+                owner_pid=owner_pid,
+                owner_host=socket.gethostname() if owner_pid else None,
+            )
+            plan = self._plan(state, words) if self.config.enabled else None
+            if plan is not None and not plan.is_cold:
+                state = replace(state, working_memory=plan.pins)
+            state = self._save(state)
+            if plan is not None and not plan.is_cold:
+                self._record_restore(state, plan)
+        self._mirror_pins(state)
+        if plan is None or plan.is_cold:
+            return RestoredSessionContext(sid, None, explain=plan.explain if plan else ())
+        return RestoredSessionContext(
+            sid,
+            plan.preamble,
+            plan.inherited,
+            tuple(s.session_id for s in plan.contributors),
+            tuple(_score_of(plan, s.session_id) for s in plan.contributors),
+            len(plan.pending_tasks),
+            plan.explain,
+        )
+
+    def _plan(self, state: SessionState, words: Sequence[str]) -> RestorePlan | None:
+        """Plan the restoration; any failure or a blown time budget means a cold start."""
+        started = time.perf_counter()
+        now = self.clock.now()
+        days = max(self.config.lookback_days, self.config.critical_inheritance_days)
+        try:
+            candidates = self.store.completed_sessions_since(
+                to_iso(now - timedelta(days=days)),
+                state.project,
+                limit=CANDIDATE_LIMIT,
+                exclude_id=state.session_id,
+            )
+            plan = plan_restoration(
+                candidates, state.working_memory, words, now, self.config, self._pipeline()
+            )
+        except Exception as exc:  # noqa: BLE001 - NFR-004: restoration never blocks a start
+            if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
+                raise
+            log.warning("restoration failed, starting cold: %s", exc)
+            return None
+        elapsed = time.perf_counter() - started
+        if elapsed > RESTORE_BUDGET_SECONDS:
+            log.warning(
+                "restoration took %.0f ms (> %.0f ms budget); starting cold",
+                elapsed * 1000,
+                RESTORE_BUDGET_SECONDS * 1000,
+            )
+            return None
+        if self.config.debug:
+            debug_log.info(
+                "[session:debug] Fetched %d sessions from last %d days",
+                len(candidates),
+                self.config.lookback_days,
+            )
+            for line in plan.explain:
+                debug_log.info("%s", line)
+            debug_log.info("[session:debug] Restoration complete in %.1fms", elapsed * 1000)
+        return plan
+
+    def _record_restore(self, state: SessionState, plan: RestorePlan) -> None:
+        """Chain links and the FR-013 events of a warm start."""
+        ids = [s.session_id for s in plan.contributors]
+        self.store.mark_continued(ids, state.session_id, self.now_iso())
+        self._emit(
+            "session_restored",
+            state.session_id,
+            {
+                "new_session_id": state.session_id,
+                "from_session_ids": ids,
+                "pins_inherited": len(plan.inherited),
+                "relevance_scores": [round(_score_of(plan, i), 4) for i in ids],
+                "pending_task_count": len(plan.pending_tasks),
+                "cold_start": False,
+            },
+        )
+        for record in plan.decay:
+            self._emit(
+                "confidence_decay_applied",
+                state.session_id,
+                {
+                    "memory_id": record.memory_id,
+                    "original_confidence": record.original_confidence,
+                    "decayed_confidence": record.decayed_confidence,
+                    "hours_elapsed": record.hours_elapsed,
+                    "excluded": record.excluded,
+                },
+            )
+        now = self.clock.now()
+        for task in plan.pending_tasks:
+            since = plan.task_ages.get(task.task_id) or task.updated_at
+            days = (now - parse_time(since)).total_seconds() / 86400 if since else 0.0
+            self._emit(
+                "pending_task_surfaced",
+                state.session_id,
+                {
+                    "task_id": task.task_id,
+                    "title": task.title,
+                    "stage": task.stage,
+                    "days_pending": round(max(days, 0.0), 2),
+                    "source": task.source,
+                },
+            )
+
+    # -- turns ---------------------------------------------------------------------------------
+    def record(
+        self,
+        session_id: str | None = None,
+        *,
+        text: str | None = None,
+        workdir: str | None = None,
+        categories: Iterable[str] = (),
+        learning_id: str | None = None,
+        tool_name: str | None = None,
+        tool_input: Mapping[str, Any] | None = None,
+        files: Iterable[str] = (),
+        weight: float = 1.0,
+    ) -> SessionState:
+        """Crash-safe per-turn capture: fold this turn's signals into the stored session."""
+        at = self.now_iso()
+        with self._tx():
+            state = self._open(session_id)
+            extractor = HotTopicExtractor.from_dict(state.topic_state)
+            if text:
+                extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
+            if workdir:
+                extractor.record_exec_workdir(workdir)
+            if categories:
+                extractor.record_memory_access(list(categories))
+            if learning_id:
+                extractor.record_learning_id(learning_id)
+            if tool_name:
+                extractor.record_tool_call(tool_name, tool_input or {})
+            for path in files:
+                extractor.record_file_path(path)
+            state = replace(
+                state,
+                topic_state=extractor.to_dict(),
+                hot_topics=tuple(redact(t) for t in extractor.get_current_topics(20)),
+                active_projects=tuple(extractor.get_active_projects()),
+                recent_learnings=tuple(extractor.get_recent_learning_ids()),
+                pending_tasks=self.detect_pending(state.working_memory),
+                last_activity=at,
+                updated_at=at,
+            )
+            return self._save(state)
+
+    def update_session_state(self, session_id: str, partial: Mapping[str, Any]) -> SessionState:
+        """UPSERT the FR-003 fields present in ``partial``, keeping all others."""
+        with self._tx():
+            current = self._load(session_id).to_dict()
+            unknown = set(partial) - set(current)
+            if unknown:
+                raise ConflictError(f"unknown SessionState field {sorted(unknown)[0]!r}")
+            current.update(partial)
+            current["session_id"] = session_id
+            current["updated_at"] = self.now_iso()
+            return self._save(SessionState.from_dict(current))
+
+    # -- end -----------------------------------------------------------------------------------
+    def on_session_end(self, session_id: str | None = None) -> SessionState:
+        """FR-001: the final record (redacted pins, tasks, topics), its mirror and metric."""
+        at = self.now_iso()
+        with self._tx():
+            state = self.resolve(session_id)
+            if not state.is_open:
+                return state  # ending twice is a no-op
+            pins = self._pins_from_file(state)
+            extractor = HotTopicExtractor.from_dict(state.topic_state)
+            for pin in pins:
+                extractor.record_working_memory_label(pin.label)
+            state = self._save(
+                replace(
+                    state,
+                    end_time=at,
+                    state=COMPLETE,
+                    last_activity=at,
+                    updated_at=at,
+                    working_memory=pins,
+                    pending_tasks=self.detect_pending(pins),
+                    hot_topics=tuple(redact(t) for t in extractor.get_current_topics(20)),
+                    active_projects=tuple(extractor.get_active_projects()),
+                    recent_learnings=tuple(extractor.get_recent_learning_ids()),
+                    topic_state=extractor.to_dict(),
+                )
+            )
+            self._emit_captured(state)
+        self._mirror(state)
+        return state
+
+    def _emit_captured(self, state: SessionState) -> None:
+        start, end = parse_time(state.start_time), parse_time(state.end_time or state.start_time)
+        self._emit(
+            "session_captured",
+            state.session_id,
+            {
+                "session_id": state.session_id,
+                "channel": state.channel,
+                "duration_minutes": round((end - start).total_seconds() / 60, 2),
+                "pin_count": len(state.working_memory),
+                "learning_count": len(state.recent_learnings),
+                "task_count": len(state.pending_tasks),
+                "hot_topic_count": len(state.hot_topics),
+                "crash_recovered": state.crash_recovered,
+            },
+        )
+
+    def _pins_from_file(self, state: SessionState) -> tuple[Pin, ...]:
+        """The session's pins, taking edits made to its working-memory file into account."""
+        mirror = load_working_memory(self.config.working_memory_path, self.now_iso())
+        pins = state.working_memory
+        if mirror is not None and mirror.session_id == state.session_id:
+            pins = mirror.pins[:10]
+        return tuple(replace(p, label=redact(p.label), content=redact(p.content)) for p in pins)
+
+    # -- crash recovery ------------------------------------------------------------------------
+    def is_lapsed(self, state: SessionState) -> bool:
+        """An open session is crashed when its lease lapsed or its owner process is gone."""
+        last = state.last_activity or state.updated_at or state.start_time
+        idle = (self.clock.now() - parse_time(last)).total_seconds()
+        if idle > self.config.lease_seconds:
+            return True
+        if state.owner_pid and state.owner_host == socket.gethostname():
+            return not _pid_alive(state.owner_pid)
+        return False
+
+    def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
+        """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
+        recovered: list[SessionState] = []
+        with self._tx():
+            for state in self.store.open_sessions(exclude_id=current_session_id):
+                if not self.is_lapsed(state):
+                    continue
+                end = state.last_activity or state.updated_at
+                if end is None:
+                    end = to_iso(
+                        min(self.clock.now(), parse_time(state.start_time) + timedelta(hours=1))
+                    )
+                state = self._save(
+                    replace(
+                        state,
+                        end_time=end,
+                        state=TERMINATED,
+                        crash_recovered=True,
+                        pending_tasks=tuple(
+                            merge_tasks(
+                                list(state.pending_tasks),
+                                list(self.detect_pending(state.working_memory)),
+                            )
+                        ),
+                        updated_at=self.now_iso(),
+                    )
+                )
+                self._emit_captured(state)
+                recovered.append(state)
+        for state in recovered:
+            self._mirror(state)
+            log.info(
+                "recovered crashed session %s (last activity %s)", state.session_id, state.end_time
+            )
+        return recovered
+
+    # -- manual continue and chain -------------------------------------------------------------
+    def force_inherit_session(
+        self, target_session_id: str, session_id: str | None = None, *, actor: str = "cli"
+    ) -> RestoredSessionContext:
+        """FR-011: inherit everything from a session whatever its age or score (audited)."""
+        with self._tx():
+            target = self._load(target_session_id)
+            state = self._open(session_id)
+            if target.session_id == state.session_id:
+                raise ConflictError("a session cannot continue itself; name a prior session")
+            plan = plan_forced(
+                target, state.working_memory, self.clock.now(), self.config, self._pipeline()
+            )
+            state = self._save(
+                replace(
+                    state,
+                    working_memory=plan.pins,
+                    last_activity=self.now_iso(),
+                    updated_at=self.now_iso(),
+                )
+            )
+            self.store.mark_continued([target.session_id], state.session_id, self.now_iso())
+            self.store.append_audit(
+                "session_continue",
+                actor,
+                target.session_id,
+                {
+                    "session_id": state.session_id,
+                    "pins_inherited": len(plan.inherited),
+                    "pending_tasks": len(plan.pending_tasks),
+                },
+                self.now_iso(),
+            )
+            self._record_restore(state, plan)
+        self._mirror_pins(state)
+        return RestoredSessionContext(
+            state.session_id,
+            plan.preamble,
+            plan.inherited,
+            (target.session_id,),
+            (1.0,),
+            len(plan.pending_tasks),
+            plan.explain,
+        )
+
+    def get_session_chain(self, session_id: str, depth: int = 5) -> list[SessionState]:
+        """FR-009: up to ``depth`` sessions ending at ``session_id``, oldest first."""
+        if depth < 1:
+            raise ConflictError(f"depth {depth} must be at least 1; e.g. --depth 5")
+        chain = [self._load(session_id)]
+        seen = {session_id}
+        while len(chain) < depth and chain[-1].previous_session_id:
+            prev_id = chain[-1].previous_session_id
+            prev = self.store.get_session(prev_id) if prev_id not in seen else None
+            if prev is None:
+                break
+            seen.add(prev.session_id)
+            chain.append(prev)
+        chain.reverse()
+        oldest = parse_time(chain[0].start_time)
+        with self._tx():
+            self._emit(
+                "session_chain_traversal",
+                session_id,
+                {
+                    "start_session_id": session_id,
+                    "requested_depth": depth,
+                    "sessions_found": len(chain),
+                    "oldest_session_age_hours": round(
+                        (self.clock.now() - oldest).total_seconds() / 3600, 2
+                    ),
+                },
+            )
+        return chain
+
+    # -- pins ----------------------------------------------------------------------------------
+    def add_pin(
+        self,
+        label: str,
+        content: str,
+        session_id: str | None = None,
+        *,
+        critical: bool = False,
+        confidence: float = 1.0,
+    ) -> Pin:
+        """Pin a note in the session's working memory (same label replaces; 10 at most)."""
+        at = self.now_iso()
+        pin = make_pin(redact(label), redact(content), at, critical=critical, confidence=confidence)
+        with self._tx():
+            state = self._open(session_id)
+            extractor = HotTopicExtractor.from_dict(state.topic_state)
+            extractor.record_working_memory_label(pin.label)
+            state = self._save(
+                replace(
+                    state,
+                    working_memory=upsert_pin(state.working_memory, pin),
+                    topic_state=extractor.to_dict(),
+                    hot_topics=tuple(extractor.get_current_topics(20)),
+                    last_activity=at,
+                    updated_at=at,
+                )
+            )
+        self._mirror_pins(state)
+        return pin
+
+    def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
+        with self._tx():
+            state = self._open(session_id)
+            pins, removed = remove_pin(state.working_memory, label)
+            if removed is None:
+                raise NotFoundError(
+                    f"no pin labelled {label!r} in session "
+                    f"{state.session_id}; see `cortex pin list`"
+                )
+            state = self._save(replace(state, working_memory=pins, updated_at=self.now_iso()))
+        self._mirror_pins(state)
+        return removed
+
+    def list_pins(self, session_id: str | None = None) -> tuple[Pin, ...]:
+        return self.resolve(session_id).working_memory
+
+    # -- retention -----------------------------------------------------------------------------
+    def archive(self, older_than_days: int = 30, batch: int = 500) -> ArchiveReport:
+        """NFR-004: move sessions ended more than N days ago to JSON, then drop their rows.
+
+        Each file is fsynced and read back before its row is deleted, so nothing is lost.
+        """
+        before = to_iso(self.clock.now() - timedelta(days=older_than_days))
+        paths: list[str] = []
+        while True:
+            with self._tx():
+                batch_states = self.store.sessions_ended_before(before, limit=batch)
+                if not batch_states:
+                    break
+                for state in batch_states:
+                    paths.append(str(self._archive_one(state)))
+                self.store.delete_sessions([s.session_id for s in batch_states])
+        return ArchiveReport(len(paths), tuple(paths))
+
+    def _archive_one(self, state: SessionState) -> Path:
+        month = (state.end_time or state.start_time)[:7]
+        path = self.config.sessions_dir / "archive" / month / f"{check_id(state.session_id)}.json"
+        write_json(path, state.to_dict())
+        if read_json(path) != state.to_dict():
+            raise ConflictError(f"archive file {path} did not read back; nothing was deleted")
+        return path
+
+
+def _score_of(plan: RestorePlan, session_id: str) -> float:
+    for scored in plan.scored:
+        if scored.session.session_id == session_id:
+            return scored.score
+    return 0.0
+
+
+def _context_keywords(
+    project: str | None, workdir: str | None, keywords: Iterable[str]
+) -> list[str]:
+    """The new session's "current context" (ARCHITECTURE.md): project, workdir, keywords."""
+    words: list[str] = []
+    if project:
+        words.append(project.lower())
+    if workdir:
+        name = extract_project_name(workdir)
+        if name:
+            words.append(name.lower())
+    text = " ".join(keywords)
+    words += keywords_from_text(text) if text else []
+    return list(dict.fromkeys(words))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,46 @@
+"""Shared fixtures: every test gets its own Cortex home; nothing touches a real one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cortex.clock import FixedClock
+from cortex.config import Config, load_config
+from cortex.sessions import SessionPersistenceManager
+
+START = "2026-02-16T09:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("CORTEX_HOME", str(home))
+    for name in ("CORTEX_NOW", "CORTEX_SESSION_DEBUG", "CORTEX_LOOKBACK_DAYS"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture
+def home(_isolated_home: Path) -> Path:
+    return _isolated_home
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+def make_config(home: Path) -> Callable[..., Config]:
+    def make(**overrides: object) -> Config:
+        return load_config(home, {}, overrides)
+
+    return make
+
+
+@pytest.fixture
+def manager(make_config: Callable[..., Config], clock: FixedClock) -> SessionPersistenceManager:
+    return SessionPersistenceManager.open(make_config(), clock)

@@ -1,0 +1,218 @@
+"""The real ``cortex`` CLI in a subprocess: exact output, exit codes and error lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+T0 = "2026-02-16T09:00:00Z"
+
+
+def cortex(
+    home: Path,
+    *args: str,
+    now: str = T0,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    full_env.update({"CORTEX_HOME": str(home), "CORTEX_NOW": now}, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=60,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_two_day_story_through_the_cli(home: Path) -> None:
+    start = cortex(home, "--json", "session", "start", "--session-id", "s1", "--project", "radio")
+    assert json.loads(ok(start))["preamble"] is None
+    ok(cortex(home, "pin", "add", "ft991a control", "CAT over USB", "--critical"))
+    ok(cortex(home, "task", "add", "task-7", "CAT control", "--stage", "build"))
+    ok(cortex(home, "session", "record", "--text", "hamlib ft991a cat control"))
+    ended = ok(cortex(home, "session", "end"))
+    assert re.fullmatch(r"session s1 captured: 1 pins, 1 pending tasks, \d+ hot topics\n", ended)
+    later = cortex(
+        home,
+        "session",
+        "start",
+        "--session-id",
+        "s2",
+        "--project",
+        "radio",
+        now="2026-02-18T09:00:00Z",
+    )
+    text = ok(later)
+    assert text.startswith(
+        "[SESSION CONTINUITY — inherited from 1 prior session(s)]\n\n"
+        "PENDING TASKS:\n- [task-7] CAT control (last stage: build, 2d ago)"
+    )
+    assert text.rstrip().endswith(
+        "WORKING MEMORY RESTORED: 1 pins inherited (use working_memory view to see all)"
+    )
+    assert later.stderr == "session s2 started\n"
+    pins = json.loads(ok(cortex(home, "--json", "pin", "list")))
+    assert pins[0]["label"].startswith("ft991a control [inherited from s1 @ ")
+    assert pins[0]["confidence"] == pytest.approx(0.886, abs=0.001)
+    restored = json.loads(
+        ok(
+            cortex(
+                home,
+                "--json",
+                "session",
+                "start",
+                "--session-id",
+                "s3",
+                "--project",
+                "radio",
+                now="2026-02-18T09:01:00Z",
+            )
+        )
+    )
+    assert set(restored) == {
+        "session_id",
+        "preamble",
+        "inherited_pins",
+        "session_ids",
+        "relevance_scores",
+        "pending_task_count",
+    }
+    chain = json.loads(ok(cortex(home, "--json", "session", "chain", "s2")))
+    assert [s["session_id"] for s in chain] == ["s1", "s2"]
+    assert ok(cortex(home, "metrics", "verify")).startswith("ok: ")
+
+
+def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
+    result = cortex(home, "session", "start", "--session-id", "only")
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("session", "show", "nope"), "error: no session 'nope'; see `cortex session list`\n"),
+        (
+            ("session", "start", "--session-id", "../x"),
+            "error: invalid session id '../x': use 1-128 letters, digits or . _ : @ + - "
+            "(no '/', no '..'), e.g. a UUID\n",
+        ),
+        (
+            ("--set", "lookback_days=99", "session", "list"),
+            "error: lookback_days='99' (from flag) is out of range; use a value in 1-30\n",
+        ),
+        (
+            ("pin", "list"),
+            "error: no active session; start one with `cortex session start` or "
+            "pass --session-id\n",
+        ),
+    ],
+)
+def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], message: str) -> None:
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+
+
+def test_env_out_of_range_is_an_error(home: Path) -> None:
+    result = cortex(home, "config", "show", env={"CORTEX_RELEVANCE_THRESHOLD": "2"})
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: relevance_threshold='2' (from CORTEX_RELEVANCE_THRESHOLD) "
+        "is out of range; use a value in 0.1-1\n"
+    )
+
+
+def test_huge_pin_refused_and_nothing_lost(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    ok(cortex(home, "pin", "add", "keep", "me"))
+    big = "x" * 10_000_000
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cortex.entry import main; "
+            "sys.exit(main(['pin', 'add', 'big', sys.stdin.read()]))",
+        ],
+        input=big,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CORTEX_HOME": str(home), "CORTEX_NOW": T0},
+    )
+    assert result.returncode == 1 and "pins hold at most 4,000" in result.stderr
+    assert [p["label"] for p in json.loads(ok(cortex(home, "--json", "pin", "list")))] == ["keep"]
+
+
+def test_non_utf8_argument_is_stored_with_replacement(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env.update(CORTEX_HOME=str(home), CORTEX_NOW=T0)
+    raw = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cortex.entry",
+            "pin",
+            "add",
+            "bytes",
+            b"caf\xe9 \xff".decode("utf-8", "surrogateescape"),
+        ],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert raw.returncode == 0, raw.stderr
+    pins = json.loads(ok(cortex(home, "--json", "pin", "list")))
+    assert pins[0]["content"] == "caf\ufffd \ufffd"
+
+
+def test_unwritable_home_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the home's parent should be")
+    result = cortex(blocker / "home", "session", "start")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_every_command_has_help_with_an_example(home: Path) -> None:
+    from cortex.cli import cli
+
+    def walk(group: object, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        import click
+
+        assert isinstance(group, click.Group)
+        out = []
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                out += walk(cmd, (*path, name))
+            else:
+                out.append((*path, name))
+        return out
+
+    commands = walk(cli, ())
+    assert len(commands) >= 20
+    for command in commands:
+        text = ok(cortex(home, *command, "--help"))
+        assert "Example" in text, command
+
+
+def test_demo_runs(home: Path) -> None:
+    text = ok(cortex(home, "demo"))
+    assert "[SESSION CONTINUITY — inherited from" in text
+    assert "RECOVERED AFTER CRASH" in text
+    assert "api_key=[REDACTED]" in text
+    assert "ok: " in text

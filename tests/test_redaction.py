@@ -1,0 +1,194 @@
+"""Credential redaction (API guide 13.3, 14.2). Fake tokens are built from pieces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cortex.redaction import MARKER, contains_secret, redact, redact_value
+
+R = MARKER
+ALNUM = "aB3dE5gH7jK9mN1pQ2rS4tU6vW8xY0zC"  # 32 mixed characters, the shape of key material
+
+
+def test_api_guide_integration_case():
+    assert redact("api_key=sk-abc123") == f"api_key={R}"
+
+
+PEM_BODY = "MIIEow" + ALNUM * 2 + "\n" + ALNUM * 2
+REDACTED_CASES = [
+    # key=value forms keep the key (spec pattern, with the key kept)
+    ("password=hunter2", f"password={R}"),
+    ("passwd: hunter2 and more", f"passwd: {R} and more"),
+    ("DB_PASSWORD=x GITHUB_TOKEN=y", f"DB_PASSWORD={R} GITHUB_TOKEN={R}"),
+    ("client_secret = abc", f"client_secret = {R}"),
+    ("api-key: abc", f"api-key: {R}"),
+    ("apikey=abc;next", f"apikey={R};next"),
+    ("private_key=abc", f"private_key={R}"),
+    ("auth_token: xyz", f"auth_token: {R}"),
+    ("aws_secret_access_key = wJalr/XUtn", f"aws_secret_access_key = {R}"),
+    ('{"password": "hunter 2", "user": "bob"}', f'{{"password": "{R}", "user": "bob"}}'),
+    ("token='a b c'", f"token='{R}'"),
+    # provider formats
+    ("key sk-" + "a" * 48 + " end", f"key {R} end"),
+    ("sk-proj-" + ALNUM, R),
+    ("sk-ant-api03-" + ALNUM * 3, R),
+    ("ghp_" + "A" * 36, R),
+    ("gho_" + "b" * 36 + ".", R + "."),
+    ("ghs_" + ALNUM + "abcd", R),
+    ("github_pat_" + "11ABCDEFG0" + "_" + "x" * 59, R),
+    ("id AKIA" + "IOSFODNN7EXAMPLE", f"id {R}"),
+    ("ASIA" + "ABCDEFGHIJKLMNOP", R),
+    ("xoxb-" + "1234567890-abcdefghij", R),
+    (
+        "https://hooks.slack.com/services/" + "T000/B000/XXXX",
+        f"https://hooks.slack.com/services/{R}",
+    ),
+    ("sk_live_" + "a" * 24, R),
+    ("rk_test_" + "b" * 24, R),
+    ("AIza" + "c" * 35, R),
+    ("eyJ" + "hbGciOiJI" + ".eyJ" + "zdWIiOiIx" + ".sig_nat-ure", R),
+    ("Authorization: Bearer abc.def", f"Authorization: Bearer {R}"),
+    ('"Authorization": "Bearer eyJabc"', f'"Authorization": "Bearer {R}"'),
+    ("authorization: Basic dXNlcjpwYXNz", f"authorization: Basic {R}"),
+    ("curl -H 'x' bearer " + "abcd1234" * 3, f"curl -H 'x' bearer {R}"),
+    ("postgres://bob:s3cret@localhost/db", f"postgres://bob:{R}@localhost/db"),
+    ("https://user:p%40ss@example.com", f"https://user:{R}@example.com"),
+    # PEM blocks, whole; a block cut short loses its body, not the prose after it
+    (
+        "before\n-----BEGIN RSA PRIVATE KEY-----\n"
+        f"{PEM_BODY}\n-----END RSA PRIVATE KEY-----\nafter",
+        f"before\n{R}\nafter",
+    ),
+    (f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\nThen I ran tests.", f"{R}\nThen I ran tests."),
+    # generic base64-looking runs that mix upper, lower and digits
+    ("secret material " + ALNUM + "==", f"secret material {R}"),
+    ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", R),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REDACTED_CASES)
+def test_redacts(text: str, expected: str):
+    assert redact(text) == expected
+    assert contains_secret(text)
+
+
+KEPT_CASES = [
+    "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f",  # git SHA: no upper case
+    "sha256 " + "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "MixedCaseIdentifierWithoutAnyDigitsAtAllHere",
+    "/home/user/Projects/lbf-ham-radio/src/cortex/session_manager.py",
+    "task-004-session-persistence is in build",
+    "token_count: 512, max_tokens=4000, tokens: 3",
+    "author: Jane",
+    "secretary: Bob",
+    "use a bearer token for auth",
+    "the password is stored in the vault",
+    "password:\nnext line is not the value",
+    f"api_key={R}",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", KEPT_CASES)
+def test_leaves_ordinary_text_alone(text: str):
+    assert redact(text) == text
+    assert not contains_secret(text)
+
+
+def test_redact_value_walks_containers_and_keeps_keys():
+    value = {
+        "pins": [{"label": "creds", "content": "password=hunter2"}],
+        "pair": ("token=abc", 3),
+        "api_key": "plain-looking",
+        "max_tokens": "4000",
+        "count": 7,
+        "nested": {"auth": None, "password": ""},
+    }
+    assert redact_value(value) == {
+        "pins": [{"label": "creds", "content": f"password={R}"}],
+        "pair": (f"token={R}", 3),
+        "api_key": R,
+        "max_tokens": "4000",
+        "count": 7,
+        "nested": {"auth": None, "password": ""},
+    }
+    assert redact_value(42) == 42
+    assert redact_value(None) is None
+
+
+def test_huge_input_is_redacted_in_full():
+    filler = "The quick brown fox jumps over the lazy dog token auth. " * 90_000
+    text = filler + " api_key=sk-" + "a" * 40 + " " + filler
+    assert len(text) > 10_000_000
+    out = redact(text)
+    assert out == filler + f" api_key={R} " + filler
+
+
+def test_pem_header_without_end_many_times():
+    text = "-----BEGIN RSA PRIVATE KEY-----!" * 1000
+    assert redact(text) == f"{R}!" * 1000
+
+
+FRAGMENTS = [
+    "api_key",
+    "password",
+    "token",
+    "secret",
+    "auth",
+    "Bearer ",
+    "Authorization: ",
+    "=",
+    ": ",
+    " ",
+    "\n",
+    '"',
+    "'",
+    "sk-",
+    "ghp_",
+    "AKIA",
+    "xoxb-",
+    "eyJ",
+    ".",
+    "/",
+    "+",
+    "==",
+    "@",
+    "://",
+    "user",
+    "host",
+    R,
+    "[REDACTED",
+    "A" * 20,
+    "0123456789ABCDEF",
+    ALNUM,
+    "abc",
+    "İ",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "https://hooks.slack.com/services/",
+]
+secretish = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=5)), max_size=30).map(
+    "".join
+)
+any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=200)
+
+
+@given(st.one_of(secretish, any_text))
+@example(f"token={R}x")
+@example("password=[REDACTED")
+@example("://u:" + R + "x@h")
+def test_redaction_is_idempotent_and_never_raises(text: str):
+    once = redact(text)
+    assert isinstance(once, str)
+    assert redact(once) == once
+    assert not contains_secret(once)
+
+
+@given(secretish)
+def test_redact_value_is_idempotent(text: str):
+    value = {"password": text, "list": [text, (text,)], "n": 1}
+    once = redact_value(value)
+    assert redact_value(once) == once
