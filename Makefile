@@ -22,14 +22,14 @@ test: setup
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
 check: test lint
 
 bench: setup
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/core.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

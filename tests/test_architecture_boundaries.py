@@ -22,6 +22,10 @@ PURE_CORE = (
     "tokens",
     "clock",
     "errors",
+    "memory_models",
+    "retrieval",
+    "budgets",
+    "transcripts",
 )
 # Standard-library modules that touch files, processes, the network or the clock.
 IO_MODULES = frozenset(

@@ -17,6 +17,8 @@ from cortex.sessions import SessionPersistenceManager
 from cortex.sizing import MAX_RECORD_BYTES, record_size
 from cortex.store import open_store
 
+START = "2026-02-16T09:00:00Z"
+
 Factory = Callable[..., Config]
 
 
@@ -359,3 +361,55 @@ def test_disabled_restores_nothing(make_config: Factory, clock: FixedClock) -> N
     finished_session(m)
     clock.advance(hours=1)
     assert m.on_session_start(project="radio").preamble is None
+
+
+def test_killed_mid_capture_leaves_a_readable_db_and_is_recovered(
+    home: Path, make_config: Factory
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import itertools\n"
+        "from cortex.clock import FixedClock\n"
+        "from cortex.config import load_config\n"
+        "from cortex.sessions import SessionPersistenceManager\n"
+        f"m = SessionPersistenceManager.open(load_config(), FixedClock('{START}'))\n"
+        "m.on_session_start('victim', project='radio')\n"
+        "m.add_pin('wip', 'the refactor')\n"
+        "print('ready', flush=True)\n"
+        "for i in itertools.count():\n"
+        "    m.record('victim', text=f'turn {i} serial timeouts ft991a')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    later = FixedClock("2026-02-17T09:00:00Z")
+    m = SessionPersistenceManager.open(make_config(), later)
+    conn = m.store.connection  # type: ignore[attr-defined]
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    ctx = m.on_session_start(project="radio")
+    victim = m.store.get_session("victim")
+    assert victim is not None and victim.crash_recovered
+    assert "victim" in ctx.session_ids
+    assert [p.content for p in ctx.inherited_pins] == ["the refactor"]
+
+
+def test_debug_mode_prints_the_breakdown(
+    make_config: Factory, clock: FixedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    m = SessionPersistenceManager.open(make_config(debug="true"), clock)
+    finished_session(m)
+    clock.advance(hours=48)
+    with caplog.at_level(logging.INFO, logger="cortex.debug"):
+        m.on_session_start(project="radio")
+    text = caplog.text
+    assert "[session:debug] Fetched 1 sessions from last 7 days" in text
+    assert "recency: 0.714 × 0.4 = 0.286" in text
+    assert "[session:debug] Restoration complete in" in text

@@ -151,6 +151,7 @@ def session_start(
         project=clean(project),
         keywords=[clean(keywords) or ""],
         workdir=clean(workdir),
+        explain=explain,
     )
     data = ctx.to_dict() | ({"explain": list(ctx.explain)} if explain else {})
     lines = [ctx.preamble or ""] if ctx.preamble else []
@@ -449,3 +450,15 @@ def run(argv: Sequence[str]) -> int:
 from cortex import cli_admin  # noqa: E402  (its commands need the group defined above)
 
 cli_admin.register(cli)
+
+from cortex import cli_mcp  # noqa: E402  (its commands need the group defined above)
+
+cli_mcp.register(cli)
+
+from cortex import cli_memory  # noqa: E402  (memory, compact and session history commands)
+
+cli_memory.register(cli)
+
+from cortex import cli_integrations  # noqa: E402  (its commands need the group defined above)
+
+cli_integrations.register(cli)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,6 +27,8 @@ class Setting:
     help: str
     minimum: float | None = None
     maximum: float | None = None
+    legacy_env: tuple[str, ...] = ()
+    """Older variable names read after ``CORTEX_<NAME>``, in this order (RFC migration notes)."""
 
     @property
     def env_var(self) -> str:
@@ -117,6 +118,41 @@ SETTINGS: tuple[Setting, ...] = (
         10,
         604800,
     ),
+    Setting(
+        "working_memory_ttl_hours",
+        float,
+        24.0,
+        "Hours a working-layer memory lives before it expires (RFC phase 1; also read from "
+        "MEMORIES_WORKING_MEMORY_TTL_HOURS, then MCP_WORKING_MEMORY_TTL_HOURS).",
+        0.01,
+        8760,
+        ("MEMORIES_WORKING_MEMORY_TTL_HOURS", "MCP_WORKING_MEMORY_TTL_HOURS"),
+    ),
+    Setting(
+        "compaction_token_budget",
+        int,
+        80000,
+        "Tokens of session events since the last compaction that make compaction due "
+        "(the protocol's soft cap: 80% of a 100K window).",
+        1000,
+        10000000,
+    ),
+    Setting(
+        "compaction_turn_budget",
+        int,
+        100,
+        "Turns since the last compaction that make compaction due.",
+        1,
+        100000,
+    ),
+    Setting(
+        "compaction_inactivity_minutes",
+        int,
+        30,
+        "Idle minutes after which a session with new turns is due for compaction.",
+        1,
+        10080,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -138,6 +174,10 @@ class Config:
     pipeline_state_path: Path = Path("pipeline/state.json")
     working_memory_path: Path = Path("working_memory.json")
     lease_seconds: int = 300
+    working_memory_ttl_hours: float = 24.0
+    compaction_token_budget: int = 80000
+    compaction_turn_budget: int = 100
+    compaction_inactivity_minutes: int = 30
 
     @property
     def db_path(self) -> Path:
@@ -191,6 +231,8 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
     found: list[tuple[dict[str, Any], str]] = []
     toml_path = home / "config.toml"
     if toml_path.is_file():
+        import tomllib  # only when there is a file: it costs ~20 ms of a hook's start
+
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -240,8 +282,8 @@ def load_config(
     for setting in SETTINGS:
         if setting.name in overrides:
             resolved[setting.name] = coerce(setting, overrides[setting.name], home, "flag")
-        elif setting.env_var in env:
-            resolved[setting.name] = coerce(setting, env[setting.env_var], home, setting.env_var)
+        elif env_name := _env_name(setting, env):
+            resolved[setting.name] = coerce(setting, env[env_name], home, env_name)
         else:
             for values, origin in layers:
                 if setting.name in values:
@@ -252,6 +294,14 @@ def load_config(
     if env.get("CORTEX_SESSION_DEBUG", "").strip() not in ("", "0"):
         resolved["debug"] = True
     return Config(home=home, **resolved)
+
+
+def _env_name(setting: Setting, env: Mapping[str, str]) -> str | None:
+    """The first of ``CORTEX_<NAME>`` and the setting's legacy variables that is set."""
+    for name in (setting.env_var, *setting.legacy_env):
+        if name in env:
+            return name
+    return None
 
 
 def parse_assignments(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:

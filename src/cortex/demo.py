@@ -89,7 +89,9 @@ def _story(echo: Callable[[str], None], home: Path) -> None:
 
     clock.advance(hours=38)
     step("Wednesday morning, two days later", f"cortex session start --project {PROJECT}")
-    wednesday = cortex.on_session_start(project=PROJECT, workdir=WORKDIR, keywords=["ft991a"])
+    wednesday = cortex.on_session_start(
+        project=PROJECT, workdir=WORKDIR, keywords=["ft991a"], explain=True
+    )
     echo(wednesday.preamble or "(cold start)")
     step("what working memory looks like now", "cortex pin list")
     echo(format_pins(cortex.list_pins()))

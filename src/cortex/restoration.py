@@ -166,8 +166,14 @@ def plan_restoration(
     now: datetime,
     config: Config,
     pipeline: Mapping[str, dict[str, Any]] | None,
+    *,
+    explain_all: bool = False,
 ) -> RestorePlan:
-    """Plan what a new session inherits from ``candidates`` (completed, same project)."""
+    """Plan what a new session inherits from ``candidates`` (completed, same project).
+
+    The score breakdown of every candidate is explained with ``explain_all``; otherwise only
+    that of the sessions that qualified (the cheap default on the hook path).
+    """
     in_window = [
         s
         for s in candidates
@@ -176,10 +182,8 @@ def plan_restoration(
     scored = score_all(
         in_window, keywords, now, config.relevance_threshold, config.max_sessions_scored
     )
-    explain = [
-        format_breakdown(s, s.session.session_id, config.relevance_threshold)
-        for s in score_all(in_window, keywords, now, 0.0, None)
-    ]
+    shown = score_all(in_window, keywords, now, 0.0, None) if explain_all else scored
+    explain = [format_breakdown(s, s.session.session_id, config.relevance_threshold) for s in shown]
     contributors = [s.session for s in scored]
     standard, decay = _candidate_pins(
         _standard_sources(scored, explain), now, config, kind="standard"

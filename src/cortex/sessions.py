@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cortex.archive import ArchiveReport, archive_sessions
 from cortex.clock import Clock, SystemClock, parse_time, to_iso
 from cortex.config import Config
+
+if TYPE_CHECKING:
+    from cortex.metrics import MetricsWriter
 from cortex.errors import ConflictError, CortexError, NotFoundError
-from cortex.files import check_id, read_json, write_json
-from cortex.metrics import MetricsWriter, load_or_create_key
+from cortex.files import check_id, write_json
 from cortex.models import (
     ACTIVE,
     COMPLETE,
@@ -51,13 +51,8 @@ RESTORE_BUDGET_SECONDS = 1.5
 """Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""
 MAX_TURN_TEXT = 20_000
 """Characters of one turn's text used for topic extraction (a huge prompt costs no more)."""
-CANDIDATE_LIMIT = 200
-
-
-@dataclass(frozen=True)
-class ArchiveReport:
-    archived: int
-    paths: tuple[str, ...]
+CANDIDATE_LIMIT = 50
+"""Most recent completed sessions scored at a start (the spec's getRecentSessions(7, 50))."""
 
 
 class SessionPersistenceManager:
@@ -90,6 +85,8 @@ class SessionPersistenceManager:
 
     @property
     def metrics(self) -> MetricsWriter:
+        from cortex.metrics import MetricsWriter, load_or_create_key  # only when emitting
+
         if self._metrics is None:
             key = load_or_create_key(self.config.home / "metrics.key")
             self._metrics = MetricsWriter(self.store, key, self.config.home / "metrics.head")
@@ -204,6 +201,7 @@ class SessionPersistenceManager:
         channel: str = "cli",
         *,
         project: str | None = None,
+        project_name: str | None = None,
         keywords: Iterable[str] = (),
         workdir: str | None = None,
         user_id: str | None = None,
@@ -211,16 +209,24 @@ class SessionPersistenceManager:
         task_slug: str | None = None,
         owner_pid: int | None = None,
         parent_session: str | None = None,
+        explain: bool = False,
     ) -> RestoredSessionContext:
-        """Recover lapsed sessions, open this one and restore what is relevant (FR-002)."""
-        sid = check_id(session_id) if session_id is not None else str(uuid.uuid4())
+        """Recover lapsed sessions, open this one and restore what is relevant (FR-002).
+
+        ``project`` scopes restoration (a canonical id such as ``git:host/org/repo#root``);
+        ``project_name`` is how the project appears in topics and keywords (default:
+        ``project``). ``explain`` records the score breakdown of every candidate.
+        Starting an existing id again (a resume) reopens it and restores idempotently.
+        """
+        sid = check_id(session_id) if session_id is not None else _new_id()
         at = self.now_iso()
+        name = project_name or project
         extractor = HotTopicExtractor()
-        if project:
-            extractor.record_project(project)
+        if name:
+            extractor.record_project(name)
         if workdir:
             extractor.record_exec_workdir(workdir)
-        words = _context_keywords(project, workdir, keywords)
+        words = _context_keywords(name, workdir, keywords)
         with self._tx():
             existing = self.store.get_session(sid)
             self.detect_and_recover_crashed(sid)
@@ -243,13 +249,14 @@ class SessionPersistenceManager:
             state = replace(
                 state,
                 end_time=None,
+                crash_recovered=False,
                 state=ACTIVE,
                 last_activity=at,
                 updated_at=at,
                 owner_pid=owner_pid,
-                owner_host=socket.gethostname() if owner_pid else None,
+                owner_host=_HOST if owner_pid else None,
             )
-            plan = self._plan(state, words) if self.config.enabled else None
+            plan = self._plan(state, words, explain) if self.config.enabled else None
             if plan is not None and not plan.is_cold:
                 state = replace(state, working_memory=plan.pins)
             state = self._save(state)
@@ -268,7 +275,9 @@ class SessionPersistenceManager:
             plan.explain,
         )
 
-    def _plan(self, state: SessionState, words: Sequence[str]) -> RestorePlan | None:
+    def _plan(
+        self, state: SessionState, words: Sequence[str], explain: bool = False
+    ) -> RestorePlan | None:
         """Plan the restoration; any failure or a blown time budget means a cold start."""
         started = time.perf_counter()
         now = self.clock.now()
@@ -281,7 +290,13 @@ class SessionPersistenceManager:
                 exclude_id=state.session_id,
             )
             plan = plan_restoration(
-                candidates, state.working_memory, words, now, self.config, self._pipeline()
+                candidates,
+                state.working_memory,
+                words,
+                now,
+                self.config,
+                self._pipeline(),
+                explain_all=explain or self.config.debug,
             )
         except Exception as exc:  # noqa: BLE001 - NFR-004: restoration never blocks a start
             if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
@@ -379,7 +394,7 @@ class SessionPersistenceManager:
             if learning_id:
                 extractor.record_learning_id(learning_id)
             if tool_name:
-                extractor.record_tool_call(tool_name, tool_input or {})
+                extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
             for path in files:
                 extractor.record_file_path(path)
             state = replace(
@@ -469,7 +484,7 @@ class SessionPersistenceManager:
         idle = (self.clock.now() - parse_time(last)).total_seconds()
         if idle > self.config.lease_seconds:
             return True
-        if state.owner_pid and state.owner_host == socket.gethostname():
+        if state.owner_pid and state.owner_host == _HOST:
             return not _pid_alive(state.owner_pid)
         return False
 
@@ -477,7 +492,10 @@ class SessionPersistenceManager:
         """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
         recovered: list[SessionState] = []
         with self._tx():
-            for state in self.store.open_sessions(exclude_id=current_session_id):
+            idle_before = to_iso(self.clock.now() - timedelta(seconds=self.config.lease_seconds))
+            for state in self.store.open_sessions(
+                exclude_id=current_session_id, idle_before=idle_before
+            ):
                 if not self.is_lapsed(state):
                     continue
                 end = state.last_activity or state.updated_at
@@ -632,29 +650,9 @@ class SessionPersistenceManager:
 
     # -- retention -----------------------------------------------------------------------------
     def archive(self, older_than_days: int = 30, batch: int = 500) -> ArchiveReport:
-        """NFR-004: move sessions ended more than N days ago to JSON, then drop their rows.
-
-        Each file is fsynced and read back before its row is deleted, so nothing is lost.
-        """
+        """NFR-004: move sessions ended more than N days ago to JSON, then drop their rows."""
         before = to_iso(self.clock.now() - timedelta(days=older_than_days))
-        paths: list[str] = []
-        while True:
-            with self._tx():
-                batch_states = self.store.sessions_ended_before(before, limit=batch)
-                if not batch_states:
-                    break
-                for state in batch_states:
-                    paths.append(str(self._archive_one(state)))
-                self.store.delete_sessions([s.session_id for s in batch_states])
-        return ArchiveReport(len(paths), tuple(paths))
-
-    def _archive_one(self, state: SessionState) -> Path:
-        month = (state.end_time or state.start_time)[:7]
-        path = self.config.sessions_dir / "archive" / month / f"{check_id(state.session_id)}.json"
-        write_json(path, state.to_dict())
-        if read_json(path) != state.to_dict():
-            raise ConflictError(f"archive file {path} did not read back; nothing was deleted")
-        return path
+        return archive_sessions(self.store, self.config.sessions_dir, before, batch)
 
 
 def _score_of(plan: RestorePlan, session_id: str) -> float:
@@ -678,6 +676,15 @@ def _context_keywords(
     text = " ".join(keywords)
     words += keywords_from_text(text) if text else []
     return list(dict.fromkeys(words))
+
+
+_HOST = os.uname().nodename
+
+
+def _new_id() -> str:
+    import uuid  # lazily: hooks always pass an id, and uuid costs ~8 ms to import
+
+    return str(uuid.uuid4())
 
 
 def _pid_alive(pid: int) -> bool:

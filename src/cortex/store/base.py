@@ -9,14 +9,30 @@ Rules every implementation follows:
   inside it share it, nested calls join the outer one, an exception rolls it back.
   Calls made outside a transaction each commit on their own.
 - Session queries filter by ``project`` with SQL ``IS`` semantics: ``None`` matches ``None``.
+- Memory queries take a ``MemoryFilter`` and the current time (ISO 8601): a project sees its
+  own memories plus global ones, never another project's; deleted, superseded and expired
+  memories are invisible unless ``include_history``. At most one live memory holds a given
+  (scope, project, user, type, upsert_key): the store enforces it.
+- Session events, snapshots, checkpoints and compaction events belong to a
+  ``session_states`` row by ``session_id``; deleting (archiving) the row keeps them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from cortex.memory_models import (
+    Checkpoint,
+    CompactionEvent,
+    EventTotals,
+    Memory,
+    MemoryFilter,
+    MemoryLink,
+    SessionEvent,
+    SessionSnapshot,
+)
 from cortex.models import AuditEntry, MetricEvent, SessionState
 
 
@@ -51,11 +67,20 @@ class Store(Protocol):
     def completed_sessions_since(
         self, since: str, project: str | None, *, limit: int, exclude_id: str | None = None
     ) -> list[SessionState]:
-        """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
+        """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first.
+
+        For speed the columns restoration never reads (``topic_state``, ``recent_learnings``,
+        ``confidence_updates``, ``sop_interactions``) may come back empty.
+        """
         ...
 
-    def open_sessions(self, *, exclude_id: str | None = None) -> list[SessionState]:
-        """Sessions with no ``end_time`` (live or crashed), any project, oldest first."""
+    def open_sessions(
+        self, *, exclude_id: str | None = None, idle_before: str | None = None
+    ) -> list[SessionState]:
+        """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
+
+        With ``idle_before``, only those idle since before it or with a recorded owner process.
+        """
         ...
 
     def latest_open_session(
@@ -125,5 +150,132 @@ class Store(Protocol):
     ) -> int: ...
 
     def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
+        ...
+
+    # -- memories (RFC phase 1) --------------------------------------------------------------
+    def has_fts(self) -> bool:
+        """Whether full-text search is available (else search uses its LIKE fallback)."""
+        ...
+
+    def add_memories(self, memories: Sequence[Memory]) -> list[str | None]:
+        """Insert in one transaction; per memory, the id of the live one its key superseded."""
+        ...
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        """Any memory by id, live or not."""
+        ...
+
+    def update_memory(self, memory: Memory) -> None:
+        """Rewrite the editable columns of ``memory.id``."""
+        ...
+
+    def delete_memory(self, memory_id: str, at: str) -> bool:
+        """Soft delete; False if there is no such undeleted memory."""
+        ...
+
+    def list_memories(
+        self, flt: MemoryFilter, now: str, *, limit: int = 50, offset: int = 0
+    ) -> list[Memory]:
+        """Memories ``flt`` sees at ``now``, newest first."""
+        ...
+
+    def count_memories(self, flt: MemoryFilter, now: str) -> int: ...
+
+    def search_memories(
+        self, match: str, flt: MemoryFilter, now: str, *, limit: int, by_recency: bool = False
+    ) -> list[tuple[Memory, float]]:
+        """Full-text candidates for ``match`` (an FTS5 expression) with their ``bm25`` score
+        (lower is better), best first; empty when there is no full-text index. Only the best
+        4,096 candidates are filtered by ``flt``. ``by_recency``: the newest matches, score 0."""
+        ...
+
+    def term_doc_counts(self, terms: Sequence[str], cap: int) -> dict[str, int]:
+        """Memories holding each term, counted up to ``cap + 1`` (empty without full text)."""
+        ...
+
+    def memory_count_estimate(self) -> int:
+        """An upper bound of how many memories exist, read in constant time."""
+        ...
+
+    def like_memories(
+        self,
+        patterns: Sequence[str],
+        flt: MemoryFilter,
+        now: str,
+        *,
+        limit: int,
+        newest: int | None = None,
+    ) -> list[Memory]:
+        """Memories whose content or tags match any escaped ``LIKE`` pattern, newest first;
+        only among the ``newest`` memories when given."""
+        ...
+
+    def add_memory_link(self, link: MemoryLink) -> None: ...
+
+    def memory_links(self, memory_id: str) -> list[MemoryLink]:
+        """Links from or to ``memory_id``."""
+        ...
+
+    def linked_memories(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, str, Memory]]:
+        """(seed id, link kind, neighbour) one hop from ``memory_ids``, neighbours ``flt``
+        sees at ``now``."""
+        ...
+
+    def save_embeddings(self, model: str, items: Sequence[tuple[str, int, bytes]]) -> None:
+        """Store (memory id, dimension, float32 little-endian vector) rows for ``model``."""
+        ...
+
+    def load_embeddings(
+        self, model: str, flt: MemoryFilter, now: str
+    ) -> list[tuple[Memory, bytes]]: ...
+
+    def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]: ...
+
+    # -- session history (RFC phases 2 and 3) ------------------------------------------------
+    def append_session_event(self, event: SessionEvent) -> None: ...
+
+    def list_session_events(
+        self,
+        session_id: str,
+        *,
+        since: str | None = None,
+        meaningful_only: bool = False,
+        limit: int | None = None,
+    ) -> list[SessionEvent]:
+        """Events in order, after ``since`` if given; the newest ``limit`` of them."""
+        ...
+
+    def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
+        """Tokens, distinct turns and events after ``since``."""
+        ...
+
+    def save_snapshot(self, snapshot: SessionSnapshot) -> None: ...
+
+    def get_snapshot(self, snapshot_id: str) -> SessionSnapshot | None: ...
+
+    def list_snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
+        """Newest first."""
+        ...
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+
+    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None: ...
+
+    def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
+        """Newest first."""
+        ...
+
+    def bump_checkpoint_count(self, session_id: str, at: str) -> int:
+        """Increment ``session_states.checkpoint_count``; return it (0 if no such session)."""
+        ...
+
+    def append_compaction_event(self, event: CompactionEvent) -> None: ...
+
+    def complete_compaction_event(self, event_id: str, summary_tokens: int, at: str) -> None: ...
+
+    def list_compaction_events(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """Newest first."""
         ...

@@ -164,11 +164,241 @@ def m004_audit_log(conn: sqlite3.Connection) -> None:
     )
 
 
+# -- memory lifecycle (RFC phases 1-3) ----------------------------------------------------------
+def m005_memories(conn: sqlite3.Connection) -> None:
+    """Memories with the RFC's phase-1 columns, its four indexes and the live-upsert invariant.
+
+    ``seq`` is an INTEGER PRIMARY KEY so the FTS index can point at a rowid VACUUM never moves.
+    The unique index is the RFC's ``idx_memories_upsert_live`` with NULLs folded to '' (SQLite
+    treats NULLs in a unique index as distinct, which would let two global truths coexist).
+    """
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memories (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            type TEXT NOT NULL DEFAULT 'note',
+            memory_layer TEXT NOT NULL DEFAULT 'long_term'
+                CHECK (memory_layer IN ('rule', 'working', 'long_term')),
+            scope TEXT NOT NULL DEFAULT 'global' CHECK (scope IN ('global', 'project')),
+            project_id TEXT,
+            user_id TEXT,
+            tags TEXT NOT NULL DEFAULT '',
+            upsert_key TEXT,
+            source_session_id TEXT,
+            remember_intent TEXT NOT NULL DEFAULT 'implicit',
+            confidence REAL NOT NULL DEFAULT 1.0,
+            expires_at TEXT,
+            superseded_by TEXT,
+            superseded_at TEXT,
+            last_confirmed_at TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            deleted_at TEXT
+        )
+        """
+    )
+    for sql in (
+        "CREATE INDEX IF NOT EXISTS idx_memories_layer_scope_project "
+        "ON memories(memory_layer, scope, project_id)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_layer_expires "
+        "ON memories(memory_layer, expires_at)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_upsert_key "
+        "ON memories(scope, project_id, type, upsert_key)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_source_session ON memories(source_session_id)",
+        # Live memories of one layer, newest first, without a sort (rowid ends every index).
+        "CREATE INDEX IF NOT EXISTS idx_memories_live_layer "
+        "ON memories(memory_layer, deleted_at, superseded_at)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS idx_memories_upsert_live ON memories("
+        "scope, IFNULL(project_id, ''), IFNULL(user_id, ''), type, upsert_key) "
+        "WHERE upsert_key IS NOT NULL AND deleted_at IS NULL AND superseded_at IS NULL",
+    ):
+        conn.execute(sql)
+
+
+def fts5_available(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite was built with FTS5 (search falls back to LIKE without it)."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._cortex_fts5_probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp._cortex_fts5_probe")
+    return True
+
+
+def m006_memory_fts(conn: sqlite3.Connection) -> None:
+    """External-content FTS5 over content and tags (porter stemming), kept in sync by triggers.
+
+    Skipped on a SQLite without FTS5: search then uses its LIKE fallback.
+    """
+    if not fts5_available(conn):
+        return
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, tags, "
+        "content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    # Content counts fully, tags half: a tag is a hint, the content is the memory.
+    conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('rank', 'bm25(1.0, 0.5)')")
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories BEGIN "
+        "INSERT INTO memories_fts(rowid, content, tags) VALUES (new.seq, new.content, new.tags); "
+        "END"
+    )
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_ad AFTER DELETE ON memories BEGIN "
+        "INSERT INTO memories_fts(memories_fts, rowid, content, tags) "
+        "VALUES ('delete', old.seq, old.content, old.tags); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_au AFTER UPDATE OF content, tags ON memories "
+        "BEGIN INSERT INTO memories_fts(memories_fts, rowid, content, tags) "
+        "VALUES ('delete', old.seq, old.content, old.tags); "
+        "INSERT INTO memories_fts(rowid, content, tags) VALUES (new.seq, new.content, new.tags); "
+        "END"
+    )
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+
+
+def m007_memory_links(conn: sqlite3.Connection) -> None:
+    """Typed edges between memories, walked one hop by graph expansion (both directions)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memory_links (
+            from_id TEXT NOT NULL,
+            to_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('supersedes', 'conflicts', 'relates')),
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (from_id, to_id, kind)
+        ) WITHOUT ROWID
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_memory_links_to ON memory_links(to_id, kind)")
+
+
+def m008_session_events(conn: sqlite3.Connection) -> None:
+    """The RFC's session events, on ``session_states.id`` (the one session entity).
+
+    No foreign key: archiving a session row must keep (not cascade-delete) its history.
+    """
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS session_events (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+            kind TEXT NOT NULL CHECK (kind IN ('message', 'checkpoint', 'summary', 'event')),
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL DEFAULT 0,
+            turn_index INTEGER,
+            is_meaningful INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_session_events_session "
+        "ON session_events(session_id, created_at)"
+    )
+
+
+def m009_session_snapshots(conn: sqlite3.Connection) -> None:
+    """Markdown transcripts of a session's meaningful events, with what triggered them."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS session_snapshots (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            slug TEXT NOT NULL,
+            source_trigger TEXT NOT NULL
+                CHECK (source_trigger IN ('new_session', 'reset', 'manual', 'auto_compaction')),
+            transcript_md TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_session_snapshots_session "
+        "ON session_snapshots(session_id, created_at)"
+    )
+
+
+def m010_checkpoints(conn: sqlite3.Connection) -> None:
+    """Checkpoints in the continuity protocol's schema; ``body`` is the whole JSON record."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS checkpoints (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            summary TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_checkpoints_session ON checkpoints(session_id, seq)"
+    )
+
+
+def m011_compaction_events(conn: sqlite3.Connection) -> None:
+    """The RFC's compaction events (its ``checkpoint_memory_id`` is ``checkpoint_id`` here)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS compaction_events (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            trigger_type TEXT NOT NULL
+                CHECK (trigger_type IN ('count', 'time', 'semantic', 'manual')),
+            reason TEXT NOT NULL,
+            token_count_before INTEGER,
+            turn_count_before INTEGER,
+            summary_tokens INTEGER,
+            checkpoint_id TEXT,
+            created_at TEXT NOT NULL,
+            completed_at TEXT
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_compaction_session "
+        "ON compaction_events(session_id, created_at)"
+    )
+
+
+def m012_memory_embeddings(conn: sqlite3.Connection) -> None:
+    """Optional dense vectors per memory and model (the ``[embeddings]`` extra fills it)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memory_embeddings (
+            memory_seq INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (model, memory_seq)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
     Migration("m003_metrics", m003_metrics),
     Migration("m004_audit_log", m004_audit_log),
+    Migration("m005_memories", m005_memories),
+    Migration("m006_memory_fts", m006_memory_fts),
+    Migration("m007_memory_links", m007_memory_links),
+    Migration("m008_session_events", m008_session_events),
+    Migration("m009_session_snapshots", m009_session_snapshots),
+    Migration("m010_checkpoints", m010_checkpoints),
+    Migration("m011_compaction_events", m011_compaction_events),
+    Migration("m012_memory_embeddings", m012_memory_embeddings),
 ]
 
 SCHEMA_V4 = "m001_session_states"

@@ -30,6 +30,7 @@ from cortex.models import (
     SOPInteraction,
 )
 from cortex.store import migrations
+from cortex.store.sqlite_events import SQLiteEventsMixin
 
 log = logging.getLogger("cortex.store")
 
@@ -78,6 +79,16 @@ _COLUMNS = (
     "owner_host",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM session_states"
+# Restoration reads many rows and never uses these columns: skip decoding them.
+_NOT_FOR_RESTORE = {
+    "topic_state": "'{}'",
+    "recent_learnings": "'[]'",
+    "confidence_updates": "'[]'",
+    "sop_interactions": "'[]'",
+}
+_SELECT_FOR_RESTORE = "SELECT {} FROM session_states".format(
+    ", ".join(_NOT_FOR_RESTORE.get(c, c) for c in _COLUMNS)
+)
 _UPSERT = (
     f"INSERT INTO session_states ({', '.join(_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
@@ -262,8 +273,9 @@ def _metric_from_row(row: tuple[Any, ...]) -> MetricEvent:
     )
 
 
-class SQLiteStore:
-    """The ``Store`` protocol over one SQLite file (or ``:memory:``)."""
+class SQLiteStore(SQLiteEventsMixin):
+    """The ``Store`` protocol over one SQLite file (or ``:memory:``); the memory and
+    session-history methods come from the mixins in ``sqlite_memory``/``sqlite_events``."""
 
     def __init__(
         self, path: str | Path = MEMORY, *, migrate: bool = True, busy_timeout_ms: int = 5000
@@ -314,6 +326,7 @@ class SQLiteStore:
     # -- lifecycle ---------------------------------------------------------------------------
     def migrate(self) -> list[str]:
         """Apply pending migrations in order; return the names applied now."""
+        self._fts = None  # a migration may have just created the full-text index
         with _translated(self.url):
             return migrations.migrate(self._conn)
 
@@ -361,17 +374,28 @@ class SQLiteStore:
         """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
         # Served by idx_session_project_end: a range scan read backwards, stopped by LIMIT.
         return self._sessions(
-            f"{_SELECT} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "
+            f"{_SELECT_FOR_RESTORE} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "
             "ORDER BY end_time DESC LIMIT ?",
             (project, since, exclude_id, limit),
         )
 
-    def open_sessions(self, *, exclude_id: str | None = None) -> list[SessionState]:
-        """Sessions with no ``end_time`` (live or crashed), any project, oldest first."""
-        return self._sessions(
-            f"{_SELECT} WHERE end_time IS NULL AND id IS NOT ? ORDER BY start_time, id",
-            (exclude_id,),
-        )
+    def open_sessions(
+        self, *, exclude_id: str | None = None, idle_before: str | None = None
+    ) -> list[SessionState]:
+        """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
+
+        With ``idle_before``, only those idle since before it or with a recorded owner process
+        (the caller checks whether that process is alive).
+        """
+        where = "end_time IS NULL AND id IS NOT ?"
+        params: tuple[Any, ...] = (exclude_id,)
+        if idle_before is not None:
+            where += (
+                " AND (COALESCE(last_activity, updated_at, start_time) < ?"
+                " OR owner_pid IS NOT NULL)"
+            )
+            params += (idle_before,)
+        return self._sessions(f"{_SELECT} WHERE {where} ORDER BY start_time, id", params)
 
     def latest_open_session(
         self, project: str | None = None, *, any_project: bool = False

@@ -1,0 +1,235 @@
+"""Whole-process timing of ``cortex hook claude-code`` against a home with 10,000 sessions.
+
+Run: ``.venv/bin/python bench/hooks.py`` (``--runs N``, ``--sessions N``). Each sample is one
+real process of the venv's ``cortex`` script, by absolute path, with the event's JSON on
+stdin, interpreter start included, timed from spawn to exit; peak RSS comes from ``wait4``.
+Two modes: through the hook server (the default for users: started by the first hook, then
+warm) and in-process (``CORTEX_HOOK_SERVER=0``: every process imports the engine). Prints a
+table and writes bench/results/hooks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import cortex
+from cortex.clock import FixedClock, to_iso
+from cortex.hooks.server import server_pid, socket_path
+from cortex.models import PendingTask, Pin, SessionState
+from cortex.project import project_identity
+from cortex.store import open_store
+
+NOW = "2026-03-01T09:00:00Z"
+RESULTS = Path(__file__).parent / "results"
+CORTEX = Path(sys.executable).parent / "cortex"
+GNU_TIME = "/usr/bin/time"
+Row = dict[str, float | int | None]
+Events = dict[str, Callable[[int], dict[str, object]]]
+
+
+def make_repo(root: Path) -> str:
+    """A real git repository with a remote and a commit; returns its working tree."""
+    repo = root / "radio-control"
+    (repo / "src").mkdir(parents=True)
+    git = ["git", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "remote", "add", "origin", "git@github.com:lbf/radio-control.git"])
+    who = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+    subprocess.run([*git, *who, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    return str(repo)
+
+
+def make_session(i: int, end: str, project: str) -> SessionState:
+    """A fully populated session record (5 pins, 20 topics, 2 pending tasks)."""
+    pins = tuple(
+        Pin(f"pin {k}", f"note {k} of session {i}: " + "detail " * 20, end) for k in range(5)
+    )
+    return SessionState(
+        session_id=f"s{i:07d}",
+        start_time=end,
+        end_time=end,
+        channel="claude-code",
+        working_memory=pins,
+        hot_topics=tuple(
+            ["radio-control", "ft991a", *(f"topic{(i + k) % 300}" for k in range(18))]
+        ),
+        active_projects=("radio-control",),
+        pending_tasks=tuple(PendingTask(f"task-{i}-{k}", f"Task {k}", "build") for k in range(2)),
+        created_at=end,
+        updated_at=end,
+        state="COMPLETE",
+        project=project,
+        last_activity=end,
+    )
+
+
+def populate(home: Path, project: str, total: int, recent: int = 50) -> None:
+    """``recent`` sessions of ``project`` in the last week; the rest older or other projects."""
+    now = FixedClock(NOW).now()
+    store = open_store(home / "brain.db")
+    with store.transaction():
+        for i in range(total):
+            if i < recent:
+                end, owner = now - timedelta(hours=1 + i * 3), project
+            else:
+                end, owner = (
+                    now - timedelta(hours=1 + (i % 2000) * 1.1),
+                    f"git:example.com/p{i % 50}",
+                )
+            store.save_session(make_session(i, to_iso(end), owner))
+    store.close()
+
+
+def run_once(payload: dict[str, object], env: dict[str, str], cwd: str) -> tuple[float, str]:
+    """(milliseconds, stdout) of one whole hook process."""
+    started = time.perf_counter()
+    result = subprocess.run(
+        [str(CORTEX), "hook", "claude-code"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
+    return (time.perf_counter() - started) * 1000, result.stdout.decode()
+
+
+def peak_rss_mib(payload: dict[str, object], env: dict[str, str], cwd: str) -> float | None:
+    """Peak RSS of one hook process, via GNU time (a forked Python parent would inflate it)."""
+    if not Path(GNU_TIME).exists():
+        return None
+    result = subprocess.run(
+        [GNU_TIME, "-f", "%M", str(CORTEX), "hook", "claude-code"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+    )
+    return round(int(result.stderr.decode().split()[-1]) / 1024, 1)
+
+
+def measure(events: Events, env: dict[str, str], cwd: str, runs: int) -> dict[str, Row]:
+    results: dict[str, Row] = {}
+    for name, make in events.items():
+        samples = []
+        for i in range(runs):
+            ms, out = run_once(make(i), env, cwd)
+            if name == "SessionStart" and "SESSION CONTINUITY" not in out:
+                raise SystemExit(f"SessionStart restored nothing: {out!r}")
+            samples.append(ms)
+        samples.sort()
+        results[name] = {
+            "median_ms": round(statistics.median(samples), 1),
+            "p95_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 1),
+            "peak_rss_mib": peak_rss_mib(make(runs), env, cwd),
+            "runs": runs,
+        }
+    return results
+
+
+def hook_events(cwd: str) -> Events:
+    """Event makers: a fresh session per SessionStart; prompts and tools to one live session."""
+    base = {"transcript_path": "/tmp/t.jsonl", "cwd": cwd}
+
+    def start(i: int) -> dict[str, object]:
+        sid = f"bench-start-{time.time_ns()}-{i}"
+        return {**base, "hook_event_name": "SessionStart", "source": "startup", "session_id": sid}
+
+    def prompt(i: int) -> dict[str, object]:
+        text = f"tune the ft991a cat control, attempt {i}"
+        return {**base, "hook_event_name": "UserPromptSubmit", "session_id": "live", "prompt": text}
+
+    def tool(i: int) -> dict[str, object]:
+        tool_input = {"file_path": f"{cwd}/src/cat_{i}.py", "old_string": "a", "new_string": "b"}
+        return {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "session_id": "live",
+            "tool_name": "Edit",
+            "tool_input": tool_input,
+        }
+
+    return {"SessionStart": start, "UserPromptSubmit": prompt, "PostToolUse": tool}
+
+
+def child_env(home: Path, server: bool) -> dict[str, str]:
+    """The hosts' environment: ours minus Cortex/Claude variables and the no-bytecode switch
+    (installed packages have their bytecode compiled; a hook never compiles on each run)."""
+    drop = ("CORTEX_", "CLAUDE_", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(
+        CORTEX_HOME=str(home),
+        CORTEX_NOW=NOW,
+        CORTEX_HOOK_SERVER="1" if server else "0",
+        CORTEX_HOOK_SERVER_IDLE="300",
+    )
+    return env
+
+
+def bench_mode(root: Path, cwd: str, mode: str, sessions: int, runs: int) -> dict[str, Row]:
+    home = root / f"home-{mode}"
+    populate(home, project_identity(cwd, home / "cache").id, sessions)
+    env = child_env(home, mode == "server")
+    events = hook_events(cwd)
+    run_once(events["SessionStart"](0), env, cwd)  # starts the server in server mode
+    deadline = time.monotonic() + 30
+    while mode == "server" and not Path(socket_path(home)).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the hook server did not start")
+        time.sleep(0.1)
+    live = {
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+        "session_id": "live",
+        "cwd": cwd,
+    }
+    run_once(live, env, cwd)
+    try:
+        return measure(events, env, cwd, runs)
+    finally:
+        pid = server_pid(home)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--sessions", type=int, default=10_000)
+    args = parser.parse_args()
+    compileall.compile_dir(Path(cortex.__file__).parent, quiet=1)
+    report: dict[str, object] = {"sessions": args.sessions, "command": f"{CORTEX} hook claude-code"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cwd = make_repo(root)
+        for mode in ("server", "in-process"):
+            report[mode] = bench_mode(root, cwd, mode, args.sessions, args.runs)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "hooks.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"{args.sessions} stored sessions, {args.runs} runs per row: {report['command']}")
+    print(f"{'mode':<11} {'event':<17} {'median ms':>9} {'p95 ms':>7} {'peak RSS MiB':>12}")
+    for mode in ("server", "in-process"):
+        rows = report[mode]
+        assert isinstance(rows, dict)
+        for name, row in rows.items():
+            print(
+                f"{mode:<11} {name:<17} {row['median_ms']:>9} {row['p95_ms']:>7} "
+                f"{row['peak_rss_mib'] or '-':>12}"
+            )
+
+
+if __name__ == "__main__":
+    main()

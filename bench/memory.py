@@ -1,0 +1,224 @@
+"""Long-term memory at scale: 1,000,000 memories in one SQLite file on disk.
+
+    .venv/bin/python bench/memory.py               # builds bench/results/memory-1m.db once
+    .venv/bin/python bench/memory.py --count 100000 --queries 200
+
+Measures, in-process, with the database on disk:
+
+- ``MemoryService.search`` (limit 10, a project plus global scope): p50 / p95;
+- ``get_context`` with a 4,000-token budget (mode ``all``): p50 / p95;
+- batch add with upsert (1,000 memories per ``add_many`` transaction, half of them replacing
+  a live memory by ``upsert_key``): memories per second, on a copy of the database.
+
+The corpus is synthetic (seeded): developer-session memories from 12 templates over 50
+projects, with topic words drawn from a Zipf distribution over a 20,000-word vocabulary, so
+that common words are common and queries hit documents at realistic frequencies. Queries are
+natural-language questions around two or three topic words of a stored memory.
+Writes ``bench/results/memory.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import random
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cortex.clock import FixedClock  # noqa: E402
+from cortex.config import load_config  # noqa: E402
+from cortex.memory import MemoryService, NewMemory  # noqa: E402
+from cortex.store import SQLiteStore  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+SEED = 20261122
+PROJECTS = [f"proj-{i:02d}" for i in range(50)]
+TEMPLATES = [
+    "Decided to use {a} for {b} in {p} because {c} was too slow",
+    "Fixed a bug in {p} where {a} broke {b} under load",
+    "The {a} service of {p} talks to {b} through {c}",
+    "Remember: {a} needs {b} configured before {c} starts",
+    "User prefers {a} over {b} when working on {c}",
+    "Deploy of {p} failed: {a} timed out waiting for {b}",
+    "{a} and {b} share the {c} cache in {p}",
+    "Rotated the {a} credentials; {b} reads them from {c}",
+    "Benchmark: {a} is twice as fast as {b} for {c}",
+    "Open question in {p}: should {a} own {b} or {c}",
+    "Migrated {a} from {b} to {c} last sprint",
+    "Pairing note: {a} explains the {b} quirk in {c}",
+]
+SYLLABLES = "ka lo mi nu pe ra si tu vo xe za bri cho dre fla gro ple qua sti tro".split()
+NL_WRAPPERS = [
+    "what did we decide about {w}?",
+    "any problems with {w} recently?",
+    "how does {w} work in this project",
+    "{w}",
+    "remind me about {w} and the setup",
+]
+
+
+def vocabulary(size: int, rng: random.Random) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def zipf_sampler(words: list[str], rng: random.Random, s: float = 1.05):  # type: ignore[no-untyped-def]
+    cumulative = list(itertools.accumulate(1.0 / (rank**s) for rank in range(1, len(words) + 1)))
+    total = cumulative[-1]
+    return lambda: words[bisect.bisect_left(cumulative, rng.random() * total)]
+
+
+def make_memories(count: int, rng: random.Random) -> list[NewMemory]:
+    draw = zipf_sampler(vocabulary(20_000, rng), rng)
+    out = []
+    for i in range(count):
+        project = rng.choice(PROJECTS)
+        text = rng.choice(TEMPLATES).format(a=draw(), b=draw(), c=draw(), p=project)
+        roll = rng.random()
+        layer = "rule" if roll < 0.002 else ("working" if roll < 0.05 else "long_term")
+        scoped = rng.random() < 0.8
+        out.append(
+            NewMemory(
+                text,
+                layer=layer,
+                project=project if scoped else None,
+                tags=[draw()] if rng.random() < 0.3 else None,
+                upsert_key=f"k{i}" if rng.random() < 0.1 else None,
+                confidence=round(rng.uniform(0.5, 1.0), 2),
+            )
+        )
+    return out
+
+
+def build(path: Path, count: int) -> float:
+    """Fill a new database through the service in 10,000-memory transactions; seconds."""
+    rng = random.Random(SEED)
+    service = open_service(path)
+    started = time.perf_counter()
+    for start in range(0, count, 10_000):
+        service.add_many(make_memories(min(10_000, count - start), rng), actor="bench")
+        if start % 100_000 == 0:
+            print(f"  built {start + 10_000:,}", file=sys.stderr)
+    elapsed = time.perf_counter() - started
+    service.store.close()
+    return elapsed
+
+
+def open_service(path: Path) -> MemoryService:
+    config = load_config(RESULTS / "home", {})
+    return MemoryService(SQLiteStore(path), config, FixedClock("2026-02-16T09:00:00Z"))
+
+
+def queries(service: MemoryService, n: int, rng: random.Random) -> list[tuple[str, str, str]]:
+    """(query, project, source memory id) around the words of randomly chosen memories."""
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    top = store.connection.execute("SELECT max(seq) FROM memories").fetchone()[0]
+    out = []
+    while len(out) < n:
+        row = store.connection.execute(
+            "SELECT content, project_id, id FROM memories WHERE seq = ? AND deleted_at IS NULL "
+            "AND superseded_at IS NULL AND memory_layer = 'long_term'",
+            (rng.randint(1, top),),
+        ).fetchone()
+        if row is None:
+            continue
+        words = [w for w in row[0].replace(":", " ").split() if w.isalpha() and len(w) > 3]
+        picked = " and ".join(rng.sample(words, min(len(words), rng.randint(2, 3))))
+        query = rng.choice(NL_WRAPPERS).format(w=picked)
+        out.append((query, row[1] or rng.choice(PROJECTS), row[2]))
+    return out
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
+        "max_ms": round(ordered[-1], 3),
+    }
+
+
+def timed(calls: list[tuple[str, str, str]], run) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for query, project, _ in calls:
+        started = time.perf_counter()
+        run(query, project)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def write_rate(path: Path, batches: int, rng: random.Random) -> float:
+    """Memories/s of ``add_many`` batches of 1,000, half replacing live memories by key."""
+    copy = path.with_name(path.stem + "-write.db")
+    shutil.copyfile(path, copy)
+    service = open_service(copy)
+    total, elapsed = 0, 0.0
+    for batch in range(batches):
+        items = make_memories(1000, rng)
+        items = [
+            NewMemory(m.content, project=m.project, upsert_key=f"k{rng.randrange(100_000)}")
+            if i % 2 == 0
+            else m
+            for i, m in enumerate(items)
+        ]
+        started = time.perf_counter()
+        results = service.add_many(items, actor="bench")
+        elapsed += time.perf_counter() - started
+        total += len(results)
+        del batch
+    service.store.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(copy) + suffix).unlink(missing_ok=True)
+    return total / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="1M-memory search/context/add benchmark")
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--batches", type=int, default=10)
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"memory-{args.count}.db"
+    build_seconds = None
+    if not path.exists():
+        build_seconds = build(path, args.count)
+    rng = random.Random(SEED + 1)
+    service = open_service(path)
+    calls = queries(service, args.queries, rng)
+    timed(calls[:50], lambda q, p: service.search(q, project=p, limit=10))  # warm the cache
+    search = timed(calls, lambda q, p: service.search(q, project=p, limit=10))
+    context = timed(
+        calls, lambda q, p: service.get_context(q, project=p, budget_tokens=4000, mode="all")
+    )
+    found = sum(
+        1 for q, p, source in calls if source in {h.memory.id for h in service.search(q, project=p)}
+    )
+    service.store.close()
+    report = {
+        "memories": args.count,
+        "db_bytes": path.stat().st_size,
+        "build_seconds": build_seconds,
+        "search_limit10": percentiles(search),
+        "get_context_4000": percentiles(context),
+        "source_memory_in_top10": round(found / len(calls), 3),
+        "add_with_upsert_per_second": round(write_rate(path, args.batches, rng)),
+    }
+    (RESULTS / "memory.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

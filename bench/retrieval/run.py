@@ -1,0 +1,279 @@
+"""Retrieval quality of Cortex search vs plain BM25 on LoCoMo and LongMemEval (dev splits).
+
+    .venv/bin/python bench/retrieval/run.py            # full dev splits, a few minutes on 2 cores
+    .venv/bin/python bench/retrieval/run.py --quick    # 2 conversations, 20 questions
+    .venv/bin/python bench/retrieval/run.py --embeddings minilm   # + hybrid (needs the extra)
+
+Systems, each indexing the same units per haystack:
+
+- ``bm25``: plain SQLite FTS5 (default ``unicode61`` tokenizer), the OR of the question's
+  words, ranked by ``bm25()``;
+- ``bm25-porter``: the same with the ``porter`` stemmer (the research note's baseline);
+- ``cortex``: ``MemoryService.search`` (stop words, porter, BM25 re-ranked, graph expansion);
+- ``cortex+<embedder>``: the same service with an embedder (hybrid BM25 + cosine, RRF).
+
+Writes ``bench/results/retrieval.json`` and prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import re
+import sqlite3
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from metrics import (  # noqa: E402
+    Corpus,
+    distinct_in_order,
+    locomo_corpora,
+    longmemeval_corpora,
+    ndcg,
+    recall_all,
+    recall_any,
+    recall_fraction,
+)
+
+from cortex.clock import FixedClock  # noqa: E402
+from cortex.config import load_config  # noqa: E402
+from cortex.memory import MemoryService, NewMemory  # noqa: E402
+from cortex.store import open_store  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "bench" / "results"
+Search = Callable[[str, int], list[str]]
+
+
+# -- systems ---------------------------------------------------------------------------------
+def plain_bm25(tokenizer: str) -> Callable[[Corpus], Search]:
+    """A fresh FTS5 table over the corpus; query = OR of the question's words, bm25 order."""
+
+    def build(corpus: Corpus) -> Search:
+        conn = sqlite3.connect(":memory:")
+        conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5(text, tokenize='{tokenizer}')")
+        conn.executemany("INSERT INTO docs(rowid, text) VALUES (?, ?)",
+                         [(i, u.text) for i, u in enumerate(corpus.units)])  # fmt: skip
+        ids = [u.id for u in corpus.units]
+
+        def search(query: str, k: int) -> list[str]:
+            words = dict.fromkeys(re.findall(r"\w+", query.lower()))
+            match = " OR ".join(f'"{w}"' for w in words)
+            if not match:
+                return []
+            rows = conn.execute(
+                "SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?", (match, k)
+            ).fetchall()
+            return [ids[r[0]] for r in rows]
+
+        return search
+
+    return build
+
+
+def cortex_search(embedder_name: str | None = None) -> Callable[[Corpus], Search]:
+    """``MemoryService`` over an in-memory store holding the corpus's units as memories."""
+
+    def build(corpus: Corpus) -> Search:
+        embedder = None
+        if embedder_name:
+            from cortex.embeddings import load_embedder
+
+            embedder = load_embedder(embedder_name)
+        config = load_config(ROOT / "bench" / "results" / "home", {})
+        service = MemoryService(
+            open_store(":memory:"), config, FixedClock("2026-02-16T09:00:00Z"), embedder
+        )
+        units = [u for u in corpus.units if u.text.strip()]  # an empty memory is refused
+        added = service.add_many([NewMemory(u.text) for u in units], actor="bench")
+        unit_of = {r.memory.id: u.id for r, u in zip(added, units, strict=True)}
+
+        def search(query: str, k: int) -> list[str]:
+            return [unit_of[h.memory.id] for h in service.search(query, limit=k)]
+
+        return search
+
+    return build
+
+
+# -- evaluation ------------------------------------------------------------------------------
+def evaluate(
+    corpora: Sequence[Corpus],
+    build: Callable[[Corpus], Search],
+    depth: int,
+    score: Callable[[list[str], Any], dict[str, float]],
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """Per-category means of ``score(ranked, question)``, and per-query latencies (ms)."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    counts: dict[str, int] = defaultdict(int)
+    latencies: list[float] = []
+    for corpus in corpora:
+        search = build(corpus)
+        for question in corpus.questions:
+            started = time.perf_counter()
+            ranked = search(question.text, depth)
+            latencies.append((time.perf_counter() - started) * 1000)
+            for name, value in score(ranked, question).items():
+                sums[question.category][name] += value
+            counts[question.category] += 1
+    table = {cat: {m: 100 * v / counts[cat] for m, v in ms.items()} for cat, ms in sums.items()}
+    for cat in table:
+        table[cat]["n"] = counts[cat]
+    return table, latencies
+
+
+def overall(
+    table: dict[str, dict[str, float]], cats: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Question-weighted mean over categories (all, or ``cats``)."""
+    chosen = [c for c in table if cats is None or c in cats]
+    n = sum(table[c]["n"] for c in chosen)
+    metrics = [m for m in table[chosen[0]] if m != "n"] if chosen else []
+    out = {m: sum(table[c][m] * table[c]["n"] for c in chosen) / n for m in metrics}
+    out["n"] = n
+    return out
+
+
+def locomo_score(ranked: list[str], q: Any) -> dict[str, float]:
+    sessions = distinct_in_order(r.split(":")[0] for r in ranked)
+    gold_sessions = {g.split(":")[0] for g in q.gold}
+    return {
+        "R@5": recall_fraction(ranked, set(q.gold), 5),
+        "R@10": recall_fraction(ranked, set(q.gold), 10),
+        "nDCG@10": ndcg(ranked, set(q.gold), 10),
+        "sess R@5": recall_fraction(sessions, gold_sessions, 5),
+    }
+
+
+def lme_session_score(ranked: list[str], q: Any) -> dict[str, float]:
+    gold = set(q.gold)
+    return {
+        "R_all@5": recall_all(ranked, gold, 5),
+        "R_any@1": recall_any(ranked, gold, 1),
+        "R_any@5": recall_any(ranked, gold, 5),
+        "nDCG@10": ndcg(ranked, gold, 10),
+    }
+
+
+def lme_turn_score(ranked: list[str], q: Any) -> dict[str, float]:
+    gold = set(q.gold)
+    return {
+        "R_all@10": recall_all(ranked, gold, 10),
+        "R_any@5": recall_any(ranked, gold, 5),
+        "nDCG@10": ndcg(ranked, gold, 10),
+    }
+
+
+# -- reporting -------------------------------------------------------------------------------
+def latency(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "mean_ms": statistics.fmean(ordered),
+        "p50_ms": ordered[len(ordered) // 2],
+        "p95_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
+    }
+
+
+def markdown(title: str, results: dict[str, Any], cats: Sequence[str], headline: str) -> str:
+    systems = list(results)
+    metrics = [m for m in next(iter(results.values()))["overall"] if m != "n"]
+    lines = [f"### {title}", "", "| category | n | " + " | ".join(
+        f"{s} {m}" for m in metrics for s in systems) + " |"]  # fmt: skip
+    lines.append("| --- | ---: | " + " | ".join("---:" for _ in metrics for _ in systems) + " |")
+    rows = [(c, results[systems[0]]["table"][c]) for c in cats if c in results[systems[0]]["table"]]
+    rows.append((headline, results[systems[0]]["overall"]))
+    for name, base in rows:
+        cells = []
+        for m in metrics:
+            for s in systems:
+                src = results[s]["overall"] if name == headline else results[s]["table"][name]
+                cells.append(f"{src[m]:.1f}")
+        lines.append(f"| {name} | {int(base['n'])} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("latency per query (mean / p95 ms): " + ", ".join(
+        f"{s} {results[s]['latency']['mean_ms']:.2f} / {results[s]['latency']['p95_ms']:.2f}"
+        for s in systems))  # fmt: skip
+    return "\n".join(lines)
+
+
+def run_suite(
+    name: str,
+    corpora: Sequence[Corpus],
+    systems: dict[str, Callable[[Corpus], Search]],
+    depth: int,
+    score: Callable[[list[str], Any], dict[str, float]],
+    headline_cats: Sequence[str] | None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for system, build in systems.items():
+        started = time.perf_counter()
+        table, lat = evaluate(corpora, build, depth, score)
+        out[system] = {
+            "table": table,
+            "overall": overall(table, headline_cats),
+            "latency": latency(lat),
+            "seconds": time.perf_counter() - started,
+        }
+        print(f"  {name} / {system}: {out[system]['seconds']:.1f} s", file=sys.stderr)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 conversations, 20 questions")
+    parser.add_argument("--embeddings", help="also run hybrid search with this embedder")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--locomo-only", action="store_true", help="skip LongMemEval")
+    args = parser.parse_args(argv)
+    locomo = json.loads((args.data / "locomo-dev.json").read_text())
+    with lzma.open(args.data / "longmemeval-s-dev.json.xz") as fh:
+        lme = json.load(fh)
+    if args.quick:
+        locomo, lme = locomo[:2], lme[:20]
+    if args.locomo_only:
+        lme = []
+    systems: dict[str, Callable[[Corpus], Search]] = {
+        "bm25": plain_bm25("unicode61"),
+        "bm25-porter": plain_bm25("porter unicode61"),
+        "cortex": cortex_search(),
+    }
+    if args.embeddings:
+        systems[f"cortex+{args.embeddings}"] = cortex_search(args.embeddings)
+    cats14 = ["multi-hop", "temporal", "open-domain", "single-hop"]
+    report = {
+        "locomo": run_suite("locomo", locomo_corpora(locomo), systems, 50, locomo_score, cats14)
+    }
+    if lme:
+        report["lme_session"] = run_suite(
+            "lme session", longmemeval_corpora(lme, "session"), systems, 10, lme_session_score, None
+        )
+        report["lme_turn"] = run_suite(
+            "lme turn", longmemeval_corpora(lme, "turn"), systems, 10, lme_turn_score, None
+        )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "retrieval-locomo.json" if args.locomo_only else "retrieval.json"
+    (RESULTS / name).write_text(json.dumps(report, indent=2))
+    print(markdown("LoCoMo, turn level (overall = categories 1-4)", report["locomo"],
+                   [*cats14, "adversarial"], "overall 1-4"))  # fmt: skip
+    if not lme:
+        return 0
+    lme_types = sorted(report["lme_session"]["bm25"]["table"])
+    print()
+    print(markdown("LongMemEval_S, session level", report["lme_session"], lme_types, "overall"))
+    print()
+    print(markdown("LongMemEval_S, turn level", report["lme_turn"], lme_types, "overall"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""The retrieval benchmark's metric code, on tiny synthetic data with known answers."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "retrieval"))
+
+from metrics import (  # noqa: E402
+    clean_evidence,
+    locomo_corpora,
+    longmemeval_corpora,
+    ndcg,
+    recall_all,
+    recall_any,
+    recall_fraction,
+)
+from run import cortex_search, evaluate, locomo_score, overall, plain_bm25  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("ranked", "gold", "k", "fraction", "any_", "all_"),
+    [
+        (["a", "b", "c"], {"a", "c"}, 2, 0.5, 1.0, 0.0),
+        (["a", "b", "c"], {"a", "c"}, 3, 1.0, 1.0, 1.0),
+        (["x", "y"], {"a"}, 2, 0.0, 0.0, 0.0),
+        ([], {"a"}, 5, 0.0, 0.0, 0.0),
+    ],
+)
+def test_recalls(
+    ranked: list[str], gold: set[str], k: int, fraction: float, any_: float, all_: float
+) -> None:
+    assert recall_fraction(ranked, gold, k) == fraction
+    assert recall_any(ranked, gold, k) == any_
+    assert recall_all(ranked, gold, k) == all_
+
+
+def test_ndcg() -> None:
+    assert ndcg(["a", "b"], {"a"}, 10) == 1.0
+    assert ndcg(["b", "a"], {"a"}, 10) == pytest.approx(1 / math.log2(3))
+    assert ndcg(["b", "a", "c"], {"a", "c"}, 10) == pytest.approx(
+        (1 / math.log2(3) + 1 / math.log2(4)) / (1 + 1 / math.log2(3))
+    )
+    assert ndcg(["x"], set(), 10) == 0.0
+
+
+def test_malformed_evidence_is_repaired_or_dropped() -> None:
+    known = {"D8:6", "D9:17", "D11:26", "D30:5"}
+    assert clean_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D", "D99:1"], known) == {
+        "D8:6",
+        "D9:17",
+        "D11:26",
+        "D30:5",
+    }
+
+
+LOCOMO = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound named Pixel"},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! I started pottery classes"},
+            ],
+            "session_2": [
+                {"speaker": "Ann", "dia_id": "D2:1", "text": "Pixel loves the beach",
+                 "blip_caption": "a dog on sand"},
+                {"speaker": "Bo", "dia_id": "D2:2", "text": "My pottery kiln broke"},
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Ann's greyhound?", "evidence": ["D1:1"],
+             "category": 4},
+            {"question": "What broke in Bo's pottery studio?", "evidence": ["D2:2"],
+             "category": 1},
+            {"question": "unanswerable", "evidence": [], "category": 3},
+        ],
+    }
+]  # fmt: skip
+
+
+def test_locomo_units_and_questions() -> None:
+    (corpus,) = locomo_corpora(LOCOMO)
+    assert [u.id for u in corpus.units] == ["D1:1", "D1:2", "D2:1", "D2:2"]
+    assert corpus.units[2].text == "Ann: Pixel loves the beach [shares a dog on sand]"
+    assert [(q.category, set(q.gold)) for q in corpus.questions] == [
+        ("single-hop", {"D1:1"}),
+        ("multi-hop", {"D2:2"}),
+    ]
+
+
+@pytest.mark.parametrize("build", [plain_bm25("porter unicode61"), cortex_search()])
+def test_end_to_end_evaluation_on_a_tiny_conversation(build: object) -> None:
+    table, latencies = evaluate(locomo_corpora(LOCOMO), build, 10, locomo_score)  # type: ignore[arg-type]
+    assert table["single-hop"]["R@5"] == 100.0 and table["multi-hop"]["R@5"] == 100.0
+    assert table["single-hop"]["nDCG@10"] == 100.0
+    assert overall(table)["n"] == 2 and len(latencies) == 2
+
+
+def test_longmemeval_official_protocol() -> None:
+    item = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What degree did I get?",
+        "haystack_session_ids": ["answer_1", "answer_2", "other"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "I got a Business degree", "has_answer": True},
+             {"role": "assistant", "content": "Congrats"}],
+            [{"role": "user", "content": "hello"},
+             {"role": "assistant", "content": "degree talk", "has_answer": True}],
+            [{"role": "user", "content": "weather"}],
+        ],
+    }  # fmt: skip
+    abstention = dict(item, question_id="q2_abs")
+    (sessions,) = longmemeval_corpora([item, abstention], "session")
+    assert [u.text for u in sessions.units] == ["I got a Business degree", "hello", "weather"]
+    assert sessions.questions[0].gold == {"answer_1"}  # answer_2 has no user-side evidence
+    (turns,) = longmemeval_corpora([item], "turn")
+    assert turns.questions[0].gold == {"answer_1#0"}

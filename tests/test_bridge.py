@@ -1,0 +1,359 @@
+"""``cortex bridge``: the JSON-lines protocol the OpenClaw plugin speaks, in-process and real."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
+from cortex.clock import FixedClock
+from cortex.config import Config, load_config
+from cortex.sessions import SessionPersistenceManager
+
+
+@pytest.fixture
+def bridge(manager: SessionPersistenceManager) -> Bridge:
+    return Bridge(manager, project="radio", workdir="/home/u/Projects/radio")
+
+
+def call(bridge: Bridge, method: str, **params: Any) -> Any:
+    response = bridge.handle({"id": 1, "method": method, "params": params})
+    assert "error" not in response, response
+    return response["result"]
+
+
+def error(bridge: Bridge, request: Any) -> dict[str, Any]:
+    response = bridge.handle(request)
+    assert "result" not in response, response
+    return dict(response["error"])
+
+
+def test_service_session_is_adopted_by_the_first_conversation(bridge: Bridge) -> None:
+    started = call(bridge, "session_start")
+    assert started["cold_start"] is True and started["preamble_pending"] is False
+    bound = call(bridge, "session_start", session_key="oc-1")
+    assert bound == {
+        "session_id": started["session_id"],
+        "adopted": True,
+        "preamble_pending": False,
+        "pins": [],
+    }
+    other = call(bridge, "session_start", session_key="oc-2")
+    assert other["session_id"] != started["session_id"] and other["adopted"] is False
+    assert call(bridge, "view", session_key="oc-1")["session_id"] == started["session_id"]
+
+
+def test_turn_signals_are_captured_as_they_happen(
+    bridge: Bridge, manager: SessionPersistenceManager
+) -> None:
+    sid = call(bridge, "session_start")["session_id"]
+    call(bridge, "before_prompt_build", session_key="k", prompt="wire the ft991a cat control")
+    call(
+        bridge,
+        "after_tool_call",
+        session_key="k",
+        tool_name="exec",
+        params={"workdir": "/home/u/Projects/lbf-ham-radio", "command": "pytest"},
+    )
+    messages = [{"role": "assistant", "content": [{"type": "text", "text": "serial timeouts"}]}]
+    call(bridge, "agent_end", session_key="k", messages=messages)
+    call(bridge, "pin", session_key="k", label="step", content="3 of 5")
+    compacted = call(bridge, "before_compaction", session_key="k", messages=[])
+    assert compacted["captured"] is True and compacted["checkpoint_id"].startswith("ckpt-")
+    after = call(bridge, "before_prompt_build", session_key="k")
+    assert after["checkpoint"].startswith(f"[CORTEX CHECKPOINT {compacted['checkpoint_id']} - ")
+    assert "PINS:\n- step: 3 of 5" in after["checkpoint"]
+    assert after["prepend_context"] == after["checkpoint"]
+    later = call(bridge, "before_prompt_build", session_key="k")
+    assert later["checkpoint"] is None  # the checkpoint comes back once, then the pins
+    assert later["prepend_context"] == later["pins"] == "WORKING MEMORY PINS:\n- step: 3 of 5"
+    state = manager.resolve(sid)
+    assert state.is_open
+    assert {"ft991a", "serial"} <= set(state.hot_topics)
+    transcript = bridge.events.snapshots(sid)[0].transcript_md  # written before the compaction
+    assert "wire the ft991a cat control" in transcript and "serial timeouts" in transcript
+    assert "lbf-ham-radio" in state.active_projects
+
+
+def test_tool_params_are_redacted_before_they_feed_topics(
+    bridge: Bridge, manager: SessionPersistenceManager
+) -> None:
+    sid = call(bridge, "session_start")["session_id"]
+    token = "ghp_" + "A1b2C3d4" * 5
+    command = f"curl -H 'Authorization: token {token}' https://api.github.com/user"
+    call(bridge, "after_tool_call", tool_name="exec", params={"command": command})
+    assert token.lower() not in json.dumps(manager.resolve(sid).to_dict()).lower()
+
+
+def test_preamble_once_then_pins_every_prompt(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    first = Bridge(manager, project="radio")
+    call(first, "session_start", session_key="a")
+    call(first, "pin", session_key="a", label="baud", content="38400", critical=True)
+    ended = call(first, "session_end", session_key="a")
+    assert ended["ended"] is True and ended["state"] == "COMPLETE"
+    clock.advance(hours=3)
+
+    second = Bridge(manager, project="radio")
+    assert call(second, "session_start")["preamble_pending"] is True
+    prompt = call(second, "before_prompt_build", session_key="b", prompt="go on")
+    assert prompt["preamble"].startswith("[SESSION CONTINUITY")
+    assert prompt["prepend_context"].startswith(
+        '<session-continuity hint="inherited from prior sessions">\n[SESSION CONTINUITY'
+    )
+    assert prompt["pins"].startswith("WORKING MEMORY PINS:\n- [CRITICAL] baud [inherited from")
+    again = call(second, "before_prompt_build", session_key="b")
+    assert again["preamble"] is None and again["prepend_context"] == again["pins"]
+
+
+def test_session_end_of_an_unknown_conversation_ends_nothing(bridge: Bridge) -> None:
+    sid = call(bridge, "session_start")["session_id"]
+    assert call(bridge, "session_end", session_key="never-seen") == {
+        "session_id": None,
+        "ended": False,
+    }
+    assert bridge.manager.resolve(sid).is_open
+
+
+def test_continue_chain_and_shutdown(bridge: Bridge, clock: FixedClock) -> None:
+    old = call(bridge, "session_start", session_key="old")["session_id"]
+    call(bridge, "pin", session_key="old", label="k", content="v")
+    call(bridge, "session_end", session_key="old")
+    clock.advance(hours=24 * 20)  # beyond the lookback: only a manual continue brings it back
+    new = call(bridge, "session_start", session_key="new")["session_id"]
+    assert call(bridge, "view", session_key="new")["count"] == 0
+    cont = call(bridge, "session_continue", session_key="new", target_session_id=old)
+    assert cont["continued_from"] == old and len(cont["inherited_pins"]) == 1
+    chain = call(bridge, "chain", session_key="new", depth=3)
+    assert [s["session_id"] for s in chain["sessions"]] == [old, new]
+    assert call(bridge, "shutdown") == {"ended": [new]}
+    assert bridge.stopping and not bridge.manager.resolve(new).is_open
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ([], "a request is an object"),
+        ({"id": 3}, "no method; use one of: after_tool_call, agent_end,"),
+        ({"id": 3, "method": "drop_tables"}, "unknown method 'drop_tables'; use one of: "),
+        ({"id": 3, "method": "ping", "params": [1]}, "params must be an object"),
+        ({"id": 3, "method": "pin", "params": {"label": "x"}}, "no session yet"),
+    ],
+)
+def test_bad_requests_get_one_line_errors(bridge: Bridge, request_: Any, message: str) -> None:
+    assert message in error(bridge, request_)["message"]
+
+
+def test_bad_parameters_are_validation_errors(bridge: Bridge) -> None:
+    call(bridge, "session_start", session_key="k")
+    cases = [
+        ({"label": 5, "content": "x"}, "label must be a string, not int"),
+        ({"label": "x"}, "content is required"),
+        ({"label": "x", "content": "y", "critical": "yes"}, "critical must be true or false"),
+        ({"label": "x", "content": "y", "confidence": "high"}, "confidence must be a number"),
+        ({"label": "x", "content": "y", "confidence": 3}, "confidence 3.0 is outside 0-1"),
+    ]
+    for params, message in cases:
+        got = error(bridge, {"id": 9, "method": "pin", "params": {"session_key": "k", **params}})
+        assert got["type"] == "ValidationError" and message in got["message"], got
+    got = error(bridge, {"id": 9, "method": "chain", "params": {"session_id": "../../etc"}})
+    assert got == {
+        "type": "UnsafeIdError",
+        "status": 400,
+        "message": "invalid session id '../../etc': use 1-128 letters, digits or . _ : @ + - "
+        "(no '/', no '..'), e.g. a UUID",
+    }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+METHOD_PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "session_key": JSON | st.sampled_from(["../x", "k", ""]),
+        "session_id": JSON | st.sampled_from(["../x", "..", "a/b"]),
+        "label": JSON,
+        "content": JSON,
+        "prompt": JSON
+        | st.builds(str.__mul__, st.text(min_size=1, max_size=3), st.integers(10_000, 40_000)),
+        "messages": JSON,
+        "params": JSON,
+        "tool_name": JSON,
+        "depth": JSON,
+        "critical": JSON,
+        "keywords": JSON,
+        "target_session_id": JSON,
+    },
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    requests=st.lists(
+        st.fixed_dictionaries(
+            {
+                "id": JSON,
+                "method": st.sampled_from(
+                    [
+                        "ping",
+                        "pin",
+                        "unpin",
+                        "view",
+                        "chain",
+                        "session_start",
+                        "agent_end",
+                        "after_tool_call",
+                        "before_prompt_build",
+                        "before_compaction",
+                        "session_continue",
+                        "session_end",
+                        "nope",
+                    ]  # fmt: skip
+                ),
+                "params": METHOD_PARAMS,
+            }
+        )
+        | JSON,
+        max_size=8,
+    )
+)
+def test_fuzzed_requests_always_get_a_response_and_keep_data(
+    requests: list[Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    home = tmp_path_factory.mktemp("bridge")
+    manager = SessionPersistenceManager.open(
+        load_config(home, {}, {}), FixedClock("2026-02-16T09:00:00Z")
+    )
+    kept = manager.on_session_start(project="kept").session_id
+    manager.add_pin("keep", "me", kept)
+    manager.on_session_end(kept)
+    before = manager.store.get_session(kept)
+    bridge = Bridge(manager)
+    for request in requests:
+        if kept in json.dumps(request, default=str):
+            continue
+        response = bridge.handle(request)
+        assert set(response) in ({"id", "result"}, {"id", "error"})
+        json.dumps(response)  # always serializable
+    assert manager.store.get_session(kept) == before
+    assert not (home.parent / "x").exists()
+
+
+def test_serve_survives_garbage_lines() -> None:
+    stdin = io.BytesIO(
+        b"not json\n"
+        b"\n"
+        b"\xff\xfe\n"
+        + b"[" * (MAX_LINE_BYTES + 10)
+        + b"\n"
+        + b'{"id": 7, "method": "ping"}\n'
+        + b'{"id": 8, "method": "shutdown"}\n'
+        + b'{"id": 9, "method": "ping"}\n'
+    )
+    stdout = io.BytesIO()
+    manager = SessionPersistenceManager.open(load_config(Path(os.environ["CORTEX_HOME"]), {}, {}))
+    assert serve(Bridge(manager), stdin, stdout) == 0
+    lines = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert [r["id"] for r in lines] == [None, None, None, 7, 8]  # nothing after shutdown
+    assert lines[0]["error"]["message"].startswith("not JSON: ")
+    assert "over 8388608 bytes" in lines[2]["error"]["message"]
+    assert lines[3]["result"]["pong"] is True
+
+
+def test_openclaw_profile_paths(make_config: Callable[..., Config], tmp_path: Path) -> None:
+    config = make_config()
+    profiled = openclaw_config(config, None)
+    assert profiled.working_memory_path == config.home / "workspace/memory/working_memory.json"
+    assert profiled.sessions_dir == config.home / "sessions"
+    assert openclaw_config(config, tmp_path).working_memory_path == (
+        tmp_path / "memory/working_memory.json"
+    )
+    moved = make_config(working_memory_path=str(tmp_path / "wm.json"))
+    assert openclaw_config(moved, None).working_memory_path == tmp_path / "wm.json"
+
+
+def bridge_process(*args: str, home: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "CORTEX_HOME": str(home)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "cortex.entry", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def ask(proc: subprocess.Popen[bytes], method: str, **params: Any) -> Any:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(
+        json.dumps({"id": method, "method": method, "params": params}).encode() + b"\n"
+    )
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def test_real_bridge_with_openclaw_profile(tmp_path: Path, home: Path) -> None:
+    workspace = tmp_path / "ws"
+    proc = bridge_process(
+        "bridge", "--profile", "openclaw", "--workspace", str(workspace), home=home
+    )
+    sid = ask(proc, "session_start")["result"]["session_id"]
+    ask(proc, "pin", label="deploy", content="make deploy")
+    mirror = json.loads((workspace / "memory" / "working_memory.json").read_text())
+    assert mirror["sessionId"] == sid and mirror["items"][0]["label"] == "deploy"
+    # OpenClaw's own working-memory tool edits the file; the final capture reads it back.
+    mirror["items"].append({"label": "added-in-openclaw", "content": "from the file"})
+    (workspace / "memory" / "working_memory.json").write_text(json.dumps(mirror))
+    assert ask(proc, "shutdown")["result"] == {"ended": [sid]}
+    assert proc.wait(timeout=10) == 0
+    manager = SessionPersistenceManager.open(load_config(home, {}, {}))
+    labels = [p.label for p in manager.resolve(sid).working_memory]
+    assert labels == ["deploy", "added-in-openclaw"]
+    assert (home / "sessions" / f"{sid}.json").is_file()
+
+
+def test_sigterm_ends_the_bridge_sessions(home: Path) -> None:
+    proc = bridge_process("bridge", home=home)
+    sid = ask(proc, "session_start")["result"]["session_id"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    manager = SessionPersistenceManager.open(load_config(home, {}, {}))
+    assert manager.resolve(sid).state == "COMPLETE"
+
+
+def test_stdin_eof_leaves_sessions_for_crash_recovery(home: Path) -> None:
+    proc = bridge_process("bridge", home=home)
+    sid = ask(proc, "session_start")["result"]["session_id"]
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
+    manager = SessionPersistenceManager.open(load_config(home, {}, {}))
+    assert manager.resolve(sid).is_open  # its owner pid is gone: the next start recovers it
+    manager.on_session_start(project=None)
+    assert manager.store.get_session(sid).crash_recovered  # type: ignore[union-attr]
+
+
+def test_the_bridge_imports_neither_click_nor_the_mcp_sdk() -> None:
+    code = (
+        "import sys, cortex.bridge; "
+        "print(sorted(m for m in ('click', 'mcp', 'pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

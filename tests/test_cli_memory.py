@@ -1,0 +1,147 @@
+"""The real CLI in a subprocess: ``memory``, ``compact`` and the session history commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+T0 = "2026-02-16T09:00:00Z"
+
+
+def cortex(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env.update({"CORTEX_HOME": str(home), "CORTEX_NOW": T0})
+    return subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=input,
+        timeout=60,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def as_json(home: Path, *args: str, input: str | None = None) -> object:
+    return json.loads(ok(cortex(home, "--json", *args, input=input)))
+
+
+def test_memory_story(home: Path) -> None:
+    rule = as_json(home, "memory", "add", "run make check first", "--type", "rule")
+    assert rule["layer"] == "rule"  # type: ignore[index]
+    first = as_json(home, "memory", "add", "deploys go to eu-west-1", "--project", "api",
+                    "--upsert-key", "region")  # fmt: skip
+    out = ok(cortex(home, "memory", "add", "deploys go to us-east-2", "--project", "api",
+                    "--upsert-key", "region"))  # fmt: skip
+    assert out.startswith("added long_term memory ") and f"(supersedes {first['id']})" in out  # type: ignore[index]
+    ok(cortex(home, "memory", "add", "rotating keys", "--layer", "working", "--project", "api"))
+    listed = as_json(home, "memory", "list", "--project", "api", "--layer", "long_term")
+    assert [m["content"] for m in listed] == ["deploys go to us-east-2"]  # type: ignore[attr-defined]
+    hits = as_json(home, "memory", "search", 'where do "deploys" go? NEAR -*', "--project", "api")
+    assert [h["content"] for h in hits] == ["deploys go to us-east-2"]  # type: ignore[attr-defined]
+    recall = as_json(home, "memory", "recall", "deploys", "--mode", "working", "--project", "api")
+    assert [r["content"] for r in recall["rules"]] == ["run make check first"]  # type: ignore[index]
+    assert [m["content"] for m in recall["memories"]] == ["rotating keys"]  # type: ignore[index]
+    text = ok(cortex(home, "memory", "recall", "--mode", "rules_only", "--budget", "100"))
+    assert text == (
+        "context (rules_only): 9 tokens, budget 100, 0 dropped\n"
+        "RULES:\n- run make check first\nMEMORIES:\n"
+    )
+
+
+def test_edit_show_and_forget(home: Path) -> None:
+    added = as_json(home, "memory", "add", "uses postgres", "--tags", "db")
+    mid = added["id"]  # type: ignore[index]
+    assert ok(cortex(home, "memory", "edit", mid, "--content", "uses sqlite")) == f"edited {mid}\n"
+    shown = as_json(home, "memory", "show", mid)
+    assert (shown["content"], shown["tags"], shown["links"]) == ("uses sqlite", ["db"], [])  # type: ignore[index]
+    assert ok(cortex(home, "memory", "forget", mid)) == f"forgot {mid}\n"
+    assert ok(cortex(home, "memory", "list")) == "no memories\n"
+    again = cortex(home, "memory", "forget", mid)
+    assert (again.returncode, again.stderr) == (1, f"error: memory {mid} is already forgotten\n")
+
+
+def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
+    assert as_json(home, "memory", "add", "-", input="from stdin\n")["content"] == "from stdin"  # type: ignore[index]
+    big = cortex(home, "memory", "add", "-", input="a" * 1_048_576)
+    assert big.returncode == 1
+    assert big.stderr == (
+        "error: memory content is 1,048,576 bytes; the limit is 65,536 bytes (64 KB): "
+        "store a summary or split it\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("memory", "add", ""), "memory content is empty; give the text to store"),
+        (
+            ("memory", "add", "x", "--layer", "short"),
+            "unknown layer 'short'; use one of rule, working, long_term",
+        ),
+        (
+            ("memory", "list", "--layer", "x"),
+            "unknown layer 'x'; use one of rule, working, long_term",
+        ),
+        (("memory", "search", "  "), "search query is empty; give words to look for"),
+        (
+            ("memory", "recall", "--mode", "most"),
+            "unknown mode 'most'; use one of rules_only, working, long_term, all",
+        ),
+        (
+            ("memory", "recall", "--budget", "-5"),
+            "budget_tokens -5 is negative; give 0 or more, e.g. 4000",
+        ),
+        (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
+        (("memory", "forget", "nope"), "no memory 'nope'; see `cortex memory list`"),
+        (
+            ("session", "status"),
+            "no active session; start one with `cortex session start` or pass --session-id",
+        ),
+    ],
+)
+def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], error: str) -> None:
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"error: {error}\n")
+
+
+def test_session_history_and_compaction(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "api"))
+    for text in ("fix the login bug", "we decided to keep JWT"):
+        ok(cortex(home, "session", "event", text))
+    out = ok(cortex(home, "session", "event", "looking", "--role", "assistant"))
+    assert out.endswith(": turn 1, 2 tokens\n")
+    status = as_json(home, "--set", "compaction_turn_budget=2", "session", "status")
+    assert status["compaction"]["due"] is True  # type: ignore[index]
+    assert status["compaction"]["trigger_type"] == "count"  # type: ignore[index]
+    checkpoint = ok(cortex(home, "session", "checkpoint", "--summary", "login half done",
+                           "--next-step", "write the test"))  # fmt: skip
+    assert "SUMMARY: login half done" in checkpoint and "- we decided to keep JWT" in checkpoint
+    snapshot = ok(cortex(home, "session", "snapshot", "--trigger", "manual"))
+    assert snapshot.startswith("# Session s1 - fix-the-login-bug (manual, 2026-02-16 09:00 UTC)")
+    assert ok(cortex(home, "compact", "run", "--if-due")) == "compaction not due: within budget\n"
+    run = as_json(home, "--set", "compaction_turn_budget=2", "compact", "run", "--if-due")
+    assert run["compacted"] is True and run["event"]["trigger_type"] == "count"  # type: ignore[index]
+    listed = ok(cortex(home, "session", "snapshot", "--list"))
+    assert [line.split()[2] for line in listed.splitlines()] == ["auto_compaction", "manual"]
+    final = as_json(home, "session", "status")
+    assert (final["status"], final["compactions"], final["checkpoint_count"]) == ("compacted", 1, 2)  # type: ignore[index]
+
+
+def test_every_new_command_has_help_with_an_example(home: Path) -> None:
+    commands = [
+        ("memory", sub) for sub in ("add", "list", "search", "recall", "show", "edit", "forget")
+    ] + [("session", sub) for sub in ("event", "checkpoint", "status", "snapshot")]
+    commands.append(("compact", "run"))
+    for group, sub in commands:
+        text = ok(cortex(home, group, sub, "--help"))
+        assert "Example:" in text, (group, sub)

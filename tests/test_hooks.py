@@ -1,0 +1,572 @@
+"""``cortex hook HOST``: real hook processes with JSON on stdin, for every event and host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.config import load_config
+from cortex.hooks.server import server_pid, socket_path
+from cortex.project import project_identity
+from cortex.sessions import SessionPersistenceManager
+
+T0 = "2026-02-16T09:00:00Z"
+LATER = "2026-02-18T09:00:00Z"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+def run_hook(
+    home: Path,
+    payload: dict[str, Any] | None = None,
+    *,
+    raw: bytes | None = None,
+    host: str = "claude-code",
+    now: str = T0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[bytes]:
+    """One hook process, as a host runs it (the hook server off unless ``env`` turns it on)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    full.update({"CORTEX_HOME": str(home), "CORTEX_NOW": now, "CORTEX_HOOK_SERVER": "0"})
+    full.update(env or {})
+    data = raw if raw is not None else json.dumps(payload).encode()
+    argv = [*args] if args and args[0] == "-c" else [*args, "-m", "cortex.entry", "hook", host]
+    return subprocess.run(
+        [sys.executable, *argv],
+        input=data,
+        capture_output=True,
+        env=full,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def context_of(result: subprocess.CompletedProcess[bytes], event: str) -> str:
+    """The additionalContext of a Claude-shaped answer, checking the shape is exactly that."""
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert list(answer) == ["hookSpecificOutput"]
+    assert list(answer["hookSpecificOutput"]) == ["hookEventName", "additionalContext"]
+    assert answer["hookSpecificOutput"]["hookEventName"] == event
+    text = answer["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(text, str) and 0 < len(text) < 10_000
+    return text
+
+
+def cortex_cli(home: Path, *args: str, now: str = T0) -> str:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    full.update(CORTEX_HOME=str(home), CORTEX_NOW=now)
+    result = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def manager(home: Path) -> SessionPersistenceManager:
+    return SessionPersistenceManager.open(load_config(home, {}))
+
+
+def make_repo(path: Path, remote: str = "git@github.com:lbf/radio.git") -> Path:
+    env = {**os.environ, **GIT_ENV}
+    path.mkdir(parents=True)
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("remote", "add", "origin", remote),
+        ("commit", "-q", "--allow-empty", "-m", f"start {path.name}"),
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True, env=env, capture_output=True)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "radio")
+
+
+def event(name: str, session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "transcript_path": f"/tmp/{session}.jsonl",
+        "cwd": str(cwd),
+        "hook_event_name": name,
+        **fields,
+    }
+
+
+# -- one whole session, across processes ----------------------------------------------------------
+def test_a_crashed_session_is_restored_two_days_later(home: Path, repo: Path) -> None:
+    start = run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    assert (start.returncode, start.stdout, start.stderr) == (0, b"", b"")
+    cortex_cli(
+        home,
+        "pin",
+        "add",
+        "cat control",
+        "CAT over USB at 38400 baud",
+        "--critical",
+        "--session-id",
+        "s1",
+    )
+    cortex_cli(home, "task", "add", "task-7", "Wire CAT control", "--stage", "build")
+    prompt = run_hook(home, event("UserPromptSubmit", "s1", repo, prompt="wire the ft991a cat"))
+    tool = run_hook(
+        home,
+        event(
+            "PostToolUse",
+            "s1",
+            repo,
+            tool_name="Edit",
+            tool_input={"file_path": str(repo / "src" / "cat_control.py"), "old_string": "x"},
+            tool_response={"success": True},
+        ),
+    )
+    stop = run_hook(home, event("Stop", "s1", repo, last_assistant_message="CAT wired."))
+    for result in (prompt, tool, stop):
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    # The agent is killed here: no SessionEnd. Two days later a new session starts.
+    later = run_hook(home, event("SessionStart", "s2", repo, source="startup"), now=LATER)
+    text = context_of(later, "SessionStart")
+    assert text.startswith(
+        "[SESSION CONTINUITY — inherited from 1 prior session(s)]\nRECOVERED AFTER CRASH: s1\n\n"
+        "PENDING TASKS:\n- [task-7] Wire CAT control (last stage: build, 2d ago)"
+    )
+    assert "WORKING MEMORY RESTORED: 1 pins inherited" in text
+    assert text.endswith(
+        "WORKING MEMORY PINS:\n- [CRITICAL] cat control [inherited from s1 @ 2026-02-16T09:00Z]: "
+        "CAT over USB at 38400 baud"
+    )
+    store = manager(home).store
+    s1, s2 = store.get_session("s1"), store.get_session("s2")
+    assert s1 is not None and s2 is not None
+    assert s1.crash_recovered and s1.end_time is not None
+    assert s1.project == s2.project == project_identity(str(repo)).id
+    assert {"ft991a", "cat_control"} <= set(s1.hot_topics)
+    assert "radio" in s1.active_projects and not any(":" in p for p in s1.active_projects)
+    assert s2.channel == "claude-code" and s2.previous_session_id == "s1"
+
+
+def test_a_session_end_captures_it_and_cleans_up(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    end = run_hook(home, event("SessionEnd", "s1", repo, reason="prompt_input_exit"))
+    assert (end.returncode, end.stdout) == (0, b"")
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.state == "COMPLETE" and not state.crash_recovered
+    assert not (home / "hooks" / "sessions" / "s1.json").exists()
+    assert (home / "sessions" / "s1.json").exists()  # the engine's JSON mirror
+
+
+def test_late_async_events_do_not_revive_an_ended_session(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    run_hook(home, event("SessionEnd", "s1", repo, reason="other"))
+    for late in (
+        event("Stop", "s1", repo, last_assistant_message="done"),
+        event("PostToolUse", "s1", repo, tool_name="Bash", tool_input={"command": "ls"}),
+    ):
+        assert run_hook(home, late).returncode == 0
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.state == "COMPLETE"
+    # A prompt is the conversation going on (a resume whose start did not arrive): reopened.
+    run_hook(home, event("UserPromptSubmit", "s1", repo, prompt="one more thing"))
+    reopened = manager(home).store.get_session("s1")
+    assert reopened is not None and reopened.is_open
+
+
+def test_the_hosts_project_dir_names_the_project(home: Path, repo: Path, tmp_path: Path) -> None:
+    elsewhere = make_repo(tmp_path / "elsewhere", remote="https://github.com/lbf/elsewhere")
+    payload = event("SessionStart", "s1", elsewhere, source="startup")
+    run_hook(home, payload, env={"CLAUDE_PROJECT_DIR": str(repo)})
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.project == project_identity(str(repo)).id
+
+
+def test_subdirectories_and_worktrees_share_memory_other_repos_do_not(
+    home: Path, repo: Path, tmp_path: Path
+) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "baud", "38400", "--critical", "--session-id", "s1")
+    run_hook(home, event("SessionEnd", "s1", repo))
+    sub = repo / "src" / "cat"
+    sub.mkdir(parents=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "-q", "-b", "feat", str(tmp_path / "wt")],
+        check=True,
+        capture_output=True,
+    )
+    for session, cwd in (("s2", sub), ("s3", tmp_path / "wt")):
+        text = context_of(run_hook(home, event("SessionStart", session, cwd)), "SessionStart")
+        assert "[CRITICAL] baud [inherited from s1" in text
+    other = make_repo(tmp_path / "other", remote="https://github.com/lbf/other")
+    assert run_hook(home, event("SessionStart", "s4", other, source="startup")).stdout == b""
+
+
+def test_resume_answers_the_sessions_own_pins(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "plan", "refactor the parser first", "--session-id", "s1")
+    run_hook(home, event("SessionEnd", "s1", repo))
+    resumed = run_hook(home, event("SessionStart", "s1", repo, source="resume"))
+    assert context_of(resumed, "SessionStart") == (
+        "WORKING MEMORY PINS:\n- plan: refactor the parser first"
+    )
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.is_open  # resumed: open again, same id
+
+
+def test_compaction_keeps_the_summary_and_reinjects_pins_with_it(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "goal", "ship the CAT driver", "--session-id", "s1")
+    pre = run_hook(home, event("PreCompact", "s1", repo, trigger="auto", custom_instructions=""))
+    post = run_hook(
+        home,
+        event(
+            "PostCompact",
+            "s1",
+            repo,
+            trigger="auto",
+            compact_summary="Wired CAT; tests next. api_key=sk-live-abcdefghijklmnopqrstuv",
+        ),
+    )
+    assert (pre.returncode, pre.stdout, post.returncode, post.stdout) == (0, b"", 0, b"")
+    text = context_of(
+        run_hook(home, event("SessionStart", "s1", repo, source="compact")), "SessionStart"
+    )
+    assert text == (
+        "WORKING MEMORY PINS:\n- goal: ship the CAT driver\n\n"
+        "LAST COMPACTION SUMMARY (2026-02-16 09:00 UTC):\nWired CAT; tests next. "
+        "api_key=[REDACTED]"
+    )
+    assert "abcdefghijklmnopqrstuv" not in (home / "hooks" / "sessions" / "s1.json").read_text()
+
+
+def test_a_first_prompt_after_a_cold_start_gets_a_prompt_aware_pass(home: Path, repo: Path) -> None:
+    # Only a matching prompt lifts an old session over this threshold.
+    env = {"CORTEX_RELEVANCE_THRESHOLD": "0.15"}
+    run_hook(home, event("SessionStart", "s0", repo, source="startup"), env=env)
+    run_hook(home, event("UserPromptSubmit", "s0", repo, prompt="ft991a cat control"), env=env)
+    run_hook(home, event("SessionEnd", "s0", repo), env=env)
+    six_days = "2026-02-22T09:00:00Z"
+    start = run_hook(
+        home, event("SessionStart", "s1", repo, source="startup"), now=six_days, env=env
+    )
+    assert start.stdout == b""
+    first = run_hook(
+        home,
+        event("UserPromptSubmit", "s1", repo, prompt="ft991a cat control"),
+        now=six_days,
+        env=env,
+    )
+    text = context_of(first, "UserPromptSubmit")
+    assert text.startswith("[SESSION CONTINUITY — inherited from 1 prior session(s)]")
+    assert "ft991a" in text
+    second = run_hook(
+        home,
+        event("UserPromptSubmit", "s1", repo, prompt="ft991a cat control"),
+        now=six_days,
+        env=env,
+    )
+    assert (second.returncode, second.stdout) == (0, b"")
+
+
+def test_a_start_that_never_arrived_is_made_up_for_at_the_first_prompt(
+    home: Path, repo: Path
+) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "baud", "38400", "--critical", "--session-id", "s1")
+    run_hook(home, event("SessionEnd", "s1", repo))
+    first = run_hook(home, event("UserPromptSubmit", "s2", repo, prompt="hello"), now=LATER)
+    assert "[CRITICAL] baud [inherited from s1" in context_of(first, "UserPromptSubmit")
+    state = manager(home).store.get_session("s2")
+    assert state is not None and state.project == project_identity(str(repo)).id
+
+
+def test_tool_events_record_paths_and_commands_never_contents(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    secret = "sk-ant-" + "x" * 40
+    token = "ghp_" + "Ab1" * 12
+    run_hook(
+        home,
+        event(
+            "PostToolUse",
+            "s1",
+            repo,
+            tool_name="Write",
+            tool_input={"file_path": str(repo / "keyring_store.py"), "content": secret},
+        ),
+    )
+    run_hook(
+        home,
+        event(
+            "PostToolUseFailure",
+            "s1",
+            repo,
+            tool_name="Bash",
+            error="exit 1",
+            tool_input={"command": f"GH_TOKEN={token} pytest tests/test_baudrate.py"},
+        ),
+    )
+    run_hook(
+        home,
+        event("CwdChanged", "s1", repo / "docs", old_cwd=str(repo), new_cwd=str(repo / "docs")),
+    )
+    state = manager(home).store.get_session("s1")
+    assert state is not None
+    assert {"keyring_store", "test_baudrate.py"} <= set(state.hot_topics)
+    stored = (home / "brain.db").read_bytes().decode("utf-8", "replace")
+    assert secret not in stored and token not in stored and token.lower() not in stored
+
+
+# -- other hosts -----------------------------------------------------------------------------------
+def prepare_prior(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s0", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "baud", "38400", "--critical", "--session-id", "s0")
+    run_hook(home, event("SessionEnd", "s0", repo))
+
+
+def test_cursor_shapes(home: Path, repo: Path) -> None:
+    prepare_prior(home, repo)
+    base = {"conversation_id": "c1", "generation_id": "g1", "workspace_roots": [str(repo)]}
+    start = run_hook(home, {**base, "hook_event_name": "sessionStart"}, host="cursor", now=LATER)
+    answer = json.loads(start.stdout)
+    assert list(answer) == ["additional_context"] and "baud" in answer["additional_context"]
+    prompt = run_hook(
+        home, {**base, "hook_event_name": "beforeSubmitPrompt", "prompt": "x"}, host="cursor"
+    )
+    assert json.loads(prompt.stdout) == {"continue": True}
+    edit = run_hook(
+        home,
+        {**base, "hook_event_name": "afterFileEdit", "file_path": str(repo / "serial_port.py")},
+        host="cursor",
+    )
+    assert (edit.returncode, edit.stdout) == (0, b"")
+    state = manager(home).store.get_session("c1")
+    assert state is not None and state.channel == "cursor"
+    assert "serial_port" in state.hot_topics
+
+
+@pytest.mark.parametrize(
+    ("host", "start_event", "prompt_event"),
+    [("codex", "SessionStart", "UserPromptSubmit"), ("gemini", "SessionStart", "BeforeAgent")],
+)
+def test_codex_and_gemini_answer_like_claude(
+    home: Path, repo: Path, host: str, start_event: str, prompt_event: str
+) -> None:
+    prepare_prior(home, repo)
+    start = run_hook(home, event(start_event, "h1", repo, source="startup"), host=host, now=LATER)
+    assert "baud" in context_of(start, start_event)
+    prompt = run_hook(home, event(prompt_event, "h1", repo, prompt="hi"), host=host, now=LATER)
+    assert (prompt.returncode, prompt.stdout) == (0, b"")
+    state = manager(home).store.get_session("h1")
+    assert state is not None and state.channel == host
+
+
+# -- bad input -------------------------------------------------------------------------------------
+def log_lines(home: Path) -> list[str]:
+    path = home / "logs" / "hooks.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("raw", "logged"),
+    [
+        (b"", "empty input"),
+        (b"not json", "input is not JSON"),
+        (b"[1, 2]", "input is a JSON list, not an object"),
+        (b'{"hook_event_name": "SessionStart"}', "no session id in the input"),
+        (b'{"hook_event_name": "Teleport", "session_id": "s1"}', "'Teleport' is not one"),
+        (b'{"hook_event_name": "Stop", "session_id": "../../etc/shadow"}', "invalid session id"),
+        (b'{"hook_event_name": "Stop", "session_id": "a/b"}', "invalid session id"),
+        (b'{"hook_event_name": "Stop", "session_id": "' + b"x" * 300 + b'"}', "invalid session id"),
+        (b'{"hook_event_name": "Stop", "session_id": 42}', "no session id in the input"),
+        (b'{"hook_event_name": "Stop", "session_id": "s1", "cwd": 7}', None),
+        (b"\xff\xfe{\x00", "input is not JSON"),
+    ],
+)
+def test_bad_input_exits_0_logs_one_line_and_keeps_data(
+    home: Path, repo: Path, raw: bytes, logged: str | None
+) -> None:
+    run_hook(home, event("SessionStart", "keep", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "keep", "this pin", "--session-id", "keep")
+    before = log_lines(home)
+    result = run_hook(home, raw=raw, cwd=repo)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    new = log_lines(home)[len(before) :]
+    if logged is None:
+        assert new == []
+    else:
+        assert len(new) == 1 and logged in new[0], new
+    assert not (home.parent / "etc").exists()
+    pins = manager(home).list_pins("keep")
+    assert [p.content for p in pins] == ["this pin"]
+
+
+def test_unknown_host_and_help(home: Path) -> None:
+    unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
+    assert (unknown.returncode, unknown.stdout) == (0, b"")
+    assert "unknown host 'vim'" in log_lines(home)[-1]
+    helped = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "--help"], capture_output=True, text=True
+    )
+    assert helped.returncode == 0 and "Example" in helped.stdout
+
+
+def test_a_huge_prompt_is_handled_and_a_larger_input_ignored(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    prompt = "frequency " * 500_000  # 5 MB
+    result = run_hook(home, event("UserPromptSubmit", "s1", repo, prompt=prompt))
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert "frequency" in (manager(home).store.get_session("s1") or pytest.fail()).hot_topics
+    too_big = run_hook(home, raw=b'{"prompt": "' + b"x" * (9 * 1024 * 1024) + b'"}')
+    assert (too_big.returncode, too_big.stdout) == (0, b"")
+    assert "larger than" in log_lines(home)[-1]
+
+
+def test_an_unwritable_home_exits_0_with_one_line(tmp_path: Path, repo: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the home's parent should be")
+    result = run_hook(blocker / "home", event("SessionStart", "s1", repo, source="startup"))
+    assert (result.returncode, result.stdout) == (0, b"")
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cortex hook: ")
+
+
+def test_global_options_before_hook_apply(tmp_path: Path, repo: Path) -> None:
+    home = tmp_path / "elsewhere"
+    payload = json.dumps(event("SessionStart", "g1", repo, source="startup")).encode()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cortex.entry",
+            "--home",
+            str(home),
+            "--now",
+            T0,
+            "--json",
+            "--set",
+            "lookback_days=3",
+            "hook",
+            "claude-code",
+        ],
+        input=payload,
+        capture_output=True,
+        env={**env, "CORTEX_HOOK_SERVER": "0"},
+    )
+    assert (result.returncode, result.stdout) == (0, b"")
+    state = manager(home).store.get_session("g1")
+    assert state is not None and state.start_time.startswith("2026-02-16T09:00")
+
+
+def test_context_stays_under_the_hosts_limit(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s0", repo, source="startup"))
+    for i in range(10):
+        cortex_cli(
+            home, "pin", "add", f"pin {i}", "long note " * 100, "--critical", "--session-id", "s0"
+        )
+    for i in range(5):
+        cortex_cli(home, "task", "add", f"task-{i}", "a task title " * 10, "--stage", "build")
+    run_hook(home, event("SessionEnd", "s0", repo))
+    text = context_of(run_hook(home, event("SessionStart", "s1", repo), now=LATER), "SessionStart")
+    assert len(text) <= 8000
+
+
+# -- the standard-library-only path and the hook server -------------------------------------------
+MODULES_SCRIPT = (
+    "import sys; before = set(sys.modules); from cortex.entry import main; "
+    "main(['hook', sys.argv[1]]); "
+    "sys.stderr.write(' '.join(sorted(set(sys.modules) - before)))"
+)
+
+
+def imported_modules(home: Path, payload: dict[str, Any], env: dict[str, str]) -> set[str]:
+    """The modules a hook process imports beyond the bare interpreter's."""
+    result = run_hook(home, payload, env=env, args=("-c", MODULES_SCRIPT, "claude-code"))
+    assert result.returncode == 0
+    return set(result.stderr.decode().split())
+
+
+def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path) -> None:
+    names = imported_modules(home, event("SessionStart", "s1", repo), {})
+    assert "cortex.hooks.dispatch" in names  # the in-process path: the engine was loaded
+    tops = {name.split(".")[0] for name in names}
+    assert tops - set(sys.stdlib_module_names) == {"cortex"}
+    assert not {"click", "mcp", "cortex.cli", "cortex.mcp_server"} & names
+
+
+def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
+    env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "30"}
+    first = run_hook(home, event("SessionStart", "s1", repo, source="startup"), env=env)
+    assert (first.returncode, first.stdout) == (0, b"")
+    deadline = time.monotonic() + 30
+    while server_pid(home) is None or not Path(socket_path(home)).exists():
+        assert time.monotonic() < deadline, "the hook server did not start"
+        time.sleep(0.1)
+    pid = server_pid(home)
+    assert pid is not None
+    try:
+        prompt = event("UserPromptSubmit", "s1", repo, prompt="tune the antenna")
+        names = imported_modules(home, prompt, env)
+        assert "cortex.hooks.server" in names and "cortex.hooks.dispatch" not in names
+        assert not {"sqlite3", "json", "socket"} & names
+        state = manager(home).store.get_session("s1")
+        assert state is not None and "antenna" in state.hot_topics
+        concurrent = [
+            subprocess.Popen(
+                [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
+                stdin=subprocess.PIPE,
+                env={**os.environ, "CORTEX_HOME": str(home), "CORTEX_NOW": T0, **env},
+            )
+            for _ in range(8)
+        ]
+        for i, proc in enumerate(concurrent):  # all their input first: they run at once
+            path = str(repo / f"tuner_{i}.py")
+            tool = event(
+                "PostToolUse", "s1", repo, tool_name="Edit", tool_input={"file_path": path}
+            )
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(tool).encode())
+            proc.stdin.close()
+        assert [proc.wait(timeout=60) for proc in concurrent] == [0] * 8
+        state = manager(home).store.get_session("s1")
+        assert state is not None
+        keywords = {k for k, _ in state.topic_state["keywords"]}
+        assert {f"tuner_{i}" for i in range(8)} <= keywords
+    finally:
+        os.kill(pid, 15)
+    deadline = time.monotonic() + 10
+    while Path(socket_path(home)).exists():
+        assert time.monotonic() < deadline, "the hook server did not clean up"
+        time.sleep(0.1)
+
+
+def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:
+    run_dir = home / "run"
+    run_dir.mkdir(parents=True)
+    import socket
+
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(socket_path(home))
+    stale.close()  # the file stays; nothing listens
+    (run_dir / "hook.spawned").touch()  # and no new server is started by this test
+    result = run_hook(
+        home, event("SessionStart", "s1", repo, source="startup"), env={"CORTEX_HOOK_SERVER": "1"}
+    )
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert manager(home).store.get_session("s1") is not None

@@ -1,0 +1,292 @@
+"""``cortex install/uninstall HOST`` and ``cortex doctor``, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
+
+ROOT = Path(__file__).resolve().parent.parent
+CORTEX_BIN = str(Path(sys.executable).parent / "cortex")
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Path:
+    path = tmp_path / "user"
+    path.mkdir()
+    return path
+
+
+def cortex(
+    home: Path, user: Path, *args: str, input: bytes | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    env.update(HOME=str(user), CORTEX_HOME=str(home), CORTEX_HOOK_SERVER="0")
+    return subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or user,
+        input=input.decode() if input is not None else None,
+        timeout=60,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def our_command(home: Path, host: str) -> str:
+    return f"{CORTEX_BIN} --home {home} hook {host}"
+
+
+OTHER_HOOKS = {
+    "model": "opus",
+    "hooks": {
+        "PostToolUse": [
+            {"matcher": "Edit", "hooks": [{"type": "command", "command": "/usr/bin/lint.sh"}]}
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+
+
+def test_claude_code_user_install_is_idempotent_and_uninstall_restores(
+    home: Path, user: Path
+) -> None:
+    settings = user / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = json.dumps(OTHER_HOOKS, indent=2) + "\n"
+    settings.write_text(original)
+    first = ok(cortex(home, user, "install", "claude-code"))
+    assert first.splitlines() == [
+        f"{settings}: updated (added {', '.join(s.event for s in CLAUDE_HOOKS)})",
+        f"{user / '.claude.json'}: created (added mcpServers.cortex)",
+    ]
+    installed = settings.read_text()
+    data = json.loads(installed)
+    assert data["model"] == "opus"
+    assert data["hooks"]["PostToolUse"][0] == OTHER_HOOKS["hooks"]["PostToolUse"][0]
+    assert data["hooks"]["PostToolUse"][1] == {
+        "matcher": "*",
+        "hooks": [
+            {
+                "type": "command",
+                "command": our_command(home, "claude-code"),
+                "timeout": 30,
+                "async": True,
+            }
+        ],
+    }
+    assert data["hooks"]["SessionStart"] == [
+        {
+            "matcher": "startup|resume|clear|compact",
+            "hooks": [
+                {"type": "command", "command": our_command(home, "claude-code"), "timeout": 15}
+            ],
+        }
+    ]
+    assert read(user / ".claude.json") == {
+        "mcpServers": {
+            "cortex": {"type": "stdio", "command": CORTEX_BIN, "args": ["--home", str(home), "mcp"]}
+        }
+    }
+    second = ok(cortex(home, user, "install", "claude-code", "--user"))
+    assert second.splitlines() == [
+        f"{settings}: unchanged",
+        f"{user / '.claude.json'}: unchanged",
+    ]
+    assert settings.read_text() == installed
+    ok(cortex(home, user, "uninstall", "claude-code"))
+    assert settings.read_text() == original
+    assert not (user / ".claude.json").exists()
+
+
+def test_claude_code_project_install_and_an_existing_mcp_file(
+    home: Path, user: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    other_server = {"mcpServers": {"db": {"command": "db-mcp"}}}
+    (project / ".mcp.json").write_text(json.dumps(other_server, indent=2) + "\n")
+    ok(cortex(home, user, "install", "claude-code", "--project", str(project)))
+    local = read(project / ".claude" / "settings.local.json")
+    assert set(local["hooks"]) == {s.event for s in CLAUDE_HOOKS}
+    servers = read(project / ".mcp.json")["mcpServers"]
+    assert servers["db"] == {"command": "db-mcp"}
+    assert servers["cortex"]["args"] == ["--home", str(home), "mcp", "--project-dir", str(project)]
+    assert not (user / ".claude").exists()
+    ok(cortex(home, user, "uninstall", "claude-code", "--project", str(project)))
+    assert read(project / ".mcp.json") == other_server
+    assert not (project / ".claude" / "settings.local.json").exists()
+
+
+def test_dry_run_shows_a_diff_and_writes_nothing(home: Path, user: Path) -> None:
+    out = ok(cortex(home, user, "install", "gemini", "--dry-run"))
+    assert f"--- /dev/null\n+++ {user / '.gemini' / 'settings.json'}" in out
+    assert '+        "name": "cortex",' in out.replace("            ", "        ")
+    assert not (user / ".gemini").exists()
+
+
+def test_json_output(home: Path, user: Path) -> None:
+    data = json.loads(ok(cortex(home, user, "--json", "install", "cursor")))
+    assert data == {
+        "dry_run": False,
+        "files": [
+            {
+                "path": str(user / ".cursor" / "hooks.json"),
+                "action": "created",
+                "added": list(CURSOR_EVENTS),
+                "removed": [],
+                "notes": [],
+            },
+            {
+                "path": str(user / ".cursor" / "mcp.json"),
+                "action": "created",
+                "added": ["mcpServers.cortex"],
+                "removed": [],
+                "notes": [],
+            },
+        ],
+    }
+
+
+def test_codex_toml_block_is_added_once_and_removed_exactly(home: Path, user: Path) -> None:
+    config = user / ".codex" / "config.toml"
+    config.parent.mkdir()
+    original = 'model = "o3"\n\n[mcp_servers.other]\ncommand = "x"\n'
+    config.write_text(original)
+    ok(cortex(home, user, "install", "codex"))
+    once = config.read_text()
+    assert once == original + (
+        "\n# >>> cortex: managed by `cortex install codex`; `cortex uninstall codex` removes it\n"
+        f'[mcp_servers.cortex]\ncommand = "{CORTEX_BIN}"\n'
+        f'args = ["--home", "{home}", "mcp"]\n# <<< cortex\n'
+    )
+    hooks = read(user / ".codex" / "hooks.json")["hooks"]
+    assert list(hooks) == [s.event for s in CODEX_HOOKS]
+    ok(cortex(home, user, "install", "codex"))
+    assert config.read_text() == once
+    ok(cortex(home, user, "uninstall", "codex"))
+    assert config.read_text() == original
+    assert not (user / ".codex" / "hooks.json").exists()
+
+
+def test_someone_elses_cortex_entry_is_left_alone(home: Path, user: Path) -> None:
+    config = user / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[mcp_servers.cortex]\ncommand = "/opt/other/server"\n')
+    out = ok(cortex(home, user, "install", "codex"))
+    assert "already has [mcp_servers.cortex]; left as it is" in out
+    assert config.read_text() == '[mcp_servers.cortex]\ncommand = "/opt/other/server"\n'
+
+
+def test_gemini_one_file_with_millisecond_timeouts(home: Path, user: Path) -> None:
+    ok(cortex(home, user, "install", "gemini"))
+    data = read(user / ".gemini" / "settings.json")
+    assert [event for event in data["hooks"]] == [s.event for s in GEMINI_HOOKS]
+    assert data["hooks"]["SessionStart"][0]["hooks"][0] == {
+        "name": "cortex",
+        "type": "command",
+        "command": our_command(home, "gemini"),
+        "timeout": 15000,
+    }
+    assert data["mcpServers"]["cortex"]["command"] == CORTEX_BIN
+    ok(cortex(home, user, "uninstall", "gemini"))
+    assert not (user / ".gemini" / "settings.json").exists()
+
+
+def test_a_broken_settings_file_is_never_rewritten(home: Path, user: Path) -> None:
+    settings = user / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{ not json")
+    result = cortex(home, user, "install", "claude-code")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: {settings} is not valid JSON (")
+    assert result.stderr.rstrip().endswith("fix it or move it aside, then rerun")
+    assert len(result.stderr.splitlines()) == 1
+    assert settings.read_text() == "{ not json"
+
+
+def test_project_and_user_together_is_a_usage_error(home: Path, user: Path) -> None:
+    result = cortex(home, user, "install", "claude-code", "--user", "--project", ".")
+    assert result.returncode == 2 and "choose one of --project DIR and --user" in result.stderr
+
+
+def test_the_plugin_folder_matches_the_installed_hooks() -> None:
+    plugin = ROOT / "integrations" / "claude-code"
+    assert read(plugin / ".claude-plugin" / "plugin.json")["name"] == "cortex"
+    hooks = read(plugin / "hooks" / "hooks.json")["hooks"]
+    assert list(hooks) == [s.event for s in CLAUDE_HOOKS]
+    for spec in CLAUDE_HOOKS:
+        (group,) = hooks[spec.event]
+        assert group.get("matcher") == spec.matcher
+        (handler,) = group["hooks"]
+        assert handler["command"] == "${CORTEX_BIN:-cortex} hook claude-code"
+        assert handler.get("async", False) == spec.is_async
+    assert read(plugin / ".mcp.json") == {
+        "mcpServers": {"cortex": {"command": "${CORTEX_BIN:-cortex}", "args": ["mcp"]}}
+    }
+
+
+# -- doctor ----------------------------------------------------------------------------------------
+def test_doctor_fails_until_capture_works(home: Path, user: Path) -> None:
+    nothing = cortex(home, user, "doctor")
+    assert nothing.returncode == 1
+    assert "no hooks are installed for any host" in nothing.stdout
+    ok(cortex(home, user, "install", "claude-code"))
+    waiting = cortex(home, user, "doctor")
+    assert waiting.returncode == 1
+    assert "claude-code: hooks are installed" in waiting.stdout
+    assert "no event has reached Cortex yet" in waiting.stdout
+    start = {"hook_event_name": "SessionStart", "session_id": "d1", "cwd": str(user)}
+    ok(cortex(home, user, "hook", "claude-code", input=json.dumps(start).encode()))
+    healthy = cortex(home, user, "--json", "doctor")
+    report = json.loads(healthy.stdout)
+    assert healthy.returncode == 0, report["problems"]
+    assert report["ok"] is True and report["problems"] == []
+    assert report["hosts"]["claude-code"]["last_event"]["event"] == "SessionStart"
+    assert report["database"]["quick_check"] == "ok"
+    assert report["database"]["pending_migrations"] == []
+    assert [s["session_id"] for s in report["sessions"]] == ["d1"]
+    assert report["sessions"][0]["lease"] == "live"
+    text = ok(cortex(home, user, "doctor"))
+    assert text.rstrip().endswith("ok: capture is working")
+
+
+def test_doctor_reports_a_failed_event_and_a_broken_database(home: Path, user: Path) -> None:
+    ok(cortex(home, user, "install", "claude-code"))
+    bad = {"hook_event_name": "Stop", "session_id": "../x"}
+    ok(cortex(home, user, "hook", "claude-code", input=json.dumps(bad).encode()))
+    result = cortex(home, user, "doctor")
+    assert result.returncode == 1
+    assert "claude-code: the last event (Stop," in result.stdout
+    assert "failed: invalid session id '../x'" in result.stdout
+    (home / "brain.db").write_bytes(b"this is not a database" * 100)
+    broken = cortex(home, user, "doctor")
+    assert broken.returncode == 1
+    assert "is not a Cortex database or is damaged" in broken.stdout
+
+
+def test_doctor_reports_an_unmigrated_database(home: Path, user: Path) -> None:
+    home.mkdir(parents=True)
+    sqlite3.connect(home / "brain.db").close()
+    result = cortex(home, user, "doctor")
+    assert result.returncode == 1
+    assert "pending migration(s) (m001_session_states, ...); run `cortex db migrate`" in (
+        result.stdout
+    )

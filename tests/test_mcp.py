@@ -1,0 +1,403 @@
+"""The MCP server through the SDK's own client: in-process, over stdio, and under fuzzing."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, ListRootsResult, Root
+
+from cortex.clock import FixedClock
+from cortex.config import Config, load_config
+from cortex.mcp_server import ProjectScope, build_server
+from cortex.project import project_identity
+from cortex.sessions import SessionPersistenceManager
+
+TOOLS = {
+    # name: (readOnlyHint, destructiveHint, idempotentHint)
+    "working_memory_view": (True, None, None),
+    "working_memory_pin": (False, True, True),
+    "working_memory_unpin": (False, True, True),
+    "cortex_session_continue": (False, False, True),
+    "session_chain": (True, None, None),
+    "session_status": (True, None, None),
+    "session_start": (False, False, False),
+    "session_end": (False, False, True),
+    "add_memory": (False, False, False),
+    "search_memories": (True, None, None),
+    "get_context": (True, None, None),
+    "forget_memory": (False, True, True),
+    "session_checkpoint": (False, False, False),
+    "session_snapshot": (False, False, False),
+}
+
+Call = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
+
+
+def run_client(server: Any, body: Callable[[Client], Awaitable[None]], **kw: Any) -> None:
+    async def main() -> None:
+        async with Client(server, **kw) as client:
+            await body(client)
+
+    anyio.run(main)
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, [getattr(b, "text", b) for b in result.content]
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    return " ".join(getattr(b, "text", "") for b in result.content)
+
+
+@pytest.fixture
+def server_for(
+    make_config: Callable[..., Config], clock: FixedClock
+) -> Callable[..., tuple[Any, SessionPersistenceManager]]:
+    """An MCP server and a second manager on the same home (as a hook process would be)."""
+
+    def make(project_dir: str | None = "/home/u/Projects/radio") -> Any:
+        config = make_config()
+        server = build_server(
+            lambda: SessionPersistenceManager.open(config, clock),
+            ProjectScope(project_dir=project_dir),
+        )
+        return server, SessionPersistenceManager.open(config, clock)
+
+    return make
+
+
+def test_lists_every_tool_with_honest_annotations_and_schemas(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == set(TOOLS)
+        for name, (read_only, destructive, idempotent) in TOOLS.items():
+            tool = listed[name]
+            hints = tool.annotations
+            assert hints is not None
+            assert (hints.read_only_hint, hints.open_world_hint) == (read_only, False)
+            if not read_only:
+                assert (hints.destructive_hint, hints.idempotent_hint) == (destructive, idempotent)
+            assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+            assert tool.description and not tool.description.startswith(" ")
+            assert "\n        " not in tool.description
+        pin_schema = listed["working_memory_pin"].input_schema
+        assert pin_schema["required"] == ["label", "content"]
+        assert pin_schema["properties"]["confidence"]["maximum"] == 1.0
+        assert listed["cortex_session_continue"].input_schema["required"] == ["session_id"]
+        assert listed["session_chain"].input_schema["properties"]["depth"]["minimum"] == 1
+
+    run_client(server, body)
+
+
+def test_session_lifecycle_and_restore_through_tools(server_for: Any, clock: FixedClock) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        first = data(await client.call_tool("session_start", {"keywords": ["ft991a", "cat"]}))
+        assert first["preamble"] is None
+        sid = first["session_id"]
+        pinned = data(
+            await client.call_tool(
+                "working_memory_pin",
+                {"label": "baud", "content": "CAT at 38400 baud", "critical": True},
+            )
+        )
+        assert pinned["session_id"] == sid and pinned["count"] == 1
+        assert pinned["pin"]["importance"] == "CRITICAL"
+        await client.call_tool("working_memory_pin", {"label": "tmp", "content": "scratch"})
+        removed = data(await client.call_tool("working_memory_unpin", {"label": "TMP"}))
+        assert removed["pin"]["content"] == "scratch" and removed["count"] == 1
+        view = data(await client.call_tool("working_memory_view", {}))
+        assert [p["label"] for p in view["pins"]] == ["baud"] and view["capacity"] == 10
+        status = data(await client.call_tool("session_status", {}))
+        assert status["state"] == "ACTIVE" and "radio" in status["active_projects"]
+        ended = data(await client.call_tool("session_end", {}))
+        assert ended["state"] == "COMPLETE" and ended["pin_count"] == 1
+        again = data(await client.call_tool("session_end", {"session_id": sid}))
+        assert again["end_time"] == ended["end_time"]
+
+        clock.advance(hours=2)
+        second = data(await client.call_tool("session_start", {"keywords": ["ft991a"]}))
+        assert second["restored_from"] == [sid]
+        assert second["preamble"].startswith("[SESSION CONTINUITY")
+        assert second["inherited_pins"][0]["inherited_from"] == sid
+        chain = data(await client.call_tool("session_chain", {"depth": 5}))
+        assert [s["session_id"] for s in chain["sessions"]] == [sid, second["session_id"]]
+        cont = data(await client.call_tool("cortex_session_continue", {"session_id": sid}))
+        assert cont["continued_from"] == sid and cont["session_id"] == second["session_id"]
+        assert cont["inherited_pins"] == []  # already inherited: idempotent
+        view = data(await client.call_tool("working_memory_view", {}))
+        assert view["count"] == 1 and "[inherited from" in view["pins"][0]["label"]
+
+    run_client(server, body)
+
+
+def test_memory_tools_remember_search_context_and_forget(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        sid = data(await client.call_tool("session_start", {}))["session_id"]
+        first = data(
+            await client.call_tool(
+                "add_memory",
+                {"content": "the staging db listens on port 5433", "upsert_key": "db-port"},
+            )
+        )
+        mem = first["memory"]
+        assert mem["project"] == "path:/home/u/Projects/radio" and mem["scope"] == "project"
+        second = data(
+            await client.call_tool(
+                "add_memory",
+                {"content": "the staging db moved to port 6543", "upsert_key": "db-port"},
+            )
+        )
+        assert second["superseded_id"] == mem["id"]
+        rule = {"content": "answer in English", "layer": "rule"}
+        data(await client.call_tool("add_memory", rule))
+        found = data(await client.call_tool("search_memories", {"query": "staging port"}))
+        assert [r["memory"]["content"] for r in found["results"]] == [
+            "the staging db moved to port 6543"
+        ]
+        context = data(await client.call_tool("get_context", {"query": "database port"}))
+        assert context["text"].startswith("- [rule] answer in English\n- [long_term] the staging")
+        assert context["compaction_required"] is False
+        forget = {"memory_id": second["memory"]["id"]}
+        assert data(await client.call_tool("forget_memory", forget))["id"] == forget["memory_id"]
+        assert "already forgotten" in error_text(await client.call_tool("forget_memory", forget))
+        assert (
+            data(await client.call_tool("search_memories", {"query": "staging"}))["results"] == []
+        )
+        data(await client.call_tool("working_memory_pin", {"label": "step", "content": "3 of 5"}))
+        checkpoint = data(
+            await client.call_tool(
+                "session_checkpoint",
+                {"summary": "ported the db", "next_steps": ["run migrations"]},
+            )
+        )
+        assert checkpoint["session_id"] == sid
+        assert "SUMMARY: ported the db" in checkpoint["text"]
+        assert "PINS:\n- step: 3 of 5" in checkpoint["text"]
+        assert "NEXT STEPS:\n- run migrations" in checkpoint["text"]
+        context = data(await client.call_tool("get_context", {}))
+        assert context["latest_checkpoint_id"] == checkpoint["checkpoint_id"]
+        snap = data(await client.call_tool("session_snapshot", {}))
+        assert snap["session_id"] == sid and snap["transcript_md"].startswith(f"# Session {sid}")
+
+    run_client(server, body)
+
+
+def test_tools_act_on_the_session_a_hook_recorded(server_for: Any) -> None:
+    server, hooks = server_for()
+    other = hooks.on_session_start(project=project_identity("/elsewhere").id)
+    radio = project_identity("/home/u/Projects/radio").id
+    started = hooks.on_session_start(project=radio, workdir="/home/u/Projects/radio")
+    hooks.add_pin("deploy", "make deploy", started.session_id)
+    hooks.record(other.session_id, text="the other project is busier")  # newer activity
+
+    async def body(client: Client) -> None:
+        view = data(await client.call_tool("working_memory_view", {}))
+        assert view["session_id"] == started.session_id
+        assert [p["content"] for p in view["pins"]] == ["make deploy"]
+        data(await client.call_tool("working_memory_pin", {"label": "next", "content": "tests"}))
+
+    run_client(server, body)
+    assert [p.label for p in hooks.list_pins(started.session_id)] == ["deploy", "next"]
+
+
+def test_cortex_errors_become_one_line_tool_errors(server_for: Any) -> None:
+    server, hooks = server_for()
+
+    async def body(client: Client) -> None:
+        text = error_text(await client.call_tool("working_memory_view", {}))
+        assert (
+            "no open session for project 'path:/home/u/Projects/radio'; call session_start, "
+            "or pass session_id"
+        ) in text
+        text = error_text(await client.call_tool("session_status", {"session_id": "../x"}))
+        assert "invalid session id '../x'" in text and "\n" not in text
+        text = error_text(await client.call_tool("session_chain", {"session_id": "nope"}))
+        assert "no session 'nope'" in text
+        sid = data(await client.call_tool("session_start", {}))["session_id"]
+        text = error_text(await client.call_tool("cortex_session_continue", {"session_id": sid}))
+        assert "cannot continue itself" in text
+        for i in range(10):
+            await client.call_tool("working_memory_pin", {"label": f"p{i}", "content": "x"})
+        text = error_text(
+            await client.call_tool("working_memory_pin", {"label": "p10", "content": "x"})
+        )
+        assert "working memory is full (10 pins)" in text
+        data(await client.call_tool("session_end", {"session_id": sid}))
+        text = error_text(
+            await client.call_tool(
+                "working_memory_pin", {"label": "late", "content": "x", "session_id": sid}
+            )
+        )
+        assert f"session {sid} ended at" in text
+
+    run_client(server, body)
+
+
+def test_arguments_failing_the_schema_are_tool_errors(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        data(await client.call_tool("session_start", {}))
+        bad = [
+            ("working_memory_pin", {"label": 3, "content": "x"}),
+            ("working_memory_pin", {"label": "x"}),
+            ("working_memory_pin", {"label": "x", "content": "y", "confidence": 7}),
+            ("working_memory_pin", {"label": "x" * 201, "content": "y"}),
+            ("session_chain", {"depth": 0}),
+            ("session_chain", {"depth": "deep"}),
+            ("session_start", {"keywords": "not a list"}),
+            ("cortex_session_continue", {}),
+        ]
+        for name, args in bad:
+            assert (await client.call_tool(name, args)).is_error, (name, args)
+        assert data(await client.call_tool("working_memory_view", {}))["count"] == 0
+
+    run_client(server, body)
+
+
+def test_client_roots_name_the_project_directory(server_for: Any) -> None:
+    server, _ = server_for(project_dir=None)
+
+    async def roots(_ctx: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///home/u/Projects/lbf-ham-radio")])
+
+    async def body(client: Client) -> None:
+        data(await client.call_tool("session_start", {}))
+        status = data(await client.call_tool("session_status", {}))
+        assert "lbf-ham-radio" in status["active_projects"]
+
+    run_client(server, body, mode="legacy", list_roots_callback=roots)
+
+
+def test_project_dir_wins_over_roots(server_for: Any) -> None:
+    server, _ = server_for(project_dir="/home/u/Projects/chosen")
+
+    async def roots(_ctx: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri="file:///home/u/Projects/other")])
+
+    async def body(client: Client) -> None:
+        data(await client.call_tool("session_start", {}))
+        projects = data(await client.call_tool("session_status", {}))["active_projects"]
+        assert "chosen" in projects and "other" not in projects
+
+    run_client(server, body, mode="legacy", list_roots_callback=roots)
+
+
+def test_stdio_server_subprocess(home: Path, tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cortex.entry", "mcp"],
+        env={"CORTEX_HOME": str(home), "CLAUDE_PROJECT_DIR": "/home/u/Projects/radio"},
+        cwd=str(tmp_path),
+    )
+
+    async def body(client: Client) -> None:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == set(TOOLS)
+        sid = data(await client.call_tool("session_start", {"keywords": ["stdio"]}))["session_id"]
+        data(await client.call_tool("working_memory_pin", {"label": "k", "content": "v"}))
+        assert "../" in error_text(
+            await client.call_tool("session_status", {"session_id": "../../etc"})
+        )
+        view = data(await client.call_tool("working_memory_view", {"session_id": sid}))
+        assert view["pins"][0]["content"] == "v"
+
+    run_client(params, body)
+    rows = sqlite3.connect(home / "brain.db").execute("SELECT project FROM session_states")
+    assert rows.fetchall() == [("path:/home/u/Projects/radio",)]
+
+
+# -- fuzzing -------------------------------------------------------------------------------------
+HOSTILE = st.sampled_from(
+    ["../x", "../../etc/passwd", "/abs", "a/b", "..", ".", "", " ", "\x00", "id\n", "%2e%2e"]
+)
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=50),
+    st.builds(str.__mul__, st.text(min_size=1, max_size=3), st.integers(1000, 10_000)),
+    HOSTILE,
+    st.lists(st.text(max_size=10), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+KEYS = st.sampled_from(
+    [
+        "session_id",
+        "into_session_id",
+        "label",
+        "content",
+        "critical",
+        "confidence",
+        "depth",
+        "project",
+        "keywords",
+        "query",
+        "layer",
+        "mode",
+        "budget_tokens",
+        "memory_id",
+        "tags",
+        "upsert_key",
+        "scope",
+        "summary",
+        "next_steps",
+        "decisions",
+        "limit",
+        "junk",
+    ]  # fmt: skip
+)
+CALLS = st.lists(
+    st.tuples(st.sampled_from(sorted(TOOLS)), st.dictionaries(KEYS, JUNK, max_size=4)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=CALLS)
+def test_fuzzed_arguments_never_crash_the_server_or_touch_other_data(
+    calls: list[tuple[str, dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    home = tmp_path_factory.mktemp("fuzz")
+    config = load_config(home, {}, {})
+    keeper = SessionPersistenceManager.open(config, FixedClock("2026-02-16T09:00:00Z"))
+    kept = keeper.on_session_start(project="kept").session_id
+    keeper.add_pin("keep", "this pin", kept)
+    keeper.on_session_end(kept)
+    before = keeper.store.get_session(kept)
+    server = build_server(lambda: SessionPersistenceManager.open(config), ProjectScope("/p"))
+
+    async def body(client: Client) -> None:
+        for name, args in calls:
+            if "kept" in json.dumps(args, default=str) or kept in str(args):
+                continue  # the one session fuzzing must not be able to name
+            result = await client.call_tool(name, args)
+            assert isinstance(result, CallToolResult)
+            assert result.is_error or result.structured_content is not None
+        assert (await client.list_tools()).tools  # still serving
+
+    run_client(server, body)
+    assert keeper.store.get_session(kept) == before
+    outside = [p for p in home.parent.iterdir() if p.name.startswith(("x", "etc", "abs"))]
+    assert outside == []

@@ -1,0 +1,396 @@
+"""MemoryService on a real SQLite file: layers, TTL, upsert, scope, search, context."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cortex.clock import FixedClock
+from cortex.config import Config
+from cortex.errors import ConflictError, NotFoundError, ValidationError
+from cortex.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
+from cortex.memory_models import MemoryLink
+from cortex.sessions import SessionPersistenceManager
+from cortex.store import SQLiteStore
+
+
+@pytest.fixture
+def svc(make_config: Callable[..., Config], clock: FixedClock, tmp_path: Path) -> MemoryService:
+    return MemoryService(SQLiteStore(tmp_path / "brain.db"), make_config(), clock)
+
+
+def contents(items: list) -> list[str]:  # type: ignore[type-arg]
+    return [getattr(i, "memory", i).content for i in items]
+
+
+# -- add: layers, defaults, TTL ----------------------------------------------------------------
+def test_defaults_and_rule_backfill(svc: MemoryService) -> None:
+    plain = svc.add("prefers tabs").memory
+    assert (plain.layer, plain.type, plain.scope, plain.project, plain.expires_at) == (
+        "long_term",
+        "note",
+        "global",
+        None,
+        None,
+    )
+    rule = svc.add("always run make check", type="rule").memory
+    assert (rule.layer, rule.type) == ("rule", "rule")
+    assert svc.add("no force pushes", layer="rule").memory.type == "rule"
+
+
+def test_working_memory_gets_the_configured_ttl(
+    make_config: Callable[..., Config], clock: FixedClock, tmp_path: Path
+) -> None:
+    svc = MemoryService(SQLiteStore(tmp_path / "b.db"), make_config(), clock)
+    assert svc.add("a", layer="working").memory.expires_at == "2026-02-17T09:00:00.000000Z"
+    short = MemoryService(svc.store, make_config(working_memory_ttl_hours=2), clock)
+    assert short.add("b", layer="working").memory.expires_at == "2026-02-16T11:00:00.000000Z"
+
+
+def test_expired_working_memory_is_never_returned(svc: MemoryService, clock: FixedClock) -> None:
+    svc.add("debugging the flaky auth test", layer="working")
+    assert contents(svc.list(layer="working")) == ["debugging the flaky auth test"]
+    clock.advance(hours=25)
+    assert svc.list(layer="working") == []
+    with pytest.raises(ValidationError):
+        svc.search("")
+    assert svc.search("flaky auth") == []
+    assert svc.get_context("auth", mode="working").memories == ()
+    assert len(svc.list(layer="working", include_history=True)) == 1
+
+
+def test_explicit_intent_is_long_term_and_confirmed(svc: MemoryService) -> None:
+    m = svc.add("my name is Ana", remember_intent="explicit").memory
+    assert (m.layer, m.remember_intent, m.last_confirmed_at) == (
+        "long_term",
+        "explicit",
+        "2026-02-16T09:00:00.000000Z",
+    )
+
+
+def test_memory_in_a_session_belongs_to_its_project(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    manager = SessionPersistenceManager(svc.store, make_config(), clock)
+    manager.on_session_start("s1", project="api")
+    m = svc.add("the api uses JWT", session_id="s1").memory
+    assert (m.scope, m.project, m.source_session_id) == ("project", "api", "s1")
+    assert contents(svc.list(session_id="s1", project="api")) == ["the api uses JWT"]
+    assert contents(svc.list(session_id="s1")) == ["the api uses JWT"]  # the session's project
+
+
+# -- bad input -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"content": ""}, "memory content is empty; give the text to store"),
+        ({"content": "   \n"}, "memory content is empty; give the text to store"),
+        ({"content": "x", "layer": "short"}, "unknown layer 'short'; use one of rule, working"),
+        ({"content": "x", "scope": "team"}, "unknown scope 'team'; use global or project"),
+        ({"content": "x", "scope": "project"}, "scope project needs a project"),
+        ({"content": "x", "confidence": 1.5}, "confidence 1.5 is out of range; use 0-1"),
+        ({"content": "x", "remember_intent": "maybe"}, "unknown remember_intent 'maybe'"),
+        ({"content": "x", "type": "a b"}, "invalid memory type 'a b'"),
+        ({"content": "x", "session_id": "../etc"}, "invalid session id"),
+        ({"content": "x", "expires_at": "tomorrow"}, "not an ISO 8601 time"),
+    ],
+)
+def test_bad_input_is_one_clear_error(svc: MemoryService, kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ValidationError, match="^" + message.replace("(", r"\(")):
+        svc.add(**kwargs)
+    assert svc.list(all_projects=True) == []
+
+
+def test_one_megabyte_content_is_refused_naming_the_limit(svc: MemoryService) -> None:
+    with pytest.raises(ValidationError) as err:
+        svc.add("a" * 1_048_576)
+    assert str(err.value) == (
+        "memory content is 1,048,576 bytes; the limit is 65,536 bytes (64 KB): "
+        "store a summary or split it"
+    )
+    exact = svc.add("b" * MAX_CONTENT_BYTES).memory
+    assert len(svc.get(exact.id).content) == MAX_CONTENT_BYTES
+
+
+def test_secrets_are_redacted_before_storage(svc: MemoryService, tmp_path: Path) -> None:
+    svc.add("prod key: api_key=sk-abcdefghijklmnopqrstuvwxyz123456 ok", tags="x")
+    raw = sqlite3.connect(tmp_path / "brain.db").execute("SELECT content FROM memories").fetchall()
+    assert raw == [("prod key: api_key=[REDACTED] ok",)]
+    assert svc.search("sk-abcdefghijklmnopqrstuvwxyz123456") == []
+
+
+def test_batch_is_all_or_nothing(svc: MemoryService) -> None:
+    with pytest.raises(ValidationError):
+        svc.add_many([NewMemory("fine"), NewMemory("", layer="rule")])
+    assert svc.list() == []
+
+
+# -- upsert ----------------------------------------------------------------------------------
+def test_upsert_keeps_one_current_truth_with_history(svc: MemoryService) -> None:
+    first = svc.add("deploys go to eu-west-1", project="api", upsert_key="region").memory
+    second = svc.add("deploys go to us-east-2", project="api", upsert_key="region")
+    assert second.superseded_id == first.id
+    assert contents(svc.list(project="api")) == ["deploys go to us-east-2"]
+    old = svc.get(first.id)
+    assert (old.superseded_by, old.superseded_at) == (second.memory.id, second.memory.created_at)
+    links = svc.store.memory_links(second.memory.id)
+    assert [(lk.from_id, lk.to_id, lk.kind) for lk in links] == [
+        (second.memory.id, first.id, "supersedes")
+    ]
+    audit = svc.store.list_audit()[0]
+    assert (audit.action, audit.target, audit.detail["superseded"]) == (
+        "memory.supersede",
+        second.memory.id,
+        first.id,
+    )
+    assert contents(svc.search("deploys region")) == []  # global scope sees no api memory
+    assert contents(svc.search("deploys", project="api")) == ["deploys go to us-east-2"]
+
+
+def test_upsert_is_per_scope_project_user_and_type(svc: MemoryService) -> None:
+    svc.add("global truth", upsert_key="k")
+    svc.add("api truth", project="api", upsert_key="k")
+    svc.add("web truth", project="web", upsert_key="k")
+    svc.add("ana's truth", upsert_key="k", user_id="ana")
+    svc.add("a preference", upsert_key="k", type="preference")
+    assert len(svc.list(all_projects=True)) == 5
+    svc.add("global truth 2", upsert_key="k")
+    assert sorted(contents(svc.list(all_projects=True))) == [
+        "a preference",
+        "ana's truth",
+        "api truth",
+        "global truth 2",
+        "web truth",
+    ]
+
+
+def test_upserts_in_one_batch_apply_in_order(svc: MemoryService) -> None:
+    results = svc.add_many([NewMemory(f"v{i}", upsert_key="k") for i in range(5)])
+    assert [r.superseded_id for r in results] == [None] + [r.memory.id for r in results[:-1]]
+    assert contents(svc.list()) == ["v4"]
+
+
+def test_one_live_truth_is_a_database_invariant(svc: MemoryService, tmp_path: Path) -> None:
+    svc.add("one", upsert_key="k")
+    conn = sqlite3.connect(tmp_path / "brain.db")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(
+            "INSERT INTO memories (id, content, scope, upsert_key, type, created_at, updated_at) "
+            "VALUES ('x', 'two', 'global', 'k', 'note', 't', 't')"
+        )
+
+
+def test_edit_into_a_taken_key_is_a_conflict(svc: MemoryService) -> None:
+    svc.add("one", upsert_key="k")
+    other = svc.add("two").memory
+    with pytest.raises(ConflictError, match="conflicts with a live memory"):
+        svc.edit(other.id, upsert_key="k")
+
+
+# -- edit and forget -------------------------------------------------------------------------
+def test_edit_changes_in_place_and_reindexes(svc: MemoryService, clock: FixedClock) -> None:
+    m = svc.add("uses postgres", tags="db").memory
+    clock.advance(hours=1)
+    edited = svc.edit(m.id, content="uses sqlite", confidence=0.5, tags="db,local", actor="cli")
+    assert (edited.content, edited.confidence, edited.tags) == ("uses sqlite", 0.5, ("db", "local"))
+    assert edited.updated_at == "2026-02-16T10:00:00.000000Z"
+    assert contents(svc.search("sqlite")) == ["uses sqlite"]
+    assert svc.search("postgres") == []
+    assert svc.store.list_audit()[0].detail == {
+        "changed": ["confidence", "content", "tags", "updated_at"]
+    }
+
+
+def test_edit_to_working_sets_an_expiry(svc: MemoryService) -> None:
+    m = svc.add("scratch note").memory
+    assert svc.edit(m.id, layer="working").expires_at == "2026-02-17T09:00:00.000000Z"
+
+
+def test_forget_is_soft_and_final(svc: MemoryService, tmp_path: Path) -> None:
+    m = svc.add("temporary fact").memory
+    gone = svc.forget(m.id)
+    assert gone.deleted_at == "2026-02-16T09:00:00.000000Z"
+    assert svc.list() == [] and svc.search("temporary") == []
+    assert svc.get(m.id).deleted_at is not None  # the row is kept
+    with pytest.raises(NotFoundError, match="already forgotten"):
+        svc.forget(m.id)
+    with pytest.raises(NotFoundError, match="was forgotten"):
+        svc.edit(m.id, content="again")
+    with pytest.raises(NotFoundError, match="no memory 'nope'"):
+        svc.forget("nope")
+
+
+# -- scope -----------------------------------------------------------------------------------
+def test_a_project_sees_its_own_and_global_never_another(svc: MemoryService) -> None:
+    svc.add("global: use UTC everywhere")
+    svc.add("api: tokens expire in 1h", project="api")
+    svc.add("web: tokens live in cookies", project="web")
+    assert sorted(contents(svc.search("tokens UTC", project="api"))) == [
+        "api: tokens expire in 1h",
+        "global: use UTC everywhere",
+    ]
+    assert contents(svc.search("tokens", project="web")) == ["web: tokens live in cookies"]
+    assert contents(svc.search("tokens UTC")) == ["global: use UTC everywhere"]
+    assert len(svc.list(all_projects=True)) == 3
+
+
+def test_user_scope(svc: MemoryService) -> None:
+    svc.add("shared fact about builds")
+    svc.add("ana likes dark mode builds", user_id="ana")
+    svc.add("bo likes light mode builds", user_id="bo")
+    assert sorted(contents(svc.search("builds", user_id="ana"))) == [
+        "ana likes dark mode builds",
+        "shared fact about builds",
+    ]
+
+
+# -- search ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "query",
+    ['"', "*", "NEAR", "-", "a AND OR NOT b", 'foo" OR "bar', "col:umn", "(", "^x", "lumen-11"],
+)
+def test_fts_syntax_characters_are_literal(svc: MemoryService, query: str) -> None:
+    svc.add("lumen-11 crashed under load NEAR the gateway, a AND b")
+    svc.search(query)  # never raises a syntax error
+
+
+def test_hyphenated_and_natural_language_queries_find_memories(svc: MemoryService) -> None:
+    svc.add("Fixed a bug in lumen-11 where redis broke starlette under load")
+    svc.add("Decided to use trio for beacon-7")
+    assert contents(svc.search("any problems with redis in lumen-11 recently?")) == [
+        "Fixed a bug in lumen-11 where redis broke starlette under load"
+    ]
+    assert contents(svc.search("what did we decide for beacon-7?"))[0].startswith("Decided")
+
+
+def test_search_ranks_by_relevance_and_honours_layer(svc: MemoryService) -> None:
+    svc.add("auth uses JWT tokens signed with RS256")
+    svc.add("auth middleware")
+    svc.add("working on JWT rotation", layer="working")
+    assert contents(svc.search("JWT RS256 auth"))[0] == "auth uses JWT tokens signed with RS256"
+    assert contents(svc.search("JWT", layer="working")) == ["working on JWT rotation"]
+    assert "working on JWT rotation" not in contents(svc.search("JWT", layer="long_term"))
+
+
+def test_stemming_matches_word_forms(svc: MemoryService) -> None:
+    svc.add("we are deploying the service nightly")
+    assert contents(svc.search("deployment deploys")) == ["we are deploying the service nightly"]
+
+
+def test_like_fallback_when_full_text_finds_nothing(svc: MemoryService) -> None:
+    svc.add("kubernetes cluster config")
+    hits = svc.search("bernete")  # a fragment: no FTS token matches it
+    assert contents(hits) == ["kubernetes cluster config"]
+    assert hits[0].why == "text contains 'bernete'"
+
+
+def test_fallback_applies_the_same_filters(svc: MemoryService) -> None:
+    svc.add("kubernetes in api", project="api")
+    svc.add("kubernetes working", layer="working")
+    assert contents(svc.search("bernete", layer="working")) == ["kubernetes working"]
+    assert contents(svc.search("bernete", project="web", layer="long_term")) == []
+
+
+def test_graph_expansion_adds_linked_memories_one_hop(svc: MemoryService) -> None:
+    a = svc.add("the payment service calls stripe").memory
+    b = svc.add("retries are capped at three").memory
+    c = svc.add("ledger reconciliation runs hourly").memory
+    svc.store.add_memory_link(MemoryLink(a.id, b.id, "relates", a.created_at))
+    svc.store.add_memory_link(MemoryLink(b.id, c.id, "relates", a.created_at))
+    hits = svc.search("stripe payment")
+    assert contents(hits) == [a.content, b.content]  # one hop only: c is two away
+    assert hits[1].why == f"relates link from {a.id}"
+    assert hits[1].score == pytest.approx(hits[0].score / 2)
+    assert contents(svc.search("stripe payment", expand=False)) == [a.content]
+    svc.forget(b.id)
+    assert contents(svc.search("stripe payment")) == [a.content]
+
+
+# -- context ---------------------------------------------------------------------------------
+@pytest.fixture
+def layered(svc: MemoryService) -> MemoryService:
+    svc.add("rule: run make check before commit", type="rule")
+    svc.add("working: rotating the JWT signing keys", layer="working")
+    svc.add("long term: JWT keys live in vault")
+    return svc
+
+
+@pytest.mark.parametrize(
+    ("mode", "memories"),
+    [
+        ("rules_only", []),
+        ("working", ["working: rotating the JWT signing keys"]),
+        ("long_term", ["long term: JWT keys live in vault"]),
+        ("all", ["working: rotating the JWT signing keys", "long term: JWT keys live in vault"]),
+    ],
+)
+@pytest.mark.parametrize("query", [None, "JWT keys"])
+def test_context_modes_follow_the_parity_matrix(
+    layered: MemoryService, mode: str, memories: list[str], query: str | None
+) -> None:
+    result = layered.get_context(query, mode=mode)
+    assert contents(list(result.rules)) == ["rule: run make check before commit"]
+    assert contents(list(result.memories)) == memories
+
+
+def test_context_budget_fills_rules_first_then_by_rank(layered: MemoryService) -> None:
+    full = layered.get_context("JWT keys")
+    rule_cost = full.rules[0].tokens
+    first_cost = full.memories[0].tokens
+    tight = layered.get_context("JWT keys", budget_tokens=rule_cost + first_cost)
+    assert (len(tight.rules), len(tight.memories), tight.dropped) == (1, 1, 1)
+    assert tight.used_tokens == rule_cost + first_cost
+    assert layered.get_context("JWT keys", budget_tokens=0).rules == ()
+    with pytest.raises(ValidationError, match="budget_tokens -1 is negative"):
+        layered.get_context("JWT", budget_tokens=-1)
+    with pytest.raises(ValidationError, match="unknown mode 'everything'"):
+        layered.get_context("JWT", mode="everything")
+
+
+def test_context_never_returns_superseded_or_expired(svc: MemoryService, clock: FixedClock) -> None:
+    svc.add("old rule", type="rule", upsert_key="r")
+    svc.add("new rule", type="rule", upsert_key="r")
+    svc.add("short lived", layer="working")
+    clock.advance(hours=48)
+    result = svc.get_context(mode="all")
+    assert contents(list(result.rules)) == ["new rule"]
+    assert result.memories == ()
+
+
+def test_context_session_block(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    SessionPersistenceManager(svc.store, make_config(), clock).on_session_start("s1", project="api")
+    svc.add("api rule", type="rule", project="api")
+    result = svc.get_context(session_id="s1", mode="rules_only")
+    assert contents(list(result.rules)) == ["api rule"]  # the session's project
+    assert result.to_dict()["session"] == {
+        "sessionId": "s1",
+        "compactionRequired": False,
+        "triggerHint": None,
+        "latestCheckpointId": None,
+        "status": "active",
+    }
+    with pytest.raises(NotFoundError):
+        svc.get_context(session_id="missing")
+
+
+def test_large_store_planning_keeps_rare_terms_and_bounds_common_ones(
+    svc: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cortex.memory as memory_module
+    import cortex.retrieval as retrieval
+
+    # Pretend the store is large and "deploy" is common, so planning kicks in on 30 rows.
+    monkeypatch.setattr(memory_module, "LARGE_STORE", 0)
+    monkeypatch.setattr(memory_module, "FREQUENT_DOCS", 5)
+    monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 5)
+    svc.add_many([NewMemory(f"deploy step {i} done") for i in range(20)])
+    svc.add("deploy of the zebra service failed")
+    hits = svc.search("why did the zebra deploy fail?")
+    assert hits[0].memory.content == "deploy of the zebra service failed"
+    common = svc.search("deploy done", limit=3)
+    assert [h.memory.content for h in common] == [f"deploy step {i} done" for i in (19, 18, 17)]

@@ -1,0 +1,251 @@
+"""The pure core of the memory lifecycle: query building, ranking, budgets, transcripts."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cortex.budgets import compaction_due, fill_budget
+from cortex.memory_models import Checkpoint, Memory, SessionEvent
+from cortex.retrieval import (
+    STOPWORDS,
+    fts_query,
+    like_patterns,
+    normalize_tags,
+    plan_terms,
+    query_terms,
+    rank_score,
+    recency_factor,
+    relevances,
+    rrf_fuse,
+    term_overlap,
+)
+from cortex.transcripts import extract_decisions, format_checkpoint, slugify, transcript_markdown
+
+NOW = datetime(2026, 2, 16, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        (
+            "When did Caroline go to the LGBTQ support group?",
+            ["caroline", "go", "lgbtq", "support", "group"],
+        ),
+        (
+            "any problems with ratelimits in onyx-56 recently?",
+            ["problems", "ratelimits", "onyx", "56"],
+        ),
+        (
+            '"quoted" AND OR NEAR(x y) -minus *star',
+            ["quoted", "near", "x", "y", "minus", "star"],
+        ),
+        ("what is it", ["what", "is", "it"]),  # stop words only: kept, so something matches
+        ("Ünïcode café", ["ünïcode", "café"]),
+        ("deploy deploy DEPLOY", ["deploy"]),
+        ("?!", []),
+    ],
+)
+def test_query_terms(text: str, terms: list[str]) -> None:
+    assert query_terms(text) == terms
+
+
+def test_query_terms_are_capped() -> None:
+    assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == 32
+
+
+@given(st.text(max_size=200))
+def test_fts_query_is_always_valid_fts5(text: str) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(content)")
+    conn.execute("INSERT INTO f VALUES ('some content here')")
+    match = fts_query(query_terms(text))
+    if match:
+        conn.execute("SELECT rowid FROM f WHERE f MATCH ?", (match,)).fetchall()
+
+
+def test_fts_query_quotes_every_term() -> None:
+    assert fts_query(["near", 'a"b']) == '"near" OR "a""b"'
+
+
+def test_like_patterns_escape_wildcards() -> None:
+    assert like_patterns(["50%", "a_b", "c\\d"]) == ["%50\\%%", "%a\\_b%", "%c\\\\d%"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "tags"),
+    [
+        ("infra, Deploy ,infra", ("infra", "deploy")),
+        (["A  B", "", "c,d"], ("a b", "c d")),
+        (None, ()),
+        ("", ()),
+    ],
+)
+def test_normalize_tags(raw: object, tags: tuple[str, ...]) -> None:
+    assert normalize_tags(raw) == tags  # type: ignore[arg-type]
+
+
+def test_relevances_relative_to_best() -> None:
+    assert relevances([-4.0, -2.0, -1.0]) == [1.0, 0.5, 0.25]
+    assert relevances([0.0, 0.0]) == [1.0, 1.0]
+    assert relevances([]) == []
+
+
+@pytest.mark.parametrize(("days", "factor"), [(0, 1.0), (30, 0.95), (3650, 0.9)])
+def test_recency_factor(days: int, factor: float) -> None:
+    created = datetime.fromtimestamp(NOW.timestamp() - days * 86400, UTC).isoformat()
+    assert recency_factor(created, NOW) == pytest.approx(factor, abs=1e-4)
+
+
+def test_rank_score_orders_by_confidence_layer_and_intent() -> None:
+    base = Memory("m", "x", created_at="2026-02-16T09:00:00Z")
+    low = Memory("m", "x", confidence=0.0, created_at="2026-02-16T09:00:00Z")
+    rule = Memory("m", "x", layer="rule", created_at="2026-02-16T09:00:00Z")
+    explicit = Memory("m", "x", remember_intent="explicit", created_at="2026-02-16T09:00:00Z")
+    assert rank_score(1.0, base, NOW) == pytest.approx(1.0)
+    assert rank_score(1.0, low, NOW) == pytest.approx(0.8)
+    assert rank_score(1.0, rule, NOW) == pytest.approx(1.1)
+    assert rank_score(1.0, explicit, NOW) == pytest.approx(1.05)
+
+
+def test_rrf_fuse() -> None:
+    fused = rrf_fuse([["a", "b", "c"], ["b", "d"]], k=60)
+    assert [name for name, _ in fused] == ["b", "a", "d", "c"]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_stopwords_keep_content_words() -> None:
+    assert {"deploy", "auth", "bug"}.isdisjoint(STOPWORDS)
+
+
+# -- budgets ---------------------------------------------------------------------------------
+BUDGETS = {"token_budget": 1000, "turn_budget": 10, "inactivity_minutes": 30.0}
+
+
+@pytest.mark.parametrize(
+    ("tokens", "turns", "idle", "hint", "due", "trigger"),
+    [
+        (0, 0, None, False, False, None),
+        (1000, 1, 0.0, False, True, "count"),
+        (10, 10, 0.0, False, True, "count"),
+        (10, 2, 30.0, False, True, "time"),
+        (0, 0, 300.0, False, False, None),  # idle but nothing new: nothing to compact
+        (10, 2, 5.0, True, True, "semantic"),
+        (0, 0, 5.0, True, False, None),
+        (999, 9, 29.9, False, False, None),
+    ],
+)
+def test_compaction_due(
+    tokens: int, turns: int, idle: float | None, hint: bool, due: bool, trigger: str | None
+) -> None:
+    decision = compaction_due(tokens, turns, idle, semantic_hint=hint, **BUDGETS)  # type: ignore[arg-type]
+    assert (decision.due, decision.trigger_type) == (due, trigger)
+
+
+def test_compaction_soft_hint_from_80_percent() -> None:
+    decision = compaction_due(800, 1, 0.0, **BUDGETS)  # type: ignore[arg-type]
+    assert not decision.due
+    assert decision.hint == "800 of 1,000 tokens used: checkpoint soon"
+    assert compaction_due(100, 1, 0.0, **BUDGETS).hint is None  # type: ignore[arg-type]
+
+
+def test_fill_budget_takes_rank_order_and_skips_what_does_not_fit() -> None:
+    assert fill_budget(["a", "b", "c", "d"], [5, 10, 3, 1], 9) == (["a", "c", "d"], 9, 1)
+    assert fill_budget(["a", "b"], [5, 10], None) == (["a", "b"], 15, 0)
+    assert fill_budget(["a"], [5], 0) == ([], 0, 1)
+
+
+@given(st.lists(st.integers(0, 100), max_size=30), st.integers(0, 500))
+def test_fill_budget_never_exceeds(costs: list[int], budget: int) -> None:
+    chosen, used, skipped = fill_budget(list(range(len(costs))), costs, budget)
+    assert used <= budget
+    assert used == sum(costs[i] for i in chosen)
+    assert len(chosen) + skipped == len(costs)
+
+
+# -- transcripts -----------------------------------------------------------------------------
+def _event(
+    content: str, role: str = "user", meaningful: bool = True, turn: int = 0
+) -> SessionEvent:
+    return SessionEvent(
+        "e", "s", role, "message", content, 1, turn, meaningful, "2026-02-16T09:00:00.000000Z"
+    )
+
+
+def test_transcript_keeps_meaningful_events_only() -> None:
+    md = transcript_markdown(
+        "Session s", [_event("hello"), _event("noise", meaningful=False), _event("hi", "assistant")]
+    )
+    assert md == (
+        "# Session s\n\n## user (turn 0) - 2026-02-16T09:00:00Z\n\nhello\n\n"
+        "## assistant (turn 0) - 2026-02-16T09:00:00Z\n\nhi\n"
+    )
+
+
+def test_extract_decisions_latest_in_order() -> None:
+    events = [
+        _event("We decided to use JWT.\nunrelated"),
+        _event("ok", "assistant"),
+        _event("Going with RS256 keys", "assistant"),
+        _event("we decided nothing here", meaningful=False),
+    ]
+    assert extract_decisions(events) == ["We decided to use JWT.", "Going with RS256 keys"]
+    assert extract_decisions(events, limit=1) == ["Going with RS256 keys"]
+
+
+@pytest.mark.parametrize(
+    ("text", "slug"),
+    [("Fix the Auth bug!", "fix-the-auth-bug"), ("", "session"), ("///", "session")],
+)
+def test_slugify(text: str, slug: str) -> None:
+    assert slugify(text) == slug
+
+
+def test_format_checkpoint_lists_what_survives() -> None:
+    checkpoint = Checkpoint(
+        "ckpt-1",
+        "s",
+        "2026-02-16T09:00:00.000000Z",
+        "pre_compaction",
+        "auth done",
+        {
+            "rules": [{"content": "run make check"}],
+            "pins": [{"label": "region", "content": "eu-west-1", "importance": "CRITICAL"}],
+            "pending_tasks": [{"task_id": "t1", "title": "Rate limits", "stage": "build"}],
+            "decisions": [{"decision": "use JWT"}],
+        },
+        ("add rate limits",),
+    )
+    assert format_checkpoint(checkpoint) == (
+        "[CORTEX CHECKPOINT ckpt-1 - pre_compaction, 2026-02-16 09:00 UTC]\n\n"
+        "SUMMARY: auth done\n\nRULES:\n- run make check\n\n"
+        "PINS:\n- region [CRITICAL]: eu-west-1\n\n"
+        "PENDING TASKS:\n- [t1] Rate limits (build)\n\nDECISIONS:\n- use JWT\n\n"
+        "NEXT STEPS:\n- add rate limits\n"
+    )
+    assert Checkpoint.from_dict(checkpoint.to_dict()) == checkpoint
+
+
+# -- large-store query planning ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("counts", "terms", "by_recency"),
+    [
+        ({"rare": 5, "common": 50_000}, ["rare"], False),
+        ({"a": 10, "b": 900, "c": 800}, ["a", "c"], False),  # b would pass the 1,500 budget
+        ({"a": 5_000, "b": 2_000}, ["b", "a"], True),  # all common: newest matches
+        ({"a": 0, "b": 0}, ["a", "b"], False),  # nothing matches: the fallback decides
+        ({"a": 0, "b": 3}, ["b"], False),
+    ],
+)
+def test_plan_terms(counts: dict[str, int], terms: list[str], by_recency: bool) -> None:
+    assert plan_terms(list(counts), counts) == (terms, by_recency)
+
+
+def test_term_overlap_uses_stem_like_prefixes() -> None:
+    assert term_overlap(["deploys", "redis"], "Deploying Redis nightly") == 1.0
+    assert term_overlap(["kafka", "redis"], "redis only") == 0.5
+    assert term_overlap([], "x") == 0.0
