@@ -394,3 +394,26 @@ def test_large_store_planning_keeps_rare_terms_and_bounds_common_ones(
     assert hits[0].memory.content == "deploy of the zebra service failed"
     common = svc.search("deploy done", limit=3)
     assert [h.memory.content for h in common] == [f"deploy step {i} done" for i in (19, 18, 17)]
+
+
+@pytest.mark.parametrize(
+    ("env", "hours"),
+    [
+        ({}, 24.0),
+        ({"MCP_WORKING_MEMORY_TTL_HOURS": "6"}, 6.0),
+        ({"MCP_WORKING_MEMORY_TTL_HOURS": "6", "MEMORIES_WORKING_MEMORY_TTL_HOURS": "5"}, 5.0),
+        ({"MEMORIES_WORKING_MEMORY_TTL_HOURS": "5", "CORTEX_WORKING_MEMORY_TTL_HOURS": "2"}, 2.0),
+    ],
+)
+def test_working_ttl_env_precedence(home: Path, env: dict[str, str], hours: float) -> None:
+    from cortex.config import load_config
+
+    assert load_config(home, env).working_memory_ttl_hours == hours
+
+
+def test_working_ttl_out_of_range_is_a_config_error(home: Path) -> None:
+    from cortex.config import load_config
+    from cortex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="out of range; use a value in 0.01-8760"):
+        load_config(home, {"MCP_WORKING_MEMORY_TTL_HOURS": "-1"})

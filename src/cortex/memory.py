@@ -405,7 +405,7 @@ class MemoryService:
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = self._lexical(query, flt, max(limit * 3, 30))
+        hits = self._lexical(query, flt, max(limit * 2, 20))
         if self.embedder is not None:
             from cortex.embeddings import hybrid_rerank
 
@@ -428,7 +428,7 @@ class MemoryService:
             return self._common_terms_only(terms, flt, pool)
         pruned = len(chosen) < len(terms)
         found = self.store.search_memories(
-            fts_query(chosen), flt, now, limit=pool * 3 if pruned else pool
+            fts_query(chosen), flt, now, limit=pool * 2 if pruned else pool
         )
         if not found:
             like = self.store.like_memories(
@@ -456,7 +456,7 @@ class MemoryService:
         of terms they hold. Bounded work: no BM25 pass, no AND (an empty intersection of
         common terms reads their whole posting lists)."""
         found = self.store.search_memories(
-            fts_query(terms), flt, self.now_iso(), limit=pool * 4, by_recency=True
+            fts_query(terms), flt, self.now_iso(), limit=pool * 2, by_recency=True
         )
         return self._overlap_ranked(terms, [m for m, _ in found])[:pool]
 

@@ -35,7 +35,10 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cortex.compaction import CompactionService
 
 from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import load_config
@@ -300,6 +303,7 @@ def on_post_compact(hook: Hook) -> None:
     if summary:
         at = hook.manager.now_iso()
         hook.save_hook_state(compact_summary=redact(summary), compact_at=at)
+        record_compaction_summary(hook, summary)
     hook.manager.record(hook.session_id, text=summary)
 
 
@@ -332,27 +336,49 @@ HANDLERS: dict[str, Callable[[Hook], str | None]] = {
 
 
 # -- compaction ----------------------------------------------------------------------------------
-def checkpoint_before_compaction(hook: Hook) -> None:
-    """The capture made before a host compacts its context (never blocks the compaction).
+def _compaction(hook: Hook) -> CompactionService:
+    from cortex.compaction import CompactionService  # only compaction events pay for it
 
-    Today: an incremental capture (lease, pending tasks, the user's compaction instructions as
-    a turn). The place for a protocol checkpoint once ``cortex.compaction`` provides one.
+    m = hook.manager
+    return CompactionService(m.store, m.config, m.clock)
+
+
+def _trigger(hook: Hook) -> str:
+    return "manual" if hook.event.trigger == "manual" else "auto"
+
+
+def checkpoint_before_compaction(hook: Hook) -> None:
+    """The write-ahead checkpoint a host's compaction waits for (never blocks it).
+
+    An incremental capture first (lease, pending tasks, the user's compaction instructions as
+    a turn), then the protocol checkpoint: pins, pending tasks, rules and the latest decisions,
+    a snapshot of the meaningful events and the compaction event.
     """
     hook.manager.record(hook.session_id, text=hook.event.text)
+    _compaction(hook).pre_compact(hook.session_id, _trigger(hook), hook.event.text or "")
+
+
+def record_compaction_summary(hook: Hook, summary: str) -> None:
+    """The host's summary completes the compaction event and joins the event log."""
+    _compaction(hook).post_compact(hook.session_id, summary, _trigger(hook))
 
 
 def compaction_context(hook: Hook, state: SessionState) -> str | None:
-    """What an agent gets back right after compaction: its pins and the last summary.
-
-    The place to add the latest checkpoint once ``cortex.compaction`` provides one.
-    """
-    pins = format_pins_block(state.working_memory, PINS_BLOCK_CHARS)
+    """What an agent gets back right after compaction: the write-ahead checkpoint (rules, pins,
+    pending tasks, decisions), else its pins, and the host's summary."""
+    service = _compaction(hook)
+    latest = service.latest_checkpoint(state.session_id)
+    kept = (
+        service.format_checkpoint(latest).rstrip()
+        if latest
+        else format_pins_block(state.working_memory, PINS_BLOCK_CHARS)
+    )
     summary = hook.hook_state.get("compact_summary")
     if not isinstance(summary, str) or not summary.strip():
-        return pins
+        return kept
     at = str(hook.hook_state.get("compact_at") or "")[:16].replace("T", " ")
     block = f"LAST COMPACTION SUMMARY ({at} UTC):\n{summary.strip()[:SUMMARY_CHARS]}"
-    return _join(pins, block)
+    return _join(kept, block)
 
 
 # -- helpers -------------------------------------------------------------------------------------

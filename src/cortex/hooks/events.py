@@ -101,6 +101,7 @@ class HookEvent:
     cwd: str | None = None
     source: str | None = None
     reason: str | None = None
+    trigger: str | None = None
     text: str | None = None
     tool_name: str | None = None
     tool_input: Mapping[str, str] = field(default_factory=dict)
@@ -125,6 +126,7 @@ def normalize(host: str, data: Mapping[str, Any]) -> HookEvent:
         cwd=_cwd(host, kind, data),
         source=_str(data, "source", 40),
         reason=_str(data, "reason", 80),
+        trigger=_str(data, "trigger", 40),
         text=text,
         tool_name=tool_name,
         tool_input=tool_input,
