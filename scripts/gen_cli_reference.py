@@ -16,13 +16,17 @@ from cortex.cli import cli
 OUT = Path(__file__).resolve().parent.parent / "docs" / "cli-reference.md"
 
 
-def walk(group: click.Group, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
+def walk(
+    group: click.Group, path: tuple[str, ...], parent: click.Context | None = None
+) -> list[tuple[tuple[str, ...], click.Command]]:
+    """Every command under ``group`` (lazy ones included), depth first, sorted by name."""
     out: list[tuple[tuple[str, ...], click.Command]] = [(path, group)]
-    for name in sorted(group.commands):
-        command = group.commands[name]
+    ctx = click.Context(group, info_name=" ".join(("cortex", *path)), parent=parent)
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
         if isinstance(command, click.Group):
-            out += walk(command, (*path, name))
-        else:
+            out += walk(command, (*path, name), ctx)
+        elif command is not None:
             out.append(((*path, name), command))
     return out
 

@@ -30,14 +30,14 @@ TOOLS = {
     "cortex_session_continue": (False, False, True),
     "session_chain": (True, None, None),
     "session_status": (True, None, None),
-    "session_start": (False, False, False),
-    "session_end": (False, False, True),
+    "start_session": (False, False, False),
+    "end_session": (False, False, True),
     "add_memory": (False, False, False),
     "search_memories": (True, None, None),
     "get_context": (True, None, None),
     "forget_memory": (False, True, True),
-    "session_checkpoint": (False, False, False),
-    "session_snapshot": (False, False, False),
+    "checkpoint_session": (False, False, False),
+    "snapshot_session": (False, False, False),
 }
 
 Call = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
@@ -108,7 +108,7 @@ def test_session_lifecycle_and_restore_through_tools(server_for: Any, clock: Fix
     server, _ = server_for()
 
     async def body(client: Client) -> None:
-        first = data(await client.call_tool("session_start", {"keywords": ["ft991a", "cat"]}))
+        first = data(await client.call_tool("start_session", {"keywords": ["ft991a", "cat"]}))
         assert first["preamble"] is None
         sid = first["session_id"]
         pinned = data(
@@ -126,13 +126,13 @@ def test_session_lifecycle_and_restore_through_tools(server_for: Any, clock: Fix
         assert [p["label"] for p in view["pins"]] == ["baud"] and view["capacity"] == 10
         status = data(await client.call_tool("session_status", {}))
         assert status["state"] == "ACTIVE" and "radio" in status["active_projects"]
-        ended = data(await client.call_tool("session_end", {}))
+        ended = data(await client.call_tool("end_session", {}))
         assert ended["state"] == "COMPLETE" and ended["pin_count"] == 1
-        again = data(await client.call_tool("session_end", {"session_id": sid}))
+        again = data(await client.call_tool("end_session", {"session_id": sid}))
         assert again["end_time"] == ended["end_time"]
 
         clock.advance(hours=2)
-        second = data(await client.call_tool("session_start", {"keywords": ["ft991a"]}))
+        second = data(await client.call_tool("start_session", {"keywords": ["ft991a"]}))
         assert second["restored_from"] == [sid]
         assert second["preamble"].startswith("[SESSION CONTINUITY")
         assert second["inherited_pins"][0]["inherited_from"] == sid
@@ -151,7 +151,7 @@ def test_memory_tools_remember_search_context_and_forget(server_for: Any) -> Non
     server, _ = server_for()
 
     async def body(client: Client) -> None:
-        sid = data(await client.call_tool("session_start", {}))["session_id"]
+        sid = data(await client.call_tool("start_session", {}))["session_id"]
         first = data(
             await client.call_tool(
                 "add_memory",
@@ -185,7 +185,7 @@ def test_memory_tools_remember_search_context_and_forget(server_for: Any) -> Non
         data(await client.call_tool("working_memory_pin", {"label": "step", "content": "3 of 5"}))
         checkpoint = data(
             await client.call_tool(
-                "session_checkpoint",
+                "checkpoint_session",
                 {"summary": "ported the db", "next_steps": ["run migrations"]},
             )
         )
@@ -195,7 +195,7 @@ def test_memory_tools_remember_search_context_and_forget(server_for: Any) -> Non
         assert "NEXT STEPS:\n- run migrations" in checkpoint["text"]
         context = data(await client.call_tool("get_context", {}))
         assert context["latest_checkpoint_id"] == checkpoint["checkpoint_id"]
-        snap = data(await client.call_tool("session_snapshot", {}))
+        snap = data(await client.call_tool("snapshot_session", {}))
         assert snap["session_id"] == sid and snap["transcript_md"].startswith(f"# Session {sid}")
 
     run_client(server, body)
@@ -225,14 +225,14 @@ def test_cortex_errors_become_one_line_tool_errors(server_for: Any) -> None:
     async def body(client: Client) -> None:
         text = error_text(await client.call_tool("working_memory_view", {}))
         assert (
-            "no open session for project 'path:/home/u/Projects/radio'; call session_start, "
+            "no open session for project 'path:/home/u/Projects/radio'; call start_session, "
             "or pass session_id"
         ) in text
         text = error_text(await client.call_tool("session_status", {"session_id": "../x"}))
         assert "invalid session id '../x'" in text and "\n" not in text
         text = error_text(await client.call_tool("session_chain", {"session_id": "nope"}))
         assert "no session 'nope'" in text
-        sid = data(await client.call_tool("session_start", {}))["session_id"]
+        sid = data(await client.call_tool("start_session", {}))["session_id"]
         text = error_text(await client.call_tool("cortex_session_continue", {"session_id": sid}))
         assert "cannot continue itself" in text
         for i in range(10):
@@ -241,7 +241,7 @@ def test_cortex_errors_become_one_line_tool_errors(server_for: Any) -> None:
             await client.call_tool("working_memory_pin", {"label": "p10", "content": "x"})
         )
         assert "working memory is full (10 pins)" in text
-        data(await client.call_tool("session_end", {"session_id": sid}))
+        data(await client.call_tool("end_session", {"session_id": sid}))
         text = error_text(
             await client.call_tool(
                 "working_memory_pin", {"label": "late", "content": "x", "session_id": sid}
@@ -256,7 +256,7 @@ def test_arguments_failing_the_schema_are_tool_errors(server_for: Any) -> None:
     server, _ = server_for()
 
     async def body(client: Client) -> None:
-        data(await client.call_tool("session_start", {}))
+        data(await client.call_tool("start_session", {}))
         bad = [
             ("working_memory_pin", {"label": 3, "content": "x"}),
             ("working_memory_pin", {"label": "x"}),
@@ -264,7 +264,7 @@ def test_arguments_failing_the_schema_are_tool_errors(server_for: Any) -> None:
             ("working_memory_pin", {"label": "x" * 201, "content": "y"}),
             ("session_chain", {"depth": 0}),
             ("session_chain", {"depth": "deep"}),
-            ("session_start", {"keywords": "not a list"}),
+            ("start_session", {"keywords": "not a list"}),
             ("cortex_session_continue", {}),
         ]
         for name, args in bad:
@@ -281,7 +281,7 @@ def test_client_roots_name_the_project_directory(server_for: Any) -> None:
         return ListRootsResult(roots=[Root(uri="file:///home/u/Projects/lbf-ham-radio")])
 
     async def body(client: Client) -> None:
-        data(await client.call_tool("session_start", {}))
+        data(await client.call_tool("start_session", {}))
         status = data(await client.call_tool("session_status", {}))
         assert "lbf-ham-radio" in status["active_projects"]
 
@@ -295,7 +295,7 @@ def test_project_dir_wins_over_roots(server_for: Any) -> None:
         return ListRootsResult(roots=[Root(uri="file:///home/u/Projects/other")])
 
     async def body(client: Client) -> None:
-        data(await client.call_tool("session_start", {}))
+        data(await client.call_tool("start_session", {}))
         projects = data(await client.call_tool("session_status", {}))["active_projects"]
         assert "chosen" in projects and "other" not in projects
 
@@ -313,7 +313,7 @@ def test_stdio_server_subprocess(home: Path, tmp_path: Path) -> None:
     async def body(client: Client) -> None:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == set(TOOLS)
-        sid = data(await client.call_tool("session_start", {"keywords": ["stdio"]}))["session_id"]
+        sid = data(await client.call_tool("start_session", {"keywords": ["stdio"]}))["session_id"]
         data(await client.call_tool("working_memory_pin", {"label": "k", "content": "v"}))
         assert "../" in error_text(
             await client.call_tool("session_status", {"session_id": "../../etc"})

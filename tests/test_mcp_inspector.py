@@ -100,7 +100,7 @@ def test_inspector_calls_every_tool(inspector: Inspector) -> None:
         called.add(tool)
         return inspector.call(tool, **args)
 
-    first = call("session_start", keywords=["ft991a", "cat"])["session_id"]
+    first = call("start_session", keywords=["ft991a", "cat"])["session_id"]
     assert call("working_memory_pin", label="baud", content="38400", critical=True)["count"] == 1
     call("working_memory_pin", label="tmp", content="scratch")
     assert call("working_memory_unpin", label="tmp")["count"] == 1
@@ -111,11 +111,11 @@ def test_inspector_calls_every_tool(inspector: Inspector) -> None:
     assert [r["memory"]["id"] for r in found] == [added["id"]]
     assert "ttyUSB0" in call("get_context", query="serial")["text"]
     assert call("forget_memory", memory_id=added["id"])["id"] == added["id"]
-    assert call("session_checkpoint", summary="cat control wired")["session_id"] == first
-    assert call("session_snapshot")["session_id"] == first
-    assert call("session_end")["state"] == "COMPLETE"
+    assert call("checkpoint_session", summary="cat control wired")["session_id"] == first
+    assert call("snapshot_session")["session_id"] == first
+    assert call("end_session")["state"] == "COMPLETE"
 
-    second = call("session_start", keywords=["ft991a"])
+    second = call("start_session", keywords=["ft991a"])
     assert second["restored_from"] == [first]
     chain = call("session_chain", depth=3)["sessions"]
     assert [s["session_id"] for s in chain] == [first, second["session_id"]]

@@ -6,6 +6,7 @@ machines. Errors a user can cause print one line naming the next step and exit 1
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -69,8 +70,58 @@ def clean(text: str | None) -> str | None:
 
 pass_rt = click.make_pass_decorator(Runtime)
 
+# Commands defined in other modules, loaded only when named (or when help lists them), so that
+# `cortex session start` does not import the memory engine, the MCP layer or the installers.
+LAZY_COMMANDS = {
+    "cortex.cli_admin": ("task", "metrics", "archive", "config", "db", "demo"),
+    "cortex.cli_mcp": ("mcp", "bridge"),
+    "cortex.cli_memory": (
+        "memory",
+        "compact",
+        "session event",
+        "session checkpoint",
+        "session status",
+        "session snapshot",
+    ),
+    "cortex.cli_integrations": ("install", "uninstall", "doctor", "hook"),
+}
+_loaded: set[str] = set()
 
-@click.group(context_settings=CONTEXT)
+
+def _load(module: str) -> None:
+    """Import ``module`` and let it register its commands on the root group (once)."""
+    if module not in _loaded:
+        _loaded.add(module)
+        importlib.import_module(module).register(cli)
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands from ``LAZY_COMMANDS`` are imported on first use."""
+
+    def _lazy(self, ctx: click.Context) -> dict[str, str]:
+        prefix = " ".join(ctx.command_path.split()[1:])
+        found = {}
+        for module, names in LAZY_COMMANDS.items():
+            for name in names:
+                parent, _, leaf = name.rpartition(" ")
+                if parent == prefix:
+                    found[leaf] = module
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in set(self._lazy(ctx).values()):
+            _load(module)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            module = self._lazy(ctx).get(cmd_name)
+            if module is not None:
+                _load(module)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
@@ -113,7 +164,7 @@ def cli(
 
 
 # -- session ---------------------------------------------------------------------------------
-@cli.group(context_settings=CONTEXT)
+@cli.group(cls=LazyGroup, context_settings=CONTEXT)
 def session() -> None:
     """Start, record, end, continue and inspect sessions."""
 
@@ -445,20 +496,3 @@ def run(argv: Sequence[str]) -> int:
         )
         return 1
     return code if isinstance(code, int) else 0
-
-
-from cortex import cli_admin  # noqa: E402  (its commands need the group defined above)
-
-cli_admin.register(cli)
-
-from cortex import cli_mcp  # noqa: E402  (its commands need the group defined above)
-
-cli_mcp.register(cli)
-
-from cortex import cli_memory  # noqa: E402  (memory, compact and session history commands)
-
-cli_memory.register(cli)
-
-from cortex import cli_integrations  # noqa: E402  (its commands need the group defined above)
-
-cli_integrations.register(cli)

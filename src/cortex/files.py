@@ -62,8 +62,12 @@ def file_lock(target: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` via temp file + fsync + rename (caller holds the lock)."""
+def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` to ``target`` via temp file (+ fsync when ``durable``) + rename.
+
+    The caller holds the lock. A mirror that the database can rebuild skips the fsync
+    (``durable=False``): the rename still makes the swap atomic for readers.
+    """
     ensure_dir(target.parent)
     try:
         # A unique sibling name (tempfile costs ~10 ms to import on the hook path).
@@ -73,7 +77,8 @@ def atomic_write_text(target: Path, text: str) -> None:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             os.chmod(tmp, 0o600)
             os.replace(tmp, target)
         except BaseException:
@@ -86,11 +91,11 @@ def atomic_write_text(target: Path, text: str) -> None:
         ) from exc
 
 
-def write_json(target: Path, data: Any) -> None:
+def write_json(target: Path, data: Any, *, durable: bool = True) -> None:
     """Atomically write ``data`` as pretty JSON under the file's lock."""
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     with file_lock(target):
-        atomic_write_text(target, text)
+        atomic_write_text(target, text, durable=durable)
 
 
 def read_json(target: Path) -> Any:

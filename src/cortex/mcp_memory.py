@@ -264,7 +264,7 @@ class MemoryTools:
             forgotten = self.memory.forget(memory_id, actor="mcp")
         return memory_out(forgotten)
 
-    async def session_checkpoint(
+    async def checkpoint_session(
         self,
         ctx: Context,
         summary: Annotated[
@@ -292,7 +292,7 @@ class MemoryTools:
             "text": format_checkpoint(checkpoint),
         }
 
-    async def session_snapshot(self, ctx: Context, session_id: SessionIdArg = None) -> SnapshotOut:
+    async def snapshot_session(self, ctx: Context, session_id: SessionIdArg = None) -> SnapshotOut:
         """Save and return a markdown transcript of the current session's meaningful events
         (prompts, answers, checkpoints, summaries), as recorded so far.
 

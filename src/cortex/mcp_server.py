@@ -252,7 +252,7 @@ class CortexTools:
             return self.manager.resolve(None, project).session_id
         except NotFoundError as exc:
             raise NotFoundError(
-                f"no open session for project {project!r}; call session_start, or pass session_id"
+                f"no open session for project {project!r}; call start_session, or pass session_id"
             ) from exc
 
     async def working_memory_view(
@@ -383,14 +383,14 @@ class CortexTools:
 
         Use it to check which session the other tools act on, what it has been about (hot
         topics and active projects, mined from the work so far) and which tasks are still
-        pending. Fails with an error when no session is open; start one with session_start.
+        pending. Fails with an error when no session is open; start one with start_session.
         """
         with tool_errors():
             sid = await self.session_id_for(ctx, session_id)
             state = self.manager.resolve(sid)
         return session_out(state)
 
-    async def session_start(
+    async def start_session(
         self,
         ctx: Context,
         project: Annotated[
@@ -423,6 +423,7 @@ class CortexTools:
                 None,
                 "mcp",
                 project=name,
+                project_name=project or identity.name,
                 keywords=words,
                 workdir=await self.scope.directory(ctx),
                 owner_pid=os.getpid(),
@@ -437,7 +438,7 @@ class CortexTools:
             "pending_task_count": restored.pending_task_count,
         }
 
-    async def session_end(self, ctx: Context, session_id: SessionIdArg = None) -> SessionOut:
+    async def end_session(self, ctx: Context, session_id: SessionIdArg = None) -> SessionOut:
         """End the current session (or session_id) and capture its final state.
 
         Call it when the user says the work is finished, or before switching to an unrelated
@@ -496,9 +497,9 @@ def build_server(
     _add(server, tools.session_chain, "Session chain", READ_ONLY)
     _add(server, tools.session_status, "Session status", READ_ONLY)
     _add(
-        server, tools.session_start, "Start a session", _writes(destructive=False, idempotent=False)
+        server, tools.start_session, "Start a session", _writes(destructive=False, idempotent=False)
     )
-    _add(server, tools.session_end, "End a session", _writes(destructive=False, idempotent=True))
+    _add(server, tools.end_session, "End a session", _writes(destructive=False, idempotent=True))
     from cortex.mcp_memory import MemoryTools  # it builds on CortexTools, defined above
 
     memory = MemoryTools(tools)
@@ -509,13 +510,13 @@ def build_server(
     _add(server, memory.forget_memory, "Forget", _writes(destructive=True, idempotent=True))
     _add(
         server,
-        memory.session_checkpoint,
+        memory.checkpoint_session,
         "Checkpoint the session",
         _writes(destructive=False, idempotent=False),
     )
     _add(
         server,
-        memory.session_snapshot,
+        memory.snapshot_session,
         "Snapshot the session",
         _writes(destructive=False, idempotent=False),
     )

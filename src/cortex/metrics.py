@@ -142,6 +142,19 @@ class MetricsWriter:
         self, events: Iterable[tuple[str, str | None, dict[str, Any]]], at: str
     ) -> list[MetricEvent]:
         """Append (event, session_id, payload) items in one transaction, one head write."""
+        written = self.append(events, at)
+        if written:
+            self.advance_head(written[-1])
+        return written
+
+    def append(
+        self, events: Iterable[tuple[str, str | None, dict[str, Any]]], at: str
+    ) -> list[MetricEvent]:
+        """Append items to the chain inside the caller's transaction (or one of its own).
+
+        The head file is not touched: call ``advance_head`` with the newest event once the
+        transaction has committed.
+        """
         items = [(name, sid, _normalized(name, payload)) for name, sid, payload in events]
         written: list[MetricEvent] = []
         with self.store.transaction():
@@ -152,9 +165,12 @@ class MetricsWriter:
                 seq = self.store.append_metric(name, sid, payload, at, prev, digest)
                 written.append(MetricEvent(seq, name, sid, payload, at, prev, digest))
                 prev = digest
-        if written and self.head_path is not None:
-            self._advance_head(written[-1])
         return written
+
+    def advance_head(self, newest: MetricEvent) -> None:
+        """Record ``newest`` as the chain head (after its transaction committed)."""
+        if self.head_path is not None:
+            self._advance_head(newest)
 
     def _advance_head(self, newest: MetricEvent) -> None:
         """Record ``newest`` as the chain head unless a concurrent writer recorded a later one."""
@@ -168,7 +184,9 @@ class MetricsWriter:
                 "hash": newest.hash,
                 "mac": _head_mac(self.key, newest.seq, newest.hash),
             }
-            atomic_write_text(self.head_path, json.dumps(head) + "\n")
+            # Not fsynced, like the database's own commits (WAL, synchronous=NORMAL): after a
+            # power loss the head is never ahead of the chain it vouches for.
+            atomic_write_text(self.head_path, json.dumps(head) + "\n", durable=False)
 
 
 def _load_head(path: Path) -> dict[str, Any] | str | None:

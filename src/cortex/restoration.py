@@ -9,7 +9,7 @@ user can ask why (``cortex session start --explain``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -168,11 +168,14 @@ def plan_restoration(
     pipeline: Mapping[str, dict[str, Any]] | None,
     *,
     explain_all: bool = False,
+    load_pins: Callable[[SessionState], SessionState] | None = None,
 ) -> RestorePlan:
     """Plan what a new session inherits from ``candidates`` (completed, same project).
 
     The score breakdown of every candidate is explained with ``explain_all``; otherwise only
-    that of the sessions that qualified (the cheap default on the hook path).
+    that of the sessions that qualified (the cheap default on the hook path). When the
+    candidates were loaded without their standard pins, ``load_pins`` returns a session
+    with them, for the one or two sessions whose standard pins may be inherited.
     """
     in_window = [
         s
@@ -185,9 +188,10 @@ def plan_restoration(
     shown = score_all(in_window, keywords, now, 0.0, None) if explain_all else scored
     explain = [format_breakdown(s, s.session.session_id, config.relevance_threshold) for s in shown]
     contributors = [s.session for s in scored]
-    standard, decay = _candidate_pins(
-        _standard_sources(scored, explain), now, config, kind="standard"
-    )
+    sources = _standard_sources(scored, explain)
+    if load_pins is not None:
+        sources = [load_pins(s) for s in sources]
+    standard, decay = _candidate_pins(sources, now, config, kind="standard")
     critical_window = [
         s
         for s in candidates

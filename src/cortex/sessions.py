@@ -23,6 +23,7 @@ from cortex.config import Config
 
 if TYPE_CHECKING:
     from cortex.metrics import MetricsWriter
+    from cortex.models import MetricEvent
 from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
 from cortex.models import (
@@ -98,27 +99,38 @@ class SessionPersistenceManager:
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
-        """A store transaction whose queued metrics events are appended once it commits.
+        """A store transaction whose queued metrics events join it just before it commits.
 
-        Events go in after the commit, in one batch, so a rolled-back change never leaves a
-        metrics event (or the chain's head file) behind.
+        The chain's head file advances only after the commit, so a rolled-back change never
+        leaves a metrics event (or a head ahead of the database) behind. A metrics failure is
+        logged and never undoes the session change it describes.
         """
         self._depth += 1
+        written: list[MetricEvent] = []
         try:
             with self.store.transaction():
                 yield
+                if self._depth == 1 and self._queued:
+                    written = self._append_queued()
         except BaseException:
             if self._depth == 1:
                 self._queued.clear()
             raise
         finally:
             self._depth -= 1
-        if self._depth == 0 and self._queued:
-            events, self._queued = self._queued, []
+        if written:
             try:
-                self.metrics.emit_many(events, self.now_iso())
+                self.metrics.advance_head(written[-1])
             except CortexError as exc:
-                log.warning("metrics not recorded: %s", exc)
+                log.warning("metrics chain head not advanced: %s", exc)
+
+    def _append_queued(self) -> list[MetricEvent]:
+        events, self._queued = self._queued, []
+        try:
+            return self.metrics.append(events, self.now_iso())
+        except CortexError as exc:
+            log.warning("metrics not recorded: %s", exc)
+            return []
 
     def _load(self, session_id: str) -> SessionState:
         state = self.store.get_session(check_id(session_id))
@@ -159,7 +171,9 @@ class SessionPersistenceManager:
         """Best effort: the session's JSON mirror in ``sessions_dir`` (FR-001)."""
         try:
             write_json(
-                self.config.sessions_dir / f"{check_id(state.session_id)}.json", state.to_dict()
+                self.config.sessions_dir / f"{check_id(state.session_id)}.json",
+                state.to_dict(),
+                durable=False,
             )
         except CortexError as exc:
             log.warning("session %s: JSON mirror not written: %s", state.session_id, exc)
@@ -288,6 +302,7 @@ class SessionPersistenceManager:
                 state.project,
                 limit=CANDIDATE_LIMIT,
                 exclude_id=state.session_id,
+                all_pins=False,
             )
             plan = plan_restoration(
                 candidates,
@@ -297,6 +312,7 @@ class SessionPersistenceManager:
                 self.config,
                 self._pipeline(),
                 explain_all=explain or self.config.debug,
+                load_pins=self._with_pins,
             )
         except Exception as exc:  # noqa: BLE001 - NFR-004: restoration never blocks a start
             if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
@@ -321,6 +337,11 @@ class SessionPersistenceManager:
                 debug_log.info("%s", line)
             debug_log.info("[session:debug] Restoration complete in %.1fms", elapsed * 1000)
         return plan
+
+    def _with_pins(self, session: SessionState) -> SessionState:
+        """``session`` with all of its pins (candidates are loaded with CRITICAL ones only)."""
+        full = self.store.get_session(session.session_id)
+        return replace(session, working_memory=full.working_memory) if full else session
 
     def _record_restore(self, state: SessionState, plan: RestorePlan) -> None:
         """Chain links and the FR-013 events of a warm start."""

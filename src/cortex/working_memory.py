@@ -61,7 +61,11 @@ def load_working_memory(path: Path, stamp: str) -> WorkingMemoryFile | None:
 
 
 def save_working_memory(path: Path, session_id: str, pins: tuple[Pin, ...], at: str) -> None:
-    """Atomically write the mirror of ``session_id``'s pins."""
+    """Atomically write the mirror of ``session_id``'s pins.
+
+    Not fsynced: it is a mirror of the database, rewritten at the next change, and the rename
+    alone keeps readers from ever seeing half a file.
+    """
     write_json(
         path,
         {
@@ -70,4 +74,5 @@ def save_working_memory(path: Path, session_id: str, pins: tuple[Pin, ...], at: 
             "updatedAt": at,
             "items": [p.to_dict() for p in pins],
         },
+        durable=False,
     )

@@ -65,12 +65,20 @@ class Store(Protocol):
     def get_session(self, session_id: str) -> SessionState | None: ...
 
     def completed_sessions_since(
-        self, since: str, project: str | None, *, limit: int, exclude_id: str | None = None
+        self,
+        since: str,
+        project: str | None,
+        *,
+        limit: int,
+        exclude_id: str | None = None,
+        all_pins: bool = True,
     ) -> list[SessionState]:
         """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first.
 
         For speed the columns restoration never reads (``topic_state``, ``recent_learnings``,
-        ``confidence_updates``, ``sop_interactions``) may come back empty.
+        ``confidence_updates``, ``sop_interactions``) may come back empty. With
+        ``all_pins=False`` only sessions holding a CRITICAL pin come with their
+        ``working_memory``; the others' is empty (restoration reads it for one or two).
         """
         ...
 

@@ -89,6 +89,12 @@ _NOT_FOR_RESTORE = {
 _SELECT_FOR_RESTORE = "SELECT {} FROM session_states".format(
     ", ".join(_NOT_FOR_RESTORE.get(c, c) for c in _COLUMNS)
 )
+# Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
+_SELECT_FOR_RESTORE_LIGHT = _SELECT_FOR_RESTORE.replace(
+    "working_memory,",
+    "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 THEN working_memory ELSE '[]' END,",
+    1,
+)
 _UPSERT = (
     f"INSERT INTO session_states ({', '.join(_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
@@ -369,12 +375,19 @@ class SQLiteStore(SQLiteEventsMixin):
         return found[0] if found else None
 
     def completed_sessions_since(
-        self, since: str, project: str | None, *, limit: int, exclude_id: str | None = None
+        self,
+        since: str,
+        project: str | None,
+        *,
+        limit: int,
+        exclude_id: str | None = None,
+        all_pins: bool = True,
     ) -> list[SessionState]:
         """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
+        select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
         # Served by idx_session_project_end: a range scan read backwards, stopped by LIMIT.
         return self._sessions(
-            f"{_SELECT_FOR_RESTORE} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "
+            f"{select} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "
             "ORDER BY end_time DESC LIMIT ?",
             (project, since, exclude_id, limit),
         )
