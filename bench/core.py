@@ -140,22 +140,14 @@ def whole_process(home: Path, runs: int) -> dict[str, float]:
     compileall.compile_dir(str(Path(cortex.__file__).parent), quiet=1)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(CORTEX_HOME=str(home), CORTEX_NOW=NOW)
-    samples = []
-    for i in range(runs):
-        started = time.perf_counter()
-        subprocess.run(
-            [exe, "session", "start", "--session-id", f"w{i}", "--project", PROJECT],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return {
-        "median_ms": statistics.median(samples),
-        "p95_ms": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
-        "runs": runs,
-    }
+    counter = iter(range(runs))
+    args = ["session", "start", "--project", PROJECT, "--session-id"]
+    return timed(
+        lambda: subprocess.run(
+            [exe, *args, f"w{next(counter)}"], env=env, check=True, capture_output=True
+        ),
+        runs,
+    )
 
 
 def main() -> None:

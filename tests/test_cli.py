@@ -11,31 +11,7 @@ from pathlib import Path
 
 import pytest
 
-T0 = "2026-02-16T09:00:00Z"
-
-
-def cortex(
-    home: Path,
-    *args: str,
-    now: str = T0,
-    env: dict[str, str] | None = None,
-    input: str | None = None,
-) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
-    full_env.update({"CORTEX_HOME": str(home), "CORTEX_NOW": now}, **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "cortex.entry", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        input=input,
-        timeout=60,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from cli_helpers import T0, cortex, ok
 
 
 def test_two_day_story_through_the_cli(home: Path) -> None:

@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-T0 = "2026-02-16T09:00:00Z"
-
-
-def cortex(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
-    env.update({"CORTEX_HOME": str(home), "CORTEX_NOW": T0})
-    return subprocess.run(
-        [sys.executable, "-m", "cortex.entry", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=input,
-        timeout=60,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from cli_helpers import cortex, ok
 
 
 def as_json(home: Path, *args: str, input: str | None = None) -> object:

@@ -1,6 +1,7 @@
 // The plugin against a real `cortex bridge` child, through a recording plugin api.
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
 
@@ -20,11 +21,17 @@ const HOOKS = [
 ];
 
 function setup(t) {
-  const home = tempDir(t, "cortex-home-");
-  const workspace = tempDir(t, "openclaw-ws-");
+  const home = mkdtempSync(join(tmpdir(), "cortex-home-"));
+  const workspace = mkdtempSync(join(tmpdir(), "openclaw-ws-"));
   const api = recordingApi({ cortexBin: BIN, home, workspaceDir: workspace });
   register(api);
-  return { api, home, workspace, service: api.services[0] };
+  const service = api.services[0];
+  // Stop the bridge before its directories go: its final capture would recreate the home.
+  t.after(async () => {
+    await service.stop();
+    for (const dir of [home, workspace]) rmSync(dir, { recursive: true, force: true });
+  });
+  return { api, home, workspace, service };
 }
 
 test("the entry has the definePluginEntry shape and matches the manifest", () => {
