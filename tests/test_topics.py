@@ -365,3 +365,12 @@ def test_keywords_from_text_uses_the_same_rules():
     assert "the" not in words
     assert keywords_from_text("alpha beta gamma delta", limit=2) == ["alpha", "beta"]
     assert keywords_from_text("") == []
+
+
+def test_a_word_pair_seen_once_is_not_a_topic_but_a_recurring_one_is() -> None:
+    extractor = HotTopicExtractor()
+    extractor.record_text("debugging serial timeouts on the port")
+    assert "debugging serial" not in extractor.get_current_topics()
+    assert "serial" in extractor.get_current_topics()
+    extractor.record_text("still debugging serial timeouts")
+    assert "debugging serial" in extractor.get_current_topics()

@@ -33,6 +33,8 @@ MAX_NAME_CHARS = 200
 DEFAULT_TOPICS = 20
 
 TEXT_WEIGHT = 1.0
+RECURRING_PAIR_RATIO = 0.75
+"""A word pair is a topic when its weight reaches this share of its lighter word's."""
 PAIR_FACTOR = 0.5
 LABEL_WEIGHT = 2.0
 PHRASE_BOOST = 1.5
@@ -299,7 +301,16 @@ class HotTopicExtractor:
         if n <= 0:
             return []
         ranked = sorted(self._weights.items(), key=lambda item: -item[1])
-        return [keyword for keyword, _ in ranked[:n]]
+        return [keyword for keyword, weight in ranked if self._is_topic(keyword, weight)][:n]
+
+    def _is_topic(self, keyword: str, weight: float) -> bool:
+        """A word, or a phrase that recurred (or was a label): a pair of words seen once in
+        running text is weaker than its own words and is not a topic on its own."""
+        words = keyword.split(" ")
+        if len(words) < 2:
+            return True
+        lightest = min(self._weights.get(w, 0.0) for w in words)
+        return lightest == 0.0 or weight >= RECURRING_PAIR_RATIO * lightest
 
     def get_top_n(self, n: int) -> list[str]:
         """Same as ``get_current_topics(n)`` (the design doc's name)."""
