@@ -124,3 +124,15 @@ def test_every_new_command_has_help_with_an_example(home: Path) -> None:
     for group, sub in commands:
         text = ok(cortex(home, group, sub, "--help"))
         assert "Example:" in text, (group, sub)
+
+
+def test_recall_takes_the_rfc_layer_filter(home: Path) -> None:
+    as_json(home, "memory", "add", "run make check first", "--type", "rule")
+    as_json(home, "memory", "add", "parser refactor in progress", "--layer", "working")
+    as_json(home, "memory", "add", "the api uses postgres 16")
+    rules = as_json(home, "memory", "recall", "--layer", "rule")
+    working = as_json(home, "memory", "recall", "--layer", "working")
+    assert isinstance(rules, dict) and isinstance(working, dict)
+    assert (rules["mode"], rules["memories"]) == ("rules_only", [])
+    assert [m["content"] for m in working["memories"]] == ["parser refactor in progress"]
+    assert [r["content"] for r in working["rules"]] == ["run make check first"]

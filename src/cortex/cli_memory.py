@@ -167,6 +167,11 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
 @memory.command("recall", context_settings=CONTEXT)
 @click.argument("query", required=False)
 @click.option("--mode", default="all", show_default=True, help="rules_only|working|long_term|all")
+@click.option(
+    "--layer",
+    type=click.Choice(["rule", "working", "long_term"]),
+    help="The RFC's layer filter: rule, working or long_term (same as the matching --mode).",
+)
 @click.option("--budget", "budget_tokens", type=int, help="Most tokens of memory to return.")
 @click.option("--session-id", help="Add the session block; the session's project by default.")
 @click.option("--project", help="This project's memories plus global ones.")
@@ -177,6 +182,7 @@ def memory_recall(
     rt: Runtime,
     query: str | None,
     mode: str,
+    layer: str | None,
     budget_tokens: int | None,
     session_id: str | None,
     project: str | None,
@@ -189,6 +195,8 @@ def memory_recall(
     Example:
       cortex memory recall "auth refactor" --mode all --budget 4000 --project api
     """
+    if layer is not None:
+        mode = {"rule": "rules_only"}.get(layer, layer)
     result = _memory(rt).get_context(
         clean(query),
         mode=mode,
