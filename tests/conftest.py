@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ import pytest
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
 from cortex.sessions import SessionPersistenceManager
+from cortex.store import SQLiteStore, open_store
 
 START = "2026-02-16T09:00:00Z"
 
@@ -44,3 +45,16 @@ def make_config(home: Path) -> Callable[..., Config]:
 @pytest.fixture
 def manager(make_config: Callable[..., Config], clock: FixedClock) -> SessionPersistenceManager:
     return SessionPersistenceManager.open(make_config(), clock)
+
+
+@pytest.fixture(params=["file", "memory"])
+def sqlite_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteStore]:
+    """A migrated SQLite store: a file under tmp_path, then ``:memory:`` (contract suites)."""
+    if request.param == "file":
+        store = SQLiteStore(tmp_path / "home" / "brain.db")
+    else:
+        opened = open_store(":memory:")
+        assert isinstance(opened, SQLiteStore)
+        store = opened
+    yield store
+    store.close()

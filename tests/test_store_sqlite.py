@@ -59,20 +59,10 @@ CREATE INDEX IF NOT EXISTS idx_session_channel ON session_states(channel, start_
 """
 
 
-class TestSQLiteFile(StoreContract):
+class TestSQLite(StoreContract):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[SQLiteStore]:
-        with SQLiteStore(tmp_path / "home" / "brain.db") as store:
-            yield store
-
-
-class TestSQLiteMemory(StoreContract):
-    @pytest.fixture
-    def store(self) -> Iterator[SQLiteStore]:
-        store = open_store(":memory:")
-        assert isinstance(store, SQLiteStore)
-        yield store
-        store.close()
+    def store(self, sqlite_store: SQLiteStore) -> SQLiteStore:
+        return sqlite_store
 
 
 # -- migrations --------------------------------------------------------------------------------

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cortex.memory_models import MemoryFilter
-from cortex.store import SQLiteStore, open_store
+from cortex.store import SQLiteStore
 from cortex.store.migrations import fts5_available
 from store_contract import NOW, MemoryStoreContract, memory
 
 
-class TestSQLiteFileMemory(MemoryStoreContract):
+class TestSQLiteMemoryContract(MemoryStoreContract):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[SQLiteStore]:
-        with SQLiteStore(tmp_path / "home" / "brain.db") as store:
-            yield store
-
-
-class TestSQLiteInMemoryMemory(MemoryStoreContract):
-    @pytest.fixture
-    def store(self) -> Iterator[SQLiteStore]:
-        store = open_store(":memory:")
-        assert isinstance(store, SQLiteStore)
-        yield store
-        store.close()
+    def store(self, sqlite_store: SQLiteStore) -> SQLiteStore:
+        return sqlite_store
 
 
 def test_fts5_is_available_here() -> None:
