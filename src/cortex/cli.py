@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +36,19 @@ class Runtime:
     now: str | None
     as_json: bool
     overrides: dict[str, str]
-    _manager: SessionPersistenceManager | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def config(self) -> Config:
+        """Resolved once per command (it reads config.toml and openclaw.json)."""
         return load_config(self.home, os.environ, self.overrides)
 
-    @property
+    @cached_property
     def clock(self) -> Clock:
         return FixedClock(self.now) if self.now else SystemClock()
 
-    @property
+    @cached_property
     def manager(self) -> SessionPersistenceManager:
-        if self._manager is None:
-            self._manager = SessionPersistenceManager.open(self.config, self.clock)
-        return self._manager
+        return SessionPersistenceManager.open(self.config, self.clock)
 
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
         """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""

@@ -25,16 +25,22 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + ELLIPSIS
 
 
-def _dedupe(items: Iterable[str], limit: int) -> list[str]:
-    """Stripped, non-empty items, deduplicated case-insensitively in order, at most ``limit``."""
+def unique_casefold(items: Iterable[str], limit: int) -> list[str]:
+    """Non-empty items, deduplicated case-insensitively in order, at most ``limit``."""
     seen: set[str] = set()
     out: list[str] = []
-    for item in items:
-        text = _one_line(str(item), MAX_TITLE_CHARS)
-        if text and text.casefold() not in seen and len(out) < limit:
+    for text in items:
+        if len(out) >= limit:
+            break
+        if text and text.casefold() not in seen:
             seen.add(text.casefold())
             out.append(text)
     return out
+
+
+def _dedupe(items: Iterable[str], limit: int) -> list[str]:
+    """Items made one-line and stripped, then ``unique_casefold``."""
+    return unique_casefold((_one_line(str(item), MAX_TITLE_CHARS) for item in items), limit)
 
 
 def format_age(moment: str | None, now: datetime, date_format: str = "relative") -> str | None:

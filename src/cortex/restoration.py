@@ -19,7 +19,7 @@ from cortex.config import Config
 from cortex.decay import apply_decay
 from cortex.models import PendingTask, Pin, ScoredSession, SessionState
 from cortex.pins import InheritDecision, inherited_copy, merge_inherited
-from cortex.preamble import format_preamble
+from cortex.preamble import format_preamble, unique_casefold
 from cortex.scoring import format_breakdown, score_all, session_age_hours
 from cortex.tasks import merge_tasks, still_pending
 
@@ -107,16 +107,6 @@ def _candidate_pins(
             seen.add(key)
             out.append(inherited_copy(pin, session.session_id, _stamp(session.end_time), decayed))
     return out, records
-
-
-def _dedupe(values: Sequence[str], limit: int) -> tuple[str, ...]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for value in values:
-        if value and value.casefold() not in seen:
-            seen.add(value.casefold())
-            out.append(value)
-    return tuple(out[:limit])
 
 
 def _pending(
@@ -249,8 +239,8 @@ def _finish(
     tasks, ages = _pending(sources, pipeline)
     dropped = {t.task_id for s in sources for t in s.pending_tasks} - {t.task_id for t in tasks}
     explain += [f"task {t}: dropped (done or no longer in the pipeline)" for t in sorted(dropped)]
-    hot = _dedupe([t for s in sources for t in s.hot_topics], 20)
-    projects = _dedupe([p for s in sources for p in s.active_projects], 10)
+    hot = tuple(unique_casefold((t for s in sources for t in s.hot_topics), 20))
+    projects = tuple(unique_casefold((p for s in sources for p in s.active_projects), 10))
     preamble = None
     if contributors:
         preamble = format_preamble(

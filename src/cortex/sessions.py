@@ -24,7 +24,7 @@ from cortex.config import Config
 if TYPE_CHECKING:
     from cortex.metrics import MetricsWriter
     from cortex.models import MetricEvent
-from cortex.errors import ConflictError, CortexError, NotFoundError
+from cortex.errors import ConflictError, CortexError, NotFoundError, ValidationError
 from cortex.files import check_id, write_json
 from cortex.models import (
     ACTIVE,
@@ -198,9 +198,14 @@ class SessionPersistenceManager:
             log.warning("%s", exc)
             return UNKNOWN_PIPELINE
 
-    def detect_pending(self, pins: Sequence[Pin]) -> tuple[PendingTask, ...]:
-        """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished."""
-        pipeline = self._pipeline()
+    def detect_pending(
+        self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
+    ) -> tuple[PendingTask, ...]:
+        """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
+
+        ``pipeline`` is the already-loaded pipeline file, when the caller has it.
+        """
+        pipeline = self._pipeline() if pipeline is None else pipeline
         from_pipeline = (
             []
             if pipeline is None or pipeline is UNKNOWN_PIPELINE
@@ -406,24 +411,22 @@ class SessionPersistenceManager:
         with self._tx():
             state = self._open(session_id)
             extractor = HotTopicExtractor.from_dict(state.topic_state)
+            # Redacted here, where signals enter: topics, topic_state and projects derive from them.
             if text:
                 extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
             if workdir:
-                extractor.record_exec_workdir(workdir)
+                extractor.record_exec_workdir(redact(workdir))
             if categories:
-                extractor.record_memory_access(list(categories))
+                extractor.record_memory_access([redact(c) for c in categories])
             if learning_id:
-                extractor.record_learning_id(learning_id)
+                extractor.record_learning_id(redact(learning_id))
             if tool_name:
                 extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
             for path in files:
-                extractor.record_file_path(path)
-            state = replace(
+                extractor.record_file_path(redact(path))
+            state = _with_topics(
                 state,
-                topic_state=extractor.to_dict(),
-                hot_topics=tuple(redact(t) for t in extractor.get_current_topics(20)),
-                active_projects=tuple(extractor.get_active_projects()),
-                recent_learnings=tuple(extractor.get_recent_learning_ids()),
+                extractor,
                 pending_tasks=self.detect_pending(state.working_memory),
                 last_activity=at,
                 updated_at=at,
@@ -436,7 +439,9 @@ class SessionPersistenceManager:
             current = self._load(session_id).to_dict()
             unknown = set(partial) - set(current)
             if unknown:
-                raise ConflictError(f"unknown SessionState field {sorted(unknown)[0]!r}")
+                raise ValidationError(
+                    f"unknown SessionState field {sorted(unknown)[0]!r}; see the FR-003 names"
+                )
             current.update(partial)
             current["session_id"] = session_id
             current["updated_at"] = self.now_iso()
@@ -452,21 +457,20 @@ class SessionPersistenceManager:
                 return state  # ending twice is a no-op
             pins = self._pins_from_file(state)
             extractor = HotTopicExtractor.from_dict(state.topic_state)
+            known = {p.label for p in state.working_memory}  # counted when they were pinned
             for pin in pins:
-                extractor.record_working_memory_label(pin.label)
+                if pin.label not in known:  # pinned through the working-memory file
+                    extractor.record_working_memory_label(pin.label)
             state = self._save(
-                replace(
+                _with_topics(
                     state,
+                    extractor,
                     end_time=at,
                     state=COMPLETE,
                     last_activity=at,
                     updated_at=at,
                     working_memory=pins,
                     pending_tasks=self.detect_pending(pins),
-                    hot_topics=tuple(redact(t) for t in extractor.get_current_topics(20)),
-                    active_projects=tuple(extractor.get_active_projects()),
-                    recent_learnings=tuple(extractor.get_recent_learning_ids()),
-                    topic_state=extractor.to_dict(),
                 )
             )
             self._emit_captured(state)
@@ -512,6 +516,7 @@ class SessionPersistenceManager:
     def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
         """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
         recovered: list[SessionState] = []
+        pipeline: Mapping[str, dict[str, Any]] | None = None
         with self._tx():
             idle_before = to_iso(self.clock.now() - timedelta(seconds=self.config.lease_seconds))
             for state in self.store.open_sessions(
@@ -519,6 +524,8 @@ class SessionPersistenceManager:
             ):
                 if not self.is_lapsed(state):
                     continue
+                if pipeline is None:
+                    pipeline = self._pipeline() or {}
                 end = state.last_activity or state.updated_at
                 if end is None:
                     end = to_iso(
@@ -533,7 +540,7 @@ class SessionPersistenceManager:
                         pending_tasks=tuple(
                             merge_tasks(
                                 list(state.pending_tasks),
-                                list(self.detect_pending(state.working_memory)),
+                                list(self.detect_pending(state.working_memory, pipeline)),
                             )
                         ),
                         updated_at=self.now_iso(),
@@ -641,11 +648,10 @@ class SessionPersistenceManager:
             extractor = HotTopicExtractor.from_dict(state.topic_state)
             extractor.record_working_memory_label(pin.label)
             state = self._save(
-                replace(
+                _with_topics(
                     state,
+                    extractor,
                     working_memory=upsert_pin(state.working_memory, pin),
-                    topic_state=extractor.to_dict(),
-                    hot_topics=tuple(extractor.get_current_topics(20)),
                     last_activity=at,
                     updated_at=at,
                 )
@@ -674,6 +680,20 @@ class SessionPersistenceManager:
         """NFR-004: move sessions ended more than N days ago to JSON, then drop their rows."""
         before = to_iso(self.clock.now() - timedelta(days=older_than_days))
         return archive_sessions(self.store, self.config.sessions_dir, before, batch)
+
+
+def _with_topics(
+    session: SessionState, extractor: HotTopicExtractor, **changes: Any
+) -> SessionState:
+    """``session`` with the accumulator's outputs (topics, projects, learnings) and ``changes``."""
+    return replace(
+        session,
+        topic_state=extractor.to_dict(),
+        hot_topics=tuple(extractor.get_current_topics(20)),
+        active_projects=tuple(extractor.get_active_projects()),
+        recent_learnings=tuple(extractor.get_recent_learning_ids()),
+        **changes,
+    )
 
 
 def _score_of(plan: RestorePlan, session_id: str) -> float:
