@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from cortex.clock import Clock, FixedClock, SystemClock
+from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config, parse_assignments
 from cortex.errors import CortexError
 from cortex.models import Pin, SessionState
@@ -45,6 +45,10 @@ class Runtime:
     @cached_property
     def clock(self) -> Clock:
         return FixedClock(self.now) if self.now else SystemClock()
+
+    def now_iso(self) -> str:
+        """The command's current time (the fixed ``--now`` or the clock), without a database."""
+        return to_iso(self.clock.now())
 
     @cached_property
     def manager(self) -> SessionPersistenceManager:

@@ -40,7 +40,7 @@ def task_add(rt: Runtime, task_id: str, title: str, stage: str) -> None:
         check_id(task_id, "task id"),
         clean(title) or "",
         stage.strip().lower(),
-        rt.manager.now_iso(),
+        rt.now_iso(),
     )
     rt.emit(added, f"task {task_id} at stage {added['current_stage']}")
 
@@ -82,7 +82,7 @@ def task_done(rt: Runtime, task_id: str) -> None:
     """
     from cortex.pipeline import set_stage
 
-    done = set_stage(rt.config.pipeline_state_path, task_id, DONE_STAGES[0], rt.manager.now_iso())
+    done = set_stage(rt.config.pipeline_state_path, task_id, DONE_STAGES[0], rt.now_iso())
     rt.emit(done, f"task {task_id} done")
 
 

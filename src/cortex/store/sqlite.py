@@ -78,7 +78,14 @@ _COLUMNS = (
     "owner_pid",
     "owner_host",
 )
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM session_states"
+
+
+def _select(replaced: dict[str, str]) -> str:
+    """SELECT of every session column, with some replaced by SQL expressions."""
+    return "SELECT {} FROM session_states".format(", ".join(replaced.get(c, c) for c in _COLUMNS))
+
+
+_SELECT = _select({})
 # Restoration reads many rows and never uses these columns: skip decoding them.
 _NOT_FOR_RESTORE = {
     "topic_state": "'{}'",
@@ -86,14 +93,14 @@ _NOT_FOR_RESTORE = {
     "confidence_updates": "'[]'",
     "sop_interactions": "'[]'",
 }
-_SELECT_FOR_RESTORE = "SELECT {} FROM session_states".format(
-    ", ".join(_NOT_FOR_RESTORE.get(c, c) for c in _COLUMNS)
-)
+_SELECT_FOR_RESTORE = _select(_NOT_FOR_RESTORE)
 # Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
-_SELECT_FOR_RESTORE_LIGHT = _SELECT_FOR_RESTORE.replace(
-    "working_memory,",
-    "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 THEN working_memory ELSE '[]' END,",
-    1,
+_SELECT_FOR_RESTORE_LIGHT = _select(
+    _NOT_FOR_RESTORE
+    | {
+        "working_memory": "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 "
+        "THEN working_memory ELSE '[]' END"
+    }
 )
 _UPSERT = (
     f"INSERT INTO session_states ({', '.join(_COLUMNS)}) "
