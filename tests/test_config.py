@@ -100,3 +100,11 @@ def test_every_setting_has_help_and_a_valid_default(tmp_path: Path) -> None:
     for setting in SETTINGS:
         assert setting.help.endswith(")") or setting.help.endswith(".")
     load_config(tmp_path, {})
+
+
+def test_config_fields_are_exactly_the_settings() -> None:
+    from dataclasses import fields
+
+    from cortex.config import Config
+
+    assert [f.name for f in fields(Config)] == ["home", *(s.name for s in SETTINGS)]

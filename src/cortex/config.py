@@ -159,25 +159,28 @@ SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
 @dataclass(frozen=True)
 class Config:
-    """Resolved settings plus the home they were resolved for."""
+    """Resolved settings plus the home they were resolved for.
+
+    Built by ``load_config`` only: the defaults live in ``SETTINGS``, once.
+    """
 
     home: Path
-    enabled: bool = True
-    lookback_days: int = 7
-    relevance_threshold: float = 0.25
-    max_sessions_scored: int = 3
-    max_inherited_pins: int = 5
-    decay_min_floor: float = 0.3
-    critical_inheritance_days: int = 7
-    sessions_dir: Path = Path("sessions")
-    debug: bool = False
-    pipeline_state_path: Path = Path("pipeline/state.json")
-    working_memory_path: Path = Path("working_memory.json")
-    lease_seconds: int = 300
-    working_memory_ttl_hours: float = 24.0
-    compaction_token_budget: int = 80000
-    compaction_turn_budget: int = 100
-    compaction_inactivity_minutes: int = 30
+    enabled: bool
+    lookback_days: int
+    relevance_threshold: float
+    max_sessions_scored: int
+    max_inherited_pins: int
+    decay_min_floor: float
+    critical_inheritance_days: int
+    sessions_dir: Path
+    debug: bool
+    pipeline_state_path: Path
+    working_memory_path: Path
+    lease_seconds: int
+    working_memory_ttl_hours: float
+    compaction_token_budget: int
+    compaction_turn_budget: int
+    compaction_inactivity_minutes: int
 
     @property
     def db_path(self) -> Path:
