@@ -164,7 +164,7 @@ def write_rate(path: Path, batches: int, rng: random.Random) -> float:
     shutil.copyfile(path, copy)
     service = open_service(copy)
     total, elapsed = 0, 0.0
-    for batch in range(batches):
+    for _ in range(batches):
         items = make_memories(1000, rng)
         items = [
             NewMemory(m.content, project=m.project, upsert_key=f"k{rng.randrange(100_000)}")
@@ -176,7 +176,6 @@ def write_rate(path: Path, batches: int, rng: random.Random) -> float:
         results = service.add_many(items, actor="bench")
         elapsed += time.perf_counter() - started
         total += len(results)
-        del batch
     service.store.close()
     for suffix in ("", "-wal", "-shm"):
         Path(str(copy) + suffix).unlink(missing_ok=True)

@@ -155,23 +155,26 @@ def locomo_score(ranked: list[str], q: Any) -> dict[str, float]:
     }
 
 
-def lme_session_score(ranked: list[str], q: Any) -> dict[str, float]:
-    gold = set(q.gold)
-    return {
-        "R_all@5": recall_all(ranked, gold, 5),
-        "R_any@1": recall_any(ranked, gold, 1),
-        "R_any@5": recall_any(ranked, gold, 5),
-        "nDCG@10": ndcg(ranked, gold, 10),
-    }
+# LongMemEval metrics per retrieval level: name -> (metric, k).
+LME_METRICS: dict[str, dict[str, tuple[Callable[[Sequence[str], set[str], int], float], int]]] = {
+    "session": {
+        "R_all@5": (recall_all, 5),
+        "R_any@1": (recall_any, 1),
+        "R_any@5": (recall_any, 5),
+        "nDCG@10": (ndcg, 10),
+    },
+    "turn": {"R_all@10": (recall_all, 10), "R_any@5": (recall_any, 5), "nDCG@10": (ndcg, 10)},
+}
 
 
-def lme_turn_score(ranked: list[str], q: Any) -> dict[str, float]:
-    gold = set(q.gold)
-    return {
-        "R_all@10": recall_all(ranked, gold, 10),
-        "R_any@5": recall_any(ranked, gold, 5),
-        "nDCG@10": ndcg(ranked, gold, 10),
-    }
+def lme_score(level: str) -> Callable[[list[str], Any], dict[str, float]]:
+    """The scorer of one LongMemEval level (``session`` or ``turn``)."""
+
+    def score(ranked: list[str], q: Any) -> dict[str, float]:
+        gold = set(q.gold)
+        return {name: metric(ranked, gold, k) for name, (metric, k) in LME_METRICS[level].items()}
+
+    return score
 
 
 # -- reporting -------------------------------------------------------------------------------
@@ -253,12 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "locomo": run_suite("locomo", locomo_corpora(locomo), systems, 50, locomo_score, cats14)
     }
-    if lme:
-        report["lme_session"] = run_suite(
-            "lme session", longmemeval_corpora(lme, "session"), systems, 10, lme_session_score, None
-        )
-        report["lme_turn"] = run_suite(
-            "lme turn", longmemeval_corpora(lme, "turn"), systems, 10, lme_turn_score, None
+    for level in LME_METRICS if lme else ():
+        corpora = longmemeval_corpora(lme, level)
+        report[f"lme_{level}"] = run_suite(
+            f"lme {level}", corpora, systems, 10, lme_score(level), None
         )
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "retrieval-locomo.json" if args.locomo_only else "retrieval.json"

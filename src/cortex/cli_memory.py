@@ -13,7 +13,7 @@ from cortex.cli import CONTEXT, Runtime, clean, pass_rt
 from cortex.compaction import CompactionService
 from cortex.events import EventLog
 from cortex.memory import MemoryService
-from cortex.memory_models import Memory, ScoredMemory
+from cortex.memory_models import ContextResult, Memory, ScoredMemory
 
 SESSION_HELP = "Session (default: the current active one)."
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +36,10 @@ def _content(text: str) -> str:
     return sys.stdin.read() if text == "-" else clean(text) or ""
 
 
+def _cleaned(items: Sequence[str]) -> list[str]:
+    return [clean(item) or "" for item in items]
+
+
 def format_memory(m: Memory) -> str:
     where = m.project if m.project else "global"
     tags = f" [{', '.join(m.tags)}]" if m.tags else ""
@@ -53,7 +57,12 @@ def format_scored(items: Sequence[ScoredMemory]) -> str:
 # -- memory ----------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def memory() -> None:
-    """Layered memories: rules, working memory (expires) and long-term memory."""
+    """Layered memories: rules, working memory (expires) and long-term memory.
+
+    \b
+    Example:
+      cortex memory add "Deploys go to eu-west-1" --project api
+    """
 
 
 @memory.command("add", context_settings=CONTEXT)
@@ -206,19 +215,14 @@ def memory_recall(
         user_id=user_id,
         limit=limit,
     )
-    rt.emit(result.to_dict(), lambda: format_context(result.rules, result.memories, result))
+    rt.emit(result.to_dict(), lambda: format_context(result))
 
 
-def format_context(
-    rules: Sequence[ScoredMemory], memories: Sequence[ScoredMemory], r: object
-) -> str:
-    from cortex.memory_models import ContextResult
-
-    assert isinstance(r, ContextResult)
+def format_context(r: ContextResult) -> str:
     budget = "no budget" if r.budget_tokens is None else f"budget {r.budget_tokens:,}"
     lines = [f"context ({r.mode}): {r.used_tokens:,} tokens, {budget}, {r.dropped} dropped"]
-    lines += ["RULES:"] + [f"- {s.memory.content}" for s in rules]
-    lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in memories]
+    lines += ["RULES:"] + [f"- {s.memory.content}" for s in r.rules]
+    lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in r.memories]
     if r.session is not None:
         s = r.session
         lines.append(
@@ -379,9 +383,9 @@ def session_checkpoint(
         _session_id(rt, session_id),
         type=kind,
         summary=clean(summary) or "",
-        next_steps=[clean(s) or "" for s in next_steps],
-        decisions=[clean(d) or "" for d in decisions],
-        files_changed=[clean(f) or "" for f in files],
+        next_steps=_cleaned(next_steps),
+        decisions=_cleaned(decisions),
+        files_changed=_cleaned(files),
         resume_instructions=clean(resume) or "",
     )
     rt.emit(checkpoint.to_dict(), lambda: service.format_checkpoint(checkpoint).rstrip())
@@ -451,7 +455,12 @@ def session_snapshot(
 # -- compact ---------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def compact() -> None:
-    """Compaction: write-ahead checkpoint, snapshot and compaction event."""
+    """Compaction: write-ahead checkpoint, snapshot and compaction event.
+
+    \b
+    Example:
+      cortex compact run --if-due
+    """
 
 
 @compact.command("run", context_settings=CONTEXT)

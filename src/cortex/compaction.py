@@ -54,6 +54,7 @@ DECISION_MEMORY_LIMIT = 5
 CONTEXT_RULE_LIMIT = 50
 CONTEXT_WORKING_LIMIT = 20
 EVENT_SCAN_LIMIT = 500
+COMPACTION_COUNT_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,9 @@ def session_status(
     semantic_hint: bool = False,
 ) -> SessionStatus:
     """Counts since the last compaction, run through the trigger engine."""
-    events = store.list_compaction_events(state.session_id, limit=1)
-    since = events[0].created_at if events else None
+    # One read for both the newest compaction (the "since" mark) and the count.
+    compactions = store.list_compaction_events(state.session_id, limit=COMPACTION_COUNT_LIMIT)
+    since = compactions[0].created_at if compactions else None
     totals = store.session_event_totals(state.session_id, since)
     now = clock.now()
     last = max(filter(None, (totals.last_event_at, state.last_activity)), default=None)
@@ -134,15 +136,14 @@ def session_status(
         semantic_hint=semantic_hint,
     )
     latest = store.list_checkpoints(state.session_id, limit=1)
-    count = len(store.list_compaction_events(state.session_id, limit=10_000))
     return SessionStatus(
         session_id=state.session_id,
-        status=derived_status(state, count),
+        status=derived_status(state, len(compactions)),
         decision=decision,
         idle_minutes=idle,
         latest_checkpoint_id=latest[0].checkpoint_id if latest else None,
         checkpoint_count=state.checkpoint_count,
-        compactions=count,
+        compactions=len(compactions),
         last_compaction_at=since,
     )
 
@@ -330,9 +331,9 @@ class CompactionService:
                 latest = self.store.list_compaction_events(session_id, limit=1)
             text = summary.strip() or "(the harness gave no summary)"
             self.events.append(session_id, text, role="assistant", kind="summary")
-            tokens = estimate_tokens(text)
-            self.store.complete_compaction_event(latest[0].id, tokens, self.now_iso())
-        return replace(latest[0], summary_tokens=tokens, completed_at=self.now_iso())
+            tokens, at = estimate_tokens(text), self.now_iso()
+            self.store.complete_compaction_event(latest[0].id, tokens, at)
+        return replace(latest[0], summary_tokens=tokens, completed_at=at)
 
     def compactions(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """The session's compaction events, newest first."""

@@ -51,6 +51,7 @@ from cortex.retrieval import (
     PRUNED_OVERLAP_WEIGHT,
     fts_query,
     like_patterns,
+    matched_terms,
     normalize_tags,
     plan_terms,
     query_terms,
@@ -146,6 +147,18 @@ def _layers(layer: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(check_layer(item) for item in items) or LAYERS
 
 
+def _check_confidence(confidence: float) -> float:
+    if not 0.0 <= confidence <= 1.0:
+        raise ValidationError(f"confidence {confidence} is out of range; use 0-1")
+    return float(confidence)
+
+
+def _check_intent(intent: str) -> str:
+    if intent not in INTENTS:
+        raise ValidationError(f"unknown remember_intent {intent!r}; use explicit or implicit")
+    return intent
+
+
 def _check_type(value: str) -> str:
     text = value.strip().lower()
     if not text or len(text) > MAX_TYPE_CHARS or not all(c.isalnum() or c in "_-" for c in text):
@@ -229,9 +242,7 @@ class MemoryService:
         """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
         now = to_iso(now_dt)
         content = check_content(item.content)
-        intent = item.remember_intent or IMPLICIT
-        if intent not in INTENTS:
-            raise ValidationError(f"unknown remember_intent {intent!r}; use explicit or implicit")
+        intent = _check_intent(item.remember_intent or IMPLICIT)
         kind = _check_type(item.type) if item.type else None
         layer = check_layer(item.layer) if item.layer else (RULE if kind == RULE else LONG_TERM)
         kind = kind or (RULE if layer == RULE else "note")
@@ -242,8 +253,7 @@ class MemoryService:
             raise ValidationError(f"unknown scope {scope!r}; use global or project")
         if scope == PROJECT and not project:
             raise ValidationError("scope project needs a project; pass --project NAME")
-        if not 0.0 <= item.confidence <= 1.0:
-            raise ValidationError(f"confidence {item.confidence} is out of range; use 0-1")
+        confidence = _check_confidence(item.confidence)
         key = (item.upsert_key or "").strip() or None
         if key is not None and len(key) > MAX_KEY_CHARS:
             raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
@@ -259,7 +269,7 @@ class MemoryService:
             upsert_key=key,
             source_session_id=session_id,
             remember_intent=intent,
-            confidence=float(item.confidence),
+            confidence=confidence,
             expires_at=self._expiry(layer, item.expires_at, now_dt),
             last_confirmed_at=now if intent == EXPLICIT else None,
             created_at=now,
@@ -317,17 +327,14 @@ class MemoryService:
             )
             new = self._checked_edit(old, new, now)
             self.store.update_memory(new)
-            changed = sorted(k for k, v in new.to_dict().items() if old.to_dict()[k] != v)
+            before = old.to_dict()
+            changed = sorted(k for k, v in new.to_dict().items() if before[k] != v)
             self.store.append_audit("memory.edit", actor, memory_id, {"changed": changed}, now)
         return new
 
     def _checked_edit(self, old: Memory, new: Memory, now: str) -> Memory:
-        if not 0.0 <= new.confidence <= 1.0:
-            raise ValidationError(f"confidence {new.confidence} is out of range; use 0-1")
-        if new.remember_intent not in INTENTS:
-            raise ValidationError(
-                f"unknown remember_intent {new.remember_intent!r}; use explicit or implicit"
-            )
+        _check_confidence(new.confidence)
+        _check_intent(new.remember_intent)
         if new.layer != old.layer:
             expiry = self._expiry(new.layer, None, self.clock.now())
             new = replace(new, expires_at=expiry)
@@ -466,11 +473,10 @@ class MemoryService:
         """Memories that share query terms, ranked by the share of terms they hold."""
         now_dt, out = self.clock.now(), []
         for m in memories:
-            text = f"{m.content} {' '.join(m.tags)}"
-            overlap = term_overlap(terms, text)
-            if overlap > 0:
-                matched = [t for t in terms if t[: max(4, len(t) - 2)] in text.lower()]
+            matched = matched_terms(terms, f"{m.content} {' '.join(m.tags)}")
+            if matched:
                 reason = why + ", ".join(repr(t) for t in matched[:3])
+                overlap = len(matched) / len(terms)
                 out.append(ScoredMemory(m, rank_score(overlap, m, now_dt), reason))
         out.sort(key=lambda s: -s.score)
         return out
@@ -553,7 +559,6 @@ class MemoryService:
         terms = query_terms(query) if query and query.strip() else []
         ranked: builtins.list[ScoredMemory] = []
         for layer in (RULE, *MODE_LAYERS[mode]):
-            flt = self.scope_filter(layer=layer, project=project, user_id=user_id)
             if layer == LONG_TERM and terms:
                 assert query is not None
                 ranked += self.search(query, limit=limit, layer=layer, project=project,
@@ -561,6 +566,7 @@ class MemoryService:
                 continue
             # Rules always, and the working scratchpad always: query matches first, then by
             # confidence and recency.
+            flt = self.scope_filter(layer=layer, project=project, user_id=user_id)
             rows = self.store.list_memories(flt, now, limit=RULE_LIMIT if layer == RULE else limit)
             matched = {s.memory.id: s for s in self._overlap_ranked(terms, rows)}
             why = "rule: always included" if layer == RULE else "recent"

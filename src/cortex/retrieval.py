@@ -110,13 +110,16 @@ def plan_terms(terms: Sequence[str], doc_counts: dict[str, int]) -> tuple[list[s
     return kept, False
 
 
-def term_overlap(terms: Sequence[str], text: str) -> float:
-    """Share of ``terms`` found in ``text`` (a term's stem-like prefix counts), in [0, 1]."""
-    if not terms:
-        return 0.0
+def matched_terms(terms: Sequence[str], text: str) -> list[str]:
+    """The ``terms`` found in ``text``: a term's stem-like prefix (all but its last two
+    characters, at least four) counts, so "deploys" matches "Deploying"."""
     lowered = text.lower()
-    found = sum(1 for t in terms if t[: max(4, len(t) - 2)] in lowered)
-    return found / len(terms)
+    return [t for t in terms if t[: max(4, len(t) - 2)] in lowered]
+
+
+def term_overlap(terms: Sequence[str], text: str) -> float:
+    """Share of ``terms`` found in ``text`` (see ``matched_terms``), in [0, 1]."""
+    return len(matched_terms(terms, text)) / len(terms) if terms else 0.0
 
 
 def like_patterns(terms: Sequence[str]) -> list[str]:

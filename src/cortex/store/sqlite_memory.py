@@ -295,17 +295,13 @@ class SQLiteMemoryMixin:
         capped count stops early, so asking costs little even for very common terms."""
         if not self.has_fts():
             return {}
-        counts = {}
-        for term in terms:
-            match = '"' + term.replace('"', '""') + '"'
-            counts[term] = int(
-                self._mrows(
-                    "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-                    "WHERE memories_fts MATCH ? LIMIT ?)",
-                    (match, cap + 1),
-                )[0][0]
-            )
-        return counts
+        from cortex.retrieval import fts_query  # not at import: the hook path loads the store
+
+        sql = (
+            "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
+            "LIMIT ?)"
+        )
+        return {t: int(self._mrows(sql, (fts_query([t]), cap + 1))[0][0]) for t in terms}
 
     def memory_count_estimate(self) -> int:
         """The highest memory ``seq``: an upper bound of the row count, read from the index."""
