@@ -188,3 +188,10 @@ def test_demo_runs(home: Path) -> None:
     assert "RECOVERED AFTER CRASH" in text
     assert "api_key=[REDACTED]" in text
     assert "ok: " in text
+
+
+def test_json_is_accepted_after_the_command(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    before = json.loads(ok(cortex(home, "--json", "session", "show")))
+    after = json.loads(ok(cortex(home, "session", "show", "--json")))
+    assert before == after and after["session_id"] == "s1"

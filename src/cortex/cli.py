@@ -137,7 +137,9 @@ class LazyGroup(click.Group):
     metavar="ISO-8601",
     help="Fixed clock for this run, e.g. 2026-02-18T09:00:00Z (replays, tests).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Machine-readable JSON output (also after a command)."
+)
 @click.option(
     "--set",
     "assignments",
@@ -473,13 +475,23 @@ def format_session(s: SessionState) -> str:
     return "\n".join(lines)
 
 
+def _json_first(argv: Sequence[str]) -> list[str]:
+    """Accept ``--json`` anywhere before ``--`` (``cortex memory list --json``): it is a global
+    option, so move it in front of the command."""
+    args = list(argv)
+    end = args.index("--") if "--" in args else len(args)
+    if "--json" not in args[1:end]:
+        return args
+    return ["--json", *(a for i, a in enumerate(args) if not (a == "--json" and i < end))]
+
+
 def run(argv: Sequence[str]) -> int:
     """Run the CLI; turn CortexError into one line on stderr and exit code 1."""
     logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")
     debug = logging.getLogger("cortex.debug")
     debug.setLevel(logging.INFO)
     try:
-        code = cli.main(args=list(argv), prog_name="cortex", standalone_mode=False)
+        code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
