@@ -246,7 +246,7 @@ def memory_show(rt: Runtime, memory_id: str) -> None:
     """
     service = _memory(rt)
     found = service.get(memory_id)
-    links = [vars(link) for link in service.store.memory_links(memory_id)]
+    links = [vars(link) for link in service.links(memory_id)]
     rt.emit(
         found.to_dict() | {"links": links},
         lambda: (

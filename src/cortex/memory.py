@@ -42,6 +42,7 @@ from cortex.memory_models import (
     ContextResult,
     Memory,
     MemoryFilter,
+    MemoryLink,
     ScoredMemory,
 )
 from cortex.redaction import redact
@@ -359,6 +360,10 @@ class MemoryService:
         if memory is None:
             raise NotFoundError(f"no memory {memory_id!r}; see `cortex memory list`")
         return memory
+
+    def links(self, memory_id: str) -> list[MemoryLink]:
+        """The memory's links (supersedes, conflicts, relates), either direction."""
+        return self.store.memory_links(memory_id)
 
     def _live(self, memory_id: str) -> Memory:
         memory = self.get(memory_id)
