@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
+from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, project_name, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
 from cortex.sessions import SessionPersistenceManager
@@ -94,6 +94,39 @@ def test_tool_params_are_redacted_before_they_feed_topics(
     command = f"curl -H 'Authorization: token {token}' https://api.github.com/user"
     call(bridge, "after_tool_call", tool_name="exec", params={"command": command})
     assert token.lower() not in json.dumps(manager.resolve(sid).to_dict()).lower()
+
+
+@pytest.mark.parametrize(
+    ("project", "name"),
+    [
+        ("git:github.com/org/radio#1a2b3c4d5e6f", "radio"),
+        ("git:#1a2b3c4d5e6f", "git:#1a2b3c4d5e6f"),
+        ("path:/home/u/Projects/radio", "radio"),
+        ("/home/u/Projects/radio/", "radio"),
+        ("radio", "radio"),
+        (None, None),
+    ],
+)
+def test_project_name_is_the_readable_part(project: str | None, name: str | None) -> None:
+    assert project_name(project) == name
+
+
+def test_a_project_id_is_scoped_by_id_and_shown_by_name(manager: SessionPersistenceManager) -> None:
+    project = "git:github.com/org/radio#1a2b3c4d5e6f"
+    sid = call(Bridge(manager, project=project), "session_start")["session_id"]
+    state = manager.resolve(sid)
+    assert state.project == project and "radio" in state.active_projects
+    assert not any("github" in topic for topic in state.hot_topics)
+
+
+def test_without_pins_every_prompt_only_the_checkpoint_comes_back(bridge: Bridge) -> None:
+    call(bridge, "session_start", session_key="k")
+    call(bridge, "pin", session_key="k", label="step", content="3 of 5")
+    quiet = call(bridge, "before_prompt_build", session_key="k", with_pins=False)
+    assert quiet["prepend_context"] is None and quiet["pins"].startswith("WORKING MEMORY PINS")
+    call(bridge, "before_compaction", session_key="k", messages=[])
+    after = call(bridge, "before_prompt_build", session_key="k", with_pins=False)
+    assert after["prepend_context"] == after["checkpoint"]
 
 
 def test_preamble_once_then_pins_every_prompt(

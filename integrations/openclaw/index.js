@@ -273,21 +273,13 @@ export function register(api) {
   api.on(
     "before_prompt_build",
     async (event, ctx) => {
+      // Without pins every turn: only the preamble (once) and a checkpoint after compaction.
       const result = await hook("before_prompt_build", {
         session_key: ctx?.sessionId,
         prompt: event?.currentUserMessage ?? event?.prompt,
+        with_pins: config.pinsEveryTurn !== false,
       });
-      if (!result) return undefined;
-      // Without pins every turn: only the preamble (once) and a checkpoint after compaction.
-      const text = config.pinsEveryTurn
-        ? result.prepend_context
-        : [
-            result.preamble &&
-              `<session-continuity hint="inherited from prior sessions">\n${result.preamble}\n</session-continuity>`,
-            result.checkpoint,
-          ]
-            .filter(Boolean)
-            .join("\n\n");
+      const text = result?.prepend_context;
       return text ? { prependContext: text } : undefined;
     },
     { priority: 10, timeoutMs: config.requestTimeoutMs },

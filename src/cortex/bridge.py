@@ -27,6 +27,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,9 +36,8 @@ from cortex.compaction import CompactionService
 from cortex.config import Config
 from cortex.errors import CortexError, NotFoundError, ValidationError
 from cortex.events import EventLog
-from cortex.models import Pin, RestoredSessionContext, SessionState
+from cortex.models import RestoredSessionContext, SessionState
 from cortex.preamble import format_pins_block
-from cortex.redaction import redact_value
 from cortex.sessions import SessionPersistenceManager
 from cortex.transcripts import format_checkpoint
 
@@ -145,8 +145,18 @@ def last_reply(messages: Any, limit: int = MAX_SIGNAL_TEXT) -> str:
     return ""
 
 
-def pin_dict(pin: Pin) -> dict[str, Any]:
-    return pin.to_dict()
+def project_name(project: str | None) -> str | None:
+    """How a project reads in topics: the last part of an id or a path, else the text itself.
+
+    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
+    read ``radio``; a plain name such as ``radio`` is kept.
+    """
+    if not project:
+        return None
+    body = project.removeprefix("path:")
+    if body.startswith("git:"):
+        body = body.removeprefix("git:").split("#", 1)[0]
+    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
 
 
 def _restored(ctx: RestoredSessionContext) -> dict[str, Any]:
@@ -161,7 +171,7 @@ def _summary(state: SessionState) -> dict[str, Any]:
         "end_time": state.end_time,
         "project": state.project,
         "previous_session_id": state.previous_session_id,
-        "pins": [pin_dict(p) for p in state.working_memory],
+        "pins": [p.to_dict() for p in state.working_memory],
         "pending_tasks": [t.to_dict() for t in state.pending_tasks],
         "hot_topics": list(state.hot_topics),
     }
@@ -186,28 +196,27 @@ class Bridge:
     """Sessions compacted since their last prompt: that prompt gets the checkpoint back."""
     stopping: bool = False
 
-    @property
-    def events(self) -> EventLog:
-        m = self.manager
-        return EventLog(m.store, m.config, m.clock)
-
-    @property
+    @cached_property
     def compaction(self) -> CompactionService:
         m = self.manager
         return CompactionService(m.store, m.config, m.clock)
 
+    @property
+    def events(self) -> EventLog:
+        return self.compaction.events
+
     # -- sessions ------------------------------------------------------------------------------
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
         """Open a Cortex session and remember its preamble for the first prompt."""
-        keywords = _str_list(params, "keywords")
-        agent = _opt_str(params, "agent_id", 200) or self.agent_id
+        project = _opt_str(params, "project", 200) or self.project
         restored = self.manager.on_session_start(
             None,
             self.channel,
-            project=_opt_str(params, "project", 200) or self.project,
-            keywords=keywords,
+            project=project,
+            project_name=project_name(project),
+            keywords=_str_list(params, "keywords"),
             workdir=_opt_str(params, "workdir") or self.workdir,
-            agent_id=agent,
+            agent_id=_opt_str(params, "agent_id", 200) or self.agent_id,
             owner_pid=os.getpid(),
         )
         self.opened.append(restored.session_id)
@@ -251,16 +260,17 @@ class Bridge:
     def end_all(self) -> list[str]:
         """End every session this bridge opened that is still open."""
         ended = []
-        for sid in dict.fromkeys(self.opened):
+        for sid in self.opened:  # each start opens a new id: no duplicates
             state = self.manager.store.get_session(sid)
             if state is not None and state.is_open:
                 self.end(sid)
                 ended.append(sid)
         return ended
 
-    def prompt_context(self, session_id: str) -> dict[str, Any]:
+    def prompt_context(self, session_id: str, with_pins: bool = True) -> dict[str, Any]:
         """What to prepend to a prompt: the preamble (a session's first prompt only), then the
-        checkpoint (the first prompt after a compaction; it carries the pins) or the pins."""
+        checkpoint (the first prompt after a compaction; it carries the pins) or, unless
+        ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
         pins = format_pins_block(self.manager.list_pins(session_id))
         checkpoint = None
@@ -272,7 +282,7 @@ class Bridge:
             f'<session-continuity hint="inherited from prior sessions">\n{preamble}\n'
             "</session-continuity>"
         )
-        parts = [p for p in (wrapped, checkpoint or pins) if p]
+        parts = [p for p in (wrapped, checkpoint or (pins if with_pins else None)) if p]
         return {
             "session_id": session_id,
             "preamble": preamble,
@@ -305,18 +315,15 @@ class Bridge:
             if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
                 raise
             log.exception("bridge request failed")
-            return {
-                "id": rid,
-                "error": {
-                    "type": type(exc).__name__,
-                    "status": 500,
-                    "message": f"unexpected {type(exc).__name__}: {exc}",
-                },
-            }
+            return {"id": rid, "error": _error(exc)}
 
 
-def _error(exc: CortexError) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "status": exc.status, "message": str(exc)}
+def _error(exc: Exception) -> dict[str, Any]:
+    """The error body: a CortexError's own status and message, else 500 "unexpected ..."."""
+    name = type(exc).__name__
+    if isinstance(exc, CortexError):
+        return {"type": name, "status": exc.status, "message": str(exc)}
+    return {"type": name, "status": 500, "message": f"unexpected {name}: {exc}"}
 
 
 # -- methods -------------------------------------------------------------------------------------
@@ -338,7 +345,7 @@ def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
         "session_id": sid,
         "adopted": adopted,
         "preamble_pending": sid in bridge.pending_preamble,
-        "pins": [pin_dict(p) for p in state.working_memory],
+        "pins": [p.to_dict() for p in state.working_memory],
     }
 
 
@@ -348,7 +355,7 @@ def _before_prompt_build(bridge: Bridge, params: Mapping[str, Any]) -> dict[str,
     if prompt and prompt.strip():
         bridge.manager.record(sid, text=prompt, weight=PROMPT_WEIGHT)
         bridge.events.append(sid, prompt, role="user")  # for snapshots and checkpoints
-    return bridge.prompt_context(sid)
+    return bridge.prompt_context(sid, _bool(params, "with_pins", True))
 
 
 def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -356,8 +363,7 @@ def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any
     state = bridge.manager.record(
         sid,
         tool_name=_opt_str(params, "tool_name", 200),
-        # A command line can carry a token: redact before it feeds the topic accumulator.
-        tool_input=redact_value(_object(params, "params")),
+        tool_input=_object(params, "params"),  # record() redacts it before it feeds topics
         files=_str_list(params, "derived_paths"),
     )
     return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
@@ -403,23 +409,19 @@ def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
         critical=_bool(params, "critical", False),
         confidence=_number(params, "confidence", 1.0),
     )
-    return {"session_id": sid, "pin": pin_dict(pin), "count": len(bridge.manager.list_pins(sid))}
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
 
 
 def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    removed = bridge.manager.remove_pin(_str(params, "label", 1000), sid)
-    return {
-        "session_id": sid,
-        "pin": pin_dict(removed),
-        "count": len(bridge.manager.list_pins(sid)),
-    }
+    pin = bridge.manager.remove_pin(_str(params, "label", 1000), sid)
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
 
 
 def _view(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
     pins = bridge.manager.list_pins(sid)
-    return {"session_id": sid, "pins": [pin_dict(p) for p in pins], "count": len(pins)}
+    return {"session_id": sid, "pins": [p.to_dict() for p in pins], "count": len(pins)}
 
 
 def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,11 @@ def mcp_command(rt: Runtime, project_dir: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="OpenClaw workspace directory. Default: <home>/workspace.",
 )
-@click.option("--project", help="Project of the sessions this bridge starts.")
+@click.option(
+    "--project",
+    help="Project id of the sessions this bridge starts (a name, a path or a git: id; "
+    "topics show its last part).",
+)
 @click.option("--workdir", help="Working directory of those sessions (a topic signal).")
 @click.option("--agent-id", help="Agent id recorded on those sessions.")
 @pass_rt
@@ -95,7 +99,7 @@ def bridge_command(
     if profile == "openclaw":
         config = bridge.openclaw_config(config, workspace.expanduser() if workspace else None)
     manager = SessionPersistenceManager.open(config, rt.clock)
-    bridge.run(manager, project=clean(project), workdir=clean(workdir), agent_id=agent_id)
+    bridge.run(manager, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
 
 
 def register(group: click.Group) -> None:

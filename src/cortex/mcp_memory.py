@@ -1,13 +1,14 @@
 """The MCP tools over long-term memory, checkpoints and snapshots (registered by mcp_server).
 
-Each tool is one small method over ``MemoryService``, ``CompactionService`` or ``EventLog``,
-which share the session tools' store. Memories are scoped to this directory's project (the
-same id the sessions carry) plus global ones; a memory added while a session is open records
-that session as its source.
+Each tool is one small method over ``MemoryService`` or ``CompactionService`` (and its
+``EventLog``), which share the session tools' store. Memories are scoped to this directory's
+project (the same id the sessions carry) plus global ones; a memory added while a session is
+open records that session as its source.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context
@@ -16,7 +17,6 @@ from typing_extensions import TypedDict
 
 from cortex.compaction import CompactionService
 from cortex.errors import NotFoundError
-from cortex.events import EventLog
 from cortex.mcp_server import CortexTools, SessionIdArg, tool_errors
 from cortex.memory import MAX_KEY_CHARS, MemoryService
 from cortex.memory_models import Memory, ScoredMemory
@@ -115,12 +115,13 @@ class MemoryTools:
     def __init__(self, sessions: CortexTools) -> None:
         self.sessions = sessions
 
-    @property
+    # Built once, on first use, over the session tools' (lazily opened) manager.
+    @cached_property
     def memory(self) -> MemoryService:
         m = self.sessions.manager
         return MemoryService(m.store, m.config, m.clock)
 
-    @property
+    @cached_property
     def compaction(self) -> CompactionService:
         m = self.sessions.manager
         return CompactionService(m.store, m.config, m.clock)
@@ -301,8 +302,7 @@ class MemoryTools:
         """
         with tool_errors():
             sid = await self.sessions.session_id_for(ctx, session_id)
-            m = self.sessions.manager
-            snap = EventLog(m.store, m.config, m.clock).snapshot(sid, "manual")
+            snap = self.compaction.events.snapshot(sid, "manual")
         return {
             "snapshot_id": snap.id,
             "session_id": sid,

@@ -182,12 +182,18 @@ def tool_errors() -> Iterator[None]:
 
 @dataclass
 class ProjectScope:
-    """Finds the directory, and from it the project, that "the current session" refers to."""
+    """Finds the directory, and from it the project, that "the current session" refers to.
+
+    Each directory's identity is resolved once per server process: a tool call may need it
+    twice (the current session, then the memory scope), and it only changes when a repository
+    gets its first commit or first remote, after which a restarted server picks it up.
+    """
 
     project_dir: str | None = None
     cwd: str = field(default_factory=os.getcwd)
     _roots_dir: str | None = None
     _asked_roots: bool = False
+    _identities: dict[str, ProjectIdentity] = field(default_factory=dict)
 
     async def directory(self, ctx: Context | None) -> str:
         if self.project_dir:
@@ -198,7 +204,10 @@ class ProjectScope:
         return self._roots_dir or self.cwd
 
     async def identity(self, ctx: Context | None, cache_dir: Path) -> ProjectIdentity:
-        return project_identity(await self.directory(ctx), cache_dir)
+        directory = await self.directory(ctx)
+        if directory not in self._identities:
+            self._identities[directory] = project_identity(directory, cache_dir)
+        return self._identities[directory]
 
 
 async def _first_root(ctx: Context) -> str | None:
@@ -464,12 +473,12 @@ def _writes(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
     )
 
 
-def _add(
-    server: MCPServer[Any], tool: Callable[..., Any], title: str, hints: ToolAnnotations
-) -> None:
-    """Register one tool; its docstring, dedented, is the description the model reads."""
-    doc = inspect.cleandoc(tool.__doc__ or "")
-    server.add_tool(tool, title=title, description=doc, annotations=hints)
+APPENDS = _writes(destructive=False, idempotent=False)
+"""Each call adds something new (a session, a memory, a checkpoint, a snapshot)."""
+SETTLES = _writes(destructive=False, idempotent=True)
+"""Adds or closes state once; calling again changes nothing."""
+OVERWRITES = _writes(destructive=True, idempotent=True)
+"""Replaces or hides what was there; the same call again changes nothing more."""
 
 
 def build_server(
@@ -479,45 +488,30 @@ def build_server(
     """The MCP server with every Cortex tool registered; the manager opens on first use."""
     server: MCPServer[Any] = MCPServer("cortex", instructions=INSTRUCTIONS, version=__version__)
     tools = CortexTools(open_manager, scope or ProjectScope())
-    _add(server, tools.working_memory_view, "View working memory", READ_ONLY)
-    # The same label replaces the old pin: an overwrite, so honestly destructive.
-    _add(server, tools.working_memory_pin, "Pin a note", _writes(destructive=True, idempotent=True))
-    _add(
-        server,
-        tools.working_memory_unpin,
-        "Unpin a note",
-        _writes(destructive=True, idempotent=True),
-    )
-    _add(
-        server,
-        tools.cortex_session_continue,
-        "Continue an earlier session",
-        _writes(destructive=False, idempotent=True),
-    )
-    _add(server, tools.session_chain, "Session chain", READ_ONLY)
-    _add(server, tools.session_status, "Session status", READ_ONLY)
-    _add(
-        server, tools.start_session, "Start a session", _writes(destructive=False, idempotent=False)
-    )
-    _add(server, tools.end_session, "End a session", _writes(destructive=False, idempotent=True))
     from cortex.mcp_memory import MemoryTools  # it builds on CortexTools, defined above
 
     memory = MemoryTools(tools)
-    _add(server, memory.add_memory, "Remember", _writes(destructive=False, idempotent=False))
-    _add(server, memory.search_memories, "Search memories", READ_ONLY)
-    _add(server, memory.get_context, "Get context", READ_ONLY)
-    # Forgetting hides the memory for good (the row is kept for audit): destructive.
-    _add(server, memory.forget_memory, "Forget", _writes(destructive=True, idempotent=True))
-    _add(
-        server,
-        memory.checkpoint_session,
-        "Checkpoint the session",
-        _writes(destructive=False, idempotent=False),
-    )
-    _add(
-        server,
-        memory.snapshot_session,
-        "Snapshot the session",
-        _writes(destructive=False, idempotent=False),
-    )
+    registry: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
+        (tools.working_memory_view, "View working memory", READ_ONLY),
+        # The same label replaces the old pin: an overwrite, so honestly destructive.
+        (tools.working_memory_pin, "Pin a note", OVERWRITES),
+        (tools.working_memory_unpin, "Unpin a note", OVERWRITES),
+        # Inherited pins never displace current ones; inheriting twice adds nothing.
+        (tools.cortex_session_continue, "Continue an earlier session", SETTLES),
+        (tools.session_chain, "Session chain", READ_ONLY),
+        (tools.session_status, "Session status", READ_ONLY),
+        (tools.start_session, "Start a session", APPENDS),
+        (tools.end_session, "End a session", SETTLES),  # ending twice is a no-op
+        (memory.add_memory, "Remember", APPENDS),
+        (memory.search_memories, "Search memories", READ_ONLY),
+        (memory.get_context, "Get context", READ_ONLY),
+        # Forgetting hides the memory for good (the row is kept for audit): destructive.
+        (memory.forget_memory, "Forget", OVERWRITES),
+        (memory.checkpoint_session, "Checkpoint the session", APPENDS),
+        (memory.snapshot_session, "Snapshot the session", APPENDS),
+    ]
+    for tool, title, hints in registry:
+        # The docstring, dedented, is the description the model reads.
+        doc = inspect.cleandoc(tool.__doc__ or "")
+        server.add_tool(tool, title=title, description=doc, annotations=hints)
     return server
