@@ -92,17 +92,24 @@ def populate(home: Path, project: str, total: int, recent: int = 50) -> None:
     store.close()
 
 
-def run_once(payload: dict[str, object], env: dict[str, str], cwd: str) -> tuple[float, str]:
-    """(milliseconds, stdout) of one whole hook process."""
-    started = time.perf_counter()
-    result = subprocess.run(
-        [str(CORTEX), "hook", "claude-code"],
+def _hook(
+    prefix: list[str], payload: dict[str, object], env: dict[str, str], cwd: str
+) -> subprocess.CompletedProcess[bytes]:
+    """One ``cortex hook claude-code`` process (after ``prefix``) with ``payload`` on stdin."""
+    return subprocess.run(
+        [*prefix, str(CORTEX), "hook", "claude-code"],
         input=json.dumps(payload).encode(),
         capture_output=True,
         env=env,
         cwd=cwd,
         check=True,
     )
+
+
+def run_once(payload: dict[str, object], env: dict[str, str], cwd: str) -> tuple[float, str]:
+    """(milliseconds, stdout) of one whole hook process."""
+    started = time.perf_counter()
+    result = _hook([], payload, env, cwd)
     return (time.perf_counter() - started) * 1000, result.stdout.decode()
 
 
@@ -110,14 +117,7 @@ def peak_rss_mib(payload: dict[str, object], env: dict[str, str], cwd: str) -> f
     """Peak RSS of one hook process, via GNU time (a forked Python parent would inflate it)."""
     if not Path(GNU_TIME).exists():
         return None
-    result = subprocess.run(
-        [GNU_TIME, "-f", "%M", str(CORTEX), "hook", "claude-code"],
-        input=json.dumps(payload).encode(),
-        capture_output=True,
-        env=env,
-        cwd=cwd,
-        check=True,
-    )
+    result = _hook([GNU_TIME, "-f", "%M"], payload, env, cwd)
     return round(int(result.stderr.decode().split()[-1]) / 1024, 1)
 
 
@@ -190,7 +190,7 @@ def bench_mode(root: Path, cwd: str, mode: str, sessions: int, runs: int) -> dic
         if time.monotonic() > deadline:
             raise SystemExit("the hook server did not start")
         time.sleep(0.1)
-    live = {
+    live: dict[str, object] = {
         "hook_event_name": "SessionStart",
         "source": "startup",
         "session_id": "live",

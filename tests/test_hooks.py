@@ -29,6 +29,13 @@ GIT_ENV = {
 }
 
 
+def child_env(home: Path, now: str = T0, **extra: str) -> dict[str, str]:
+    """A process's environment as a host starts it: ours without Cortex's or Claude's vars."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    env.update({"CORTEX_HOME": str(home), "CORTEX_NOW": now, **extra})
+    return env
+
+
 def run_hook(
     home: Path,
     payload: dict[str, Any] | None = None,
@@ -41,9 +48,7 @@ def run_hook(
     args: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[bytes]:
     """One hook process, as a host runs it (the hook server off unless ``env`` turns it on)."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
-    full.update({"CORTEX_HOME": str(home), "CORTEX_NOW": now, "CORTEX_HOOK_SERVER": "0"})
-    full.update(env or {})
+    full = child_env(home, now, **{"CORTEX_HOOK_SERVER": "0", **(env or {})})
     data = raw if raw is not None else json.dumps(payload).encode()
     argv = [*args] if args and args[0] == "-c" else [*args, "-m", "cortex.entry", "hook", host]
     return subprocess.run(
@@ -69,13 +74,11 @@ def context_of(result: subprocess.CompletedProcess[bytes], event: str) -> str:
 
 
 def cortex_cli(home: Path, *args: str, now: str = T0) -> str:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
-    full.update(CORTEX_HOME=str(home), CORTEX_NOW=now)
     result = subprocess.run(
         [sys.executable, "-m", "cortex.entry", *args],
         capture_output=True,
         text=True,
-        env=full,
+        env=child_env(home, now),
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -537,7 +540,7 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
             subprocess.Popen(
                 [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
                 stdin=subprocess.PIPE,
-                env={**os.environ, "CORTEX_HOME": str(home), "CORTEX_NOW": T0, **env},
+                env=child_env(home, **env),
             )
             for _ in range(8)
         ]

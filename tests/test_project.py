@@ -149,18 +149,16 @@ def test_an_empty_repository_falls_back_to_its_path_until_the_first_commit(
     assert project_identity(str(repo), cache).id == f"git:#{root[:12]}"
 
 
-def test_the_root_commit_is_cached_and_not_recomputed(tmp_path: Path, cache: Path) -> None:
+def test_the_root_commit_is_cached_and_not_recomputed(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = make_repo(tmp_path / "repo")
     first = project_identity(str(repo), cache)
     entries = json.loads((cache / CACHE_FILE).read_text())
     assert list(entries) == [str((repo / ".git").resolve())]
     # A cached root survives a PATH without git: no subprocess on the hot path.
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = str(tmp_path / "nowhere")
-    try:
-        assert project_identity(str(repo), cache) == first
-    finally:
-        os.environ["PATH"] = old_path
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert project_identity(str(repo), cache) == first
 
 
 def test_garbage_working_directories_never_raise(

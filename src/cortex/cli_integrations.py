@@ -12,7 +12,8 @@ import click
 from cortex.cli import CONTEXT, Runtime, pass_rt
 from cortex.config import default_home
 from cortex.doctor import Report, diagnose
-from cortex.install import HOSTS, FileChange, Target, apply, cortex_command, plan, target
+from cortex.hooks import HOSTS
+from cortex.install import FileChange, Target, apply, cortex_command, plan, target
 
 HOST = click.Choice(HOSTS)
 

@@ -20,9 +20,10 @@ from typing import Any
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.errors import CortexError, ValidationError
+from cortex.hooks import HOSTS
 from cortex.hooks.server import server_pid
 from cortex.hooks.state import read_status
-from cortex.install import HOSTS, is_our_hook, target
+from cortex.install import is_our_hook, target
 from cortex.store import SQLiteStore, Store, migration_names, open_store
 from cortex.working_memory import parse_working_memory
 

@@ -39,8 +39,8 @@ from typing import Any
 
 from cortex.errors import ValidationError
 from cortex.files import atomic_write_text, file_lock
+from cortex.hooks import HOSTS
 
-HOSTS = ("claude-code", "codex", "gemini", "cursor")
 MCP_NAME = "cortex"
 TOML_BEGIN = "# >>> cortex: managed by `cortex install codex`; `cortex uninstall codex` removes it"
 TOML_END = "# <<< cortex"
@@ -286,8 +286,6 @@ def _edit_json(path: Path, edit: Callable[[dict[str, Any], FileChange], None]) -
 def _hooks_edit(target: Target, data: dict[str, Any], change: FileChange, remove: bool) -> None:
     if remove:
         _remove_hooks(target.host, data, change)
-    elif target.host == "cursor":
-        _add_cursor_hooks(target, data, change)
     else:
         _add_hooks(target, data, change)
 
@@ -303,51 +301,54 @@ def _handler(target: Target, spec: HookSpec) -> dict[str, Any]:
     return handler
 
 
-def _add_hooks(target: Target, data: dict[str, Any], change: FileChange) -> None:
+def _wanted(target: Target) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(event, our handler, the entry that adds it) for each event of ``target.host``.
+
+    Cursor lists handlers directly under each event; the other hosts list groups (an optional
+    matcher and their ``hooks``).
+    """
+    if target.host == "cursor":
+        return [
+            (e, {"command": target.command}, {"command": target.command}) for e in CURSOR_EVENTS
+        ]
     specs = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS, "gemini": GEMINI_HOOKS}
-    events = _object(data, "hooks", change.path)
+    wanted = []
     for spec in specs[target.host]:
-        groups = events.setdefault(spec.event, [])
-        if not isinstance(groups, list):
-            raise ValidationError(f"{change.path}: hooks.{spec.event} is not a list; fix it")
-        wanted = _handler(target, spec)
-        found = _find_ours(groups, target.host)
+        handler = _handler(target, spec)
+        group: dict[str, Any] = {"matcher": spec.matcher} if spec.matcher else {}
+        wanted.append((spec.event, handler, {**group, "hooks": [handler]}))
+    return wanted
+
+
+def _add_hooks(target: Target, data: dict[str, Any], change: FileChange) -> None:
+    if target.host == "cursor":
+        data.setdefault("version", 1)
+    events = _object(data, "hooks", change.path)
+    for event, handler, entry in _wanted(target):
+        entries = events.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise ValidationError(f"{change.path}: hooks.{event} is not a list; fix it")
+        found = _find_ours(entries, target.host)
         if found is None:
-            group: dict[str, Any] = {"matcher": spec.matcher} if spec.matcher else {}
-            groups.append({**group, "hooks": [wanted]})
-            change.added.append(spec.event)
-        elif found != wanted:
+            entries.append(entry)
+            change.added.append(event)
+        elif found != handler:
             found.clear()
-            found.update(wanted)
-            change.added.append(spec.event)
+            found.update(handler)
+            change.added.append(event)
 
 
-def _find_ours(groups: list[Any], host: str) -> dict[str, Any] | None:
-    for group in groups:
-        handlers = group.get("hooks") if isinstance(group, dict) else None
+def _find_ours(entries: list[Any], host: str) -> dict[str, Any] | None:
+    """Our handler among an event's entries (Cursor's handlers, or the groups' handlers)."""
+    for entry in entries:
+        if host == "cursor":
+            handlers: object = [entry]
+        else:
+            handlers = entry.get("hooks") if isinstance(entry, dict) else None
         for handler in handlers if isinstance(handlers, list) else ():
             if isinstance(handler, dict) and is_our_hook(handler.get("command"), host):
                 return handler
     return None
-
-
-def _add_cursor_hooks(target: Target, data: dict[str, Any], change: FileChange) -> None:
-    data.setdefault("version", 1)
-    events = _object(data, "hooks", change.path)
-    for event in CURSOR_EVENTS:
-        entries = events.setdefault(event, [])
-        if not isinstance(entries, list):
-            raise ValidationError(f"{change.path}: hooks.{event} is not a list; fix it")
-        ours = [
-            e for e in entries if isinstance(e, dict) and is_our_hook(e.get("command"), "cursor")
-        ]
-        if not ours:
-            entries.append({"command": target.command})
-            change.added.append(event)
-        elif ours[0] != {"command": target.command}:
-            ours[0].clear()
-            ours[0]["command"] = target.command
-            change.added.append(event)
 
 
 def _remove_hooks(host: str, data: dict[str, Any], change: FileChange) -> None:

@@ -28,11 +28,15 @@ rest (``.git`` files, the config, ``HEAD``) is read directly: no subprocess on t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from cortex.errors import StorageError
+from cortex.files import atomic_write_text, read_json
 
 ROOT_CHARS = 12
 CACHE_FILE = "projects.json"
@@ -268,8 +272,8 @@ def _read_cache(cache_dir: Path | None) -> dict[str, object]:
     if cache_dir is None:
         return {}
     try:
-        data = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(cache_dir / CACHE_FILE)
+    except (StorageError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -280,16 +284,5 @@ def _write_cache(cache_dir: Path | None, cache: dict[str, object]) -> None:
         return
     while len(cache) > _MAX_CACHE_ENTRIES:
         del cache[next(iter(cache))]
-    target = cache_dir / CACHE_FILE
-    tmp = cache_dir / f".{CACHE_FILE}.{os.getpid()}"
-    try:
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(cache, handle)
-        os.replace(tmp, target)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    with contextlib.suppress(StorageError):
+        atomic_write_text(cache_dir / CACHE_FILE, json.dumps(cache), durable=False)

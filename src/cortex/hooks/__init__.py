@@ -62,19 +62,18 @@ def _run(argv: list[str]) -> None:
     if problem:
         _log(f"{host}: {problem}")
         return
-    env = dict(os.environ)
+    env, cwd = dict(os.environ), _cwd()
     use_server = server_enabled(env)
-    output = None
     if use_server:
         from cortex.hooks.server import request
 
-        output = request(_home(env), host, raw, env, _cwd())
-    if output is not None:
-        _write(output)
-        return
+        output = request(_home(env), host, raw, env, cwd)
+        if output is not None:
+            _write(output)
+            return
     from cortex.hooks.dispatch import handle
 
-    _write(handle(host, raw, env, _cwd()))
+    _write(handle(host, raw, env, cwd))
     if use_server:  # no server took the event: start one for the next events
         from cortex.hooks.server import spawn
 

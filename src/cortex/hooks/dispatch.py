@@ -41,13 +41,12 @@ if TYPE_CHECKING:
     from cortex.compaction import CompactionService
 
 from cortex.clock import Clock, FixedClock, SystemClock
-from cortex.config import load_config
+from cortex.config import default_home, load_config
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
 from cortex.hooks import events as ev
 from cortex.hooks.events import HookEvent
 from cortex.hooks.state import (
-    cortex_home,
     log_line,
     read_small_json,
     record_status,
@@ -144,7 +143,7 @@ def handle(
 
     ``stores`` keeps the database open between events (the hook server passes one).
     """
-    home = cortex_home(env)
+    home = default_home(env)
     event = HookEvent(host, "", "")
     try:
         event = ev.normalize(host, parse_input(raw))
@@ -281,9 +280,10 @@ def on_prompt(hook: Hook) -> str | None:
 
 def on_tool(hook: Hook) -> None:
     if hook.ensure_open():
-        # A command line can carry a token (curl -H "Authorization: ..."): redact before topics.
-        signals = {key: redact(value) for key, value in hook.event.tool_input.items()}
-        hook.manager.record(hook.session_id, tool_name=hook.event.tool_name, tool_input=signals)
+        # ``record`` redacts the input (a command line can carry a token) before topics see it.
+        hook.manager.record(
+            hook.session_id, tool_name=hook.event.tool_name, tool_input=hook.event.tool_input
+        )
 
 
 def on_cwd(hook: Hook) -> None:

@@ -135,9 +135,9 @@ def _receive(conn: _socket.socket | socket.socket, limit: int) -> bytes:
 # -- server --------------------------------------------------------------------------------------
 def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
     """Serve hook events for ``home`` until idle; 0 also when another server already runs."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    run_dir = home / "run"
-    run_dir.mkdir(mode=0o700, exist_ok=True)
+    from cortex.files import atomic_write_text, ensure_dir  # the server half may import cortex
+
+    run_dir = ensure_dir(ensure_dir(home) / "run")  # each 0700 (mkdir's parents get umask's)
     lock = _lock(run_dir / "hook.lock")
     if lock is None:
         return 0
@@ -152,7 +152,7 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
 
         stores = StoreCache()
         listener, inode = _listen(socket_path(home))
-        _write_pid(run_dir / "hook.pid")
+        atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
             _loop(listener, inode, code_stamp(), idle_seconds, partial(handle, stores=stores))
         finally:
@@ -236,12 +236,6 @@ def _lock(lock_path: Path) -> int | None:
                 os.close(fd)
                 return None
             time.sleep(0.05)
-
-
-def _write_pid(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(f"{os.getpid()}\n")
 
 
 def _send(conn: socket.socket, data: bytes) -> None:

@@ -1,8 +1,9 @@
 """The hook path's small files in the Cortex home: its log, per-host status and per-session state.
 
-Standard library only, and none of these files is data Cortex cannot lose: they are written
-atomically (temp file + rename) but not fsynced, and a failure to write one is swallowed
-(the log line then goes to stderr, which hosts show only in their debug logs).
+The standard library and ``cortex.files`` only, and none of these files is data Cortex cannot
+lose: they are written atomically (``atomic_write_text``) but not fsynced, and a failure to
+write one is swallowed (the log line then goes to stderr, which hosts show only in their
+debug logs).
 
 - ``logs/hooks.log``: one line per problem (bad input, an error), capped at ``LOG_MAX_BYTES``
   and rotated once to ``hooks.log.1``.
@@ -19,19 +20,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cortex.errors import StorageError
+from cortex.files import atomic_write_text, read_json
+
 LOG_MAX_BYTES = 1_000_000
 MAX_LOG_LINE = 600
-HOSTS = ("claude-code", "codex", "gemini", "cursor")
-
-
-def cortex_home(env: Mapping[str, str]) -> Path:
-    """``CORTEX_HOME`` or ``~/.cortex`` (the same rule as ``cortex.config.default_home``)."""
-    raw = env.get("CORTEX_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".cortex"
 
 
 def utc_stamp() -> str:
@@ -73,27 +69,18 @@ def _redacted(message: str) -> str:
 
 def write_small_json(path: Path, data: Any) -> bool:
     """Atomically replace ``path`` with ``data`` (no fsync); False if it could not be written."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False)
-        os.replace(tmp, path)
-        return True
-    except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False), durable=False)
+    except (StorageError, TypeError, ValueError):
         return False
+    return True
 
 
 def read_small_json(path: Path) -> dict[str, Any]:
     """The JSON object in ``path``; ``{}`` when missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path)
+    except (StorageError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
