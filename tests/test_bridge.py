@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, project_name, serve
+from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
+from cortex.project import display_name as project_name
 from cortex.sessions import SessionPersistenceManager
 
 

@@ -145,20 +145,6 @@ def last_reply(messages: Any, limit: int = MAX_SIGNAL_TEXT) -> str:
     return ""
 
 
-def project_name(project: str | None) -> str | None:
-    """How a project reads in topics: the last part of an id or a path, else the text itself.
-
-    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
-    read ``radio``; a plain name such as ``radio`` is kept.
-    """
-    if not project:
-        return None
-    body = project.removeprefix("path:")
-    if body.startswith("git:"):
-        body = body.removeprefix("git:").split("#", 1)[0]
-    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
-
-
 def _restored(ctx: RestoredSessionContext) -> dict[str, Any]:
     return ctx.to_dict() | {"cold_start": ctx.preamble is None}
 
@@ -213,7 +199,6 @@ class Bridge:
             None,
             self.channel,
             project=project,
-            project_name=project_name(project),
             keywords=_str_list(params, "keywords"),
             workdir=_opt_str(params, "workdir") or self.workdir,
             agent_id=_opt_str(params, "agent_id", 200) or self.agent_id,

@@ -432,7 +432,7 @@ class CortexTools:
                 None,
                 "mcp",
                 project=name,
-                project_name=project or identity.name,
+                project_name=None if project else identity.name,
                 keywords=words,
                 workdir=await self.scope.directory(ctx),
                 owner_pid=os.getpid(),

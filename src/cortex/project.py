@@ -51,6 +51,20 @@ _SECTION = re.compile(r'\s*\[\s*remote\s+"(?P<name>(?:[^"\\]|\\.)*)"\s*\]')
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
+def display_name(project: str | None) -> str | None:
+    """How a project reads in topics: the last part of an id or a path, else the text itself.
+
+    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
+    read ``radio``; a plain name such as ``radio`` is kept.
+    """
+    if not project:
+        return None
+    body = project.removeprefix("path:")
+    if body.startswith("git:"):
+        body = body.removeprefix("git:").split("#", 1)[0]
+    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
+
+
 @dataclass(frozen=True)
 class ProjectIdentity:
     """A project: its canonical ``id``, a display ``name`` and the working tree ``root``.

@@ -37,6 +37,7 @@ from cortex.models import (
 )
 from cortex.pins import make_pin, remove_pin, upsert_pin
 from cortex.pipeline import load_pipeline
+from cortex.project import display_name
 from cortex.redaction import redact, redact_value
 from cortex.restoration import UNKNOWN_PIPELINE, RestorePlan, plan_forced, plan_restoration
 from cortex.sizing import fit_record
@@ -233,13 +234,13 @@ class SessionPersistenceManager:
         """Recover lapsed sessions, open this one and restore what is relevant (FR-002).
 
         ``project`` scopes restoration (a canonical id such as ``git:host/org/repo#root``);
-        ``project_name`` is how the project appears in topics and keywords (default:
-        ``project``). ``explain`` records the score breakdown of every candidate.
-        Starting an existing id again (a resume) reopens it and restores idempotently.
+        ``project_name`` is how the project appears in topics and keywords (default: the
+        readable part of ``project``, e.g. ``radio`` for ``git:github.com/org/radio#1a2b``).
+        ``explain`` records the score breakdown of every candidate. Starting an existing id again (a resume) reopens it and restores idempotently.
         """
         sid = check_id(session_id) if session_id is not None else _new_id()
         at = self.now_iso()
-        name = project_name or project
+        name = project_name or display_name(project)
         extractor = HotTopicExtractor()
         if name:
             extractor.record_project(name)
