@@ -236,7 +236,8 @@ class SessionPersistenceManager:
         ``project`` scopes restoration (a canonical id such as ``git:host/org/repo#root``);
         ``project_name`` is how the project appears in topics and keywords (default: the
         readable part of ``project``, e.g. ``radio`` for ``git:github.com/org/radio#1a2b``).
-        ``explain`` records the score breakdown of every candidate. Starting an existing id again (a resume) reopens it and restores idempotently.
+        ``explain`` records the score breakdown of every candidate. Starting an existing id
+        again (a resume) reopens it and restores idempotently.
         """
         sid = check_id(session_id) if session_id is not None else _new_id()
         at = self.now_iso()
