@@ -413,3 +413,11 @@ def test_debug_mode_prints_the_breakdown(
     assert "[session:debug] Fetched 1 sessions from last 7 days" in text
     assert "recency: 0.714 × 0.4 = 0.286" in text
     assert "[session:debug] Restoration complete in" in text
+
+
+def test_created_directories_are_private(tmp_path: Path) -> None:
+    from cortex.files import ensure_dir
+
+    target = ensure_dir(tmp_path / "a" / "b" / "c")
+    for directory in (target, target.parent, target.parent.parent):
+        assert directory.stat().st_mode & 0o777 == 0o700

@@ -34,9 +34,11 @@ def check_id(value: str, what: str = "session id") -> str:
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create ``path`` (0700) and its parents if missing; return it."""
+    """Create ``path`` and its missing parents, each 0700; return it."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        for directory in reversed(missing):  # mkdir(parents=True) would use the umask
+            directory.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise StorageError(
             f"cannot create directory {path} ({exc.strerror}); check permissions or set CORTEX_HOME"

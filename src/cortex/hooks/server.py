@@ -137,7 +137,7 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
     """Serve hook events for ``home`` until idle; 0 also when another server already runs."""
     from cortex.files import atomic_write_text, ensure_dir  # the server half may import cortex
 
-    run_dir = ensure_dir(ensure_dir(home) / "run")  # each 0700 (mkdir's parents get umask's)
+    run_dir = ensure_dir(home / "run")  # the home and run/ both 0700
     lock = _lock(run_dir / "hook.lock")
     if lock is None:
         return 0
