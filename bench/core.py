@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cortex.clock import FixedClock, to_iso
 from cortex.config import load_config
@@ -32,20 +33,23 @@ PROJECT = "bench-project"
 RESULTS = Path(__file__).parent / "results"
 
 
-def make_session(i: int, end: str, project: str) -> SessionState:
-    """A realistic, fully populated session record (5 pins, 20 topics, 2 tasks)."""
+def make_session(
+    i: int, end: str, project: str, *, channel: str = "cli", lead_topics: tuple[str, ...] = ()
+) -> SessionState:
+    """A realistic, fully populated session record (5 pins, 20 hot topics, 2 tasks)."""
     pins = tuple(
         Pin(f"pin {k}", f"note {k} of session {i}: " + "detail " * 20, end) for k in range(5)
     )
     tasks = tuple(PendingTask(f"task-{i}-{k}", f"Task {k}", "build") for k in range(2))
+    topics = (*lead_topics, *(f"topic{(i + k) % 300}" for k in range(20 - len(lead_topics))))
     return SessionState(
         session_id=f"s{i:07d}",
         start_time=end,
         end_time=end,
-        channel="cli",
+        channel=channel,
         working_memory=pins,
-        hot_topics=tuple(f"topic{(i + k) % 300}" for k in range(20)),
-        active_projects=(project,),
+        hot_topics=topics,
+        active_projects=(lead_topics[0] if lead_topics else project,),
         pending_tasks=tasks,
         created_at=end,
         updated_at=end,
@@ -55,17 +59,25 @@ def make_session(i: int, end: str, project: str) -> SessionState:
     )
 
 
-def populate(db: Path, total: int, recent: int) -> None:
-    """``recent`` sessions of PROJECT in the last 7 days; the rest older or other projects."""
+def populate(
+    db: Path,
+    total: int,
+    recent: int,
+    project: str = PROJECT,
+    other: str = "p{}",
+    **session: Any,
+) -> None:
+    """``recent`` sessions of ``project`` in the last 7 days; the rest older or of other
+    projects (``other`` formatted with ``i % 50``). ``session`` goes to ``make_session``."""
     now = FixedClock(NOW).now()
     store = open_store(db)
     with store.transaction():
         for i in range(total):
             if i < recent:
-                end, project = now - timedelta(hours=1 + i * 3), PROJECT
+                end, owner = now - timedelta(hours=1 + i * 3), project
             else:
-                end, project = now - timedelta(hours=1 + (i % 2000) * 1.1), f"p{i % 50}"
-            store.save_session(make_session(i, to_iso(end), project))
+                end, owner = now - timedelta(hours=1 + (i % 2000) * 1.1), other.format(i % 50)
+            store.save_session(make_session(i, to_iso(end), owner, **session))
     store.close()
 
 

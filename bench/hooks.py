@@ -21,17 +21,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import cortex
-from cortex.clock import FixedClock, to_iso
+from core import NOW, populate  # bench/core.py: the same realistic sessions
 from cortex.hooks.server import server_pid, socket_path
-from cortex.models import PendingTask, Pin, SessionState
 from cortex.project import project_identity
-from cortex.store import open_store
 
-NOW = "2026-03-01T09:00:00Z"
 RESULTS = Path(__file__).parent / "results"
 CORTEX = Path(sys.executable).parent / "cortex"
 GNU_TIME = "/usr/bin/time"
@@ -49,47 +45,6 @@ def make_repo(root: Path) -> str:
     who = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
     subprocess.run([*git, *who, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
     return str(repo)
-
-
-def make_session(i: int, end: str, project: str) -> SessionState:
-    """A fully populated session record (5 pins, 20 topics, 2 pending tasks)."""
-    pins = tuple(
-        Pin(f"pin {k}", f"note {k} of session {i}: " + "detail " * 20, end) for k in range(5)
-    )
-    return SessionState(
-        session_id=f"s{i:07d}",
-        start_time=end,
-        end_time=end,
-        channel="claude-code",
-        working_memory=pins,
-        hot_topics=tuple(
-            ["radio-control", "ft991a", *(f"topic{(i + k) % 300}" for k in range(18))]
-        ),
-        active_projects=("radio-control",),
-        pending_tasks=tuple(PendingTask(f"task-{i}-{k}", f"Task {k}", "build") for k in range(2)),
-        created_at=end,
-        updated_at=end,
-        state="COMPLETE",
-        project=project,
-        last_activity=end,
-    )
-
-
-def populate(home: Path, project: str, total: int, recent: int = 50) -> None:
-    """``recent`` sessions of ``project`` in the last week; the rest older or other projects."""
-    now = FixedClock(NOW).now()
-    store = open_store(home / "brain.db")
-    with store.transaction():
-        for i in range(total):
-            if i < recent:
-                end, owner = now - timedelta(hours=1 + i * 3), project
-            else:
-                end, owner = (
-                    now - timedelta(hours=1 + (i % 2000) * 1.1),
-                    f"git:example.com/p{i % 50}",
-                )
-            store.save_session(make_session(i, to_iso(end), owner))
-    store.close()
 
 
 def _hook(
@@ -181,7 +136,15 @@ def child_env(home: Path, server: bool) -> dict[str, str]:
 
 def bench_mode(root: Path, cwd: str, mode: str, sessions: int, runs: int) -> dict[str, Row]:
     home = root / f"home-{mode}"
-    populate(home, project_identity(cwd, home / "cache").id, sessions)
+    populate(
+        home / "brain.db",
+        sessions,
+        50,
+        project_identity(cwd, home / "cache").id,
+        other="git:example.com/p{}",
+        channel="claude-code",
+        lead_topics=("radio-control", "ft991a"),
+    )
     env = child_env(home, mode == "server")
     events = hook_events(cwd)
     run_once(events["SessionStart"](0), env, cwd)  # starts the server in server mode
