@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import git_helpers
 from cortex.compaction import CompactionService
 from cortex.config import load_config
 from cortex.hooks.server import server_pid, socket_path
@@ -21,12 +22,6 @@ from cortex.sessions import SessionPersistenceManager
 
 T0 = "2026-02-16T09:00:00Z"
 LATER = "2026-02-18T09:00:00Z"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
 
 
 def child_env(home: Path, now: str = T0, **extra: str) -> dict[str, str]:
@@ -90,15 +85,7 @@ def manager(home: Path) -> SessionPersistenceManager:
 
 
 def make_repo(path: Path, remote: str = "git@github.com:lbf/radio.git") -> Path:
-    env = {**os.environ, **GIT_ENV}
-    path.mkdir(parents=True)
-    for args in (
-        ("init", "-q", "-b", "main"),
-        ("remote", "add", "origin", remote),
-        ("commit", "-q", "--allow-empty", "-m", f"start {path.name}"),
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True, env=env, capture_output=True)
-    return path
+    return git_helpers.make_repo(path, remote)
 
 
 @pytest.fixture

@@ -4,38 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from cortex.project import CACHE_FILE, normalize_remote, project_identity
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    result = subprocess.run(
-        ["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env, check=True
-    )
-    return result.stdout.strip()
-
-
-def make_repo(path: Path, remote: str | None = "git@github.com:Org/Repo.git") -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    if remote:
-        git(path, "remote", "add", "origin", remote)
-    (path / "README").write_text(f"{path.name}\n")  # distinct repositories, distinct roots
-    git(path, "add", "README")
-    git(path, "commit", "-q", "-m", "first")
-    return path
+from git_helpers import git, make_repo
 
 
 @pytest.fixture
