@@ -22,10 +22,10 @@ from typing import Any
 
 from cortex.clock import FixedClock, to_iso
 from cortex.config import load_config
-from cortex.decay import apply_decay
-from cortex.models import PendingTask, Pin, SessionState
-from cortex.scoring import score_all
-from cortex.sessions import SessionPersistenceManager
+from cortex.core.decay import apply_decay
+from cortex.core.models import PendingTask, Pin, SessionState
+from cortex.core.scoring import score_all
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import open_store
 
 NOW = "2026-03-01T09:00:00Z"

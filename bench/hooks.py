@@ -25,8 +25,8 @@ from pathlib import Path
 
 import cortex
 from core import NOW, populate  # bench/core.py: the same realistic sessions
-from cortex.hooks.server import server_pid, socket_path
-from cortex.project import project_identity
+from cortex.adapters.hooks.server import server_pid, socket_path
+from cortex.services.project import project_identity
 
 RESULTS = Path(__file__).parent / "results"
 CORTEX = Path(sys.executable).parent / "cortex"

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
-from cortex.memory import MemoryService, NewMemory  # noqa: E402
+from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.store import SQLiteStore  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cortex.cli import cli
+from cortex.adapters.cli.main import cli
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "cli-reference.md"
 

@@ -9,7 +9,7 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import SQLiteStore, open_store
 
 START = "2026-02-16T09:00:00Z"

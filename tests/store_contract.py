@@ -1,4 +1,4 @@
-"""The contract every ``Store`` implementation keeps (``cortex.store.base``).
+"""The contract every ``Store`` implementation keeps (``cortex.store.protocol``).
 
 A backend's test module subclasses ``StoreContract`` and provides a ``store`` fixture; the
 same tests then run against SQLite and, later, PostgreSQL.
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cortex.memory_models import (
+from cortex.core.memory_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,
@@ -21,7 +21,7 @@ from cortex.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.models import (
+from cortex.core.models import (
     COMPLETE,
     CRITICAL,
     SUSPENDED,
@@ -31,7 +31,7 @@ from cortex.models import (
     SessionState,
     SOPInteraction,
 )
-from cortex.store.base import Store
+from cortex.store.protocol import Store
 
 
 def t(day: int, hour: int = 0, minute: int = 0) -> str:

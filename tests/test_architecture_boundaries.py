@@ -1,5 +1,15 @@
-"""The pure core imports only the standard library and itself, and never reads the clock or
-opens a file (STYLE.md, "Pure core")."""
+"""The package layout is the architecture, and this test keeps it so.
+
+Layers, imports pointing down only (``docs/architecture.md`` draws them):
+
+    adapters/   cli, hooks, mcp, openclaw: thin translators; never import each other
+    services/   use cases over the store protocol; never a backend, never an adapter
+    store/      the Store protocol, migrations, one package per backend; imports core only
+    core/       pure domain: no I/O, no clock, no database, no third-party code
+    config, clock, errors, files: plumbing every layer may use
+
+The pure core is also checked call by call: it never reads the clock or opens a file.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +20,25 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
-PURE_CORE = (
-    "models",
-    "decay",
-    "scoring",
-    "topics",
-    "preamble",
-    "redaction",
-    "tasks",
-    "sizing",
-    "tokens",
-    "clock",
-    "errors",
-    "memory_models",
-    "retrieval",
-    "budgets",
-    "transcripts",
+PLUMBING = frozenset({"cortex.config", "cortex.clock", "cortex.errors", "cortex.files"})
+# What each layer may import from cortex, besides itself and the plumbing.
+ALLOWED = {
+    "core": ("cortex.core",),
+    "store": ("cortex.core", "cortex.store"),
+    "services": ("cortex.core", "cortex.store", "cortex.store.protocol", "cortex.services"),
+    "adapters": ("cortex.core", "cortex.store", "cortex.store.protocol", "cortex.services"),
+}
+BACKENDS = ("cortex.store.sqlite", "cortex.store.postgres")
+# The CLI is the process's front door: it may launch another adapter, lazily (inside a
+# function), through that adapter's entry point only.
+LAUNCHES = frozenset(
+    {
+        "cortex.adapters.hooks",
+        "cortex.adapters.hooks.install",
+        "cortex.adapters.hooks.doctor",
+        "cortex.adapters.mcp.server",
+        "cortex.adapters.openclaw.bridge",
+    }
 )
 # Standard-library modules that touch files, processes, the network or the clock.
 IO_MODULES = frozenset(
@@ -34,36 +47,123 @@ IO_MODULES = frozenset(
 )
 CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "time_ns", "monotonic"})
 FILE_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes"})
-# clock.py is where the wall clock is read, once, behind the injected Clock protocol.
-CLOCK_READERS = frozenset({"clock"})
 
 
-def imported_modules(tree: ast.AST) -> list[str]:
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # the package is flat: a relative import names a cortex module
-                base = f"cortex.{node.module}" if node.module else "cortex"
-            else:
-                base = node.module or ""
-            if base == "cortex":  # from cortex import x: x is a module or a root re-export
-                names.extend(f"cortex.{alias.name}" for alias in node.names)
-            else:
-                names.append(base)
-    return names
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_violations(tree: ast.AST) -> list[str]:
+def modules(layer: str | None = None) -> list[str]:
+    root = PACKAGE / layer if layer else PACKAGE
+    return sorted(module_name(p) for p in root.rglob("*.py"))
+
+
+def source(module: str) -> ast.Module:
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def imports(tree: ast.AST, module: str = "cortex.x") -> list[tuple[str, bool]]:
+    """(imported module, imported lazily) for every import in ``tree``: lazily means inside a
+    function, or under ``if TYPE_CHECKING:`` (never at run time)."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, lazy) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    package = module.split(".")[: -child.level]
+                    base = ".".join([*package, *([child.module] if child.module else [])])
+                # from pkg import name: name may be a submodule; count both.
+                found.append((base, lazy))
+                found.extend((f"{base}.{alias.name}", lazy) for alias in child.names)
+            is_function = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            type_only = isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING"
+            visit(child, lazy or is_function or type_only)
+
+    visit(tree, False)
+    return found
+
+
+def is_under(name: str, prefixes: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def internal(name: str) -> bool:
+    """A cortex module (``from cortex import Name`` also yields ``cortex.Name``: skipped)."""
+    second = name.split(".")[1] if name.startswith("cortex.") else ""
+    return bool(second) and not (second[:1].isupper() or second.startswith("__"))
+
+
+def layer_violations(module: str, tree: ast.AST | None = None) -> list[str]:
+    """What ``module`` imports against the layer rules (its source, or ``tree``)."""
+    layer = module.split(".")[1]
     problems = []
-    for name in imported_modules(tree):
+    for name, lazy in imports(source(module) if tree is None else tree, module):
+        if layer == "adapters" and is_under(name, ("cortex.adapters",)):
+            problems += adapter_violation(module, name, lazy)
+        elif not internal(name) or is_under(name, PLUMBING) or is_under(name, (f"cortex.{layer}",)):
+            continue
+        elif layer == "services" and is_under(name, BACKENDS):
+            problems.append(f"imports the backend {name}")
+        elif not is_under(name, ALLOWED[layer]):
+            problems.append(f"imports {name}")
+    return problems
+
+
+def adapter_violation(module: str, name: str, lazy: bool) -> list[str]:
+    own = ".".join(module.split(".")[:3])
+    part = name.split(".")[2] if name.count(".") >= 2 else ""
+    shared = not part or not any(
+        (PACKAGE / "adapters" / name).exists() for name in (part, f"{part}.py")
+    )
+    if shared or is_under(name, (own,)):  # the adapters package's own shared names (HOSTS)
+        return []
+    if own == "cortex.adapters.cli" and lazy and name in LAUNCHES:
+        return []
+    if own == "cortex.adapters.cli" and lazy and name.rpartition(".")[0] in LAUNCHES:
+        return []  # ``from cortex.adapters.hooks import main``: the entry point itself
+    if own == "cortex.adapters.cli" and lazy and any(e.startswith(name + ".") for e in LAUNCHES):
+        return []  # ``from cortex.adapters.openclaw import bridge``: names the entry module
+    return [f"imports another adapter: {name}"]
+
+
+@pytest.mark.parametrize("module", modules("core") + ["cortex.clock", "cortex.errors"])
+def test_pure_core_module_stays_pure(module: str):
+    tree = source(module)
+    assert import_violations(tree, module) + call_violations(tree, module) == []
+
+
+@pytest.mark.parametrize(
+    "module", modules("store") + modules("services") + modules("adapters") + modules("core")
+)
+def test_imports_point_down_only(module: str):
+    assert layer_violations(module) == []
+
+
+def test_every_module_belongs_to_a_layer():
+    top = {module_name(p) for p in PACKAGE.glob("*.py")}
+    assert top == PLUMBING | {"cortex", "cortex.entry"}, "a new top-level module needs a layer"
+
+
+def test_the_store_protocol_names_no_backend():
+    names = [name for name, _ in imports(source("cortex.store.protocol"), "cortex.store.protocol")]
+    assert not [n for n in names if is_under(n, BACKENDS)]
+
+
+def import_violations(tree: ast.AST, module: str) -> list[str]:
+    problems = []
+    for name, _ in imports(tree, module):
         top = name.split(".")[0]
-        if name == "__future__":
+        if name == "__future__" or (top == "cortex" and not internal(name)):
             continue
         if top == "cortex":
-            parts = name.split(".")
-            if len(parts) < 2 or parts[1] not in PURE_CORE:
+            if not is_under(name, ("cortex.core", "cortex.errors", "cortex.clock")):
                 problems.append(f"imports {name}")
         elif top not in sys.stdlib_module_names:
             problems.append(f"imports third-party {name}")
@@ -81,27 +181,19 @@ def call_violations(tree: ast.AST, module: str) -> list[str]:
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         if name in FILE_CALLS:
             problems.append(f"calls {name}() on line {node.lineno}")
-        if isinstance(func, ast.Attribute) and name in CLOCK_CALLS and module not in CLOCK_READERS:
+        # clock.py is where the wall clock is read, once, behind the injected Clock protocol.
+        if isinstance(func, ast.Attribute) and name in CLOCK_CALLS and module != "cortex.clock":
             problems.append(f"calls .{name}() on line {node.lineno}")
     return problems
 
 
-@pytest.mark.parametrize("module", PURE_CORE)
-def test_pure_core_module_stays_pure(module: str):
-    path = PACKAGE / f"{module}.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    assert import_violations(tree) + call_violations(tree, module) == []
-
-
 @pytest.mark.parametrize(
-    ("source", "problem"),
+    ("source_text", "problem"),
     [
         ("from cortex.store import open_store", "imports cortex.store"),
-        ("import cortex.sessions", "imports cortex.sessions"),
+        ("import cortex.services.sessions", "imports cortex.services.sessions"),
         ("from cortex import config", "imports cortex.config"),
-        ("from .cli import main", "imports cortex.cli"),
-        ("from . import hooks", "imports cortex.hooks"),
-        ("import cortex", "imports cortex"),
+        ("from cortex.adapters.cli import main", "imports cortex.adapters.cli"),
         ("import requests", "imports third-party requests"),
         ("import os.path", "imports I/O module os.path"),
         ("from pathlib import Path", "imports I/O module pathlib"),
@@ -111,11 +203,48 @@ def test_pure_core_module_stays_pure(module: str):
         ("p.read_text()", "calls read_text() on line 1"),
     ],
 )
-def test_the_checker_catches_violations(source: str, problem: str):
-    tree = ast.parse(source)
-    assert problem in import_violations(tree) + call_violations(tree, "decay")
+def test_the_pure_core_checker_catches_violations(source_text: str, problem: str):
+    tree = ast.parse(source_text)
+    module = "cortex.core.decay"
+    assert problem in import_violations(tree, module) + call_violations(tree, module)
 
 
-def test_the_checker_accepts_pure_imports():
-    tree = ast.parse("from __future__ import annotations\nimport re\nfrom cortex.models import Pin")
-    assert import_violations(tree) == []
+def test_the_pure_core_checker_accepts_pure_imports():
+    tree = ast.parse(
+        "from __future__ import annotations\nimport re\nfrom cortex.core import models"
+    )
+    assert import_violations(tree, "cortex.core.decay") == []
+
+
+@pytest.mark.parametrize(
+    ("module", "text", "problem"),
+    [
+        ("cortex.core.x", "from cortex.store import Store", "imports cortex.store"),
+        ("cortex.store.x", "import cortex.services.memory", "imports cortex.services.memory"),
+        (
+            "cortex.services.x",
+            "from cortex.store.sqlite import SQLiteStore",
+            "imports the backend cortex.store.sqlite",
+        ),
+        ("cortex.services.x", "from cortex.adapters import hooks", "imports cortex.adapters"),
+        (
+            "cortex.adapters.mcp.x",
+            "from cortex.adapters.hooks import dispatch",
+            "imports another adapter: cortex.adapters.hooks",
+        ),
+        (
+            "cortex.adapters.cli.x",
+            "from cortex.adapters.mcp.server import build_server",
+            "imports another adapter: cortex.adapters.mcp.server",
+        ),
+    ],
+)
+def test_the_layer_checker_catches_violations(module: str, text: str, problem: str):
+    assert problem in layer_violations(module, ast.parse(text))
+
+
+def test_a_lazy_launch_from_the_cli_is_allowed():
+    tree = ast.parse("def f():\n    from cortex.adapters.mcp.server import build_server\n")
+    assert layer_violations("cortex.adapters.cli.x", tree) == []
+    eager = ast.parse("from cortex.adapters.mcp.server import build_server\n")
+    assert layer_violations("cortex.adapters.cli.x", eager) != []

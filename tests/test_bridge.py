@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
+from cortex.adapters.openclaw.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
-from cortex.project import display_name as project_name
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.project import display_name as project_name
+from cortex.services.sessions.manager import SessionPersistenceManager
 
 
 @pytest.fixture
@@ -386,7 +386,7 @@ def test_stdin_eof_leaves_sessions_for_crash_recovery(home: Path) -> None:
 
 def test_the_bridge_imports_neither_click_nor_the_mcp_sdk() -> None:
     code = (
-        "import sys, cortex.bridge; "
+        "import sys, cortex.adapters.openclaw.bridge; "
         "print(sorted(m for m in ('click', 'mcp', 'pydantic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

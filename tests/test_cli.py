@@ -167,7 +167,7 @@ def test_unwritable_home_is_a_clear_error(tmp_path: Path) -> None:
 def test_every_command_has_help_with_an_example(home: Path) -> None:
     import importlib.util
 
-    from cortex.cli import cli
+    from cortex.adapters.cli.main import cli
 
     spec = importlib.util.spec_from_file_location(
         "gen_cli_reference", Path(__file__).parent.parent / "scripts" / "gen_cli_reference.py"

@@ -7,12 +7,12 @@ from collections.abc import Callable
 import pytest
 
 from cortex.clock import FixedClock
-from cortex.compaction import CompactionService
 from cortex.config import Config
 from cortex.errors import NotFoundError, ValidationError
-from cortex.events import MAX_EVENT_CHARS, EventLog
-from cortex.memory import MemoryService
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.compaction import CompactionService
+from cortex.services.events import MAX_EVENT_CHARS, EventLog
+from cortex.services.memory import MemoryService
+from cortex.services.sessions.manager import SessionPersistenceManager
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.decay import apply_decay, decay_factor, should_inherit
+from cortex.core.decay import apply_decay, decay_factor, should_inherit
 
 # API guide 3.3: hours, decay factor, original 1.0 ->, original 0.8 -> (3 decimals).
 SPEC_TABLE = [

@@ -11,9 +11,15 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config
-from cortex.embeddings import HashingEmbedder, MiniLMEmbedder, from_blob, load_embedder, to_blob
 from cortex.errors import ConfigError
-from cortex.memory import MemoryService
+from cortex.services.embeddings import (
+    HashingEmbedder,
+    MiniLMEmbedder,
+    from_blob,
+    load_embedder,
+    to_blob,
+)
+from cortex.services.memory import MemoryService
 from cortex.store import SQLiteStore
 
 

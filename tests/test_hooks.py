@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 import git_helpers
-from cortex.compaction import CompactionService
+from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.config import load_config
-from cortex.hooks.server import server_pid, socket_path
-from cortex.project import project_identity
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.compaction import CompactionService
+from cortex.services.project import project_identity
+from cortex.services.sessions.manager import SessionPersistenceManager
 
 T0 = "2026-02-16T09:00:00Z"
 LATER = "2026-02-18T09:00:00Z"
@@ -500,10 +500,10 @@ def imported_modules(home: Path, payload: dict[str, Any], env: dict[str, str]) -
 
 def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path) -> None:
     names = imported_modules(home, event("SessionStart", "s1", repo), {})
-    assert "cortex.hooks.dispatch" in names  # the in-process path: the engine was loaded
+    assert "cortex.adapters.hooks.dispatch" in names  # the in-process path: the engine was loaded
     tops = {name.split(".")[0] for name in names}
     assert tops - set(sys.stdlib_module_names) == {"cortex"}
-    assert not {"click", "mcp", "cortex.cli", "cortex.mcp_server"} & names
+    assert not {"click", "mcp", "cortex.adapters.cli.main", "cortex.adapters.mcp.server"} & names
 
 
 def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
@@ -519,7 +519,10 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     try:
         prompt = event("UserPromptSubmit", "s1", repo, prompt="tune the antenna")
         names = imported_modules(home, prompt, env)
-        assert "cortex.hooks.server" in names and "cortex.hooks.dispatch" not in names
+        assert (
+            "cortex.adapters.hooks.server" in names
+            and "cortex.adapters.hooks.dispatch" not in names
+        )
         assert not {"sqlite3", "json", "socket"} & names
         state = manager(home).store.get_session("s1")
         assert state is not None and "antenna" in state.hot_topics

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cortex.adapters.hooks.dispatch import StoreCache, handle
+from cortex.adapters.hooks.events import KINDS
 from cortex.config import load_config
-from cortex.hooks.dispatch import StoreCache, handle
-from cortex.hooks.events import KINDS
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.sessions.manager import SessionPersistenceManager
 
 hosts = st.sampled_from(sorted(KINDS))
 EVENT_NAMES = sorted({name for names in KINDS.values() for name in names})
@@ -177,7 +177,7 @@ def test_hooks_main_reads_a_real_stdin(
     world: tuple[Path, dict[str, str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``hooks.main`` in-process, stdin a real pipe: exit 0 and one answer on stdout."""
-    from cortex import hooks
+    from cortex.adapters import hooks
 
     home, env, cwd = world
     for name, value in env.items():

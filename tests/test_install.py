@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cortex.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
+from cortex.adapters.hooks.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
 CORTEX_BIN = str(Path(sys.executable).parent / "cortex")

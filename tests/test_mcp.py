@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, ListRootsResult, Root
 
+from cortex.adapters.mcp.server import ProjectScope, build_server
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
-from cortex.mcp_server import ProjectScope, build_server
-from cortex.project import project_identity
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.project import project_identity
+from cortex.services.sessions.manager import SessionPersistenceManager
 
 TOOLS = {
     # name: (readOnlyHint, destructiveHint, idempotentHint)

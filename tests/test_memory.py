@@ -10,10 +10,10 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config
+from cortex.core.memory_models import MemoryLink
 from cortex.errors import ConflictError, NotFoundError, ValidationError
-from cortex.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
-from cortex.memory_models import MemoryLink
-from cortex.sessions import SessionPersistenceManager
+from cortex.services.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import SQLiteStore
 
 
@@ -381,8 +381,8 @@ def test_context_session_block(
 def test_large_store_planning_keeps_rare_terms_and_bounds_common_ones(
     svc: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import cortex.memory as memory_module
-    import cortex.retrieval as retrieval
+    import cortex.core.retrieval as retrieval
+    import cortex.services.memory as memory_module
 
     # Pretend the store is large and "deploy" is common, so planning kicks in on 30 rows.
     monkeypatch.setattr(memory_module, "LARGE_STORE", 0)

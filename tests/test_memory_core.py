@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.budgets import compaction_due, fill_budget
-from cortex.memory_models import Checkpoint, Memory, SessionEvent
-from cortex.retrieval import (
+from cortex.core.budgets import compaction_due, fill_budget
+from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
+from cortex.core.retrieval import (
     STOPWORDS,
     fts_query,
     like_patterns,
@@ -24,7 +24,12 @@ from cortex.retrieval import (
     rrf_fuse,
     term_overlap,
 )
-from cortex.transcripts import extract_decisions, format_checkpoint, slugify, transcript_markdown
+from cortex.core.transcripts import (
+    extract_decisions,
+    format_checkpoint,
+    slugify,
+    transcript_markdown,
+)
 
 NOW = datetime(2026, 2, 16, 9, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cortex.errors import StorageError, ValidationError
-from cortex.metrics import (
+from cortex.services.metrics import (
     EVENT_NAMES,
     ZERO_HASH,
     MetricsWriter,

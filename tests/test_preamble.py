@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex.clock import to_iso
-from cortex.models import CRITICAL, PendingTask, Pin
-from cortex.preamble import format_age, format_pins_block, format_preamble
+from cortex.core.models import CRITICAL, PendingTask, Pin
+from cortex.core.preamble import format_age, format_pins_block, format_preamble
 
 NOW = datetime(2026, 2, 18, 9, 0, tzinfo=UTC)
 

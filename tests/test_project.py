@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.project import CACHE_FILE, normalize_remote, project_identity
+from cortex.services.project import CACHE_FILE, normalize_remote, project_identity
 from git_helpers import git, make_repo
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex.redaction import MARKER, contains_secret, redact, redact_value
+from cortex.core.redaction import MARKER, contains_secret, redact, redact_value
 
 R = MARKER
 ALNUM = "aB3dE5gH7jK9mN1pQ2rS4tU6vW8xY0zC"  # 32 mixed characters, the shape of key material

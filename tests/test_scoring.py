@@ -9,9 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex.clock import to_iso
-from cortex.errors import ValidationError
-from cortex.models import PendingTask, ScoredSession, SessionState
-from cortex.scoring import (
+from cortex.core.models import PendingTask, ScoredSession, SessionState
+from cortex.core.scoring import (
     format_breakdown,
     score,
     score_all,
@@ -19,6 +18,7 @@ from cortex.scoring import (
     session_age_hours,
     topic_overlap,
 )
+from cortex.errors import ValidationError
 
 NOW = datetime(2026, 2, 18, 9, 0, tzinfo=UTC)
 

@@ -10,11 +10,11 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config
+from cortex.core.sizing import MAX_RECORD_BYTES, record_size
 from cortex.errors import ConflictError, NotFoundError, UnsafeIdError, ValidationError
-from cortex.metrics import load_or_create_key, verify
-from cortex.pipeline import set_stage, upsert_task
-from cortex.sessions import SessionPersistenceManager
-from cortex.sizing import MAX_RECORD_BYTES, record_size
+from cortex.services.metrics import load_or_create_key, verify
+from cortex.services.pipeline import set_stage, upsert_task
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import open_store
 
 START = "2026-02-16T09:00:00Z"
@@ -375,7 +375,7 @@ def test_killed_mid_capture_leaves_a_readable_db_and_is_recovered(
         "import itertools\n"
         "from cortex.clock import FixedClock\n"
         "from cortex.config import load_config\n"
-        "from cortex.sessions import SessionPersistenceManager\n"
+        "from cortex.services.sessions.manager import SessionPersistenceManager\n"
         f"m = SessionPersistenceManager.open(load_config(), FixedClock('{START}'))\n"
         "m.on_session_start('victim', project='radio')\n"
         "m.add_pin('wip', 'the refactor')\n"

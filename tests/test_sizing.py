@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex.models import (
+from cortex.core.models import (
     CRITICAL,
     ConfidenceUpdate,
     PendingTask,
@@ -16,7 +16,7 @@ from cortex.models import (
     SessionState,
     SOPInteraction,
 )
-from cortex.sizing import (
+from cortex.core.sizing import (
     MAX_RECORD_BYTES,
     MIN_RECORD_BYTES,
     TRIMMED,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from cortex.core.models import PendingTask, Pin
 from cortex.errors import ConfigError, StorageError
-from cortex.models import PendingTask, Pin
 from cortex.store import (
     MIGRATIONS,
     SCHEMA_V4,
@@ -26,7 +26,7 @@ from cortex.store import (
     migration_names,
     open_store,
 )
-from cortex.store.sqlite import storage_error
+from cortex.store.sqlite.store import storage_error
 from store_contract import StoreContract, full_session, session, t
 
 FORK = multiprocessing.get_context("fork")

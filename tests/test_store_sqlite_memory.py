@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.memory_models import MemoryFilter
+from cortex.core.memory_models import MemoryFilter
 from cortex.store import SQLiteStore
 from cortex.store.migrations import fts5_available
 from store_contract import NOW, MemoryStoreContract, memory

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from cortex.errors import ValidationError
-from cortex.models import PendingTask, Pin
-from cortex.tasks import (
+from cortex.core.models import PendingTask, Pin
+from cortex.core.tasks import (
     DONE_STAGES,
     PENDING_STAGES,
     SOURCE_PINS,
@@ -19,6 +18,7 @@ from cortex.tasks import (
     scan_pins_for_tasks,
     still_pending,
 )
+from cortex.errors import ValidationError
 
 STATE = {
     "active_tasks": [

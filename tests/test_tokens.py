@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.tokens import estimate_tokens
+from cortex.core.tokens import estimate_tokens
 
 
 @pytest.mark.parametrize(

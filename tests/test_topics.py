@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.topics import (
+from cortex.core.topics import (
     MAX_KEYWORDS,
     MAX_LEARNING_IDS,
     MAX_PROJECTS,

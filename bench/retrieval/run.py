@@ -47,7 +47,7 @@ from metrics import (  # noqa: E402
 
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
-from cortex.memory import MemoryService, NewMemory  # noqa: E402
+from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.store import open_store  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -87,7 +87,7 @@ def cortex_search(embedder_name: str | None = None) -> Callable[[Corpus], Search
     def build(corpus: Corpus) -> Search:
         embedder = None
         if embedder_name:
-            from cortex.embeddings import load_embedder
+            from cortex.services.embeddings import load_embedder
 
             embedder = load_embedder(embedder_name)
         config = load_config(ROOT / "bench" / "results" / "home", {})

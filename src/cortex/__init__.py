@@ -20,37 +20,37 @@ TYPE_CHECKING = False
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "AddResult": "cortex.memory",
-    "Checkpoint": "cortex.memory_models",
+    "AddResult": "cortex.services.memory",
+    "Checkpoint": "cortex.core.memory_models",
     "Clock": "cortex.clock",
-    "CompactionService": "cortex.compaction",
+    "CompactionService": "cortex.services.compaction",
     "Config": "cortex.config",
-    "ContextResult": "cortex.memory_models",
+    "ContextResult": "cortex.core.memory_models",
     "CortexError": "cortex.errors",
-    "EventLog": "cortex.events",
+    "EventLog": "cortex.services.events",
     "FixedClock": "cortex.clock",
-    "HotTopicExtractor": "cortex.topics",
-    "Memory": "cortex.memory_models",
-    "MemoryService": "cortex.memory",
-    "NewMemory": "cortex.memory",
-    "PendingTask": "cortex.models",
-    "Pin": "cortex.models",
-    "RestoredSessionContext": "cortex.models",
-    "SessionEvent": "cortex.memory_models",
-    "SessionPersistenceManager": "cortex.sessions",
-    "SessionSnapshot": "cortex.memory_models",
-    "SessionState": "cortex.models",
+    "HotTopicExtractor": "cortex.core.topics",
+    "Memory": "cortex.core.memory_models",
+    "MemoryService": "cortex.services.memory",
+    "NewMemory": "cortex.services.memory",
+    "PendingTask": "cortex.core.models",
+    "Pin": "cortex.core.models",
+    "RestoredSessionContext": "cortex.core.models",
+    "SessionEvent": "cortex.core.memory_models",
+    "SessionPersistenceManager": "cortex.services.sessions.manager",
+    "SessionSnapshot": "cortex.core.memory_models",
+    "SessionState": "cortex.core.models",
     "Store": "cortex.store",
     "SystemClock": "cortex.clock",
-    "apply_decay": "cortex.decay",
-    "compaction_due": "cortex.budgets",
-    "format_preamble": "cortex.preamble",
+    "apply_decay": "cortex.core.decay",
+    "compaction_due": "cortex.core.budgets",
+    "format_preamble": "cortex.core.preamble",
     "load_config": "cortex.config",
     "open_store": "cortex.store",
-    "redact": "cortex.redaction",
-    "score": "cortex.scoring",
-    "score_all": "cortex.scoring",
-    "should_inherit": "cortex.decay",
+    "redact": "cortex.core.redaction",
+    "score": "cortex.core.scoring",
+    "score_all": "cortex.core.scoring",
+    "should_inherit": "cortex.core.decay",
 }
 
 __all__ = [
@@ -90,28 +90,28 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
-    from cortex.budgets import compaction_due
     from cortex.clock import Clock, FixedClock, SystemClock
-    from cortex.compaction import CompactionService
     from cortex.config import Config, load_config
-    from cortex.decay import apply_decay, should_inherit
-    from cortex.errors import CortexError
-    from cortex.events import EventLog
-    from cortex.memory import AddResult, MemoryService, NewMemory
-    from cortex.memory_models import (
+    from cortex.core.budgets import compaction_due
+    from cortex.core.decay import apply_decay, should_inherit
+    from cortex.core.memory_models import (
         Checkpoint,
         ContextResult,
         Memory,
         SessionEvent,
         SessionSnapshot,
     )
-    from cortex.models import PendingTask, Pin, RestoredSessionContext, SessionState
-    from cortex.preamble import format_preamble
-    from cortex.redaction import redact
-    from cortex.scoring import score, score_all
-    from cortex.sessions import SessionPersistenceManager
+    from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
+    from cortex.core.preamble import format_preamble
+    from cortex.core.redaction import redact
+    from cortex.core.scoring import score, score_all
+    from cortex.core.topics import HotTopicExtractor
+    from cortex.errors import CortexError
+    from cortex.services.compaction import CompactionService
+    from cortex.services.events import EventLog
+    from cortex.services.memory import AddResult, MemoryService, NewMemory
+    from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store import Store, open_store
-    from cortex.topics import HotTopicExtractor
 
 
 def __getattr__(name: str) -> Any:

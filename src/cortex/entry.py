@@ -20,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     hook_args = _hook_args(args)
     if hook_args is not None:
-        from cortex.hooks import main as hook_main
+        from cortex.adapters.hooks import main as hook_main
 
         return hook_main(hook_args)
-    from cortex.cli import run
+    from cortex.adapters.cli.main import run
 
     return run(args)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cortex.errors import ConfigError
-from cortex.store.base import Store
 from cortex.store.migrations import MIGRATIONS, SCHEMA_V4, Migration, migration_names
-from cortex.store.sqlite import SQLiteStore
+from cortex.store.protocol import Store
+from cortex.store.sqlite.store import SQLiteStore
 
 __all__ = [
     "MIGRATIONS",

@@ -1,0 +1,243 @@
+"""CLI commands around the sessions: tasks, metrics, archive, config, db and the demo."""
+
+from __future__ import annotations
+
+import click
+
+from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.config import SETTINGS
+from cortex.core.tasks import DONE_STAGES, PENDING_STAGES
+from cortex.errors import ValidationError
+
+
+@click.group(context_settings=CONTEXT)
+def task() -> None:
+    """Tasks of the pipeline state file (pending work that sessions carry)."""
+
+
+@task.command("add", context_settings=CONTEXT)
+@click.argument("task_id")
+@click.argument("title")
+@click.option(
+    "--stage",
+    default="build",
+    show_default=True,
+    help="Pipeline stage; build, verify and validate count as pending.",
+)
+@pass_rt
+def task_add(rt: Runtime, task_id: str, title: str, stage: str) -> None:
+    """Add TASK_ID (or update its title and stage).
+
+    \b
+    Example:
+      cortex task add task-004-session-persistence "Session persistence" --stage build
+    """
+    from cortex.files import check_id
+    from cortex.services.pipeline import upsert_task
+
+    added = upsert_task(
+        rt.config.pipeline_state_path,
+        check_id(task_id, "task id"),
+        clean(title) or "",
+        stage.strip().lower(),
+        rt.now_iso(),
+    )
+    rt.emit(added, f"task {task_id} at stage {added['current_stage']}")
+
+
+@task.command("list", context_settings=CONTEXT)
+@pass_rt
+def task_list(rt: Runtime) -> None:
+    """List the pipeline's tasks and whether each is pending.
+
+    \b
+    Example:
+      cortex task list
+    """
+    from cortex.services.pipeline import load_pipeline
+
+    tasks = list((load_pipeline(rt.config.pipeline_state_path) or {}).values())
+    for item in tasks:
+        item["pending"] = item.get("stage") in PENDING_STAGES
+    rt.emit(
+        tasks,
+        "\n".join(
+            f"[{t['task_id']}] {t.get('title', '')} (stage: {t.get('stage') or '-'}"
+            f"{', pending' if t['pending'] else ''})"
+            for t in tasks
+        )
+        or "no tasks",
+    )
+
+
+@task.command("done", context_settings=CONTEXT)
+@click.argument("task_id")
+@pass_rt
+def task_done(rt: Runtime, task_id: str) -> None:
+    """Mark TASK_ID done: it is dropped from later preambles.
+
+    \b
+    Example:
+      cortex task done task-004-session-persistence
+    """
+    from cortex.services.pipeline import set_stage
+
+    done = set_stage(rt.config.pipeline_state_path, task_id, DONE_STAGES[0], rt.now_iso())
+    rt.emit(done, f"task {task_id} done")
+
+
+@click.group(context_settings=CONTEXT)
+def metrics() -> None:
+    """Tamper-evident session metrics (FR-013)."""
+
+
+@metrics.command("list", context_settings=CONTEXT)
+@click.option("--event", help="Only this event name, e.g. session_restored.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000))
+@pass_rt
+def metrics_list(rt: Runtime, event: str | None, limit: int) -> None:
+    """List metrics events, oldest first.
+
+    \b
+    Example:
+      cortex metrics list --event session_restored
+    """
+    rows = rt.manager.store.list_metrics(event=event, limit=limit)
+    data = [
+        {
+            "seq": m.seq,
+            "event": m.event,
+            "session_id": m.session_id,
+            "created_at": m.created_at,
+            **m.payload,
+        }
+        for m in rows
+    ]
+    rt.emit(
+        data,
+        "\n".join(f"{m.seq:>5}  {m.created_at[:19]}  {m.event:<26} {m.payload}" for m in rows)
+        or "no metrics events",
+    )
+
+
+@metrics.command("verify", context_settings=CONTEXT)
+@pass_rt
+@click.pass_context
+def metrics_verify(ctx: click.Context, rt: Runtime) -> None:
+    """Check the hash chain: report any edited or deleted event (exit 1 if any).
+
+    \b
+    Example:
+      cortex metrics verify
+    """
+    from cortex.services.metrics import load_or_create_key, verify
+
+    home = rt.config.home
+    report = verify(
+        rt.manager.store, load_or_create_key(home / "metrics.key"), home / "metrics.head"
+    )
+    rt.emit(
+        {"ok": report.ok, "checked": report.checked, "problems": report.problems},
+        f"ok: {report.checked} events verified"
+        if report.ok
+        else "TAMPERED:\n" + "\n".join(f"  {p}" for p in report.problems),
+    )
+    if not report.ok:
+        ctx.exit(1)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--older-than-days", default=30, show_default=True, type=click.IntRange(1, 36500))
+@pass_rt
+def archive(rt: Runtime, older_than_days: int) -> None:
+    """Move sessions ended more than N days ago to {sessions_dir}/archive/YYYY-MM/.
+
+    \b
+    Example:
+      cortex archive --older-than-days 30
+    """
+    report = rt.manager.archive(older_than_days)
+    rt.emit(
+        {"archived": report.archived, "paths": list(report.paths)},
+        f"archived {report.archived} session(s) to {rt.config.sessions_dir / 'archive'}",
+    )
+
+
+@click.group("config", context_settings=CONTEXT)
+def config_group() -> None:
+    """Settings and where they come from."""
+
+
+@config_group.command("show", context_settings=CONTEXT)
+@pass_rt
+def config_show(rt: Runtime) -> None:
+    """Show every setting's value, default, range and environment variable.
+
+    \b
+    Example:
+      cortex --set lookback_days=3 config show
+    """
+    values = rt.config.as_dict()
+    rt.emit(
+        values,
+        "\n".join(
+            [f"home = {values['home']}"]
+            + [
+                f"{s.name} = {values[s.name]}    (default {s.default}, {s.range_text()}, "
+                f"{s.env_var})"
+                for s in SETTINGS
+            ]
+        ),
+    )
+
+
+@click.group(context_settings=CONTEXT)
+def db() -> None:
+    """The database: migrations."""
+
+
+@db.command("migrate", context_settings=CONTEXT)
+@click.option("--list", "show_list", is_flag=True, help="List migrations and when they ran.")
+@pass_rt
+def db_migrate(rt: Runtime, show_list: bool) -> None:
+    """Apply pending migrations (opening the store does too) and list them.
+
+    \b
+    Example:
+      cortex db migrate --list
+    """
+    applied = rt.manager.store.applied_migrations()
+    data = [{"name": name, "applied_at": at} for name, at in applied]
+    rt.emit(
+        data,
+        "\n".join(f"{name}  {at}" for name, at in applied)
+        if show_list
+        else f"database {rt.config.db_path} is at {applied[-1][0]}",
+    )
+
+
+@click.command(context_settings=CONTEXT)
+@click.option(
+    "--home",
+    "demo_home",
+    type=click.Path(file_okay=False),
+    help="Keep the demo's home here (default: a temporary directory).",
+)
+@pass_rt
+def demo(rt: Runtime, demo_home: str | None) -> None:
+    """Tell a three-day story: pins, tasks, a crash, a restore, a manual continue.
+
+    \b
+    Example:
+      cortex demo
+    """
+    from cortex.adapters.cli.demo import run_demo
+
+    if rt.as_json:
+        raise ValidationError("the demo is a story for people; run it without --json")
+    run_demo(click.echo, demo_home)
+
+
+def register(group: click.Group) -> None:
+    for command in (task, metrics, archive, config_group, db, demo):
+        group.add_command(command)

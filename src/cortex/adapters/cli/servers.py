@@ -1,0 +1,108 @@
+"""``cortex mcp`` (the MCP server on stdio) and ``cortex bridge`` (JSON lines for OpenClaw).
+
+Both are long-lived processes whose stdout belongs to their protocol. The MCP SDK is imported
+only inside ``cortex mcp``, so the rest of the CLI runs without the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.config import load_config
+from cortex.errors import ConfigError
+from cortex.services.sessions.manager import SessionPersistenceManager
+
+
+@click.command("mcp", context_settings=CONTEXT)
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Project whose current session the tools act on. Default: $CLAUDE_PROJECT_DIR "
+    "(or the Gemini/Cursor equivalent), else the client's first root, else the working "
+    "directory.",
+)
+@pass_rt
+def mcp_command(rt: Runtime, project_dir: Path | None) -> None:
+    """Run the MCP server on stdio (tools: working memory, sessions, continue, chain).
+
+    \b
+    Examples:
+      cortex mcp
+      claude mcp add cortex -- /path/to/.venv/bin/cortex mcp
+      npx @modelcontextprotocol/inspector --cli cortex mcp --method tools/list
+    """
+    try:
+        from cortex.adapters.mcp.server import ProjectScope, build_server
+    except ImportError as exc:
+        raise ConfigError(
+            f"the MCP server needs the mcp extra ({exc}); pip install 'cortex-continuity[mcp]'"
+        ) from exc
+    from cortex.services.project import harness_project_dir  # the hooks' rule, so both agree
+
+    env_dir = harness_project_dir(os.environ)
+    directory = project_dir or env_dir
+    config, clock = rt.config, rt.clock
+    server = build_server(
+        lambda: SessionPersistenceManager.open(config, clock),
+        ProjectScope(project_dir=str(directory) if directory else None),
+    )
+    server.run("stdio")
+
+
+@click.command("bridge", context_settings=CONTEXT)
+@click.option(
+    "--profile",
+    type=click.Choice(["default", "openclaw"]),
+    default="default",
+    show_default=True,
+    help="openclaw: home ~/.openclaw (unless --home or CORTEX_HOME), working memory in "
+    "<workspace>/memory/working_memory.json, JSON mirrors in <home>/sessions.",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="OpenClaw workspace directory. Default: <home>/workspace.",
+)
+@click.option(
+    "--project",
+    help="Project id of the sessions this bridge starts (a name, a path or a git: id; "
+    "topics show its last part).",
+)
+@click.option("--workdir", help="Working directory of those sessions (a topic signal).")
+@click.option("--agent-id", help="Agent id recorded on those sessions.")
+@pass_rt
+def bridge_command(
+    rt: Runtime,
+    profile: str,
+    workspace: Path | None,
+    project: str | None,
+    workdir: str | None,
+    agent_id: str | None,
+) -> None:
+    """Serve JSON lines on stdio for the OpenClaw plugin (one request, one response per line).
+
+    \b
+    Examples:
+      cortex bridge --profile openclaw
+      echo '{"id":1,"method":"ping"}' | cortex bridge
+    """
+    from cortex.adapters.openclaw import bridge
+
+    home = rt.home
+    if home is None and profile == "openclaw":
+        home = Path.home() / ".openclaw"
+    config = load_config(home, os.environ, rt.overrides)
+    if profile == "openclaw":
+        config = bridge.openclaw_config(config, workspace.expanduser() if workspace else None)
+    manager = SessionPersistenceManager.open(config, rt.clock)
+    bridge.run(manager, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
+
+
+def register(group: click.Group) -> None:
+    """Add the ``mcp`` and ``bridge`` commands to the ``cortex`` group."""
+    group.add_command(mcp_command)
+    group.add_command(bridge_command)

@@ -1,0 +1,445 @@
+"""One hook event through the session service: what each event records and what it answers.
+
+Events by their Claude Code names (other hosts map onto these in ``events.py``):
+
+- SessionStart ``startup``/``clear``/``fork``: open the session (restoration runs); answer
+  the preamble and the pins it inherited. ``resume``: reopen the same id (idempotent) and
+  answer the preamble and all its pins. ``compact``: answer ``compaction_context``.
+- UserPromptSubmit: record the prompt. The first prompt after a start that injected nothing
+  gets a second, prompt-aware restore pass, and a start that never reached us is made up
+  for; either answers what it found.
+- PostToolUse / PostToolUseFailure: the tool's name, paths, command and cwd as signals.
+- CwdChanged: the new working directory. PreCompact: ``checkpoint_before_compaction``.
+- PostCompact: the summary, recorded as a turn and kept for ``compaction_context``.
+- Stop: the assistant's last message as a half-weight turn. SessionEnd: ``on_session_end``.
+
+The project rule, shared with every reader: a session's ``project`` is
+``cortex.services.project.project_identity(d).id`` where ``d`` is the host's project directory
+(``CLAUDE_PROJECT_DIR``, ``GEMINI_PROJECT_DIR``) when the hook's environment has one, else the
+event's ``cwd``. So the MCP server, which gets the same directory, finds the session a hook
+opened with ``store.latest_open_session(project_identity(d).id)``.
+
+An event for a session that was never started, or that crash recovery closed meanwhile (its
+lease lapsed while the user was away), opens it first. A session that ended normally is only
+reopened by a start or a prompt: hosts deliver async events (a last Stop, a tool) after
+SessionEnd, and those are dropped rather than reviving it. SessionEnd does only the final
+capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cortex.services.compaction import CompactionService
+
+from cortex.adapters.hooks import events as ev
+from cortex.adapters.hooks.events import HookEvent
+from cortex.adapters.hooks.state import (
+    log_line,
+    read_small_json,
+    record_status,
+    session_state_path,
+    write_small_json,
+)
+from cortex.clock import Clock, FixedClock, SystemClock
+from cortex.config import default_home, load_config
+from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
+from cortex.core.preamble import format_pins_block
+from cortex.core.redaction import redact
+from cortex.errors import CortexError, ValidationError
+from cortex.files import check_id
+from cortex.services.project import ProjectIdentity, harness_project_dir, project_identity
+from cortex.services.sessions.manager import SessionPersistenceManager
+from cortex.store import Store, open_store
+
+MAX_CONTEXT_CHARS = 8_000
+"""Hosts spill context over 10,000 characters to a file; stay well under."""
+PINS_BLOCK_CHARS = 2_000
+SUMMARY_CHARS = 3_000
+ASSISTANT_WEIGHT = 0.5
+"""An assistant message restates the prompt's subject at length, so its words count half."""
+
+
+@dataclass
+class Hook:
+    """One event being handled: the event, its session and project, and the open service."""
+
+    event: HookEvent
+    session_id: str
+    identity: ProjectIdentity
+    cwd: str
+    home: Path
+    manager: SessionPersistenceManager
+    _state: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def hook_state(self) -> dict[str, Any]:
+        """What earlier hook processes noted about this session (``hooks/sessions/<id>.json``)."""
+        if self._state is None:
+            self._state = read_small_json(session_state_path(self.home, self.session_id))
+        return self._state
+
+    def save_hook_state(self, **changes: Any) -> None:
+        state = self.hook_state
+        if any(state.get(k) != v for k, v in changes.items()):
+            state.update(changes)
+            write_small_json(session_state_path(self.home, self.session_id), state)
+
+    def session(self) -> SessionState | None:
+        return self.manager.store.get_session(self.session_id)
+
+    def start(self, extra_keywords: tuple[str, ...] = ()) -> RestoredSessionContext:
+        """``on_session_start`` for this session (a new one, or reopening this id)."""
+        return self.manager.on_session_start(
+            self.session_id,
+            self.event.host,
+            project=self.identity.id,
+            project_name=self.identity.name,
+            keywords=[*_keywords(self.identity), *extra_keywords],
+            workdir=self.cwd,
+        )
+
+    def ensure_open(self, *, reopen_ended: bool = False) -> bool:
+        """Whether the session is open to record into, opening it first when needed.
+
+        A session no start reached us for is opened, and one closed by crash recovery (its
+        lease lapsed while it was idle) is reopened. One that ended normally stays ended
+        unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
+        SessionEnd, and those must not revive it.
+        """
+        state = self.session()
+        if state is not None and state.is_open:
+            return True
+        if state is not None and state.state == COMPLETE and not reopen_ended:
+            return False
+        self.start()
+        return True
+
+
+def restored_context(restored: RestoredSessionContext) -> str | None:
+    """The preamble and the pins it inherited (the agent sees them without asking)."""
+    if restored.preamble is None:
+        return None
+    return _join(restored.preamble, format_pins_block(restored.inherited_pins, PINS_BLOCK_CHARS))
+
+
+def handle(
+    host: str,
+    raw: bytes,
+    env: Mapping[str, str],
+    fallback_cwd: str,
+    stores: StoreCache | None = None,
+) -> str:
+    """Handle one event; return the stdout text. Never raises (but see CORTEX_RAISE_ERRORS).
+
+    ``stores`` keeps the database open between events (the hook server passes one).
+    """
+    home = default_home(env)
+    event = HookEvent(host, "", "")
+    try:
+        event = ev.normalize(host, parse_input(raw))
+        with _engine_log_to(home):
+            context = _dispatch(event, env, home, fallback_cwd, stores or StoreCache(keep=False))
+    except Exception as exc:  # noqa: BLE001 - a hook never fails its host (fail open)
+        if stores is not None:
+            stores.close()  # a failed event may have left its connection in a bad state
+        if env.get("CORTEX_RAISE_ERRORS") == "1" and not isinstance(exc, CortexError):
+            raise  # a bug, not bad input: show it where errors are asked for (tests)
+        message = _one_line(exc)
+        log_line(home, f"{host} {event.name or '-'} {_short(event.session_id)}: {message}")
+        record_status(home, host, event.name or "-", _safe_id(event.session_id), message)
+        return ev.render(event, None)
+    record_status(home, host, event.name, event.session_id, None)
+    return ev.render(event, _cap(context))
+
+
+def parse_input(raw: bytes) -> dict[str, Any]:
+    """The one JSON object on stdin; ValidationError for anything else."""
+    text = raw.decode("utf-8", "replace").strip()
+    if not text:
+        raise ValidationError("empty input; a hook expects one JSON object on stdin")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(f"input is not JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise ValidationError("input JSON is nested too deeply") from exc
+    if not isinstance(data, dict):
+        raise ValidationError(f"input is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+class StoreCache:
+    """The store of the home's database, kept open between events when ``keep`` is set.
+
+    A database file that was moved, replaced or deleted since it was opened is opened anew,
+    so writes never go to a file nobody reads.
+    """
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self._path: Path | None = None
+        self._inode: tuple[int, int] | None = None
+        self._store: Store | None = None
+
+    def open(self, path: Path) -> Store:
+        if self._store is not None and (self._path != path or _inode(path) != self._inode):
+            self.close()
+        if self._store is None:
+            self._store = open_store(path)
+            self._path, self._inode = path, _inode(path)
+        return self._store
+
+    def release(self) -> None:
+        if not self.keep:
+            self.close()
+
+    def close(self) -> None:
+        if self._store is not None:
+            store, self._store = self._store, None
+            store.close()
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _dispatch(
+    event: HookEvent, env: Mapping[str, str], home: Path, fallback: str, stores: StoreCache
+) -> str | None:
+    if not event.kind:
+        raise ValidationError(f"event {event.name!r} is not one Cortex handles; ignored")
+    if event.session_id is None:
+        raise ValidationError("no session id in the input; nothing recorded")
+    session_id = check_id(event.session_id)
+    project_dir = harness_project_dir(env)
+    cwd = event.cwd or project_dir or fallback
+    # The host's project directory, when it says, is what the MCP server resolves too; the
+    # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
+    identity = project_identity(project_dir or cwd, home / "cache")
+    config = load_config(None, env)
+    manager = SessionPersistenceManager(stores.open(config.db_path), config, _clock(env))
+    try:
+        return HANDLERS[event.kind](Hook(event, session_id, identity, cwd, home, manager))
+    finally:
+        stores.release()
+
+
+def _clock(env: Mapping[str, str]) -> Clock:
+    now = env.get("CORTEX_NOW")
+    return FixedClock(now) if now else SystemClock()
+
+
+# -- handlers ------------------------------------------------------------------------------------
+def on_start(hook: Hook) -> str | None:
+    if hook.event.source == "compact":
+        hook.ensure_open(reopen_ended=True)
+        state = hook.session()
+        return compaction_context(hook, state) if state else None
+    resumed = hook.event.source == "resume" and hook.session() is not None
+    restored = hook.start()
+    text = restored_context(restored)
+    if resumed:
+        # A resumed conversation gets all of the session's pins, not only newly inherited ones.
+        state = hook.session()
+        pins = format_pins_block(state.working_memory, PINS_BLOCK_CHARS) if state else None
+        text = _join(restored.preamble, pins)
+    hook.save_hook_state(primed=text is not None, prompted=False)
+    return text
+
+
+def on_prompt(hook: Hook) -> str | None:
+    text = None
+    prompt = hook.event.text or ""
+    if hook.session() is None or not hook.hook_state:
+        # The start never reached us (a known host gap): make up for it on this first prompt.
+        text = restored_context(hook.start(_prompt_keywords(prompt)))
+        hook.save_hook_state(primed=text is not None)
+    elif not (hook.hook_state.get("primed") or hook.hook_state.get("prompted")):
+        if hook.event.host in ev.PROMPT_CONTEXT_HOSTS:
+            # The start injected nothing: a second pass, with the prompt's words as context.
+            text = restored_context(hook.start(_prompt_keywords(prompt)))
+    hook.ensure_open(reopen_ended=True)  # a prompt means the conversation goes on
+    hook.manager.record(hook.session_id, text=prompt or None)
+    hook.save_hook_state(prompted=True)
+    return text
+
+
+def on_tool(hook: Hook) -> None:
+    if hook.ensure_open():
+        # ``record`` redacts the input (a command line can carry a token) before topics see it.
+        hook.manager.record(
+            hook.session_id, tool_name=hook.event.tool_name, tool_input=hook.event.tool_input
+        )
+
+
+def on_cwd(hook: Hook) -> None:
+    if hook.ensure_open():
+        hook.manager.record(hook.session_id, workdir=hook.cwd)
+
+
+def on_pre_compact(hook: Hook) -> None:
+    if hook.ensure_open(reopen_ended=True):
+        checkpoint_before_compaction(hook)
+
+
+def on_post_compact(hook: Hook) -> None:
+    if not hook.ensure_open(reopen_ended=True):
+        return
+    summary = hook.event.text
+    if summary:
+        at = hook.manager.now_iso()
+        hook.save_hook_state(compact_summary=redact(summary), compact_at=at)
+        record_compaction_summary(hook, summary)
+    hook.manager.record(hook.session_id, text=summary)
+
+
+def on_stop(hook: Hook) -> None:
+    if hook.ensure_open():
+        hook.manager.record(hook.session_id, text=hook.event.text, weight=ASSISTANT_WEIGHT)
+
+
+def on_end(hook: Hook) -> None:
+    state = hook.session()
+    if state is not None and state.is_open:
+        hook.manager.on_session_end(hook.session_id)
+    try:
+        os.unlink(session_state_path(hook.home, hook.session_id))
+    except OSError:
+        pass
+
+
+HANDLERS: dict[str, Callable[[Hook], str | None]] = {
+    ev.START: on_start,
+    ev.PROMPT: on_prompt,
+    ev.TOOL: on_tool,
+    ev.TOOL_FAILURE: on_tool,
+    ev.CWD: on_cwd,
+    ev.PRE_COMPACT: on_pre_compact,
+    ev.POST_COMPACT: on_post_compact,
+    ev.STOP: on_stop,
+    ev.END: on_end,
+}
+
+
+# -- compaction ----------------------------------------------------------------------------------
+def _compaction(hook: Hook) -> CompactionService:
+    from cortex.services.compaction import CompactionService  # only compaction events pay for it
+
+    m = hook.manager
+    return CompactionService(m.store, m.config, m.clock)
+
+
+def _trigger(hook: Hook) -> str:
+    return "manual" if hook.event.trigger == "manual" else "auto"
+
+
+def checkpoint_before_compaction(hook: Hook) -> None:
+    """The write-ahead checkpoint a host's compaction waits for (never blocks it).
+
+    An incremental capture first (lease, pending tasks, the user's compaction instructions as
+    a turn), then the protocol checkpoint: pins, pending tasks, rules and the latest decisions,
+    a snapshot of the meaningful events and the compaction event.
+    """
+    hook.manager.record(hook.session_id, text=hook.event.text)
+    _compaction(hook).pre_compact(hook.session_id, _trigger(hook), hook.event.text or "")
+
+
+def record_compaction_summary(hook: Hook, summary: str) -> None:
+    """The host's summary completes the compaction event and joins the event log."""
+    _compaction(hook).post_compact(hook.session_id, summary, _trigger(hook))
+
+
+def compaction_context(hook: Hook, state: SessionState) -> str | None:
+    """What an agent gets back right after compaction: the write-ahead checkpoint (rules, pins,
+    pending tasks, decisions), else its pins, and the host's summary."""
+    service = _compaction(hook)
+    latest = service.latest_checkpoint(state.session_id)
+    kept = (
+        service.format_checkpoint(latest).rstrip()
+        if latest
+        else format_pins_block(state.working_memory, PINS_BLOCK_CHARS)
+    )
+    summary = hook.hook_state.get("compact_summary")
+    if not isinstance(summary, str) or not summary.strip():
+        return kept
+    at = str(hook.hook_state.get("compact_at") or "")[:16].replace("T", " ")
+    block = f"LAST COMPACTION SUMMARY ({at} UTC):\n{summary.strip()[:SUMMARY_CHARS]}"
+    return _join(kept, block)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _keywords(identity: ProjectIdentity) -> list[str]:
+    """Context words a harness knows at start: the project's name and the git branch."""
+    words = [identity.name]
+    if identity.branch:
+        words.append(identity.branch.replace("/", " "))
+    return words
+
+
+def _prompt_keywords(prompt: str) -> tuple[str, ...]:
+    return (prompt[: ev.MAX_SIGNAL_CHARS],) if prompt else ()
+
+
+def _join(*parts: str | None) -> str | None:
+    text = "\n\n".join(p for p in parts if p)
+    return text or None
+
+
+def _cap(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_CONTEXT_CHARS:
+        return text
+    return text[: MAX_CONTEXT_CHARS - 1] + "…"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {text}"
+
+
+def _short(session_id: str | None) -> str:
+    return repr(session_id[:40]) if isinstance(session_id, str) else "-"
+
+
+def _safe_id(session_id: str | None) -> str | None:
+    try:
+        return check_id(session_id) if session_id is not None else None
+    except ValidationError:
+        return None
+
+
+class _HooksLogHandler(logging.Handler):
+    """The engine's warnings (a failed restore, a mirror not written) go to hooks.log."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(logging.WARNING)
+        self.home = home
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log_line(self.home, f"engine: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _engine_log_to(home: Path) -> Iterator[None]:
+    """Route the ``cortex`` logger to hooks.log (not stderr) while one event is handled."""
+    logger = logging.getLogger("cortex")
+    handler, propagate = _HooksLogHandler(home), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate

@@ -1,0 +1,220 @@
+"""``cortex doctor``: is capture working? Hooks installed, events arriving, database healthy.
+
+Every check reads; nothing is created, migrated or repaired (a missing database stays
+missing). Each problem is one line that names its fix; ``ok`` is False when there is one:
+no host has Cortex's hooks installed, an installed host never sent an event or its last event
+failed, a hook command's program is gone, or the database is damaged or not migrated.
+Open sessions (live or with a lapsed lease), the hook server and the working-memory file are
+reported too.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cortex.adapters import HOSTS
+from cortex.adapters.hooks.install import is_our_hook, target
+from cortex.adapters.hooks.server import server_pid
+from cortex.adapters.hooks.state import read_status
+from cortex.clock import Clock, parse_time
+from cortex.config import Config
+from cortex.errors import CortexError, ValidationError
+from cortex.services.working_memory import parse_working_memory
+from cortex.store import SQLiteStore, Store, migration_names, open_store
+
+
+@dataclass
+class Report:
+    """What doctor found; ``problems`` are the lines that make it exit 1."""
+
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    database: dict[str, Any] = field(default_factory=dict)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=dict)
+    working_memory: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "hosts": self.hosts,
+            "database": self.database,
+            "sessions": self.sessions,
+            "server": self.server,
+            "working_memory": self.working_memory,
+        }
+
+
+def diagnose(config: Config, clock: Clock, user_home: Path, project: Path) -> Report:
+    """Run every check for ``config.home``, hooks looked up for the user and ``project``."""
+    report = Report()
+    _check_hooks(report, config.home, user_home, project, clock.now())
+    _check_database(report, config, clock)
+    pid = server_pid(config.home)
+    report.server = {"running": pid is not None, "pid": pid}
+    _check_working_memory(report, config.working_memory_path)
+    return report
+
+
+def installed_hooks(host: str, user_home: Path, project: Path) -> list[dict[str, str]]:
+    """The settings files holding Cortex's hooks for ``host``, with the command each runs."""
+    found: list[dict[str, str]] = []
+    scopes: list[Path | None] = [None, project]
+    for scope in scopes:
+        place = target(
+            host, project=scope, user_home=user_home, cortex_bin="cortex", cortex_home=None
+        )
+        paths = [place.hooks_path]
+        if host == "claude-code" and scope is not None:
+            paths.append(scope / ".claude" / "settings.json")
+        for path in paths:
+            command = _our_command(path, host)
+            if command is not None and all(f["path"] != str(path) for f in found):
+                found.append({"path": str(path), "command": command})
+    return found
+
+
+def _our_command(path: Path, host: str) -> str | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    events = data.get("hooks") if isinstance(data, dict) else None
+    for entries in events.values() if isinstance(events, dict) else ():
+        for entry in entries if isinstance(entries, list) else ():
+            handlers = entry.get("hooks", [entry]) if isinstance(entry, dict) else []
+            for handler in handlers if isinstance(handlers, list) else ():
+                command = handler.get("command") if isinstance(handler, dict) else None
+                if is_our_hook(command, host):
+                    return str(command)
+    return None
+
+
+def _check_hooks(report: Report, home: Path, user_home: Path, project: Path, now: datetime) -> None:
+    for host in HOSTS:
+        installed = installed_hooks(host, user_home, project)
+        status = read_status(home, host)
+        report.hosts[host] = {"installed": installed, "last_event": status or None}
+        if not installed:
+            continue
+        program = _program(installed[0]["command"])
+        if program is not None and not Path(program).exists():
+            report.problems.append(
+                f"{host}: the hook command's program {program} is gone; "
+                f"rerun `cortex install {host}`"
+            )
+        if not status:
+            report.problems.append(
+                f"{host}: hooks are installed ({installed[0]['path']}) but no event has reached "
+                f"Cortex yet; start a {host} session (and trust the folder), then rerun "
+                "`cortex doctor`"
+            )
+        elif not status.get("ok"):
+            report.problems.append(
+                f"{host}: the last event ({status.get('event')}, {_age(status.get('at'), now)}) "
+                f"failed: {status.get('error')}; see {home / 'logs' / 'hooks.log'}"
+            )
+    if not any(h["installed"] for h in report.hosts.values()):
+        report.problems.append(
+            "no hooks are installed for any host, so nothing is captured; run "
+            "`cortex install claude-code` (or codex, gemini, cursor)"
+        )
+
+
+def _program(command: str) -> str | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    return words[0] if words and words[0].startswith("/") else None
+
+
+def _age(at: object, now: datetime) -> str:
+    try:
+        seconds = (now - parse_time(str(at))).total_seconds()
+    except ValidationError:
+        return "at an unknown time"
+    if seconds < 120:
+        return f"{max(0, int(seconds))}s ago"
+    return f"{int(seconds // 60)}m ago" if seconds < 7200 else f"{int(seconds // 3600)}h ago"
+
+
+def _check_database(report: Report, config: Config, clock: Clock) -> None:
+    path = config.db_path
+    report.database = {"path": str(path), "exists": path.exists()}
+    if not path.exists():
+        report.problems.append(
+            f"no database at {path} yet; the first hook event (or `cortex session start`) "
+            "creates it"
+        )
+        return
+    try:
+        store = open_store(path, migrate=False)
+    except CortexError as exc:
+        report.problems.append(f"database: {exc}")
+        return
+    try:
+        _database_health(report, store)
+        _open_sessions(report, store, config, clock)
+    except CortexError as exc:
+        report.problems.append(f"database: {exc}")
+    finally:
+        store.close()
+
+
+def _database_health(report: Report, store: Store) -> None:
+    if isinstance(store, SQLiteStore):
+        rows = store.connection.execute("PRAGMA quick_check").fetchall()
+        result = "; ".join(str(r[0]) for r in rows[:3])
+        report.database["quick_check"] = result
+        if result != "ok":
+            report.problems.append(
+                f"database {store.url} is damaged ({result}); restore a backup or move it aside"
+            )
+    applied = [name for name, _ in store.applied_migrations()]
+    pending = [name for name in migration_names() if name not in applied]
+    report.database.update(migrations=len(applied), pending_migrations=pending)
+    if pending:
+        report.problems.append(
+            f"database has {len(pending)} pending migration(s) ({pending[0]}, ...); "
+            "run `cortex db migrate`"
+        )
+
+
+def _open_sessions(report: Report, store: Store, config: Config, clock: Clock) -> None:
+    from cortex.services.sessions.manager import SessionPersistenceManager
+
+    manager = SessionPersistenceManager(store, config, clock)
+    for state in store.open_sessions():
+        report.sessions.append(
+            {
+                "session_id": state.session_id,
+                "channel": state.channel,
+                "project": state.project,
+                "last_activity": state.last_activity,
+                "lease": "lapsed" if manager.is_lapsed(state) else "live",
+            }
+        )
+
+
+def _check_working_memory(report: Report, path: Path) -> None:
+    report.working_memory = {"path": str(path), "exists": path.exists()}
+    if not path.exists():
+        return
+    try:
+        parse_working_memory(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        report.problems.append(
+            f"working memory file {path} is unreadable ({exc}); move it aside (the pins stored "
+            "in the database are kept)"
+        )

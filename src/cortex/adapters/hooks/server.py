@@ -1,0 +1,299 @@
+"""The hook server: one warm process per Cortex home that handles hook events for clients.
+
+A hook process is short-lived, and importing the engine is most of its cost. The server has
+it imported already: a client (``cortex hook``) connects to ``$CORTEX_HOME/run/hook.sock``,
+sends its host, working directory, environment and raw stdin, and prints the reply. The
+server runs the same ``dispatch.handle`` with the client's environment (so ``CORTEX_NOW``,
+``CORTEX_*`` settings and ``CLAUDE_PROJECT_DIR`` mean the same thing), one event at a time,
+and keeps no state between events: every event is committed before its reply is sent.
+
+Lifecycle: the first client that finds no server handles its event itself and then starts
+one (``spawn``: a detached ``python -m cortex.adapters.hooks.server HOME``). One server per
+home, held by a lock file. It exits after ``CORTEX_HOOK_SERVER_IDLE`` seconds without a
+request (default 1800), when its socket file is removed or replaced, and when Cortex's code
+on disk changed (it then refuses the request, so the client handles it in-process and starts
+a fresh server).
+
+Wire format (version 1): the request is ``CXH1``, a 4-byte big-endian header length, the
+header (host, cwd and ``NAME=VALUE`` environment entries joined by NUL bytes) and the raw
+input up to end of stream; the reply is ``0`` and the stdout text, or ``S`` when refused.
+The socket is 0600 in the 0700 home, so only its owner can talk to it.
+
+The client half imports only ``_socket``, ``os``, ``sys`` and ``time``: it runs in every hook.
+"""
+
+from __future__ import annotations
+
+import _socket  # not ``socket``: its enums cost a hook client ~4 ms, and it needs none
+import os
+import sys
+import time
+
+TYPE_CHECKING = False  # mypy treats this name as true; importing typing costs ~8 ms
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Callable
+    from pathlib import Path
+
+    Handler = Callable[[str, bytes, dict[str, str], str], str]
+
+MAGIC = b"CXH1"
+SERVED = b"0"
+REFUSED = b"S"
+CLIENT_TIMEOUT_SECONDS = 10.0
+IDLE_SECONDS = 1800.0
+CHECK_SECONDS = 5.0
+SPAWN_GRACE_SECONDS = 10.0
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+MAX_SOCKET_PATH = 100
+"""``sun_path`` holds 104 bytes on macOS, 108 on Linux; a longer home gets no server."""
+
+
+def socket_path(home: str | Path) -> str:
+    return os.path.join(home, "run", "hook.sock")
+
+
+def _usable(path: str) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+
+
+# -- client --------------------------------------------------------------------------------------
+def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> str | None:
+    """The server's answer to one event; None when no server took it (handle it in-process)."""
+    path = socket_path(home)
+    if not _usable(path):
+        return None
+    header = "\0".join([host, cwd, *(f"{k}={v}" for k, v in env.items())])
+    payload = header.encode("utf-8", "surrogateescape")
+    client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        client.settimeout(CLIENT_TIMEOUT_SECONDS)
+        try:
+            client.connect(path)
+        except OSError:
+            return None
+        try:
+            client.sendall(MAGIC + len(payload).to_bytes(4, "big") + payload + raw)
+            client.shutdown(_socket.SHUT_WR)
+            reply = _receive(client, MAX_REQUEST_BYTES)
+        except OSError:
+            return ""  # sent: the server may have recorded it, so do not record it twice
+    finally:
+        client.close()
+    if reply[:1] == REFUSED:
+        return None
+    return reply[1:].decode("utf-8", "replace")
+
+
+def spawn(home: str) -> None:
+    """Start a server for ``home`` in the background, unless one was started moments ago."""
+    run_dir = os.path.join(home, "run")
+    marker = os.path.join(run_dir, "hook.spawned")
+    if not _usable(socket_path(home)):
+        return
+    try:
+        if time.time() - os.stat(marker).st_mtime < SPAWN_GRACE_SECONDS:
+            return
+    except OSError:
+        pass
+    try:
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.utime(marker)
+    except OSError:
+        return  # an unwritable home: the server could not run there either
+    import subprocess
+
+    try:
+        # Detached, with no inherited pipes: the host waits for our stdout to close.
+        subprocess.Popen(
+            [sys.executable, "-m", "cortex.adapters.hooks.server", home],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+            cwd=os.sep,
+        )
+    except OSError:
+        pass
+
+
+def _receive(conn: _socket.socket | socket.socket, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise OSError("message too large")
+        chunks.append(chunk)
+
+
+# -- server --------------------------------------------------------------------------------------
+def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
+    """Serve hook events for ``home`` until idle; 0 also when another server already runs."""
+    from cortex.files import atomic_write_text, ensure_dir  # the server half may import cortex
+
+    run_dir = ensure_dir(home / "run")  # the home and run/ both 0700
+    lock = _lock(run_dir / "hook.lock")
+    if lock is None:
+        return 0
+    try:
+        import signal
+        from functools import partial
+
+        # SIGTERM (an uninstall, a test, a shutdown) unwinds through the cleanup below.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+        from cortex.adapters.hooks.dispatch import StoreCache, handle  # warm: what clients skip
+
+        stores = StoreCache()
+        listener, inode = _listen(socket_path(home))
+        atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
+        try:
+            _loop(listener, inode, code_stamp(), idle_seconds, partial(handle, stores=stores))
+        finally:
+            stores.close()
+            listener.close()
+            if _same_file(socket_path(home), inode):
+                for leftover in (socket_path(home), str(run_dir / "hook.pid")):
+                    _unlink(leftover)
+    finally:
+        os.close(lock)
+    return 0
+
+
+def _listen(path: str) -> tuple[socket.socket, int]:
+    import socket
+
+    _unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    listener.settimeout(CHECK_SECONDS)
+    return listener, os.stat(path).st_ino
+
+
+def _loop(
+    listener: socket.socket, inode: int, stamp: str, idle_seconds: float, handle: Handler
+) -> None:
+    path = listener.getsockname()
+    last = time.monotonic()
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if time.monotonic() - last > idle_seconds or not _same_file(path, inode):
+                return
+            continue
+        last = time.monotonic()
+        with conn:
+            if code_stamp() != stamp:
+                _send(conn, REFUSED)
+                return
+            _serve_one(conn, handle)
+
+
+def _serve_one(conn: socket.socket, handle: Handler) -> None:
+    """Read one request, handle it, reply; a broken request gets an empty answer."""
+    output = ""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT_SECONDS)
+        host, cwd, env, raw = _parse(_receive(conn, MAX_REQUEST_BYTES))
+        output = handle(host, raw, env, cwd)
+    except Exception:  # noqa: BLE001 - the server outlives any one bad request
+        output = ""
+    _send(conn, SERVED + output.encode("utf-8", "replace"))
+
+
+def _parse(message: bytes) -> tuple[str, str, dict[str, str], bytes]:
+    if message[:4] != MAGIC or len(message) < 8:
+        raise ValueError("not a hook request")
+    size = int.from_bytes(message[4:8], "big")
+    header = message[8 : 8 + size].decode("utf-8", "surrogateescape").split("\0")
+    if len(header) < 2:
+        raise ValueError("truncated hook request")
+    env = dict(item.partition("=")[::2] for item in header[2:])
+    return header[0], header[1], env, message[8 + size :]
+
+
+def _lock(lock_path: Path) -> int | None:
+    """An fd holding ``lock_path`` exclusively, or None when another server holds it."""
+    import fcntl
+
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + 2.0  # a refused (stale) server may still be shutting down
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.05)
+
+
+def _send(conn: socket.socket, data: bytes) -> None:
+    try:
+        conn.sendall(data)
+    except OSError:
+        pass  # the client gave up; nothing to tell it
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _same_file(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def code_stamp() -> str:
+    """Changes when any of Cortex's modules on disk changes (an upgrade, an edit)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    newest = 0
+    for directory in (package, os.path.join(package, "hooks"), os.path.join(package, "store")):
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".py"):
+                        newest = max(newest, entry.stat().st_mtime_ns)
+        except OSError:
+            continue
+    return str(newest)
+
+
+def server_pid(home: Path) -> int | None:
+    """The pid of the live server of ``home``, or None."""
+    try:
+        pid = int((home / "run" / "hook.pid").read_text(encoding="utf-8").strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def _idle_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("CORTEX_HOOK_SERVER_IDLE", IDLE_SECONDS)))
+    except ValueError:
+        return IDLE_SECONDS
+
+
+if __name__ == "__main__":  # pragma: no cover - started by spawn()
+    from pathlib import Path
+
+    if len(sys.argv) == 2:
+        sys.exit(serve(Path(sys.argv[1]), _idle_seconds()))

@@ -1,0 +1,115 @@
+"""The hook path's small files in the Cortex home: its log, per-host status and per-session state.
+
+The standard library and ``cortex.files`` only, and none of these files is data Cortex cannot
+lose: they are written atomically (``atomic_write_text``) but not fsynced, and a failure to
+write one is swallowed (the log line then goes to stderr, which hosts show only in their
+debug logs).
+
+- ``logs/hooks.log``: one line per problem (bad input, an error), capped at ``LOG_MAX_BYTES``
+  and rotated once to ``hooks.log.1``.
+- ``hooks/status/<host>.json``: the last event each host sent, when, and whether it was
+  handled, for ``cortex doctor``.
+- ``hooks/sessions/<session id>.json``: what the hooks remember about a session between
+  processes (whether its start injected context, whether it had a prompt, the last compaction
+  summary).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cortex.errors import StorageError
+from cortex.files import atomic_write_text, read_json
+
+LOG_MAX_BYTES = 1_000_000
+MAX_LOG_LINE = 600
+
+
+def utc_stamp() -> str:
+    """The wall clock in UTC ISO 8601 (bookkeeping, so not the injected clock)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+def log_line(home: Path, message: str) -> None:
+    """Append one redacted line to ``logs/hooks.log``; stderr if the log cannot be written."""
+    line = " ".join(f"{utc_stamp()} {_redacted(message)}".split())[:MAX_LOG_LINE] + "\n"
+    path = home / "logs" / "hooks.log"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            if path.stat().st_size > LOG_MAX_BYTES:
+                os.replace(path, path.with_name("hooks.log.1"))
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        try:
+            sys.stderr.write("cortex hook: " + line)
+        except (OSError, ValueError):
+            pass
+
+
+def _redacted(message: str) -> str:
+    try:
+        from cortex.core.redaction import redact
+    except Exception:  # noqa: BLE001 - the log line must be written whatever fails
+        return message
+    return redact(message)
+
+
+def write_small_json(path: Path, data: Any) -> bool:
+    """Atomically replace ``path`` with ``data`` (no fsync); False if it could not be written."""
+    try:
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False), durable=False)
+    except (StorageError, TypeError, ValueError):
+        return False
+    return True
+
+
+def read_small_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``{}`` when missing or unreadable."""
+    try:
+        data = read_json(path)
+    except (StorageError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def status_path(home: Path, host: str) -> Path:
+    return home / "hooks" / "status" / f"{host}.json"
+
+
+def record_status(
+    home: Path, host: str, event: str, session_id: str | None, error: str | None
+) -> None:
+    """Remember the last event ``host`` sent and whether it was handled (for doctor)."""
+    write_small_json(
+        status_path(home, host),
+        {
+            "host": host,
+            "event": event[:80],
+            "at": utc_stamp(),
+            "session_id": session_id,
+            "ok": error is None,
+            "error": None if error is None else _redacted(error)[:MAX_LOG_LINE],
+        },
+    )
+
+
+def read_status(home: Path, host: str) -> dict[str, Any]:
+    return read_small_json(status_path(home, host))
+
+
+def session_state_path(home: Path, session_id: str) -> Path:
+    """Caller passes an id already checked by ``cortex.files.check_id``."""
+    return home / "hooks" / "sessions" / f"{session_id}.json"

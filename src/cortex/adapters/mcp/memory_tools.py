@@ -1,0 +1,312 @@
+"""The MCP tools over long-term memory, checkpoints and snapshots (registered by mcp_server).
+
+Each tool is one small method over ``MemoryService`` or ``CompactionService`` (and its
+``EventLog``), which share the session tools' store. Memories are scoped to this directory's
+project (the same id the sessions carry) plus global ones; a memory added while a session is
+open records that session as its source.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from cortex.adapters.mcp.server import CortexTools, SessionIdArg, tool_errors
+from cortex.core.memory_models import Memory, ScoredMemory
+from cortex.core.transcripts import format_checkpoint
+from cortex.errors import NotFoundError
+from cortex.services.compaction import CompactionService
+from cortex.services.memory import MAX_KEY_CHARS, MemoryService
+
+Layer = Literal["rule", "working", "long_term"]
+Mode = Literal["rules_only", "working", "long_term", "all"]
+Texts = Annotated[tuple[Annotated[str, Field(max_length=2000)], ...], Field(max_length=50)]
+
+
+class MemoryOut(TypedDict):
+    id: str
+    content: str
+    layer: str
+    type: str
+    scope: str
+    project: str | None
+    tags: list[str]
+    upsert_key: str | None
+    confidence: float
+    created_at: str
+    expires_at: str | None
+
+
+class FoundOut(TypedDict):
+    memory: MemoryOut
+    score: float
+    why: str
+
+
+class AddOut(TypedDict):
+    memory: MemoryOut
+    superseded_id: str | None
+
+
+class SearchOut(TypedDict):
+    query: str
+    results: list[FoundOut]
+
+
+class ContextOut(TypedDict):
+    mode: str
+    text: str
+    rules: list[FoundOut]
+    memories: list[FoundOut]
+    used_tokens: int
+    dropped: int
+    compaction_required: bool | None
+    latest_checkpoint_id: str | None
+
+
+class CheckpointOut(TypedDict):
+    checkpoint_id: str
+    session_id: str
+    text: str
+
+
+class SnapshotOut(TypedDict):
+    snapshot_id: str
+    session_id: str
+    slug: str
+    message_count: int
+    transcript_md: str
+
+
+def memory_out(memory: Memory) -> MemoryOut:
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "layer": memory.layer,
+        "type": memory.type,
+        "scope": memory.scope,
+        "project": memory.project,
+        "tags": list(memory.tags),
+        "upsert_key": memory.upsert_key,
+        "confidence": memory.confidence,
+        "created_at": memory.created_at,
+        "expires_at": memory.expires_at,
+    }
+
+
+def found_out(found: ScoredMemory) -> FoundOut:
+    return {"memory": memory_out(found.memory), "score": round(found.score, 6), "why": found.why}
+
+
+def context_text(rules: list[FoundOut], memories: list[FoundOut]) -> str:
+    """The context as lines the model can read at a glance."""
+    lines = [f"- [rule] {r['memory']['content']}" for r in rules]
+    lines += [f"- [{m['memory']['layer']}] {m['memory']['content']}" for m in memories]
+    return "\n".join(lines)
+
+
+class MemoryTools:
+    """Memory, checkpoint and snapshot tools, sharing the session tools' manager and scope."""
+
+    def __init__(self, sessions: CortexTools) -> None:
+        self.sessions = sessions
+
+    # Built once, on first use, over the session tools' (lazily opened) manager.
+    @cached_property
+    def memory(self) -> MemoryService:
+        m = self.sessions.manager
+        return MemoryService(m.store, m.config, m.clock)
+
+    @cached_property
+    def compaction(self) -> CompactionService:
+        m = self.sessions.manager
+        return CompactionService(m.store, m.config, m.clock)
+
+    async def _open_session(self, ctx: Context) -> str | None:
+        """The current session of this project, or None when none is open."""
+        try:
+            return await self.sessions.session_id_for(ctx, None)
+        except NotFoundError:
+            return None
+
+    async def add_memory(
+        self,
+        ctx: Context,
+        content: Annotated[
+            str, Field(description="The fact, decision or preference, in one or a few lines.")
+        ],
+        layer: Annotated[
+            Layer,
+            Field(
+                description="long_term: kept until superseded or forgotten; working: a "
+                "scratchpad note that expires (24 h by default); rule: always put in context."
+            ),
+        ] = "long_term",
+        type: Annotated[
+            str, Field(description="A kind, e.g. note, decision, preference.", max_length=64)
+        ] = "note",
+        tags: Annotated[
+            tuple[Annotated[str, Field(max_length=64)], ...],
+            Field(description="Words to find it by.", max_length=20),
+        ] = (),
+        upsert_key: Annotated[
+            str | None,
+            Field(
+                description="A stable name for this fact, e.g. 'db-port'. A new memory with "
+                "the same key replaces the old one (which is kept as history).",
+                max_length=MAX_KEY_CHARS,
+            ),
+        ] = None,
+        scope: Annotated[
+            Literal["project", "global"],
+            Field(description="project: only this project sees it; global: every project."),
+        ] = "project",
+    ) -> AddOut:
+        """Remember something beyond this session: a decision, a fact about the project, a
+        user preference.
+
+        Use it when the user says "remember ...", when a decision is made that later sessions
+        must respect, or when you learn a durable fact (a port, a convention, a command). Use
+        working_memory_pin instead for what this session must keep in view right now. Pass an
+        upsert_key for facts that change (the newest wins; the old one is kept as history).
+        Credentials are redacted before storage. Returns the stored memory and, on an upsert,
+        the id of the memory it replaced.
+        """
+        with tool_errors():
+            session = await self._open_session(ctx)
+            project = (await self.sessions.identity(ctx)).id
+            added = self.memory.add(
+                content,
+                layer=layer,
+                type=type,
+                tags=tags,
+                upsert_key=upsert_key,
+                scope=scope,
+                project=project if scope == "project" else None,
+                session_id=session,
+                remember_intent="explicit",
+                actor="mcp",
+            )
+        return {"memory": memory_out(added.memory), "superseded_id": added.superseded_id}
+
+    async def search_memories(
+        self,
+        ctx: Context,
+        query: Annotated[str, Field(description="Words to look for.", max_length=2000)],
+        layer: Annotated[Layer | None, Field(description="Only this layer.")] = None,
+        limit: Annotated[int, Field(description="Most results.", ge=1, le=50)] = 10,
+    ) -> SearchOut:
+        """Search the memories of this project (and global ones) by words.
+
+        Use it before answering from assumption: earlier decisions, conventions, facts the user
+        told an earlier session. Results come best first, each with a score and a one-line
+        reason it matched.
+        """
+        with tool_errors():
+            project = (await self.sessions.identity(ctx)).id
+            found = self.memory.search(query, limit=limit, layer=layer, project=project)
+        return {"query": query, "results": [found_out(f) for f in found]}
+
+    async def get_context(
+        self,
+        ctx: Context,
+        query: Annotated[
+            str | None, Field(description="What you are working on.", max_length=2000)
+        ] = None,
+        mode: Annotated[
+            Mode, Field(description="Which layers besides the rules: all by default.")
+        ] = "all",
+        budget_tokens: Annotated[
+            int | None, Field(description="Most tokens of memory to return.", ge=0, le=200_000)
+        ] = None,
+        session_id: SessionIdArg = None,
+    ) -> ContextOut:
+        """Get the memories relevant to the current work: rules first, then working and
+        long-term memories, within a token budget.
+
+        Call it at the start of a task (with a query describing the task) or after a context
+        compaction. With an open session it also says whether compaction is due and names the
+        latest checkpoint. Returns the items and a ready-to-read text block.
+        """
+        with tool_errors():
+            sid = session_id or await self._open_session(ctx)
+            project = (await self.sessions.identity(ctx)).id
+            result = self.memory.get_context(
+                query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project
+            )
+        rules = [found_out(r) for r in result.rules]
+        memories = [found_out(m) for m in result.memories]
+        block = result.session
+        return {
+            "mode": result.mode,
+            "text": context_text(rules, memories),
+            "rules": rules,
+            "memories": memories,
+            "used_tokens": result.used_tokens,
+            "dropped": result.dropped,
+            "compaction_required": block.compaction_required if block else None,
+            "latest_checkpoint_id": block.latest_checkpoint_id if block else None,
+        }
+
+    async def forget_memory(
+        self,
+        ctx: Context,
+        memory_id: Annotated[str, Field(description="The memory's id.", max_length=128)],
+    ) -> MemoryOut:
+        """Forget a memory that is wrong or no longer wanted (the user asks you to, or it was
+        superseded by events). It is never returned again; the record is kept for audit.
+        Returns the forgotten memory.
+        """
+        with tool_errors():
+            forgotten = self.memory.forget(memory_id, actor="mcp")
+        return memory_out(forgotten)
+
+    async def checkpoint_session(
+        self,
+        ctx: Context,
+        summary: Annotated[
+            str, Field(description="Where the work stands, in a few lines.", max_length=4000)
+        ] = "",
+        next_steps: Annotated[Texts, Field(description="What to do next, in order.")] = (),
+        decisions: Annotated[Texts, Field(description="Decisions made so far.")] = (),
+        session_id: SessionIdArg = None,
+    ) -> CheckpointOut:
+        """Write a checkpoint of the current session: what must survive a restart or a
+        compaction (pins, pending tasks, rules, decisions, working memories, next steps).
+
+        Call it at a milestone, before a risky step, or before stopping mid-task; a later
+        session or your own context after compaction resumes from it. Returns the checkpoint
+        id and its text as it will be re-injected.
+        """
+        with tool_errors():
+            sid = await self.sessions.session_id_for(ctx, session_id)
+            checkpoint = self.compaction.checkpoint(
+                sid, summary=summary, next_steps=next_steps, decisions=decisions
+            )
+        return {
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "session_id": sid,
+            "text": format_checkpoint(checkpoint),
+        }
+
+    async def snapshot_session(self, ctx: Context, session_id: SessionIdArg = None) -> SnapshotOut:
+        """Save and return a markdown transcript of the current session's meaningful events
+        (prompts, answers, checkpoints, summaries), as recorded so far.
+
+        Use it to review what a session did, or to hand a session's story to the user.
+        Each call stores a new snapshot.
+        """
+        with tool_errors():
+            sid = await self.sessions.session_id_for(ctx, session_id)
+            snap = self.compaction.events.snapshot(sid, "manual")
+        return {
+            "snapshot_id": snap.id,
+            "session_id": sid,
+            "slug": snap.slug,
+            "message_count": snap.message_count,
+            "transcript_md": snap.transcript_md,
+        }

@@ -1,0 +1,143 @@
+"""Working-memory pin rules (FR-007, design 9.2), as pure functions over tuples of pins.
+
+- Working memory holds at most ``WORKING_MEMORY_CAP`` (10) pins.
+- An inherited pin's label carries its provenance: ``{label} [inherited from {id} @ {time}]``.
+- Labels compare without that suffix and case-insensitively: the current session's pin wins
+  on a collision, and inheriting the same pin twice adds it once (idempotent).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from cortex.core.models import CRITICAL, NORMAL, Pin
+from cortex.errors import ConflictError, ValidationError
+
+WORKING_MEMORY_CAP = 10
+MAX_LABEL_CHARS = 200
+MAX_PIN_CHARS = 4000
+
+_PROVENANCE = re.compile(r"\s*\[inherited from [^\]]*\]\s*$")
+
+
+def base_label(label: str) -> str:
+    """The label without any provenance suffix, for collision checks."""
+    previous = None
+    while previous != label:
+        previous, label = label, _PROVENANCE.sub("", label)
+    return label.strip()
+
+
+def label_key(label: str) -> str:
+    return base_label(label).casefold()
+
+
+def provenance_label(label: str, session_id: str, at: str) -> str:
+    """``{label} [inherited from {session_id} @ {at}]`` (FR-007)."""
+    return f"{base_label(label)} [inherited from {session_id} @ {at}]"
+
+
+def make_pin(
+    label: str, content: str, pinned_at: str, *, critical: bool = False, confidence: float = 1.0
+) -> Pin:
+    """A new pin, validated: non-empty label and content within the size limits."""
+    label, content = label.strip(), content.strip()
+    if not label:
+        raise ValidationError("a pin needs a label; e.g. cortex pin add build-cmd 'make test'")
+    if len(label) > MAX_LABEL_CHARS:
+        raise ValidationError(
+            f"pin label is {len(label)} characters; keep it under {MAX_LABEL_CHARS}"
+        )
+    if not content:
+        raise ValidationError("a pin needs content; e.g. cortex pin add build-cmd 'make test'")
+    if len(content) > MAX_PIN_CHARS:
+        raise ValidationError(
+            f"pin content is {len(content):,} characters; pins hold at most {MAX_PIN_CHARS:,}: "
+            "store long text as a memory or a file and pin a pointer to it"
+        )
+    if not 0.0 <= confidence <= 1.0:
+        raise ValidationError(f"confidence {confidence} is outside 0-1; use e.g. 0.8")
+    return Pin(
+        label=label,
+        content=content,
+        pinned_at=pinned_at,
+        importance=CRITICAL if critical else NORMAL,
+        confidence=confidence,
+    )
+
+
+def upsert_pin(pins: Sequence[Pin], pin: Pin, cap: int = WORKING_MEMORY_CAP) -> tuple[Pin, ...]:
+    """Add ``pin``, replacing a pin with the same label; refuse a new one past the cap."""
+    key = label_key(pin.label)
+    kept = [p for p in pins if label_key(p.label) != key]
+    if len(kept) == len(pins) and len(pins) >= cap:
+        raise ConflictError(
+            f"working memory is full ({cap} pins); remove one first with `cortex pin remove LABEL`"
+        )
+    return (*kept, pin)
+
+
+def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | None]:
+    """Remove the pin whose label (without provenance) matches; return (pins, removed)."""
+    key = label_key(label)
+    for index, pin in enumerate(pins):
+        if label_key(pin.label) == key:
+            return (*pins[:index], *pins[index + 1 :]), pin
+    return tuple(pins), None
+
+
+@dataclass(frozen=True)
+class InheritDecision:
+    """What happened to one candidate pin, for ``--explain`` and debug output."""
+
+    label: str
+    source_session_id: str
+    outcome: str  # "added", "collision", "cap", "below_floor", "duplicate"
+    confidence: float
+
+
+def merge_inherited(
+    current: Sequence[Pin],
+    candidates: Iterable[Pin],
+    *,
+    max_inherited: int,
+    cap: int = WORKING_MEMORY_CAP,
+) -> tuple[tuple[Pin, ...], list[InheritDecision]]:
+    """Append inherited candidates to ``current`` under FR-007's rules.
+
+    Candidates arrive already decayed and provenance-labelled, best first. A candidate is
+    skipped when its label collides with a pin already present (current wins; this also makes
+    repeated inheritance idempotent), when ``max_inherited`` pins were added, or when the
+    working memory is full.
+    """
+    pins = list(current)
+    seen = {label_key(p.label) for p in pins}
+    decisions: list[InheritDecision] = []
+    added = 0
+    for pin in candidates:
+        key = label_key(pin.label)
+        source = pin.source_session_id or ""
+        if key in seen:
+            outcome = "collision"
+        elif added >= max_inherited or len(pins) >= cap:
+            outcome = "cap"
+        else:
+            pins.append(pin)
+            seen.add(key)
+            added += 1
+            outcome = "added"
+        decisions.append(InheritDecision(base_label(pin.label), source, outcome, pin.confidence))
+    return tuple(pins), decisions
+
+
+def inherited_copy(pin: Pin, session_id: str, at: str, confidence: float) -> Pin:
+    """The copy of ``pin`` a new session receives: provenance label, decayed confidence."""
+    return replace(
+        pin,
+        label=provenance_label(pin.label, session_id, at),
+        confidence=round(confidence, 4),
+        source_session_id=session_id,
+        inherited_at=at,
+    )

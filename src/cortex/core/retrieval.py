@@ -1,0 +1,181 @@
+"""Search formulas: turning user text into a safe full-text query, and ranking the hits.
+
+Pure: plain values in, plain values out (the current time is a parameter).
+
+Query building. The user's text is tokenized here (Unicode words), stop words are dropped
+(natural-language questions otherwise match on "what", "did", "the"), and every remaining
+token is double-quoted for FTS5, so ``"``, ``*``, ``-``, ``NEAR``, ``AND``, ``OR`` and ``:``
+are literal text and never query syntax. The tokens are ORed: a memory needs one of them,
+and BM25 ranks those holding more (and rarer) ones first. A query of stop words only keeps
+them, so it still finds something.
+
+Ranking. FTS5's ``bm25()`` (lower is better) becomes a relevance in (0, 1] relative to the
+best candidate, then::
+
+    score = relevance * (0.8 + 0.2 * confidence) * layer_weight * recency * intent
+
+    recency = 0.9 + 0.1 * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+    intent  = 1.05 for remember_intent=explicit, else 1.0
+
+so relevance dominates; confidence, layer, age and explicit intent break near-ties.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from cortex.clock import hours_between
+from cortex.core.memory_models import EXPLICIT, LONG_TERM, RULE, WORKING, Memory
+
+MAX_QUERY_TERMS = 32
+"""Terms kept from one query: enough for any question, bounded for the index's sake."""
+MAX_TERM_CHARS = 64
+RECENCY_HALF_LIFE_DAYS = 30.0
+LAYER_WEIGHTS = {RULE: 1.1, WORKING: 1.05, LONG_TERM: 1.0}
+FREQUENT_DOCS = 1000
+"""A term in more memories than this is "common": ranking all its matches by BM25 would cost
+milliseconds per query at a million memories, for the little weight its low IDF carries."""
+RARE_BUDGET_DOCS = 1500
+"""Most matches the ORed rare terms may bring to the BM25 pass (the rarest term always goes)."""
+LARGE_STORE = 50_000
+"""Below this many memories every term is used: BM25 over all matches is cheap."""
+PRUNED_OVERLAP_WEIGHT = 0.3
+"""When common terms were left out of the BM25 pass, the share of all query terms a candidate
+holds counts this much in its relevance (the rest is its BM25 relevance)."""
+RRF_K = 60
+"""Reciprocal-rank-fusion constant (Cormack et al. 2009); 60 is the usual choice."""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against ago all also am an and any are aren as at be because
+    been before being below between both but by can cannot could couldn did didn do does
+    doesn doing don down during each else ever few for from further get got had hadn has
+    hasn have haven having he her here hers herself him himself his how i if in into is isn
+    it its itself just kind let like ll me might more most much must mustn my myself no nor
+    not now of off on once only or other ought our ours ourselves out over own please re
+    recently same say said shan she should shouldn so some such tell than that the their
+    theirs them themselves then there these they this those through to too under until up
+    us ve very was wasn way we were weren what whatever when where whether which while who
+    whom whose why will with won would wouldn yet you your yours yourself yourselves
+    anything something thing things
+    """.split()
+)
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct search terms of ``text``: lowercased words, stop words dropped.
+
+    A text of stop words only keeps them (so it still matches); at most ``MAX_QUERY_TERMS``.
+    """
+    words = [w[:MAX_TERM_CHARS] for w in _WORD.findall(text.lower())]
+    words = [w for w in words if w.strip("_")]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    return list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
+
+
+def fts_query(terms: Sequence[str], operator: str = "OR") -> str:
+    """An FTS5 MATCH expression joining ``terms`` with ``operator`` (OR, or AND), each term
+    quoted so nothing is syntax."""
+    return f" {operator} ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def plan_terms(terms: Sequence[str], doc_counts: dict[str, int]) -> tuple[list[str], bool]:
+    """Which terms to search on a large store, and whether to rank by recency instead of BM25.
+
+    Terms no memory holds are dropped. The rare terms (at most ``FREQUENT_DOCS`` memories
+    each) are kept, rarest first, while their matches add up to ``RARE_BUDGET_DOCS``; common
+    terms then add too little IDF to pay for scoring their matches. When every term is
+    common, all are kept and the newest matches are re-ranked by term overlap (bounded work).
+
+    Returns:
+        (terms to OR, True when ranking must be by recency).
+    """
+    present = sorted((t for t in terms if doc_counts.get(t, 0) > 0), key=lambda t: doc_counts[t])
+    if not present:
+        return list(terms), False
+    if doc_counts[present[0]] > FREQUENT_DOCS:
+        return present, True
+    kept, total = [present[0]], doc_counts[present[0]]
+    for term in present[1:]:
+        count = doc_counts[term]
+        if count > FREQUENT_DOCS or total + count > RARE_BUDGET_DOCS:
+            break
+        kept.append(term)
+        total += count
+    return kept, False
+
+
+def matched_terms(terms: Sequence[str], text: str) -> list[str]:
+    """The ``terms`` found in ``text``: a term's stem-like prefix (all but its last two
+    characters, at least four) counts, so "deploys" matches "Deploying"."""
+    lowered = text.lower()
+    return [t for t in terms if t[: max(4, len(t) - 2)] in lowered]
+
+
+def term_overlap(terms: Sequence[str], text: str) -> float:
+    """Share of ``terms`` found in ``text`` (see ``matched_terms``), in [0, 1]."""
+    return len(matched_terms(terms, text)) / len(terms) if terms else 0.0
+
+
+def like_patterns(terms: Sequence[str]) -> list[str]:
+    """``LIKE`` patterns for the fallback search, with ``%``, ``_`` and ``\\`` escaped."""
+    out = []
+    for term in terms:
+        escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        out.append(f"%{escaped}%")
+    return out
+
+
+def normalize_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Tags as a tuple of distinct lowercase words; accepts a list or a comma-separated string."""
+    if tags is None:
+        return ()
+    items = tags.split(",") if isinstance(tags, str) else list(tags)
+    cleaned = (" ".join(str(t).strip().lower().split()) for t in items)
+    return tuple(dict.fromkeys(t.replace(",", " ") for t in cleaned if t))
+
+
+def recency_factor(created_at: str, now: datetime) -> float:
+    """0.9 + 0.1 * 0.5 ** (age_days / half-life): 1.0 for a new memory, 0.9 for an old one."""
+    days = hours_between(created_at, now) / 24.0 if created_at else 0.0
+    return 0.9 + 0.1 * math.pow(0.5, days / RECENCY_HALF_LIFE_DAYS)
+
+
+def rank_score(relevance: float, memory: Memory, now: datetime) -> float:
+    """The module docstring's ranking formula; ``relevance`` in [0, 1]."""
+    intent = 1.05 if memory.remember_intent == EXPLICIT else 1.0
+    confidence = min(max(memory.confidence, 0.0), 1.0)
+    return (
+        relevance
+        * (0.8 + 0.2 * confidence)
+        * LAYER_WEIGHTS.get(memory.layer, 1.0)
+        * recency_factor(memory.created_at, now)
+        * intent
+    )
+
+
+def relevances(bm25_scores: Sequence[float]) -> list[float]:
+    """FTS5 ``bm25()`` values (negative, lower is better) as relevances relative to the best."""
+    if not bm25_scores:
+        return []
+    best = max(-s for s in bm25_scores)
+    if best <= 0:
+        return [1.0 for _ in bm25_scores]
+    return [max(-s, 0.0) / best for s in bm25_scores]
+
+
+def rrf_fuse(
+    rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: ``sum(weight / (k + rank))`` over the rankings, best first."""
+    scores: dict[str, float] = {}
+    for index, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[index]
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))

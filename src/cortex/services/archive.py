@@ -1,0 +1,50 @@
+"""Retention (NFR-004): sessions ended long ago move to JSON cold storage, nothing lost.
+
+Each session is written to ``{sessions_dir}/archive/YYYY-MM/{id}.json`` (atomic, fsynced) and
+read back before its row is deleted, batch by batch, each batch in one transaction: a failure
+at any point leaves every session either still in the table or safely in its file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortex.core.models import SessionState
+from cortex.errors import StorageError
+from cortex.files import check_id, read_json, write_json
+from cortex.store import Store
+
+
+@dataclass(frozen=True)
+class ArchiveReport:
+    archived: int
+    paths: tuple[str, ...]
+
+
+def archive_path(sessions_dir: Path, state: SessionState) -> Path:
+    month = (state.end_time or state.start_time)[:7]
+    return sessions_dir / "archive" / month / f"{check_id(state.session_id)}.json"
+
+
+def archive_sessions(
+    store: Store, sessions_dir: Path, before: str, batch: int = 500
+) -> ArchiveReport:
+    """Archive every session that ended before ``before`` (an ISO time)."""
+    paths: list[str] = []
+    while True:
+        with store.transaction():
+            states = store.sessions_ended_before(before, limit=batch)
+            if not states:
+                break
+            for state in states:
+                path = archive_path(sessions_dir, state)
+                write_json(path, state.to_dict())
+                if read_json(path) != state.to_dict():
+                    raise StorageError(
+                        f"archive file {path} did not read back; nothing was "
+                        "deleted, check the disk and run `cortex archive` again"
+                    )
+                paths.append(str(path))
+            store.delete_sessions([s.session_id for s in states])
+    return ArchiveReport(len(paths), tuple(paths))

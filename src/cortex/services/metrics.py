@@ -1,0 +1,304 @@
+"""Tamper-evident metrics (FR-013): every event is a link of a keyed hash chain.
+
+The chain::
+
+    hash_n = HMAC-SHA256(key, prev_hash_n || canonical_json(event, session_id, payload,
+                                                            created_at))
+    prev_hash_n = hash_(n-1), or 64 zeros for the first event
+
+``canonical_json`` is sorted-key compact JSON of those four fields (``seq`` is not hashed: it is
+checked by numbering). The key (``metrics.key``: 32 random bytes as hex, mode 0600) lives in
+the Cortex home, outside the database, so whoever can edit ``brain.db`` cannot re-forge the
+chain: an edited event fails its hash, a deleted one leaves a gap, and the head file
+(``metrics.head``: the newest ``seq`` and hash, itself keyed) reveals deleted newest events.
+
+Payloads are stored as given: callers redact them first (``cortex.core.redaction``), so no secret
+is ever written here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cortex.core.models import MetricEvent
+from cortex.errors import StorageError, ValidationError
+from cortex.files import atomic_write_text, file_lock
+from cortex.store.protocol import Store
+
+EVENT_NAMES = (
+    "session_captured",
+    "session_restored",
+    "confidence_decay_applied",
+    "pending_task_surfaced",
+    "session_chain_traversal",
+)
+"""The five events of the spec (API guide section 11); ``emit`` accepts other names too."""
+
+ZERO_HASH = "0" * 64
+KEY_FILE = "metrics.key"
+HEAD_FILE = "metrics.head"
+_MAX_PROBLEMS = 50
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The chain key in ``path``; created (32 random bytes, hex, mode 0600) if missing."""
+    text = _read_text(path)
+    if text is None:
+        # Under the lock and re-checked, so concurrent first runs agree on one key.
+        with file_lock(path):
+            text = _read_text(path)
+            if text is None:
+                key = secrets.token_bytes(32)
+                atomic_write_text(path, key.hex() + "\n")
+                return key
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise StorageError(
+            f"metrics key {path} is malformed; restore it from a backup "
+            "(a new key cannot verify the events already stored)"
+        )
+    return key
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"cannot read {path} ({exc}); check its permissions") from exc
+
+
+def canonical(event: str, session_id: str | None, payload: dict[str, Any], created_at: str) -> str:
+    """The hashed form of an event: sorted-key compact JSON of its four seq-free fields."""
+    return json.dumps(
+        {"event": event, "session_id": session_id, "payload": payload, "created_at": created_at},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def chain_hash(
+    key: bytes,
+    prev_hash: str,
+    event: str,
+    session_id: str | None,
+    payload: dict[str, Any],
+    created_at: str,
+) -> str:
+    """HMAC-SHA256(key, prev_hash || canonical JSON), as 64 hex digits."""
+    message = (prev_hash + canonical(event, session_id, payload, created_at)).encode("utf-8")
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _head_mac(key: bytes, seq: int, hash_: str) -> str:
+    return hmac.new(key, f"head:{seq}:{hash_}".encode(), hashlib.sha256).hexdigest()
+
+
+def _normalized(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` as it will read back from the store, so the stored hash stays valid."""
+    try:
+        value = json.loads(json.dumps(payload, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(
+            f"metrics payload of {event!r} is not plain JSON ({exc}); pass str, numbers, "
+            "bools, lists and dicts"
+        ) from exc
+    if not isinstance(value, dict):
+        raise ValidationError(f"metrics payload of {event!r} must be a dict")
+    return value
+
+
+class MetricsWriter:
+    """Appends events to the chain; one transaction per call, so writers never fork it."""
+
+    def __init__(self, store: Store, key: bytes, head_path: Path | None = None) -> None:
+        self.store = store
+        self.key = key
+        self.head_path = head_path
+
+    def emit(
+        self, event: str, session_id: str | None, payload: dict[str, Any], at: str
+    ) -> MetricEvent:
+        """Append one event (``payload`` already redacted by the caller) and return it.
+
+        Call it outside any store transaction when ``head_path`` is set: the head is written
+        after the commit, and a rolled-back outer transaction would leave it ahead.
+        """
+        return self.emit_many([(event, session_id, payload)], at)[0]
+
+    def emit_many(
+        self, events: Iterable[tuple[str, str | None, dict[str, Any]]], at: str
+    ) -> list[MetricEvent]:
+        """Append (event, session_id, payload) items in one transaction, one head write."""
+        written = self.append(events, at)
+        if written:
+            self.advance_head(written[-1])
+        return written
+
+    def append(
+        self, events: Iterable[tuple[str, str | None, dict[str, Any]]], at: str
+    ) -> list[MetricEvent]:
+        """Append items to the chain inside the caller's transaction (or one of its own).
+
+        The head file is not touched: call ``advance_head`` with the newest event once the
+        transaction has committed.
+        """
+        items = [(name, sid, _normalized(name, payload)) for name, sid, payload in events]
+        written: list[MetricEvent] = []
+        with self.store.transaction():
+            last = self.store.last_metric()
+            prev = last.hash if last is not None else ZERO_HASH
+            for name, sid, payload in items:
+                digest = chain_hash(self.key, prev, name, sid, payload, at)
+                seq = self.store.append_metric(name, sid, payload, at, prev, digest)
+                written.append(MetricEvent(seq, name, sid, payload, at, prev, digest))
+                prev = digest
+        return written
+
+    def advance_head(self, newest: MetricEvent) -> None:
+        """Record ``newest`` as the chain head (after its transaction committed)."""
+        if self.head_path is not None:
+            self._advance_head(newest)
+
+    def _advance_head(self, newest: MetricEvent) -> None:
+        """Record ``newest`` as the chain head unless a concurrent writer recorded a later one."""
+        assert self.head_path is not None
+        with file_lock(self.head_path):
+            current = _load_head(self.head_path)
+            if isinstance(current, dict) and int(current.get("seq", 0)) >= newest.seq:
+                return
+            head = {
+                "seq": newest.seq,
+                "hash": newest.hash,
+                "mac": _head_mac(self.key, newest.seq, newest.hash),
+            }
+            # Not fsynced, like the database's own commits (WAL, synchronous=NORMAL): after a
+            # power loss the head is never ahead of the chain it vouches for.
+            atomic_write_text(self.head_path, json.dumps(head) + "\n", durable=False)
+
+
+def _load_head(path: Path) -> dict[str, Any] | str | None:
+    """The head record; None if there is no file, an error text if it cannot be used."""
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        head = json.loads(text)
+        seq, hash_, mac = int(head["seq"]), str(head["hash"]), str(head["mac"])
+    except (ValueError, TypeError, KeyError):
+        return f"chain head file {path} is unreadable (edited or truncated)"
+    return {"seq": seq, "hash": hash_, "mac": mac}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of ``verify``: ``ok`` when ``problems`` is empty."""
+
+    ok: bool
+    checked: int
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Walk:
+    """What one pass over the chain found."""
+
+    checked: int = 0
+    mismatched: int = 0
+    newest_seq: int = 0
+    hash_at_head: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _gap(first: int, last: int) -> str:
+    span = f"event {first}" if first == last else f"events {first}-{last}"
+    return f"{span} missing (deleted)"
+
+
+def _walk_chain(store: Store, key: bytes, head_seq: int | None) -> _Walk:
+    """Check numbering, links and hashes of every stored event, in ``seq`` order."""
+    walk = _Walk()
+    prev_hash = ZERO_HASH
+    for ev in store.iter_metrics():
+        walk.checked += 1
+        expected = walk.newest_seq + 1
+        if ev.seq != expected:
+            walk.problems.append(_gap(expected, ev.seq - 1))
+        elif ev.prev_hash != prev_hash:
+            walk.problems.append(
+                f"event {ev.seq}: does not follow event {walk.newest_seq} (chain broken)"
+            )
+        digest = chain_hash(key, ev.prev_hash, ev.event, ev.session_id, ev.payload, ev.created_at)
+        if digest != ev.hash:
+            walk.mismatched += 1
+            walk.problems.append(f"event {ev.seq}: hash mismatch (edited)")
+        if ev.seq == head_seq:
+            walk.hash_at_head = ev.hash
+        walk.newest_seq, prev_hash = ev.seq, ev.hash
+    if walk.checked >= 2 and walk.mismatched == walk.checked:
+        # Every link failing means a different key far more likely than a total rewrite.
+        walk.problems = [p for p in walk.problems if not p.endswith("(edited)")]
+        walk.problems.append(
+            f"all {walk.checked} events fail their hash: wrong metrics key, or every "
+            "event was edited"
+        )
+    return walk
+
+
+def _head_problems(
+    head: dict[str, Any] | str | None, path: Path, key: bytes, walk: _Walk
+) -> list[str]:
+    """What the head file says about the newest events."""
+    if head is None:
+        return [f"chain head file {path} is missing (deleted?)"] if walk.checked else []
+    if isinstance(head, str):
+        return [head]
+    seq, hash_ = int(head["seq"]), str(head["hash"])
+    if not hmac.compare_digest(str(head["mac"]), _head_mac(key, seq, hash_)):
+        return [f"chain head file {path} is not authentic (edited, or another key)"]
+    if seq > walk.newest_seq and not walk.checked:
+        return [f"chain head is seq {seq} but there are no events (all events deleted)"]
+    if seq > walk.newest_seq:
+        return [
+            f"chain head is seq {seq} but the newest event is {walk.newest_seq} "
+            "(newest events deleted)"
+        ]
+    if walk.hash_at_head is not None and walk.hash_at_head != hash_:
+        return [f"chain head does not match event {seq} (edited or replaced)"]
+    return []
+
+
+def verify(store: Store, key: bytes, head_path: Path | None = None) -> VerifyReport:
+    """Walk the whole chain and report every edited, deleted or out-of-chain event.
+
+    Args:
+        store: the store holding the events.
+        key: the chain key (``load_or_create_key``).
+        head_path: the head file the writers kept, to detect deleted newest events.
+
+    Returns:
+        ``VerifyReport(ok, checked, problems)``; problems read like
+        ``"event 12: hash mismatch (edited)"`` or ``"events 5-7 missing (deleted)"``.
+    """
+    head = _load_head(head_path) if head_path is not None else None
+    head_seq = int(head["seq"]) if isinstance(head, dict) else None
+    walk = _walk_chain(store, key, head_seq)
+    problems = walk.problems
+    if head_path is not None:
+        problems += _head_problems(head, head_path, key, walk)
+    if len(problems) > _MAX_PROBLEMS:
+        extra = len(problems) - _MAX_PROBLEMS
+        problems = [*problems[:_MAX_PROBLEMS], f"... and {extra} more problems"]
+    return VerifyReport(ok=not problems, checked=walk.checked, problems=problems)

@@ -1,0 +1,310 @@
+"""Canonical project identity: one id per repository, whatever directory an agent runs in.
+
+Hooks write it to ``session_states.project`` and every reader scopes by it (restoration, the
+MCP server's "current session", ``cortex session list --project``), so the rule is in one
+place: ``project_identity(cwd).id`` is the session's ``project``.
+
+The id of a git working tree is ``"git:" + remote + "#" + root``, each part present when known:
+
+- ``remote`` is the normalized URL of ``origin`` (else the first remote): scheme, user,
+  password, port and a ``.git`` suffix dropped, lower case, so ``git@github.com:Org/Repo.git``
+  and ``https://github.com/org/repo`` are both ``github.com/org/repo``. A local path remote
+  keeps its case (``file/srv/git/repo``).
+- ``root`` is the first 12 hex digits of the oldest root commit of ``HEAD``.
+
+So subdirectories, ``git worktree`` checkouts and renamed clones of one repository share an
+id, and two repositories never do: a clone's remote and root commit are the origin's. A
+repository with no remote is ``git:#<root>`` (its copies and worktrees still share it); one
+with no commit yet (or no ``git`` binary) has no root part, and one with neither is
+``path:<working tree root>``. Outside any repository the id is ``path:<cwd>``, resolved.
+The id of a repository changes when its first commit is made or its first remote is added.
+
+Finding the root commit runs ``git rev-list`` (a subprocess, ~5 ms), so it is cached per git
+common directory (keyed by its path and inode, so a repository re-created at the same path is
+looked up again) in ``<cache_dir>/projects.json``. A root commit never changes, so a cached one
+is reused across branch switches; an unknown one is looked up again when ``HEAD`` moves. The
+rest (``.git`` files, the config, ``HEAD``) is read directly: no subprocess on the hot path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortex.errors import StorageError
+from cortex.files import atomic_write_text, read_json
+
+ROOT_CHARS = 12
+PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CURSOR_PROJECT_DIR")
+"""Variables a harness sets to its project's root; every adapter reads the same ones."""
+CACHE_FILE = "projects.json"
+GIT_TIMEOUT_SECONDS = 2.0
+_MAX_CACHE_ENTRIES = 500
+_SCHEME = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>\[[^\]]*\]|[^/:?#]*)"
+    r"(?::\d*)?(?P<path>[^?#]*)"
+)
+_SCP = re.compile(r"(?:[^@/:]+@)?(?P<host>[^@/:]{2,}):(?P<path>(?!//).*)")
+_SECTION = re.compile(r'\s*\[\s*remote\s+"(?P<name>(?:[^"\\]|\\.)*)"\s*\]')
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def harness_project_dir(env: Mapping[str, str]) -> str | None:
+    """The project root a harness names in ``env`` (Claude Code, Gemini CLI, Cursor), if any."""
+    return next((env[v] for v in PROJECT_DIR_VARS if env.get(v)), None)
+
+
+def display_name(project: str | None) -> str | None:
+    """How a project reads in topics: the last part of an id or a path, else the text itself.
+
+    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
+    read ``radio``; a plain name such as ``radio`` is kept.
+    """
+    if not project:
+        return None
+    body = project.removeprefix("path:")
+    if body.startswith("git:"):
+        body = body.removeprefix("git:").split("#", 1)[0]
+    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
+
+
+@dataclass(frozen=True)
+class ProjectIdentity:
+    """A project: its canonical ``id``, a display ``name`` and the working tree ``root``.
+
+    ``branch`` is the checked-out branch (None when detached or not a repository); it is a
+    context keyword, not part of the identity.
+    """
+
+    id: str
+    name: str
+    root: str
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class _GitDirs:
+    worktree: Path
+    git_dir: Path
+    common_dir: Path
+
+
+def project_identity(cwd: str, cache_dir: Path | None = None) -> ProjectIdentity:
+    """The identity of the project ``cwd`` is in; never raises (falls back to the path)."""
+    start = _absolute(cwd)
+    try:
+        dirs = _find_git(start)
+        if dirs is None:
+            return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
+        return _git_identity(dirs, cache_dir)
+    except (OSError, ValueError, UnicodeError):
+        return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
+
+
+def normalize_remote(url: str) -> str | None:
+    """``git@github.com:Org/Repo.git`` -> ``github.com/org/repo``; None when empty."""
+    text = url.strip()
+    if not text:
+        return None
+    match = _SCHEME.fullmatch(text)
+    if match and match["scheme"].lower() != "file":
+        return _join(match["host"], match["path"]).lower()
+    if match:
+        return _join("file", match["path"])
+    match = _SCP.fullmatch(text)
+    if match:
+        return _join(match["host"], match["path"]).lower()
+    return _join("file", os.path.normpath(text))
+
+
+def _join(host: str, path: str) -> str:
+    parts = [p for p in path.replace("\\", "/").split("/") if p and p != "."]
+    if parts and parts[-1].lower().endswith(".git"):
+        parts[-1] = parts[-1][:-4]
+    return "/".join([host.strip("[]"), *[p for p in parts if p]])
+
+
+def _absolute(cwd: str) -> Path:
+    """``cwd`` made absolute and resolved; the process directory when it is unusable."""
+    try:
+        text = cwd if isinstance(cwd, str) and cwd.strip() and "\0" not in cwd else os.getcwd()
+        return Path(os.path.abspath(os.path.expanduser(text))).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return Path(os.path.abspath(os.sep))
+
+
+def _base_name(path: Path) -> str:
+    return path.name or str(path)
+
+
+def _find_git(start: Path) -> _GitDirs | None:
+    """Walk up from ``start`` to the first ``.git`` (a directory, or a ``gitdir:`` file)."""
+    for directory in (start, *start.parents):
+        marker = directory / ".git"
+        if marker.is_dir():
+            return _GitDirs(directory, marker, _common_dir(marker))
+        if marker.is_file():
+            text = marker.read_text(encoding="utf-8", errors="replace").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            git_dir = Path(os.path.normpath(directory / text[len("gitdir:") :].strip()))
+            return _GitDirs(directory, git_dir, _common_dir(git_dir))
+    return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    """A linked worktree's ``commondir`` file names the main repository's git directory."""
+    try:
+        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir.resolve()
+    return Path(os.path.normpath(git_dir / text)).resolve()
+
+
+def _git_identity(dirs: _GitDirs, cache_dir: Path | None) -> ProjectIdentity:
+    remote = _remote_url(dirs.common_dir / "config")
+    head_ref, head_sha = _head(dirs)
+    root = _root_commit(dirs, head_sha, cache_dir)
+    if remote is None and root is None:
+        project_id = f"path:{dirs.worktree}"
+    else:
+        project_id = "git:" + (remote or "") + (f"#{root[:ROOT_CHARS]}" if root else "")
+    name = remote.rsplit("/", 1)[-1] if remote else _repo_name(dirs)
+    branch = head_ref[len("refs/heads/") :] if head_ref.startswith("refs/heads/") else None
+    return ProjectIdentity(
+        project_id, name or _base_name(dirs.worktree), str(dirs.worktree), branch
+    )
+
+
+def _repo_name(dirs: _GitDirs) -> str:
+    """The main working tree's directory name (a worktree's own name is incidental)."""
+    common = dirs.common_dir
+    if common.name == ".git":
+        return common.parent.name
+    return common.name[:-4] if common.name.endswith(".git") else dirs.worktree.name
+
+
+def _remote_url(config_path: Path) -> str | None:
+    """``origin``'s URL (else the first remote's) from the git config file, normalized."""
+    try:
+        text = config_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    urls: dict[str, str] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            match = _SECTION.match(stripped)
+            current = match["name"] if match else None
+            continue
+        if current is None or current in urls:
+            continue
+        key, sep, value = stripped.partition("=")
+        if sep and key.strip().lower() == "url":
+            urls[current] = _config_value(value)
+    url = urls.get("origin") or next(iter(urls.values()), None)
+    return normalize_remote(url) if url else None
+
+
+def _config_value(raw: str) -> str:
+    """A git config value: unquoted, with a trailing ``#``/``;`` comment dropped."""
+    value = raw.strip()
+    if value.startswith('"'):
+        end = value.find('"', 1)
+        return value[1:end] if end > 0 else value[1:]
+    return re.split(r"\s[#;]", value, maxsplit=1)[0].strip()
+
+
+def _head(dirs: _GitDirs) -> tuple[str, str | None]:
+    """(the ref ``HEAD`` points to or "", the commit it resolves to or None if unborn)."""
+    try:
+        text = (dirs.git_dir / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "", None
+    if not text.startswith("ref:"):
+        return "", text if _SHA.fullmatch(text) else None
+    ref = text[4:].strip()
+    return ref, _resolve_ref(dirs, ref)
+
+
+def _resolve_ref(dirs: _GitDirs, ref: str) -> str | None:
+    if ".." in ref:
+        return None
+    for base in (dirs.git_dir, dirs.common_dir):
+        try:
+            sha = (base / ref).read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        return sha if _SHA.fullmatch(sha) else None
+    try:
+        packed = (dirs.common_dir / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in packed.splitlines():
+        sha, _, name = line.partition(" ")
+        if name.strip() == ref and _SHA.fullmatch(sha):
+            return sha
+    return None
+
+
+def _root_commit(dirs: _GitDirs, head_sha: str | None, cache_dir: Path | None) -> str | None:
+    """The oldest root commit of ``HEAD``, from the cache or ``git rev-list`` (then cached)."""
+    key = str(dirs.common_dir)
+    inode = dirs.common_dir.stat().st_ino
+    cache = _read_cache(cache_dir)
+    entry = cache.get(key)
+    if isinstance(entry, dict) and entry.get("inode") == inode:
+        if entry.get("root") or entry.get("head") == head_sha:
+            root = entry.get("root")
+            return str(root) if root else None
+    root = _run_rev_list(dirs.worktree) if head_sha else None
+    cache[key] = {"inode": inode, "root": root, "head": head_sha}
+    _write_cache(cache_dir, cache)
+    return root
+
+
+def _run_rev_list(worktree: Path) -> str | None:
+    import subprocess  # only on a cache miss: it is a costly import on the hook path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        result = subprocess.run(
+            ["git", "rev-list", "--max-parents=0", "HEAD"],
+            cwd=worktree,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            env=env,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    roots = [line for line in result.stdout.split() if _SHA.fullmatch(line)]
+    # rev-list lists newest first: the last root is the oldest history's, the stablest pick.
+    return roots[-1] if result.returncode == 0 and roots else None
+
+
+def _read_cache(cache_dir: Path | None) -> dict[str, object]:
+    if cache_dir is None:
+        return {}
+    try:
+        data = read_json(cache_dir / CACHE_FILE)
+    except (StorageError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(cache_dir: Path | None, cache: dict[str, object]) -> None:
+    """Best effort, atomic (a lost update only costs one more ``git`` run)."""
+    if cache_dir is None:
+        return
+    while len(cache) > _MAX_CACHE_ENTRIES:
+        del cache[next(iter(cache))]
+    with contextlib.suppress(StorageError):
+        atomic_write_text(cache_dir / CACHE_FILE, json.dumps(cache), durable=False)

@@ -1,0 +1,5 @@
+"""Session use cases: start, record, end, recover, continue, chain, pins."""
+
+from cortex.services.sessions.manager import SessionPersistenceManager
+
+__all__ = ["SessionPersistenceManager"]

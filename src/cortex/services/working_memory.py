@@ -1,0 +1,78 @@
+"""The OpenClaw-compatible ``working_memory.json``: a mirror of the current session's pins.
+
+The session row in the store is the source of truth. This file mirrors the pins of the
+workspace's current session, in OpenClaw's shape (``{"items": [{label, content, pinnedAt}]}``
+plus ``sessionId``), so OpenClaw's own working-memory tool sees them; edits made to the file
+by that tool are read back through ``load_working_memory`` when the session is captured.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortex.core.models import Pin
+from cortex.files import quarantine, read_json, write_json
+
+log = logging.getLogger("cortex")
+
+
+@dataclass(frozen=True)
+class WorkingMemoryFile:
+    """The parsed file: whose pins they are (None if the file does not say) and the pins."""
+
+    session_id: str | None
+    pins: tuple[Pin, ...]
+
+
+def parse_working_memory(data: Any) -> WorkingMemoryFile:
+    """Parse the file's JSON (``{"items": [...]}`` or a bare list). Raises ValueError."""
+    if isinstance(data, list):
+        items, session_id = data, None
+    elif isinstance(data, dict) and isinstance(data.get("items", []), list):
+        items, session_id = data.get("items", []), data.get("sessionId")
+    else:
+        raise ValueError('expected {"items": [...]}')
+    pins = []
+    for item in items:
+        if not isinstance(item, dict) or "content" not in item:
+            raise ValueError("every item needs a content field")
+        pins.append(Pin.from_dict(item))
+    return WorkingMemoryFile(str(session_id) if session_id else None, tuple(pins))
+
+
+def load_working_memory(path: Path, stamp: str) -> WorkingMemoryFile | None:
+    """Read the file; None if missing. A corrupt file is moved aside and logged, not lost."""
+    try:
+        data = read_json(path)
+        return None if data is None else parse_working_memory(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        moved = quarantine(path, stamp)
+        log.warning(
+            "working memory file %s is unreadable (%s); moved it to %s and kept the "
+            "pins stored in the database",
+            path,
+            exc,
+            moved,
+        )
+        return None
+
+
+def save_working_memory(path: Path, session_id: str, pins: tuple[Pin, ...], at: str) -> None:
+    """Atomically write the mirror of ``session_id``'s pins.
+
+    Not fsynced: it is a mirror of the database, rewritten at the next change, and the rename
+    alone keeps readers from ever seeing half a file.
+    """
+    write_json(
+        path,
+        {
+            "version": 1,
+            "sessionId": session_id,
+            "updatedAt": at,
+            "items": [p.to_dict() for p in pins],
+        },
+        durable=False,
+    )
