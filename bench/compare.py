@@ -1,0 +1,149 @@
+"""Before and after, in one run: the hook and restore benchmarks on an older commit and on this
+checkout, interleaved, each figure also as a ratio to a floor timed in the same run.
+
+Run: ``.venv/bin/python bench/compare.py --rev f69c8b9~1`` (``--rounds N``, ``--runs N``,
+``--sessions N``). The older commit is extracted with ``git archive`` into a temporary
+directory; each round runs that tree's own ``bench/hooks.py`` and ``bench/core.py --quick``
+with ``PYTHONPATH`` pointing at its ``src``, then this checkout's, so both see the same load.
+The floor is a whole ``python -c "import sqlite3"`` process of this virtualenv, timed before
+each benchmark. Prints a table and writes bench/results/compare.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+RESTORE = "restore (on_session_start)"
+# (label, benchmark file, key path into its results JSON)
+FIGURES = (
+    ("hook SessionStart, hook server", "hooks", ("server", "SessionStart", "median_ms")),
+    ("hook UserPromptSubmit, hook server", "hooks", ("server", "UserPromptSubmit", "median_ms")),
+    ("hook SessionStart, in-process", "hooks", ("in-process", "SessionStart", "median_ms")),
+    ("restore in-process, 10,000 stored", "core", ("10,000 stored", RESTORE, "median_ms")),
+    ("turn capture in-process", "core", ("10,000 stored", "turn capture (record)", "median_ms")),
+    (
+        "whole `cortex session start`",
+        "core",
+        ("10,000 stored", "whole `cortex session start` process", "median_ms"),
+    ),
+)
+
+
+def extract(rev: str, into: Path) -> Path:
+    """The tree of ``rev`` (committed files only) under ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True
+    ).stdout
+    tar_path = into / "tree.tar"
+    tar_path.write_bytes(archive)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into / "tree", filter="data")
+    return into / "tree"
+
+
+def floor_ms(runs: int = 20) -> float:
+    """Median of whole ``python -c "import sqlite3"`` processes (the cost of any hook)."""
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def run_bench(tree: Path, name: str, args: list[str]) -> dict[str, object]:
+    """Run ``tree``'s own ``bench/NAME.py`` on ``tree``'s sources; return its results JSON."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    subprocess.run(
+        [sys.executable, str(tree / "bench" / f"{name}.py"), *args],
+        env=env,
+        cwd=tree,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return dict(json.loads((tree / "bench" / "results" / f"{name}.json").read_text()))
+
+
+def pick(data: dict[str, object], keys: tuple[str, ...]) -> float | None:
+    value: object = data
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value) if isinstance(value, int | float) else None
+
+
+def one_round(trees: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """{tree label: {figure label: ms}} plus each tree's floor, for one interleaved round."""
+    out: dict[str, dict[str, float]] = {}
+    for label, tree in trees.items():
+        figures: dict[str, float] = {"floor": floor_ms()}
+        hooks = run_bench(
+            tree, "hooks", ["--runs", str(args.runs), "--sessions", str(args.sessions)]
+        )
+        core = run_bench(tree, "core", ["--quick"])
+        for name, bench, keys in FIGURES:
+            value = pick(hooks if bench == "hooks" else core, keys)
+            if value is not None:
+                figures[name] = value
+        out[label] = figures
+        print(f"  {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()), flush=True)
+    return out
+
+
+def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Median over rounds of each figure and of its ratio to the same round's floor."""
+    table: dict[str, dict[str, float]] = {}
+    for name in ["floor", *(f[0] for f in FIGURES)]:
+        row: dict[str, float] = {}
+        for label in rounds[0]:
+            values = [r[label][name] for r in rounds if name in r[label]]
+            ratios = [r[label][name] / r[label]["floor"] for r in rounds if name in r[label]]
+            if values:
+                row[f"{label}_ms"] = round(statistics.median(values), 2)
+                row[f"{label}_x_floor"] = round(statistics.median(ratios), 2)
+        table[name] = row
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~3")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=15, help="hook processes per event and mode")
+    parser.add_argument("--sessions", type=int, default=10_000, help="stored for the hook bench")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cortex-compare-") as tmp:
+        trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
+        rounds = []
+        for n in range(args.rounds):
+            print(f"round {n + 1}/{args.rounds}", flush=True)
+            rounds.append(one_round(trees, args))
+    table = summarize(rounds)
+    load = os.getloadavg()
+    report = {"rev": args.rev, "rounds": args.rounds, "loadavg": load, "figures": table}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "compare.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nbefore = {args.rev}, after = this checkout; medians of {args.rounds} rounds")
+    print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'figure':<38} {'before ms':>10} {'x floor':>8} {'after ms':>9} {'x floor':>8}")
+    nan = float("nan")
+    for name, row in table.items():
+        before = f"{row.get('before_ms', nan):>10.1f} {row.get('before_x_floor', nan):>8.2f}"
+        after = f"{row.get('after_ms', nan):>9.1f} {row.get('after_x_floor', nan):>8.2f}"
+        print(f"{name:<38} {before} {after}")
+
+
+if __name__ == "__main__":
+    main()
