@@ -7,6 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cortex.core.redaction import MARKER, contains_secret, redact, redact_value
+from secret_corpus import CORPUS
 
 R = MARKER
 ALNUM = "aB3dE5gH7jK9mN1pQ2rS4tU6vW8xY0zC"  # 32 mixed characters, the shape of key material
@@ -89,6 +90,11 @@ KEPT_CASES = [
     "password:\nnext line is not the value",
     f"api_key={R}",
     "",
+    "test_the_pure_core_checker_catches_violations_in_module_2",
+    "primary_key: user_id, sort_key=created_at_desc, cache key: 2024-01-01T00:00:00Z",
+    "pg_dump --password-file ~/.pgpass app",
+    "see mysql docs for -p and --host",
+    "Ticket ABC-1234: SKU SK-42 shipped",
 ]
 
 
@@ -192,3 +198,19 @@ def test_redact_value_is_idempotent(text: str):
     value = {"password": text, "list": [text, (text,)], "n": 1}
     once = redact_value(value)
     assert redact_value(once) == once
+
+
+def test_the_corpus_is_large_and_varied():
+    assert len(CORPUS) >= 150
+    assert len({kind for kind, _, _ in CORPUS}) >= 25
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret", "text"), CORPUS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CORPUS)]
+)
+def test_every_credential_of_the_corpus_is_redacted(kind: str, secret: str, text: str):
+    out = redact(text)
+    assert MARKER in out
+    leaks = [secret[i : i + 12] for i in range(len(secret) - 11) if secret[i : i + 12] in out]
+    assert leaks == [], f"{kind}: {out!r}"
+    assert redact(out) == out

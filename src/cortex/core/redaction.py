@@ -1,70 +1,120 @@
 """Credential redaction: every secret-looking span becomes ``[REDACTED]`` before it is stored.
 
-The patterns are the spec's list (API guide 13.3) plus the common real formats: PEM private
-key blocks, URL passwords, ``Authorization`` headers, OpenAI/Anthropic ``sk-`` keys, GitHub
-``ghp_/gho_/ghu_/ghs_/ghr_/github_pat_``, AWS access key ids, Slack tokens and webhooks,
-Stripe keys, Google ``AIza`` keys, JWTs and bearer tokens.
+What is recognised:
 
-Deviations from the spec's patterns:
+- ``key=value`` and ``key: value`` for secret-sounding keys (passwords, secrets, tokens, API
+  keys, credentials, ``Authorization`` headers); the key is kept (``api_key=[REDACTED]``),
+  the separator must be on the same line, a quoted value is replaced inside its quotes. Any
+  other ``*key``/``*hmac``/``*signature`` name (``SIGNING_KEY``, ``AccountKey``) counts when
+  its value looks like key material: 16+ characters of letters, digits and ``+/=_-`` with
+  both letters and digits.
+- Command lines: ``--password VALUE`` (and ``--token``, ``--secret``, ``--api-key``...),
+  ``mysql ... -pVALUE``, ``sshpass -p VALUE``, ``curl -u user:VALUE``.
+- Connection strings: the password of ``scheme://user:password@host``, with or without a user.
+- Provider formats with a distinctive prefix (about fifty: OpenAI and Anthropic ``sk-``,
+  GitHub, GitLab, AWS, Slack, Stripe, Google, Hugging Face, npm, PyPI, SendGrid, Twilio,
+  DigitalOcean, Shopify, Vault, Grafana, Databricks, Docker Hub, Sentry...), JWTs, bearer
+  tokens, PEM private key blocks.
+- Random-looking runs: 32+ characters of base64 that mix upper case, lower case and digits
+  (git SHAs, hex digests and UUIDs have no upper case and are kept), and URL-safe runs with
+  ``-``/``_`` that also carry the character entropy of random key material (identifiers made
+  of words do not).
 
-- ``key=value`` and ``key: value`` keep the key (``api_key=[REDACTED]``, as API guide 14.2
-  expects); the key may carry a prefix (``DB_PASSWORD``) and the separator must be on the
-  same line; a quoted value is replaced inside its quotes.
-- The generic base64 rule ``[A-Za-z0-9+/]{32,}`` would also wipe git SHAs, hex digests and
-  long identifiers. Here such a run is redacted only when it mixes upper case, lower case
-  and digits, as random key material does.
-
-How it stays fast and safe: every pattern but the base64 run starts with a literal (so the
-regex engine skips
-ahead at C speed), case-insensitive ones run on a lowercased copy of the same length, each
-pattern makes one pass and reports the secret's span, and the spans are merged and replaced
-once. ``redact`` repeats until nothing changes (at most a few passes), so it is idempotent.
+How it stays fast: most text holds no secret, so every rule is guarded by a literal that
+must occur in the text (``str.__contains__`` at C speed) before its regular expression runs;
+patterns are compiled on first use, not at import. Case-insensitive rules run on a lowercased
+copy of the same length, each rule reports the secret's span, and the spans are merged and
+replaced once. ``redact`` repeats until nothing changes (a few passes), so it is idempotent.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
-from typing import Any
+from functools import cache
+
+# Not ``from typing import TYPE_CHECKING``: the hook path need not pay for importing typing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 MARKER = "[REDACTED]"
 _MAX_PASSES = 4
-
-# ``(?<!...prefix)`` placed after a literal prefix keeps the literal first (fast scanning)
-# while still requiring that no word character comes right before the token.
 _WORD = "A-Za-z0-9_"
-
-
-def _token(prefix: str, body: str) -> re.Pattern[str]:
-    literal = re.escape(prefix)
-    return re.compile(f"{literal}(?<![{_WORD}]{literal}){body}")
-
-
-# Formats matched on the original text; the whole match is the secret.
-_TOKENS = (
-    _token("sk-", r"[A-Za-z0-9_-]{20,}"),  # OpenAI (sk-, sk-proj-) and Anthropic (sk-ant-)
-    _token("gh", r"[pousr]_[A-Za-z0-9]{30,}"),  # GitHub ghp_, gho_, ghu_, ghs_, ghr_
-    _token("github_pat_", r"[A-Za-z0-9_]{22,}"),  # GitHub fine-grained tokens
-    _token("AKIA", r"[A-Z0-9]{16}(?![A-Za-z0-9_])"),  # AWS access key ids
-    _token("ASIA", r"[A-Z0-9]{16}(?![A-Za-z0-9_])"),  # AWS temporary access key ids
-    _token("xox", r"[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-    _token("sk_", r"(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret keys
-    _token("rk_", r"(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe restricted keys
-    _token("whsec_", r"[A-Za-z0-9]{20,}"),  # Stripe webhook secrets
-    _token("AIza", r"[0-9A-Za-z_-]{35,}"),  # Google API keys
-    _token("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWTs
+# Provider tokens: (literal prefix, what follows it). The whole match is the secret; the
+# prefix must not follow a word character.
+_PREFIXED = (
+    ("sk-", r"[A-Za-z0-9_-]{20,}"),  # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), OpenRouter
+    ("sk.eyJ", r"[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{10,}"),  # Mapbox secret tokens
+    ("gh", r"[pousr]_[A-Za-z0-9]{30,}"),  # GitHub ghp_, gho_, ghu_, ghs_, ghr_
+    ("github_pat_", r"[A-Za-z0-9_]{22,}"),  # GitHub fine-grained tokens
+    ("glpat-", r"[A-Za-z0-9_-]{20,}"),  # GitLab personal access tokens
+    ("gldt-", r"[A-Za-z0-9_-]{20,}"),  # GitLab deploy tokens
+    ("glsa_", r"[A-Za-z0-9_]{32,}"),  # Grafana service account tokens
+    ("AKIA", r"[A-Z0-9]{16}(?![A-Za-z0-9_])"),  # AWS access key ids
+    ("ASIA", r"[A-Z0-9]{16}(?![A-Za-z0-9_])"),  # AWS temporary access key ids
+    ("LTAI", r"[A-Za-z0-9]{12,30}(?![A-Za-z0-9])"),  # Alibaba Cloud access keys
+    ("xox", r"[abprse]-[A-Za-z0-9-]{10,}"),  # Slack tokens
+    ("xapp-", r"\d-[A-Za-z0-9-]{10,}"),  # Slack app-level tokens
+    ("sk_", r"(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret keys
+    ("rk_", r"(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe restricted keys
+    ("whsec_", r"[A-Za-z0-9]{20,}"),  # Stripe webhook secrets
+    ("AIza", r"[0-9A-Za-z_-]{35,}"),  # Google API keys
+    ("ya29.", r"[0-9A-Za-z_-]{20,}"),  # Google OAuth access tokens
+    ("GOCSPX-", r"[0-9A-Za-z_-]{20,}"),  # Google OAuth client secrets
+    ("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWTs
+    ("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),  # npm tokens
+    ("pypi-", r"[A-Za-z0-9_-]{50,}"),  # PyPI API tokens
+    ("hf_", r"[A-Za-z0-9]{30,}"),  # Hugging Face tokens
+    ("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),  # SendGrid keys
+    ("SK", r"[0-9a-f]{32}(?![0-9A-Za-z])"),  # Twilio API key SIDs
+    ("do", r"[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean dop_v1_, doo_v1_, dor_v1_
+    ("shp", r"(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),  # Shopify access tokens
+    ("hvs.", r"[A-Za-z0-9_-]{24,}"),  # HashiCorp Vault service tokens
+    ("hvb.", r"[A-Za-z0-9_-]{24,}"),  # HashiCorp Vault batch tokens
+    ("dapi", r"[a-f0-9]{32}(?:-\d)?(?![0-9a-f])"),  # Databricks tokens
+    ("lin_api_", r"[A-Za-z0-9]{40,}"),  # Linear API keys
+    ("PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),  # Postman API keys
+    ("AGE-SECRET-KEY-1", r"[0-9A-Z]{58}"),  # age secret keys
+    ("key-", r"[0-9a-f]{32}(?![0-9a-f])"),  # Mailgun API keys
+    ("dp.", r"(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),  # Doppler tokens
+    ("secret_", r"[A-Za-z0-9]{43}(?![A-Za-z0-9])"),  # Notion integration secrets
+    ("ntn_", r"[A-Za-z0-9]{40,}"),  # Notion tokens
+    ("ATATT", r"[A-Za-z0-9_=-]{50,}"),  # Atlassian API tokens
+    ("sq0", r"(?:atp|csp)-[0-9A-Za-z_-]{22,}"),  # Square tokens
+    ("EAA", r"[0-9A-Za-z]{60,}"),  # Facebook and Square access tokens
+    ("gsk_", r"[A-Za-z0-9]{40,}"),  # Groq API keys
+    ("r8_", r"[A-Za-z0-9]{37,}"),  # Replicate tokens
+    ("xai-", r"[A-Za-z0-9]{40,}"),  # xAI API keys
+    ("pplx-", r"[A-Za-z0-9]{40,}"),  # Perplexity API keys
+    ("sbp_", r"[a-f0-9]{40}"),  # Supabase access tokens
+    ("dckr_pat_", r"[A-Za-z0-9_-]{20,}"),  # Docker Hub access tokens
+    ("rubygems_", r"[a-f0-9]{48}"),  # RubyGems API keys
+    ("NRAK-", r"[A-Z0-9]{27}"),  # New Relic user keys
+    ("pscale_", r"(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,}"),  # PlanetScale tokens and passwords
+    ("fo1_", r"[A-Za-z0-9_-]{40,}"),  # Fly.io tokens
+    ("pul-", r"[a-f0-9]{40}"),  # Pulumi access tokens
+    ("sntrys_", r"[A-Za-z0-9+/=_-]{40,}"),  # Sentry org tokens
+    ("sntryu_", r"[a-f0-9]{64}"),  # Sentry user tokens
+    ("HRKU-", r"[A-Za-z0-9_-]{40,}"),  # Heroku API keys
 )
-
-# Patterns whose named group ``s`` is the secret; the rest of the match is kept.
-_URL_PASSWORD = re.compile(r"://[^\s:/@]+:(?P<s>[^\s/@]+)@")
-_SLACK_WEBHOOK = re.compile(r"https://hooks\.slack\.com/services/(?P<s>[A-Za-z0-9/_-]+)")
-
-# Case-insensitive patterns, matched on the lowercased copy (so written in lower case).
+# Formats whose secret is not at a literal's start: (guard literal, pattern). With a group
+# ``s``, only that group is the secret.
+_GUARDED = (
+    ("atlasv1.", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),  # Terraform Cloud tokens
+    (":AA", r"(?<!\d)\d{8,10}:AA[0-9A-Za-z_-]{33}"),  # Telegram bot tokens
+    (":APA91b", r"AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,}"),  # Firebase server keys
+    ("://", r"://[^\s:/@]*:(?P<s>[^\s/@]+)@"),  # URL passwords, with or without a user
+    ("hooks.slack.com", r"https://hooks\.slack\.com/services/(?P<s>[A-Za-z0-9/_-]+)"),
+)
+# Case-insensitive rules, matched on a lowercased copy: (guard literals, pattern).
 _VALUE = r"(?![\"']?\[redacted\])(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;)}\]]+)"
 _SEPARATOR = r"[\"']?[ \t]*[:=][ \t]*"
 _KEY_SUFFIX = r"(?:[_-](?:access[_-])?key|[_-]token)?"
 _KEY_STEMS = (
     "pass(?:word|wd|phrase)",
+    "pwd",
     "secret",
     "api[_-]?key",
     "token",
@@ -72,38 +122,82 @@ _KEY_STEMS = (
     "bearer",
     "private[_-]?key",
     "access[_-]?key",
+    "credentials?",
 )
-_KEY_VALUES = tuple(re.compile(stem + _KEY_SUFFIX + _SEPARATOR + _VALUE) for stem in _KEY_STEMS)
-_AUTH_HEADER = re.compile(
-    r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:(?:bearer|basic|token|digest)[ \t]+)?+"
-    r"(?!\[redacted\])(?P<s>[^\s\"',;]+)"
+_FLAG_NAMES = r"(?:[a-z]+-)*(?:password|passwd|pass|token|secret|api-?key|credentials?)"
+_FLAG_VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|(?![-\[])[^\s\"']+)"
+_KEY_MATERIAL = r"(?P<s>(?=[a-z0-9+/_-]*\d)(?=[a-z0-9+/_-]*[a-z])[a-z0-9+/_-]{16,}={0,2})"
+_FOLDED = (
+    (("pass", "pwd", "secret", "key", "token", "auth", "bearer", "credential"), None),
+    (
+        ("authorization",),
+        r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+        r"(?:(?:bearer|basic|token|digest)[ \t]+)?+(?!\[redacted\])(?P<s>[^\s\"',;]+)",
+    ),
+    (
+        ("bearer",),
+        r"bearer(?<![a-z0-9_]bearer)[ \t]+"
+        r"(?P<s>(?=[a-z._~+/-]*\d)[a-z0-9._~+/-]{16,}=*)",
+    ),
+    (("--",), rf"(?<![\w-])--{_FLAG_NAMES}[ \t]+{_FLAG_VALUE}"),
+    (
+        ("-p",),
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?"
+        r"[ \t]-p(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s]*)",
+    ),
+    (("sshpass",), r"\bsshpass[ \t]+-p[ \t]*(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+    (("-u", "--user"), r"(?:[ \t]-u|--user)[ \t]+[^\s:\"']+:(?P<s>[^\s\"']+)"),
+    (
+        ("key", "hmac", "signature"),
+        r"(?<![a-z0-9])[a-z0-9_.-]*(?:key|hmac|signature)"
+        rf"[\"']?[ \t]*[:=][ \t]*[\"']?{_KEY_MATERIAL}",
+    ),
 )
-_BEARER = re.compile(
-    r"bearer(?<![a-z0-9_]bearer)[ \t]+(?P<s>(?=[a-z._~+/-]*\d)[a-z0-9._~+/-]{16,}=*)"
-)
-_FOLDED = (*_KEY_VALUES, _AUTH_HEADER, _BEARER)
-_ORIGINAL = (*_TOKENS, _URL_PASSWORD, _SLACK_WEBHOOK)
+_PEM_TAIL = "PRIVATE KEY-----"
+_SHORTEST_TOKEN = 20
+"""No provider format above is shorter than this (prefix included)."""
 
-_SECRET_KEY_NAME = re.compile(
-    "(?:" + "|".join(_KEY_STEMS) + ")" + _KEY_SUFFIX + r"\Z", re.IGNORECASE
-)
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/])")
-_CHAR_KINDS = (re.compile("[0-9]"), re.compile("[A-Z]"), re.compile("[a-z]"))
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----")
-_PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY-----")
-# A block cut short: whitespace-separated base64 chunks of 16+ characters (not prose words).
+@cache
+def _rules() -> tuple[
+    tuple[tuple[str, re.Pattern[str]], ...], tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
+]:
+    """Compiled (guard, pattern) rules for the original text and for the lowercased copy."""
+    original = [
+        (prefix, re.compile(f"{re.escape(prefix)}(?<![{_WORD}]{re.escape(prefix)}){body}"))
+        for prefix, body in _PREFIXED
+    ]
+    original += [(guard, re.compile(pattern)) for guard, pattern in _GUARDED]
+    stems = "|".join(_KEY_STEMS)
+    key_values = rf"(?:{stems}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
+    folded = [(guards, re.compile(pattern or key_values)) for guards, pattern in _FOLDED]
+    return tuple(original), tuple(folded)
+
+
+@cache
+def _runs() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """Base64 runs, URL-safe runs, and PEM begin/end lines (compiled on first use)."""
+    return (
+        re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/])"),
+        re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])"),
+        re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----"),
+        re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY-----"),
+    )
+
+
 _PEM_BODY = re.compile(r"(?:\s*+[A-Za-z0-9+/=]{16,}+)*+")
+"""A block cut short: whitespace-separated base64 chunks of 16+ characters (not prose)."""
 
 
 def _pem_spans(text: str) -> Iterator[tuple[int, int]]:
     """Each private-key block, from BEGIN to END (or to the end of its body if cut short)."""
-    if "PRIVATE KEY-----" not in text:
+    if _PEM_TAIL not in text:
         return
+    _, _, begin_line, end_line = _runs()
     pos = 0
     end_missing = False
-    while (begin := _PEM_BEGIN.search(text, pos)) is not None:
-        end = None if end_missing else _PEM_END.search(text, begin.end())
+    while (begin := begin_line.search(text, pos)) is not None:
+        end = None if end_missing else end_line.search(text, begin.end())
         if end is None:
             end_missing = True  # no END after here, so none after any later BEGIN either
             body = _PEM_BODY.match(text, begin.end())
@@ -122,23 +216,52 @@ def _group_spans(pattern: re.Pattern[str], source: str) -> Iterator[tuple[int, i
         yield start, end
 
 
-def _base64_spans(text: str) -> Iterator[tuple[int, int]]:
-    for match in _BASE64_RUN.finditer(text):
-        start, end = match.span()
-        if all(kind.search(text, start, end) for kind in _CHAR_KINDS):
-            yield start, end
+def _entropy(run: str) -> float:
+    """Shannon entropy of ``run``'s characters, in bits per character."""
+    counts: dict[str, int] = {}
+    for char in run:
+        counts[char] = counts.get(char, 0) + 1
+    total = len(run)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def _mixes_kinds(run: str) -> bool:
+    """Upper case, lower case and digits together, as random key material has them."""
+    return (
+        any(c.isdigit() for c in run)
+        and any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+    )
+
+
+def _random_run_spans(text: str) -> Iterator[tuple[int, int]]:
+    base64_run, urlsafe_run, _, _ = _runs()
+    for match in base64_run.finditer(text):
+        if _mixes_kinds(match.group()):
+            yield match.span()
+    for match in urlsafe_run.finditer(text):
+        run = match.group()
+        if ("-" in run or "_" in run) and _mixes_kinds(run) and _entropy(run) >= 4.4:
+            yield match.span()
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
+    original, folded_rules = _rules()
+    spans = list(_pem_spans(text))
+    # Every provider token and random run is 20+ characters without white space: text with
+    # no such piece (most prose) skips those rules. URL passwords can be shorter.
+    longest = max(map(len, text.split()), default=0)
+    for guard, pattern in original:
+        if (longest >= _SHORTEST_TOKEN or guard == "://") and guard in text:
+            spans.extend(_group_spans(pattern, text))
     # U+0130 is the one code point whose lowercase is two characters; mapping it first keeps
     # ``folded`` the same length as ``text``, so spans found in it apply to ``text``.
     folded = text.replace("\u0130", "i").lower()
-    spans = list(_pem_spans(text))
-    for pattern in _ORIGINAL:
-        spans.extend(_group_spans(pattern, text))
-    for pattern in _FOLDED:
-        spans.extend(_group_spans(pattern, folded))
-    spans.extend(_base64_spans(text))
+    for guards, pattern in folded_rules:
+        if any(guard in folded for guard in guards):
+            spans.extend(_group_spans(pattern, folded))
+    if longest >= 32:
+        spans.extend(_random_run_spans(text))
     return spans
 
 
@@ -196,6 +319,16 @@ def redact_value(value: Any) -> Any:
 
 
 def _redact_item(key: Any, item: Any) -> Any:
-    if isinstance(key, str) and isinstance(item, str) and item and _SECRET_KEY_NAME.search(key):
+    if isinstance(key, str) and isinstance(item, str) and item and _secret_key_name(key):
         return MARKER
     return redact_value(item)
+
+
+@cache
+def _secret_key_pattern() -> re.Pattern[str]:
+    return re.compile("(?:" + "|".join(_KEY_STEMS) + ")" + _KEY_SUFFIX + r"\Z", re.IGNORECASE)
+
+
+def _secret_key_name(key: str) -> bool:
+    """Whether a mapping key names a secret (``password``, ``api_key``, ``GITHUB_TOKEN``...)."""
+    return _secret_key_pattern().search(key) is not None
