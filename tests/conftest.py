@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
 from cortex.services.sessions.manager import SessionPersistenceManager
-from cortex.store import SQLiteStore, open_store
+from cortex.store import Store, open_store
 
 START = "2026-02-16T09:00:00Z"
 
@@ -47,14 +49,30 @@ def manager(make_config: Callable[..., Config], clock: FixedClock) -> SessionPer
     return SessionPersistenceManager.open(make_config(), clock)
 
 
-@pytest.fixture(params=["file", "memory"])
-def sqlite_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteStore]:
-    """A migrated SQLite store: a file under tmp_path, then ``:memory:`` (contract suites)."""
-    if request.param == "file":
-        store = SQLiteStore(tmp_path / "home" / "brain.db")
-    else:
-        opened = open_store(":memory:")
-        assert isinstance(opened, SQLiteStore)
-        store = opened
-    yield store
-    store.close()
+@contextlib.contextmanager
+def _sqlite_file(tmp_path: Path) -> Iterator[str]:
+    yield str(tmp_path / "home" / "brain.db")
+
+
+@contextlib.contextmanager
+def _sqlite_memory(tmp_path: Path) -> Iterator[str]:
+    yield ":memory:"
+
+
+STORE_URLS: dict[str, Callable[[Path], AbstractContextManager[str]]] = {
+    "sqlite-file": _sqlite_file,
+    "sqlite-memory": _sqlite_memory,
+}
+"""Where the ``store`` fixture opens each backend: a context manager that yields the URL of a
+fresh, empty store and removes it afterwards. A backend joins the contract with one entry."""
+
+
+@pytest.fixture(params=list(STORE_URLS))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A migrated store of each backend in ``STORE_URLS`` (the contract suites' fixture)."""
+    with STORE_URLS[request.param](tmp_path) as url:
+        opened = open_store(url)
+        try:
+            yield opened
+        finally:
+            opened.close()

@@ -1,52 +1,66 @@
-"""SQLiteStore keeps the memory-lifecycle part of the Store contract, and what only SQLite has."""
+"""What only SQLiteStore has for memories: FTS5, its search plan, and SQLite-only methods.
+
+The memory part of the contract itself runs in test_store_contract.py.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cortex.core.memory_models import MemoryFilter
+from cortex.core.memory_models import Checkpoint, MemoryFilter, MemoryLink
 from cortex.store import SQLiteStore
-from cortex.store.migrations import fts5_available
-from store_contract import NOW, MemoryStoreContract, memory
+from cortex.store.sqlite.migrations import fts5_available
+from store_contract import session, t
+from store_contract_memory import NOW, memory
 
 
-class TestSQLiteMemoryContract(MemoryStoreContract):
-    @pytest.fixture
-    def store(self, sqlite_store: SQLiteStore) -> SQLiteStore:
-        return sqlite_store
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(tmp_path / "brain.db") as opened:
+        yield opened
 
 
 def test_fts5_is_available_here() -> None:
     assert fts5_available(sqlite3.connect(":memory:"))
 
 
-def test_search_plan_uses_the_fts_index_and_the_primary_key(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "brain.db") as store:
-        conn = store.connection
-        plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? "
-            "ORDER BY rank LIMIT 10",
-            ('"x"',),
-        ).fetchall()
-        assert any("VIRTUAL TABLE INDEX" in row[-1] for row in plan)
-        plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM memories m WHERE m.seq IN (1, 2) "
-            "AND m.deleted_at IS NULL"
-        ).fetchall()
-        assert any("INTEGER PRIMARY KEY" in row[-1] for row in plan)
+def test_search_plan_uses_the_fts_index_and_the_primary_key(store: SQLiteStore) -> None:
+    conn = store.connection
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ? "
+        "ORDER BY rank LIMIT 10",
+        ('"x"',),
+    ).fetchall()
+    assert any("VIRTUAL TABLE INDEX" in row[-1] for row in plan)
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM memories m WHERE m.seq IN (1, 2) "
+        "AND m.deleted_at IS NULL"
+    ).fetchall()
+    assert any("INTEGER PRIMARY KEY" in row[-1] for row in plan)
 
 
-def test_search_widens_candidates_when_filters_reject_the_best(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "brain.db") as store:
-        other = [
-            memory(f"o{i}", "redis redis redis", scope="project", project="web") for i in range(300)
-        ]
-        store.add_memories([*other, memory("mine", "redis once among many other words here")])
-        found = store.search_memories('"redis"', MemoryFilter(project="api"), NOW, limit=5)
-        assert [m.id for m, _ in found] == ["mine"]
+def test_full_text_ranks_by_bm25_lower_is_better(store: SQLiteStore) -> None:
+    store.add_memories(
+        [memory("a", "redis broke starlette under load"), memory("b", "redis cache warmed")]
+    )
+    found = store.full_text('"redis" OR "starlette"', MemoryFilter(), NOW, limit=5)
+    assert [m.id for m, _ in found] == ["a", "b"]
+    assert found[0][1] < found[1][1] < 0
+    relevance = store.search_memories(["redis", "starlette"], MemoryFilter(), NOW, limit=5)
+    assert [r for _, r in relevance] == [1.0, found[1][1] / found[0][1]]
+
+
+def test_search_widens_candidates_when_filters_reject_the_best(store: SQLiteStore) -> None:
+    other = [
+        memory(f"o{i}", "redis redis redis", scope="project", project="web") for i in range(300)
+    ]
+    store.add_memories([*other, memory("mine", "redis once among many other words here")])
+    found = store.full_text('"redis"', MemoryFilter(project="api"), NOW, limit=5)
+    assert [m.id for m, _ in found] == ["mine"]
 
 
 def test_a_database_without_the_fts_table_falls_back(tmp_path: Path) -> None:
@@ -59,7 +73,56 @@ def test_a_database_without_the_fts_table_falls_back(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         store.add_memories([memory("a", "kubernetes")])
         assert store.has_fts() is False
-        assert store.search_memories('"kubernetes"', MemoryFilter(), NOW, limit=5) == []
+        assert store.full_text('"kubernetes"', MemoryFilter(), NOW, limit=5) == []
         assert [m.id for m in store.like_memories(["%kube%"], MemoryFilter(), NOW, limit=5)] == [
             "a"
         ]
+        found = store.search_memories(["kubernetes"], MemoryFilter(), NOW, limit=5)
+        assert [(m.id, r) for m, r in found] == [("a", 0.0)]
+
+
+def test_like_patterns_match_content_and_tags(store: SQLiteStore) -> None:
+    store.add_memories([memory("a", "kubernetes 50% done"), memory("b", "other", tags=("k8s",))])
+    assert [m.id for m in store.like_memories(["%bernet%"], MemoryFilter(), NOW, limit=5)] == ["a"]
+    assert [m.id for m in store.like_memories(["%k8s%"], MemoryFilter(), NOW, limit=5)] == ["b"]
+    assert store.like_memories([], MemoryFilter(), NOW, limit=5) == []
+
+
+def test_term_counts_recency_order_and_bounded_like(store: SQLiteStore) -> None:
+    store.add_memories([memory(f"m{i}", f"redis note {i}") for i in range(5)])
+    store.add_memories([memory("x", "kafka only")])
+    assert store.memory_count_estimate() >= 6
+    assert store.term_doc_counts(["redis", "kafka", "none"], 3) == {
+        "redis": 4,
+        "kafka": 1,
+        "none": 0,
+    }
+    newest = store.full_text('"redis"', MemoryFilter(), NOW, limit=2, by_recency=True)
+    assert [(m.id, score) for m, score in newest] == [("m4", 0.0), ("m3", 0.0)]
+    old = store.like_memories(["%redis%"], MemoryFilter(), NOW, limit=9, newest=3)
+    assert [m.id for m in old] == ["m4", "m3"]
+
+
+def test_links_of_every_kind_one_hop_live_only(store: SQLiteStore) -> None:
+    store.add_memories([memory(i, i) for i in ("a", "b", "c", "d")])
+    store.add_memory_link(MemoryLink("a", "b", "relates", t(16)))
+    store.add_memory_link(MemoryLink("c", "a", "conflicts", t(16)))
+    store.add_memory_link(MemoryLink("a", "d", "relates", t(16)))
+    store.delete_memory("d", t(16))
+    found = sorted(
+        (seed, kind, m.id) for seed, kind, m in store.linked_memories(["a"], MemoryFilter(), NOW)
+    )
+    assert found == [("a", "conflicts", "c"), ("a", "relates", "b")]
+
+
+def test_sqlite_only_reads(store: SQLiteStore) -> None:
+    store.add_memories([memory("a", "x"), memory("b", "y", scope="project", project="api")])
+    store.save_embeddings("m", [("a", 2, b"\x00\x00\x80?\x00\x00\x00\x00")])
+    assert [m.id for m in store.memories_without_embedding("m", limit=5)] == ["b"]
+    assert store.count_memories(MemoryFilter(), NOW) == 1
+    assert store.count_memories(MemoryFilter(all_projects=True), NOW) == 2
+    store.save_session(session("s1", t(16)))
+    first = Checkpoint("c1", "s1", t(16, 9), "manual", "one", {"pins": [{"label": "x"}]})
+    store.save_checkpoint(first)
+    assert store.get_checkpoint("c1") == first
+    assert store.get_checkpoint("missing") is None

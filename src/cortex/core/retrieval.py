@@ -1,16 +1,17 @@
-"""Search formulas: turning user text into a safe full-text query, and ranking the hits.
+"""Search formulas: turning user text into safe query terms, and ranking the hits.
 
 Pure: plain values in, plain values out (the current time is a parameter).
 
-Query building. The user's text is tokenized here (Unicode words), stop words are dropped
-(natural-language questions otherwise match on "what", "did", "the"), and every remaining
-token is double-quoted for FTS5, so ``"``, ``*``, ``-``, ``NEAR``, ``AND``, ``OR`` and ``:``
-are literal text and never query syntax. The tokens are ORed: a memory needs one of them,
-and BM25 ranks those holding more (and rarer) ones first. A query of stop words only keeps
-them, so it still finds something.
+Query building. The user's text is tokenized here (Unicode words) and stop words are dropped
+(natural-language questions otherwise match on "what", "did", "the"); a query of stop words
+only keeps them, so it still finds something. The store gets these plain terms, ORed: a memory
+needs one of them, and the index ranks those holding more (and rarer) ones first. The SQLite
+backend quotes every term for FTS5 (``fts_query``), so ``"``, ``*``, ``-``, ``NEAR``, ``AND``,
+``OR`` and ``:`` are literal text and never query syntax; it plans large searches with
+``plan_terms``.
 
-Ranking. FTS5's ``bm25()`` (lower is better) becomes a relevance in (0, 1] relative to the
-best candidate, then::
+Ranking. The store gives each candidate a text relevance in [0, 1] (SQLite: FTS5's
+``bm25()``, lower is better, relative to the best candidate: ``relevances``), then::
 
     score = relevance * (0.8 + 0.2 * confidence) * layer_weight * recency * intent
 
@@ -120,6 +121,22 @@ def matched_terms(terms: Sequence[str], text: str) -> list[str]:
 def term_overlap(terms: Sequence[str], text: str) -> float:
     """Share of ``terms`` found in ``text`` (see ``matched_terms``), in [0, 1]."""
     return len(matched_terms(terms, text)) / len(terms) if terms else 0.0
+
+
+def memory_text(memory: Memory) -> str:
+    """The text a memory's terms are looked for in: its content, then its tags."""
+    return f"{memory.content} {' '.join(memory.tags)}"
+
+
+def pruned_relevance(relevance: float, terms: Sequence[str], memory: Memory) -> float:
+    """A relevance from a pass that left common terms out, with every term counted again::
+
+        (1 - PRUNED_OVERLAP_WEIGHT) * relevance + PRUNED_OVERLAP_WEIGHT * overlap
+
+    where overlap is the share of all query ``terms`` in ``memory_text(memory)``.
+    """
+    overlap = term_overlap(terms, memory_text(memory))
+    return (1 - PRUNED_OVERLAP_WEIGHT) * relevance + PRUNED_OVERLAP_WEIGHT * overlap
 
 
 def like_patterns(terms: Sequence[str]) -> list[str]:

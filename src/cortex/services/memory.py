@@ -5,11 +5,12 @@ and ``long_term``. A memory with an ``upsert_key`` replaces the live memory with
 scope, project, user, type and key: one current truth, the old one kept as history
 (``superseded_by``), linked and audited. Content is redacted before it is stored.
 
-Search is full-text (FTS5, BM25, OR of the query's words without stop words), re-ranked by
-confidence, layer and recency, falls back to ``LIKE`` when the index finds nothing, and adds
-memories linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine,
-fused by reciprocal rank). The service owns transactions and validation; SQL is in the store
-and the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
+Search asks the store for candidates holding any of the query's words (stop words dropped):
+full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches when the index
+finds nothing. The service re-ranks them by confidence, layer and recency, and adds memories
+linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine, fused by
+reciprocal rank). The service owns transactions and validation; SQL and the way to candidates
+are in the store, the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
 """
 
 from __future__ import annotations
@@ -45,18 +46,11 @@ from cortex.core.memory_models import (
 )
 from cortex.core.redaction import redact
 from cortex.core.retrieval import (
-    FREQUENT_DOCS,
-    LARGE_STORE,
-    PRUNED_OVERLAP_WEIGHT,
-    fts_query,
-    like_patterns,
     matched_terms,
+    memory_text,
     normalize_tags,
-    plan_terms,
     query_terms,
     rank_score,
-    relevances,
-    term_overlap,
 )
 from cortex.core.tokens import estimate_tokens
 from cortex.errors import NotFoundError, ValidationError
@@ -75,9 +69,6 @@ RULE_LIMIT = 100
 ITEM_OVERHEAD_TOKENS = 4
 """Tokens a context line costs beyond its content (bullet, layer tag, newline)."""
 EXPAND_SEEDS = 5
-LIKE_SCAN_ROWS = 10_000
-"""The LIKE fallback reads at most the newest this many memories (a full scan of a million
-rows would cost half a second)."""
 LINK_DISCOUNT = 0.5
 
 
@@ -428,49 +419,22 @@ class MemoryService:
         return hits
 
     def _lexical(self, query: str, flt: MemoryFilter, pool: int) -> builtins.list[ScoredMemory]:
-        """FTS5 hits re-ranked, or the LIKE fallback when the index finds nothing."""
+        """The store's candidates re-ranked: full-text ones by relevance, the unranked ones
+        (substring or newest matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
         terms = query_terms(query)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
-        chosen, by_recency = terms, False
-        if self.store.memory_count_estimate() > LARGE_STORE:
-            chosen, by_recency = plan_terms(terms, self.store.term_doc_counts(terms, FREQUENT_DOCS))
-        if by_recency:
-            return self._common_terms_only(terms, flt, pool)
-        pruned = len(chosen) < len(terms)
-        found = self.store.search_memories(
-            fts_query(chosen), flt, now, limit=pool * 2 if pruned else pool
-        )
-        if not found:
-            like = self.store.like_memories(
-                like_patterns(terms), flt, now, limit=pool, newest=LIKE_SCAN_ROWS
-            )
-            return self._overlap_ranked(terms, like, "text contains ")
-        rel = relevances([score for _, score in found])
-        if pruned:  # the common terms left out of BM25 still count, by overlap
-            rel = [
-                (1 - PRUNED_OVERLAP_WEIGHT) * r
-                + PRUNED_OVERLAP_WEIGHT * term_overlap(terms, f"{m.content} {' '.join(m.tags)}")
-                for (m, _), r in zip(found, rel, strict=True)
-            ]
-        scored = [
-            ScoredMemory(m, rank_score(r, m, now_dt), f"full-text match (bm25 {s:.3g})")
-            for (m, s), r in zip(found, rel, strict=True)
+        found = self.store.search_memories(terms, flt, now, limit=pool)
+        ranked = [
+            ScoredMemory(m, rank_score(r, m, now_dt), f"full-text match (relevance {r:.3g})")
+            for m, r in found
+            if r > 0
         ]
-        scored.sort(key=lambda s: -s.score)
-        return scored[:pool]
-
-    def _common_terms_only(
-        self, terms: Sequence[str], flt: MemoryFilter, pool: int
-    ) -> builtins.list[ScoredMemory]:
-        """Every term is common: the newest memories holding any of them, ranked by the share
-        of terms they hold. Bounded work: no BM25 pass, no AND (an empty intersection of
-        common terms reads their whole posting lists)."""
-        found = self.store.search_memories(
-            fts_query(terms), flt, self.now_iso(), limit=pool * 2, by_recency=True
-        )
-        return self._overlap_ranked(terms, [m for m, _ in found])[:pool]
+        unranked = [m for m, r in found if r <= 0]
+        ranked += self._overlap_ranked(terms, unranked, "text contains ")
+        ranked.sort(key=lambda s: -s.score)
+        return ranked[:pool]
 
     def _overlap_ranked(
         self, terms: Sequence[str], memories: Iterable[Memory], why: str = "shares terms: "
@@ -478,7 +442,7 @@ class MemoryService:
         """Memories that share query terms, ranked by the share of terms they hold."""
         now_dt, out = self.clock.now(), []
         for m in memories:
-            matched = matched_terms(terms, f"{m.content} {' '.join(m.tags)}")
+            matched = matched_terms(terms, memory_text(m))
             if matched:
                 reason = why + ", ".join(repr(t) for t in matched[:3])
                 overlap = len(matched) / len(terms)

@@ -1,23 +1,22 @@
-"""Storage: the ``Store`` protocol, its SQLite implementation, migrations and one factory."""
+"""Storage: the ``Store`` protocol, the shared migration names and one factory.
+
+Backends load lazily: importing ``cortex.store`` imports no backend (nor ``sqlite3``) until
+``open_store`` opens one. ``SQLiteStore`` stays importable from here for tools and tests.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cortex.errors import ConfigError
-from cortex.store.migrations import MIGRATIONS, SCHEMA_V4, Migration, migration_names
+from cortex.store.migrations import SCHEMA_V4, migration_names
 from cortex.store.protocol import Store
-from cortex.store.sqlite.store import SQLiteStore
 
-__all__ = [
-    "MIGRATIONS",
-    "SCHEMA_V4",
-    "Migration",
-    "SQLiteStore",
-    "Store",
-    "migration_names",
-    "open_store",
-]
+if TYPE_CHECKING:
+    from cortex.store.sqlite.store import SQLiteStore
+
+__all__ = ["SCHEMA_V4", "SQLiteStore", "Store", "migration_names", "open_store"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -42,4 +41,15 @@ def open_store(url: str | Path, *, migrate: bool = True) -> Store:
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise ConfigError(f"unsupported store URL scheme {scheme!r}; use a SQLite path")
-    return SQLiteStore(text, migrate=migrate)
+    from cortex.store.sqlite.store import SQLiteStore
+
+    store: Store = SQLiteStore(text, migrate=migrate)  # mypy checks the protocol here
+    return store
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SQLiteStore":
+        from cortex.store.sqlite.store import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module 'cortex.store' has no attribute {name!r}")

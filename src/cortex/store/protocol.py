@@ -1,7 +1,7 @@
-"""The ``Store`` protocol: everything the services ask of a database, and nothing more.
+"""The ``Store`` protocol: everything the services ask of a database, grouped by concern.
 
 Two implementations keep this contract: ``SQLiteStore`` (the embedded default) and, later,
-``PostgresStore``. ``tests/store_contract.py`` holds the contract tests both must pass.
+``PostgresStore``. ``tests/store_contract.py`` holds the contract tests every backend passes.
 
 Rules every implementation follows:
 - Reads and writes take and return model objects (``cortex.core.models``), never raw rows.
@@ -15,6 +15,14 @@ Rules every implementation follows:
   (scope, project, user, type, upsert_key): the store enforces it.
 - Session events, snapshots, checkpoints and compaction events belong to a
   ``session_states`` row by ``session_id``; deleting (archiving) the row keeps them.
+
+Errors (``cortex.errors``) a store raises, each a one-line message naming the next step:
+- ``StorageError``: the database cannot be created, opened, read or written (read-only,
+  locked too long, full, damaged, not migrated, unreachable).
+- ``ConflictError``: a write breaks a uniqueness rule, such as a second live memory for one
+  upsert key, or a history record whose id is taken.
+Anything else (``TypeError``, a backend's own exception) is a programming error and passes
+through untranslated.
 """
 
 from __future__ import annotations
@@ -33,31 +41,12 @@ from cortex.core.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.core.models import AuditEntry, MetricEvent, SessionState
+from cortex.core.models import MetricEvent, SessionState
 
 
-class Store(Protocol):
-    """What the services need from storage."""
+class SessionStore(Protocol):
+    """Session records: save, read, list, archive."""
 
-    url: str
-    """Where the store lives: a file path, ``:memory:`` or a PostgreSQL URL."""
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    def migrate(self) -> list[str]:
-        """Apply pending migrations in order; return the names applied now."""
-        ...
-
-    def applied_migrations(self) -> list[tuple[str, str]]:
-        """(name, applied_at) of every applied migration, in order."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """One write transaction; nested calls join it; an exception rolls it back."""
-        ...
-
-    def close(self) -> None: ...
-
-    # -- sessions ----------------------------------------------------------------------------
     def save_session(self, state: SessionState) -> None:
         """Insert or replace the whole row of ``state.session_id`` (UPSERT)."""
         ...
@@ -82,6 +71,33 @@ class Store(Protocol):
         """
         ...
 
+    def latest_session(self, project: str | None) -> SessionState | None:
+        """The session of ``project`` that started last, open or not."""
+        ...
+
+    def list_sessions(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        project: str | None = None,
+        any_project: bool = True,
+    ) -> list[SessionState]:
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
+        ...
+
+    def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:
+        """Completed sessions with ``end_time < before``, oldest first (for archiving)."""
+        ...
+
+    def delete_sessions(self, session_ids: list[str]) -> int:
+        """Delete these rows; return how many were deleted."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Open sessions and their leases: what crash recovery and chaining ask."""
+
     def open_sessions(
         self, *, exclude_id: str | None = None, idle_before: str | None = None
     ) -> list[SessionState]:
@@ -98,36 +114,14 @@ class Store(Protocol):
         ``any_project``)."""
         ...
 
-    def latest_session(self, project: str | None) -> SessionState | None:
-        """The session of ``project`` that started last, open or not."""
-        ...
-
-    def list_sessions(
-        self,
-        *,
-        limit: int = 50,
-        offset: int = 0,
-        project: str | None = None,
-        any_project: bool = True,
-    ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
-        ...
-
-    def count_sessions(self) -> int: ...
-
     def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
         """Set ``continued_by = next_id`` and ``updated_at = at`` on each of ``session_ids``."""
         ...
 
-    def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:
-        """Completed sessions with ``end_time < before``, oldest first (for archiving)."""
-        ...
 
-    def delete_sessions(self, session_ids: list[str]) -> int:
-        """Delete these rows; return how many were deleted."""
-        ...
+class MetricStore(Protocol):
+    """The metrics hash chain; ``cortex.services.metrics`` computes the hashes."""
 
-    # -- metrics (a keyed hash chain; cortex.services.metrics computes the hashes) -------------
     def last_metric(self) -> MetricEvent | None: ...
 
     def append_metric(
@@ -152,22 +146,23 @@ class Store(Protocol):
         """Every event in ``seq`` order, streamed (for ``metrics verify``)."""
         ...
 
-    # -- audit log ---------------------------------------------------------------------------
+
+class AuditStore(Protocol):
+    """Who did what to which record, and when."""
+
     def append_audit(
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
-    ) -> int: ...
-
-    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
-        """Newest first."""
+    ) -> int:
+        """Append one entry; return its id (increasing)."""
         ...
 
-    # -- memories (RFC phase 1) --------------------------------------------------------------
-    def has_fts(self) -> bool:
-        """Whether full-text search is available (else search uses its LIKE fallback)."""
-        ...
+
+class MemoryStore(Protocol):
+    """Layered memories, their links and their search."""
 
     def add_memories(self, memories: Sequence[Memory]) -> list[str | None]:
-        """Insert in one transaction; per memory, the id of the live one its key superseded."""
+        """Insert in one transaction; per memory, the id of the live one its key superseded
+        (which gets ``superseded_by``/``superseded_at`` and a ``supersedes`` link)."""
         ...
 
     def get_memory(self, memory_id: str) -> Memory | None:
@@ -175,7 +170,7 @@ class Store(Protocol):
         ...
 
     def update_memory(self, memory: Memory) -> None:
-        """Rewrite the editable columns of ``memory.id``."""
+        """Rewrite the editable columns of ``memory.id`` (search follows the new text)."""
         ...
 
     def delete_memory(self, memory_id: str, at: str) -> bool:
@@ -188,38 +183,26 @@ class Store(Protocol):
         """Memories ``flt`` sees at ``now``, newest first."""
         ...
 
-    def count_memories(self, flt: MemoryFilter, now: str) -> int: ...
-
     def search_memories(
-        self, match: str, flt: MemoryFilter, now: str, *, limit: int, by_recency: bool = False
+        self, terms: Sequence[str], flt: MemoryFilter, now: str, *, limit: int
     ) -> list[tuple[Memory, float]]:
-        """Full-text candidates for ``match`` (an FTS5 expression) with their ``bm25`` score
-        (lower is better), best first; empty when there is no full-text index. Only the best
-        4,096 candidates are filtered by ``flt``. ``by_recency``: the newest matches, score 0."""
-        ...
+        """Candidate memories ``flt`` sees at ``now`` holding any of ``terms``, best first.
 
-    def term_doc_counts(self, terms: Sequence[str], cap: int) -> dict[str, int]:
-        """Memories holding each term, counted up to ``cap + 1`` (empty without full text)."""
-        ...
+        ``terms`` are plain lowercase words (``cortex.core.retrieval.query_terms``), never
+        query syntax: every character is literal. Each candidate comes with a text relevance
+        in [0, 1], higher is better:
 
-    def memory_count_estimate(self) -> int:
-        """An upper bound of how many memories exist, read in constant time."""
-        ...
+        - ``> 0``: ranked by the backend's full-text index, relative to the best candidate
+          (SQLite: FTS5 ``bm25`` over the best one's, ``cortex.core.retrieval.relevances``);
+        - ``0.0``: matched without a ranking (a substring match when the index finds
+          nothing, or the newest matches of terms too common to rank cheaply); the service
+          ranks these by the share of ``terms`` their text holds.
 
-    def like_memories(
-        self,
-        patterns: Sequence[str],
-        flt: MemoryFilter,
-        now: str,
-        *,
-        limit: int,
-        newest: int | None = None,
-    ) -> list[Memory]:
-        """Memories whose content or tags match any escaped ``LIKE`` pattern, newest first;
-        only among the ``newest`` memories when given."""
+        At most ``limit`` candidates, or up to ``2 * limit`` when the backend ranked by only
+        some of the terms (``cortex.core.retrieval.pruned_relevance`` then counts the others
+        in), so that the caller's re-ranking still sees the best ``limit``.
+        """
         ...
-
-    def add_memory_link(self, link: MemoryLink) -> None: ...
 
     def memory_links(self, memory_id: str) -> list[MemoryLink]:
         """Links from or to ``memory_id``."""
@@ -232,17 +215,24 @@ class Store(Protocol):
         sees at ``now``."""
         ...
 
+
+class EmbeddingStore(Protocol):
+    """Optional dense vectors per memory and model (hybrid search)."""
+
     def save_embeddings(self, model: str, items: Sequence[tuple[str, int, bytes]]) -> None:
         """Store (memory id, dimension, float32 little-endian vector) rows for ``model``."""
         ...
 
     def load_embeddings(
         self, model: str, flt: MemoryFilter, now: str
-    ) -> list[tuple[Memory, bytes]]: ...
+    ) -> list[tuple[Memory, bytes]]:
+        """Vectors of ``model`` for the memories ``flt`` sees at ``now``."""
+        ...
 
-    def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]: ...
 
-    # -- session history (RFC phases 2 and 3) ------------------------------------------------
+class HistoryStore(Protocol):
+    """A session's history: events, snapshots, checkpoints and compaction events."""
+
     def append_session_event(self, event: SessionEvent) -> None: ...
 
     def list_session_events(
@@ -270,8 +260,6 @@ class Store(Protocol):
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
 
-    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None: ...
-
     def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
         """Newest first."""
         ...
@@ -287,3 +275,37 @@ class Store(Protocol):
     def list_compaction_events(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """Newest first."""
         ...
+
+
+class Store(
+    SessionStore,
+    LeaseStore,
+    MetricStore,
+    AuditStore,
+    MemoryStore,
+    EmbeddingStore,
+    HistoryStore,
+    Protocol,
+):
+    """What the services need from storage: every concern, plus the store's lifecycle."""
+
+    url: str
+    """Where the store lives: a file path, ``:memory:`` or a PostgreSQL URL."""
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in order; return the names applied now."""
+        ...
+
+    def applied_migrations(self) -> list[tuple[str, str]]:
+        """(name, applied_at) of every applied migration, in order."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction; nested calls join it; an exception rolls it back."""
+        ...
+
+    def check_integrity(self) -> list[str]:
+        """Problems the backend's own consistency check finds; empty when healthy."""
+        ...
+
+    def close(self) -> None: ...

@@ -25,7 +25,7 @@ from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.errors import CortexError, ValidationError
 from cortex.services.working_memory import parse_working_memory
-from cortex.store import SQLiteStore, Store, migration_names, open_store
+from cortex.store import Store, migration_names, open_store
 
 
 @dataclass
@@ -173,14 +173,13 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
 
 
 def _database_health(report: Report, store: Store) -> None:
-    if isinstance(store, SQLiteStore):
-        rows = store.connection.execute("PRAGMA quick_check").fetchall()
-        result = "; ".join(str(r[0]) for r in rows[:3])
-        report.database["quick_check"] = result
-        if result != "ok":
-            report.problems.append(
-                f"database {store.url} is damaged ({result}); restore a backup or move it aside"
-            )
+    damage = store.check_integrity()
+    result = "; ".join(damage[:3]) or "ok"
+    report.database["quick_check"] = result
+    if damage:
+        report.problems.append(
+            f"database {store.url} is damaged ({result}); restore a backup or move it aside"
+        )
     applied = [name for name, _ in store.applied_migrations()]
     pending = [name for name in migration_names() if name not in applied]
     report.database.update(migrations=len(applied), pending_migrations=pending)

@@ -1,7 +1,7 @@
-"""The session-history part of ``SQLiteStore``: events, snapshots, checkpoints, compactions.
+"""A session's history over SQLite: events, snapshots, checkpoints, compaction events.
 
-A mixin over the ``SQLiteMemoryMixin`` plumbing (``_mrows``/``_mexec``). Every row carries a
-``session_id`` that is a ``session_states.id``: the one session entity.
+Every row carries a ``session_id`` that is a ``session_states.id``: the one session entity.
+No foreign key ties them to it: archiving a session row keeps its history.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cortex.core.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.store.sqlite.memories import SQLiteMemoryMixin
+from cortex.store.sqlite.db import Database, dumps
 
 _EVENT_COLUMNS = (
     "id, session_id, role, kind, content, token_count, turn_index, is_meaningful, created_at"
@@ -27,6 +27,7 @@ _COMPACTION_COLUMNS = (
     "id, session_id, trigger_type, reason, token_count_before, turn_count_before, "
     "summary_tokens, checkpoint_id, created_at, completed_at"
 )
+_CONFLICT = "session history record conflicts with a stored one ({}); use a new id"
 
 
 def _event(row: Sequence[Any]) -> SessionEvent:
@@ -74,12 +75,18 @@ def _checkpoint(body: str) -> Checkpoint:
     return Checkpoint.from_dict(json.loads(body))
 
 
-class SQLiteEventsMixin(SQLiteMemoryMixin):
-    """Session events, snapshots, checkpoints and compaction events over SQLite."""
+class HistoryRepository:
+    """The ``HistoryStore`` part of the protocol."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def _insert(self, sql: str, params: Sequence[Any]) -> None:
+        self._db.run(sql, params, conflict=_CONFLICT)
 
     # -- events ------------------------------------------------------------------------------
     def append_session_event(self, event: SessionEvent) -> None:
-        self._mexec(
+        self._insert(
             f"INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 event.id,
@@ -106,7 +113,7 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
         where = "session_id = ? AND created_at > ?" + (
             " AND is_meaningful = 1" if meaningful_only else ""
         )
-        rows = self._mrows(
+        rows = self._db.rows(
             f"SELECT {_EVENT_COLUMNS} FROM (SELECT seq, {_EVENT_COLUMNS} FROM session_events "
             f"WHERE {where} ORDER BY seq DESC LIMIT ?) ORDER BY seq",
             (session_id, since or "", -1 if limit is None else limit),
@@ -115,7 +122,7 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         """Token sum, distinct turns and count of a session's events after ``since``."""
-        row = self._mrows(
+        row = self._db.rows(
             "SELECT COALESCE(SUM(token_count), 0), COUNT(DISTINCT turn_index), COUNT(*), "
             "MAX(created_at), MAX(turn_index) FROM session_events "
             "WHERE session_id = ? AND created_at > ?",
@@ -127,7 +134,7 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
 
     # -- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
-        self._mexec(
+        self._insert(
             f"INSERT INTO session_snapshots ({_SNAPSHOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 snapshot.id,
@@ -141,14 +148,14 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
         )
 
     def get_snapshot(self, snapshot_id: str) -> SessionSnapshot | None:
-        rows = self._mrows(
+        rows = self._db.rows(
             f"SELECT {_SNAPSHOT_COLUMNS} FROM session_snapshots WHERE id = ?", (snapshot_id,)
         )
         return _snapshot(rows[0]) if rows else None
 
     def list_snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
         """Snapshots of a session, newest first."""
-        rows = self._mrows(
+        rows = self._db.rows(
             f"SELECT {_SNAPSHOT_COLUMNS} FROM session_snapshots WHERE session_id = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             (session_id, limit),
@@ -157,8 +164,8 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        body = json.dumps(checkpoint.to_dict(), separators=(",", ":"), ensure_ascii=False)
-        self._mexec(
+        body = dumps(checkpoint.to_dict())
+        self._insert(
             "INSERT INTO checkpoints (id, session_id, type, summary, body, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (
@@ -172,12 +179,13 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
-        rows = self._mrows("SELECT body FROM checkpoints WHERE id = ?", (checkpoint_id,))
+        """One checkpoint by id (SQLite only: tests and tools)."""
+        rows = self._db.rows("SELECT body FROM checkpoints WHERE id = ?", (checkpoint_id,))
         return _checkpoint(rows[0][0]) if rows else None
 
     def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
         """Checkpoints of a session, newest first."""
-        rows = self._mrows(
+        rows = self._db.rows(
             "SELECT body FROM checkpoints WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
             (session_id, limit),
         )
@@ -185,19 +193,19 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
 
     def bump_checkpoint_count(self, session_id: str, at: str) -> int:
         """Add one to ``session_states.checkpoint_count``; return the new count (0: no row)."""
-        self._mexec(
+        self._db.run(
             "UPDATE session_states SET checkpoint_count = checkpoint_count + 1, updated_at = ? "
             "WHERE id = ?",
             (at, session_id),
         )
-        rows = self._mrows(
+        rows = self._db.rows(
             "SELECT checkpoint_count FROM session_states WHERE id = ?", (session_id,)
         )
         return int(rows[0][0]) if rows else 0
 
     # -- compaction events -------------------------------------------------------------------
     def append_compaction_event(self, event: CompactionEvent) -> None:
-        self._mexec(
+        self._insert(
             f"INSERT INTO compaction_events ({_COMPACTION_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -216,14 +224,14 @@ class SQLiteEventsMixin(SQLiteMemoryMixin):
 
     def complete_compaction_event(self, event_id: str, summary_tokens: int, at: str) -> None:
         """Record the summary size and completion time of a compaction."""
-        self._mexec(
+        self._db.run(
             "UPDATE compaction_events SET summary_tokens = ?, completed_at = ? WHERE id = ?",
             (summary_tokens, at, event_id),
         )
 
     def list_compaction_events(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """Compaction events of a session, newest first."""
-        rows = self._mrows(
+        rows = self._db.rows(
             f"SELECT {_COMPACTION_COLUMNS} FROM compaction_events WHERE session_id = ? "
             "ORDER BY seq DESC LIMIT ?",
             (session_id, limit),

@@ -1,0 +1,266 @@
+"""The one SQLite connection a ``SQLiteStore`` shares between its repositories.
+
+Connections are autocommit (``isolation_level=None``); ``transaction()`` issues an explicit
+``BEGIN IMMEDIATE`` so that a writer takes the write lock up front and waits (busy timeout)
+instead of failing half way. Every ``sqlite3`` failure a user can cause (read-only directory,
+lock held too long, a file that is not a database) becomes a one-line ``StorageError``; a
+broken uniqueness rule becomes a ``ConflictError`` where the caller names one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from cortex.clock import SystemClock, to_iso
+from cortex.errors import ConflictError, StorageError
+from cortex.files import ensure_dir
+from cortex.store.migrations import MIGRATIONS_TABLE
+from cortex.store.sqlite.migrations import MIGRATIONS, Migration
+
+log = logging.getLogger("cortex.store")
+
+MEMORY = ":memory:"
+Params = Sequence[Any]
+
+
+def connect(path: str, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+    """Open ``path`` with Cortex's connection settings, autocommit (transactions are explicit)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    try:
+        # Hook processes of concurrent sessions wait for the write lock rather than fail.
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # WAL: readers don't block the writer and the writer doesn't block readers.
+        _enable_wal(conn, busy_timeout_ms / 1000)
+        # With WAL, NORMAL is crash-safe for the file; a power loss may drop only the last commit.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # Later tables reference sessions; SQLite enforces foreign keys only when asked.
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch to WAL, retrying: SQLite skips the busy handler for this switch, so processes
+    racing to create the same new file would otherwise fail with "database is locked"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.002)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def storage_error(exc: sqlite3.Error, url: str) -> StorageError:
+    """A one-line ``StorageError`` for ``exc`` that names the next step."""
+    text = str(exc).lower()
+    where = str(Path(url).parent) if url != MEMORY else "the database"
+    if "readonly" in text or "read-only" in text:
+        msg = f"database {url} is read-only; check permissions on {where} or set CORTEX_HOME"
+    elif "locked" in text or "busy" in text:
+        msg = (
+            f"database {url} is locked by another process; retry, or stop the process that holds it"
+        )
+    elif "not a database" in text or "malformed" in text:
+        msg = (
+            f"{url} is not a Cortex database or is damaged; move it aside (a new one is "
+            "created) or restore a backup"
+        )
+    elif "unable to open" in text:
+        msg = (
+            f"cannot open database {url}; check that {where} exists and is writable, "
+            "or set CORTEX_HOME"
+        )
+    elif "no such table" in text or "no such column" in text:
+        msg = f"database {url} is not migrated ({one_line(exc)}); run `cortex db migrate`"
+    elif "full" in text or "i/o" in text:
+        msg = f"cannot write database {url} ({one_line(exc)}); free disk space and retry"
+    else:
+        msg = f"database {url} failed ({one_line(exc)}); check the file and {where}"
+    return StorageError(msg)
+
+
+def _prepare_file(path: Path) -> None:
+    """Create the parent directory (0700) and the database file (0600) if they are missing."""
+    ensure_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except PermissionError as exc:
+        raise StorageError(
+            f"database {path} is read-only; check permissions on {path.parent} or set CORTEX_HOME"
+        ) from exc
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create database {path} ({exc.strerror}); check {path.parent} "
+            "or set CORTEX_HOME"
+        ) from exc
+    os.close(fd)
+
+
+def dumps(value: Any) -> str:
+    """A JSON column value: compact, UTF-8 kept as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: Any, kind: type, where: str) -> Any:
+    """Decode one JSON column; a corrupt value reads as empty so the rest of the row survives."""
+    if text is None or text == "[]" or text == "{}":  # the common empty case, no parse
+        return kind()
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        log.warning("%s is not valid JSON; read as empty", where)
+        return kind()
+    if not isinstance(value, kind):
+        log.warning("%s is not a JSON %s; read as empty", where, kind.__name__)
+        return kind()
+    return value
+
+
+class Database:
+    """One connection (a file path or ``:memory:``), its transactions and its error translation.
+
+    ``conflict`` arguments are messages for ``ConflictError`` with ``{}`` where the SQLite
+    error goes; without one, an integrity error is a programming error and passes through.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
+        self.url = str(path)
+        self._depth = 0
+        if self.url != MEMORY:
+            _prepare_file(Path(path))
+        with self.translated():
+            self.connection = connect(self.url, busy_timeout_ms=busy_timeout_ms)
+
+    @contextlib.contextmanager
+    def translated(self, conflict: str | None = None) -> Iterator[None]:
+        """Turn environment failures into ``StorageError`` (and, with ``conflict``, integrity
+        errors into ``ConflictError``); programming errors pass through."""
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            if conflict is None:
+                raise
+            raise ConflictError(conflict.format(one_line(exc))) from exc
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError or isinstance(exc, sqlite3.OperationalError):
+                raise storage_error(exc, self.url) from exc
+            raise
+
+    def run(self, sql: str, params: Params = (), *, conflict: str | None = None) -> sqlite3.Cursor:
+        with self.translated(conflict):
+            return self.connection.execute(sql, tuple(params))
+
+    def run_many(self, sql: str, rows: Iterable[Params], *, conflict: str | None = None) -> None:
+        with self.translated(conflict):
+            self.connection.executemany(sql, rows)
+
+    def rows(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        with self.translated():
+            return self.connection.execute(sql, tuple(params)).fetchall()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` transaction; nested calls join it; an exception rolls back."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self.run("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+            self.run("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        finally:
+            self._depth = 0
+
+    def _rollback(self) -> None:
+        # SQLite has already rolled back after some errors (BUSY, FULL); don't fail on that.
+        if self.connection.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.connection.execute("ROLLBACK")
+
+    def check_integrity(self) -> list[str]:
+        """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""
+        found = [str(row[0]) for row in self.rows("PRAGMA quick_check")]
+        return [] if found == ["ok"] else found
+
+    def close(self) -> None:
+        self.connection.close()
+
+    # -- migrations ------------------------------------------------------------------------
+    def applied_migrations(self) -> list[tuple[str, str]]:
+        """(name, applied_at) of each applied step in order; empty on a database Cortex
+        never saw."""
+        with self.translated():
+            try:
+                rows = self.connection.execute(
+                    f"SELECT name, applied_at FROM {MIGRATIONS_TABLE} ORDER BY rowid"
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return []
+                raise
+        return [(str(name), str(at)) for name, at in rows]
+
+    def migrate(self) -> list[str]:
+        """Apply pending steps in order; return the names applied now.
+
+        Checking what is pending is one small query, so opening a migrated file stays cheap.
+        """
+        if self.connection.in_transaction:
+            raise RuntimeError("migrate() needs a connection outside any transaction")
+        done = {name for name, _ in self.applied_migrations()}
+        with self.translated():
+            return [m.name for m in MIGRATIONS if m.name not in done and self._apply(m)]
+
+    def _apply(self, migration: Migration) -> bool:
+        """Apply one step in its own transaction unless another process just did; True if
+        applied."""
+        conn = self.connection
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            already = conn.execute(
+                f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = ?", (migration.name,)
+            ).fetchone()
+            if already is None:
+                migration.apply(conn)
+                conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)",
+                    # When a step ran is bookkeeping about this file, not session data: the
+                    # real clock.
+                    (migration.name, to_iso(SystemClock().now())),
+                )
+        except BaseException:
+            self._rollback()
+            raise
+        conn.execute("COMMIT")
+        return already is None

@@ -1,0 +1,56 @@
+"""Open sessions over SQLite: the lease and crash-recovery queries, and chaining marks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cortex.core.models import SessionState
+from cortex.store.sqlite.db import Database
+from cortex.store.sqlite.session_rows import SELECT, sessions_from
+
+
+class LeaseRepository:
+    """The ``LeaseStore`` part of the protocol."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def open_sessions(
+        self, *, exclude_id: str | None = None, idle_before: str | None = None
+    ) -> list[SessionState]:
+        """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
+
+        With ``idle_before``, only those idle since before it or with a recorded owner process
+        (the caller checks whether that process is alive).
+        """
+        where = "end_time IS NULL AND id IS NOT ?"
+        params: tuple[Any, ...] = (exclude_id,)
+        if idle_before is not None:
+            where += (
+                " AND (COALESCE(last_activity, updated_at, start_time) < ?"
+                " OR owner_pid IS NOT NULL)"
+            )
+            params += (idle_before,)
+        rows = self._db.rows(f"{SELECT} WHERE {where} ORDER BY start_time, id", params)
+        return sessions_from(rows)
+
+    def latest_open_session(
+        self, project: str | None = None, *, any_project: bool = False
+    ) -> SessionState | None:
+        """The open session with the newest ``last_activity`` (of ``project`` unless
+        ``any_project``)."""
+        where = "end_time IS NULL" + ("" if any_project else " AND project IS ?")
+        params: tuple[Any, ...] = () if any_project else (project,)
+        # Served by idx_session_open (end_time, last_activity), read backwards: no sort.
+        rows = self._db.rows(f"{SELECT} WHERE {where} ORDER BY last_activity DESC LIMIT 1", params)
+        found = sessions_from(rows)
+        return found[0] if found else None
+
+    def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
+        """Set ``continued_by = next_id`` and ``updated_at = at`` on each of ``session_ids``."""
+        with self._db.transaction():
+            for sid in session_ids:
+                self._db.run(
+                    "UPDATE session_states SET continued_by = ?, updated_at = ? WHERE id = ?",
+                    (next_id, at, sid),
+                )

@@ -1,0 +1,116 @@
+"""The append-only logs over SQLite: the metrics hash chain and the audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cortex.core.models import AuditEntry, MetricEvent
+from cortex.store.sqlite.db import Database, dumps, loads
+
+_METRIC_COLUMNS = "seq, event, session_id, payload, created_at, prev_hash, hash"
+_PAGE = 500
+
+
+def _metric_from_row(row: tuple[Any, ...]) -> MetricEvent:
+    seq, event, session_id, payload, created_at, prev_hash, hash_ = row
+    return MetricEvent(
+        seq=int(seq),
+        event=str(event),
+        session_id=session_id,
+        payload=loads(payload, dict, f"metrics event {seq} payload"),
+        created_at=str(created_at),
+        prev_hash=str(prev_hash),
+        hash=str(hash_),
+    )
+
+
+def _inserted_id(db: Database, sql: str, params: tuple[Any, ...]) -> int:
+    cursor = db.run(sql, params)
+    assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
+    return cursor.lastrowid
+
+
+class MetricRepository:
+    """The ``MetricStore`` part of the protocol; ``seq`` is AUTOINCREMENT, never reused."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def last_metric(self) -> MetricEvent | None:
+        rows = self._db.rows(f"SELECT {_METRIC_COLUMNS} FROM metrics ORDER BY seq DESC LIMIT 1")
+        return _metric_from_row(rows[0]) if rows else None
+
+    def append_metric(
+        self,
+        event: str,
+        session_id: str | None,
+        payload: dict[str, Any],
+        created_at: str,
+        prev_hash: str,
+        hash: str,
+    ) -> int:
+        """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
+        return _inserted_id(
+            self._db,
+            "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (event, session_id, dumps(payload), created_at, prev_hash, hash),
+        )
+
+    def list_metrics(
+        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+    ) -> list[MetricEvent]:
+        """Events in ``seq`` order, optionally of one ``event`` name."""
+        where = "seq > ?" + ("" if event is None else " AND event = ?")
+        params: tuple[Any, ...] = (after_seq,) if event is None else (after_seq, event)
+        # LIMIT -1 is SQLite's "no limit".
+        rows = self._db.rows(
+            f"SELECT {_METRIC_COLUMNS} FROM metrics WHERE {where} ORDER BY seq LIMIT ?",
+            (*params, -1 if limit is None else limit),
+        )
+        return [_metric_from_row(row) for row in rows]
+
+    def iter_metrics(self) -> Iterator[MetricEvent]:
+        """Every event in ``seq`` order, streamed (for ``metrics verify``)."""
+        # Pages by seq rather than one open cursor, so writes on this connection stay possible.
+        after = 0
+        while page := self.list_metrics(limit=_PAGE, after_seq=after):
+            yield from page
+            after = page[-1].seq
+
+
+class AuditRepository:
+    """The ``AuditStore`` part of the protocol, and reading it back (SQLite only: tests)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def append_audit(
+        self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
+    ) -> int:
+        return _inserted_id(
+            self._db,
+            "INSERT INTO audit_log (action, actor, target, detail, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (action, actor, target, dumps(detail), at),
+        )
+
+    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
+        rows = self._db.rows(
+            "SELECT id, action, actor, target, detail, created_at FROM audit_log "
+            "ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            AuditEntry(
+                id=int(id_),
+                action=str(action),
+                actor=str(actor),
+                target=target,
+                detail=loads(detail, dict, f"audit entry {id_} detail"),
+                created_at=str(created_at),
+            )
+            for id_, action, actor, target, detail, created_at in rows
+        ]

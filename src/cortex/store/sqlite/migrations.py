@@ -1,0 +1,395 @@
+"""The SQLite steps of the shared migrations (``cortex.store.migrations``), in their order.
+
+``Database.migrate`` runs each pending step in its own ``BEGIN IMMEDIATE`` transaction
+together with its ``_cortex_migrations`` row, so two processes migrating the same file at
+once apply each step exactly once.
+
+``m001_session_states`` is kept as ``CREATE TABLE IF NOT EXISTS`` so that a ``brain.db``
+whose table was made by the spec's own ``_init_schema()`` (and has no ``_cortex_migrations``)
+migrates in place with no data loss.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Migration(NamedTuple):
+    """One named schema step; ``apply`` runs inside the transaction the runner opened."""
+
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    """Column names of ``table`` (empty if it does not exist)."""
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _set_aside_foreign_table(conn: sqlite3.Connection, table: str, needed: set[str]) -> None:
+    """Rename a same-named table of another shape (an older brain.db's) instead of dropping it.
+
+    The spec's brain.db already has tables such as ``metrics``; they are kept, unchanged,
+    under ``<table>_legacy`` so that nothing is lost and Cortex gets a table it can use.
+    """
+    existing = _columns(conn, table)
+    if not existing or needed <= existing:
+        return
+    target, n = f"{table}_legacy", 1
+    while _columns(conn, target):
+        n += 1
+        target = f"{table}_legacy{n}"
+    conn.execute(f'ALTER TABLE "{table}" RENAME TO "{target}"')
+
+
+SESSION_STATES_V4 = (
+    """
+    CREATE TABLE IF NOT EXISTS session_states (
+        id TEXT PRIMARY KEY,
+        start_time TEXT NOT NULL,
+        end_time TEXT,
+        channel TEXT DEFAULT 'unknown',
+        working_memory TEXT NOT NULL DEFAULT '[]',
+        hot_topics TEXT NOT NULL DEFAULT '[]',
+        active_projects TEXT NOT NULL DEFAULT '[]',
+        pending_tasks TEXT NOT NULL DEFAULT '[]',
+        recent_learnings TEXT NOT NULL DEFAULT '[]',
+        confidence_updates TEXT NOT NULL DEFAULT '[]',
+        sop_interactions TEXT NOT NULL DEFAULT '[]',
+        previous_session_id TEXT,
+        continued_by TEXT,
+        crash_recovered INTEGER DEFAULT 0,
+        schema_version INTEGER DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_session_endtime ON session_states(end_time, start_time)",
+    "CREATE INDEX IF NOT EXISTS idx_session_prev ON session_states(previous_session_id)",
+    "CREATE INDEX IF NOT EXISTS idx_session_channel ON session_states(channel, start_time)",
+)
+
+
+def m001_session_states(conn: sqlite3.Connection) -> None:
+    """The spec's schema v4 ``session_states`` table and its three indexes."""
+    for sql in SESSION_STATES_V4:
+        conn.execute(sql)
+
+
+CONTINUITY_COLUMNS = (
+    ("state", "TEXT NOT NULL DEFAULT 'ACTIVE'"),
+    ("scope", "TEXT NOT NULL DEFAULT 'project'"),
+    ("project", "TEXT"),
+    ("user_id", "TEXT"),
+    ("agent_id", "TEXT"),
+    ("task_slug", "TEXT"),
+    ("last_activity", "TEXT"),
+    ("topic_state", "TEXT NOT NULL DEFAULT '{}'"),
+    ("checkpoint_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("parent_session", "TEXT"),
+    ("owner_pid", "INTEGER"),
+    ("owner_host", "TEXT"),
+)
+
+CONTINUITY_INDEXES = (
+    # Restore: completed sessions of one project, newest end first (completed_sessions_since).
+    "CREATE INDEX IF NOT EXISTS idx_session_project_end ON session_states(project, end_time)",
+    # Crash detection: open sessions (end_time IS NULL) by lease (latest_open_session).
+    "CREATE INDEX IF NOT EXISTS idx_session_open ON session_states(end_time, last_activity)",
+    # Chaining at start: the project's latest session (latest_session).
+    "CREATE INDEX IF NOT EXISTS idx_session_project_start ON session_states(project, start_time)",
+    # Listing every session newest first (list_sessions) without sorting the whole table.
+    "CREATE INDEX IF NOT EXISTS idx_session_start ON session_states(start_time)",
+)
+
+
+def m002_session_continuity_columns(conn: sqlite3.Connection) -> None:
+    """The columns ARCHITECTURE.md adds to ``session_states`` (only those missing) + indexes."""
+    present = _columns(conn, "session_states")
+    for name, decl in CONTINUITY_COLUMNS:
+        if name not in present:
+            conn.execute(f"ALTER TABLE session_states ADD COLUMN {name} {decl}")
+    for sql in CONTINUITY_INDEXES:
+        conn.execute(sql)
+
+
+METRICS_COLUMNS = {"seq", "event", "session_id", "payload", "created_at", "prev_hash", "hash"}
+
+
+def m003_metrics(conn: sqlite3.Connection) -> None:
+    """The metrics hash chain (FR-013); AUTOINCREMENT so a deleted ``seq`` is never reused."""
+    _set_aside_foreign_table(conn, "metrics", METRICS_COLUMNS)
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS metrics (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            event TEXT NOT NULL,
+            session_id TEXT,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_metrics_event ON metrics(event, seq)")
+
+
+AUDIT_COLUMNS = {"id", "action", "actor", "target", "detail", "created_at"}
+
+
+def m004_audit_log(conn: sqlite3.Connection) -> None:
+    """Who did what to which record, and when."""
+    _set_aside_foreign_table(conn, "audit_log", AUDIT_COLUMNS)
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            target TEXT,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+
+# -- memory lifecycle (RFC phases 1-3) ----------------------------------------------------------
+def m005_memories(conn: sqlite3.Connection) -> None:
+    """Memories with the RFC's phase-1 columns, its four indexes and the live-upsert invariant.
+
+    ``seq`` is an INTEGER PRIMARY KEY so the FTS index can point at a rowid VACUUM never moves.
+    The unique index is the RFC's ``idx_memories_upsert_live`` with NULLs folded to '' (SQLite
+    treats NULLs in a unique index as distinct, which would let two global truths coexist).
+    """
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memories (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            type TEXT NOT NULL DEFAULT 'note',
+            memory_layer TEXT NOT NULL DEFAULT 'long_term'
+                CHECK (memory_layer IN ('rule', 'working', 'long_term')),
+            scope TEXT NOT NULL DEFAULT 'global' CHECK (scope IN ('global', 'project')),
+            project_id TEXT,
+            user_id TEXT,
+            tags TEXT NOT NULL DEFAULT '',
+            upsert_key TEXT,
+            source_session_id TEXT,
+            remember_intent TEXT NOT NULL DEFAULT 'implicit',
+            confidence REAL NOT NULL DEFAULT 1.0,
+            expires_at TEXT,
+            superseded_by TEXT,
+            superseded_at TEXT,
+            last_confirmed_at TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            deleted_at TEXT
+        )
+        """
+    )
+    for sql in (
+        "CREATE INDEX IF NOT EXISTS idx_memories_layer_scope_project "
+        "ON memories(memory_layer, scope, project_id)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_layer_expires "
+        "ON memories(memory_layer, expires_at)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_upsert_key "
+        "ON memories(scope, project_id, type, upsert_key)",
+        "CREATE INDEX IF NOT EXISTS idx_memories_source_session ON memories(source_session_id)",
+        # Live memories of one layer, newest first, without a sort (rowid ends every index).
+        "CREATE INDEX IF NOT EXISTS idx_memories_live_layer "
+        "ON memories(memory_layer, deleted_at, superseded_at)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS idx_memories_upsert_live ON memories("
+        "scope, IFNULL(project_id, ''), IFNULL(user_id, ''), type, upsert_key) "
+        "WHERE upsert_key IS NOT NULL AND deleted_at IS NULL AND superseded_at IS NULL",
+    ):
+        conn.execute(sql)
+
+
+def fts5_available(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite was built with FTS5 (search falls back to LIKE without it)."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._cortex_fts5_probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp._cortex_fts5_probe")
+    return True
+
+
+def m006_memory_fts(conn: sqlite3.Connection) -> None:
+    """External-content FTS5 over content and tags (porter stemming), kept in sync by triggers.
+
+    Skipped on a SQLite without FTS5: search then uses its LIKE fallback.
+    """
+    if not fts5_available(conn):
+        return
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, tags, "
+        "content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    # Content counts fully, tags half: a tag is a hint, the content is the memory.
+    conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('rank', 'bm25(1.0, 0.5)')")
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories BEGIN "
+        "INSERT INTO memories_fts(rowid, content, tags) VALUES (new.seq, new.content, new.tags); "
+        "END"
+    )
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_ad AFTER DELETE ON memories BEGIN "
+        "INSERT INTO memories_fts(memories_fts, rowid, content, tags) "
+        "VALUES ('delete', old.seq, old.content, old.tags); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS memories_fts_au AFTER UPDATE OF content, tags ON memories "
+        "BEGIN INSERT INTO memories_fts(memories_fts, rowid, content, tags) "
+        "VALUES ('delete', old.seq, old.content, old.tags); "
+        "INSERT INTO memories_fts(rowid, content, tags) VALUES (new.seq, new.content, new.tags); "
+        "END"
+    )
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+
+
+def m007_memory_links(conn: sqlite3.Connection) -> None:
+    """Typed edges between memories, walked one hop by graph expansion (both directions)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memory_links (
+            from_id TEXT NOT NULL,
+            to_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('supersedes', 'conflicts', 'relates')),
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (from_id, to_id, kind)
+        ) WITHOUT ROWID
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_memory_links_to ON memory_links(to_id, kind)")
+
+
+def m008_session_events(conn: sqlite3.Connection) -> None:
+    """The RFC's session events, on ``session_states.id`` (the one session entity).
+
+    No foreign key: archiving a session row must keep (not cascade-delete) its history.
+    """
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS session_events (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+            kind TEXT NOT NULL CHECK (kind IN ('message', 'checkpoint', 'summary', 'event')),
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL DEFAULT 0,
+            turn_index INTEGER,
+            is_meaningful INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_session_events_session "
+        "ON session_events(session_id, created_at)"
+    )
+
+
+def m009_session_snapshots(conn: sqlite3.Connection) -> None:
+    """Markdown transcripts of a session's meaningful events, with what triggered them."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS session_snapshots (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            slug TEXT NOT NULL,
+            source_trigger TEXT NOT NULL
+                CHECK (source_trigger IN ('new_session', 'reset', 'manual', 'auto_compaction')),
+            transcript_md TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_session_snapshots_session "
+        "ON session_snapshots(session_id, created_at)"
+    )
+
+
+def m010_checkpoints(conn: sqlite3.Connection) -> None:
+    """Checkpoints in the continuity protocol's schema; ``body`` is the whole JSON record."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS checkpoints (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            summary TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_checkpoints_session ON checkpoints(session_id, seq)"
+    )
+
+
+def m011_compaction_events(conn: sqlite3.Connection) -> None:
+    """The RFC's compaction events (its ``checkpoint_memory_id`` is ``checkpoint_id`` here)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS compaction_events (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            trigger_type TEXT NOT NULL
+                CHECK (trigger_type IN ('count', 'time', 'semantic', 'manual')),
+            reason TEXT NOT NULL,
+            token_count_before INTEGER,
+            turn_count_before INTEGER,
+            summary_tokens INTEGER,
+            checkpoint_id TEXT,
+            created_at TEXT NOT NULL,
+            completed_at TEXT
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_compaction_session "
+        "ON compaction_events(session_id, created_at)"
+    )
+
+
+def m012_memory_embeddings(conn: sqlite3.Connection) -> None:
+    """Optional dense vectors per memory and model (the ``[embeddings]`` extra fills it)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS memory_embeddings (
+            memory_seq INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (model, memory_seq)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("m001_session_states", m001_session_states),
+    Migration("m002_session_continuity_columns", m002_session_continuity_columns),
+    Migration("m003_metrics", m003_metrics),
+    Migration("m004_audit_log", m004_audit_log),
+    Migration("m005_memories", m005_memories),
+    Migration("m006_memory_fts", m006_memory_fts),
+    Migration("m007_memory_links", m007_memory_links),
+    Migration("m008_session_events", m008_session_events),
+    Migration("m009_session_snapshots", m009_session_snapshots),
+    Migration("m010_checkpoints", m010_checkpoints),
+    Migration("m011_compaction_events", m011_compaction_events),
+    Migration("m012_memory_embeddings", m012_memory_embeddings),
+)

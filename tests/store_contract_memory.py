@@ -1,0 +1,223 @@
+"""The memory part of the ``Store`` contract: memories, search, links, embeddings, history.
+
+Through the protocol only, like ``store_contract.py`` (whose helpers it shares);
+``test_store_contract.py`` runs it against every backend of the ``store`` fixture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from cortex.core.memory_models import (
+    Checkpoint,
+    CompactionEvent,
+    EventTotals,
+    Memory,
+    MemoryFilter,
+    SessionEvent,
+    SessionSnapshot,
+)
+from cortex.store.protocol import Store
+from store_contract import session, t
+
+NOW = t(16, 9)
+
+
+def memory(mid: str, content: str, **fields: Any) -> Memory:
+    """A memory created at ``t(16)``; ``fields`` override any other field."""
+    return Memory(
+        id=mid,
+        content=content,
+        created_at=fields.pop("created_at", t(16)),
+        updated_at=t(16),
+        **fields,
+    )
+
+
+class MemoryStoreContract:
+    """Memory, link, event, snapshot, checkpoint and compaction methods of the ``Store``."""
+
+    def test_memory_round_trip(self, store: Store) -> None:
+        m = memory(
+            "m1",
+            "uses sqlite",
+            layer="working",
+            type="fact",
+            scope="project",
+            project="api",
+            user_id="ana",
+            tags=("db", "local"),
+            upsert_key="db",
+            source_session_id="s1",
+            remember_intent="explicit",
+            confidence=0.7,
+            expires_at=t(20),
+            last_confirmed_at=t(16),
+        )
+        assert store.add_memories([m]) == [None]
+        assert store.get_memory("m1") == m
+        assert store.get_memory("missing") is None
+
+    def test_upsert_supersedes_the_live_memory(self, store: Store) -> None:
+        store.add_memories([memory("a", "v1", upsert_key="k")])
+        assert store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))]) == ["a"]
+        old = store.get_memory("a")
+        assert old is not None and (old.superseded_by, old.superseded_at) == ("b", t(17))
+        assert [(lk.from_id, lk.to_id, lk.kind) for lk in store.memory_links("a")] == [
+            ("b", "a", "supersedes")
+        ]
+        assert [m.id for m in store.list_memories(MemoryFilter(), NOW)] == ["b"]
+        history = store.list_memories(MemoryFilter(include_history=True), NOW)
+        assert [m.id for m in history] == ["b", "a"]
+
+    def test_filters_scope_layer_user_type_tags_and_expiry(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("g", "global fact"),
+                memory("p", "api fact", scope="project", project="api", tags=("x",)),
+                memory("o", "web fact", scope="project", project="web"),
+                memory("u", "bo's fact", user_id="bo", type="preference"),
+                memory("w", "old work", layer="working", expires_at=t(16, 8)),
+                memory("r", "a rule", layer="rule", type="rule"),
+            ]
+        )
+
+        def ids(**kw: Any) -> list[str]:
+            return sorted(m.id for m in store.list_memories(MemoryFilter(**kw), NOW))
+
+        assert ids() == ["g", "r", "u"]
+        assert ids(project="api") == ["g", "p", "r", "u"]
+        assert ids(all_projects=True) == ["g", "o", "p", "r", "u"]
+        assert ids(user_id="ana") == ["g", "r"]
+        assert ids(layers=("rule",)) == ["r"]
+        assert ids(types=("preference",)) == ["u"]
+        assert ids(project="api", tags=("x",)) == ["p"]
+        assert ids(layers=("working",), include_history=True) == ["w"]
+
+    def test_update_and_soft_delete(self, store: Store) -> None:
+        store.add_memories([memory("m", "uses postgres")])
+        changed = replace(memory("m", "uses sqlite"), confidence=0.4, updated_at=t(17))
+        store.update_memory(changed)
+        assert store.get_memory("m") == changed
+        # Search follows the edit.
+        assert [
+            m.id for m, _ in store.search_memories(["sqlite"], MemoryFilter(), NOW, limit=5)
+        ] == ["m"]
+        assert store.search_memories(["postgres"], MemoryFilter(), NOW, limit=5) == []
+        assert store.delete_memory("m", t(18)) is True
+        assert store.delete_memory("m", t(18)) is False
+        assert store.list_memories(MemoryFilter(), NOW) == []
+        gone = store.get_memory("m")
+        assert gone is not None and gone.deleted_at == t(18)
+
+    def test_search_ranks_by_relevance_and_filters(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("a", "redis broke starlette under load"),
+                memory("b", "redis cache warmed"),
+                memory("c", "redis in web", scope="project", project="web"),
+            ]
+        )
+        found = store.search_memories(["redis", "starlette"], MemoryFilter(), NOW, limit=5)
+        assert [m.id for m, _ in found] == ["a", "b"]
+        assert 0 < found[1][1] < found[0][1] <= 1  # relevance: higher is better
+        web = store.search_memories(["redis"], MemoryFilter(project="web"), NOW, limit=5)
+        assert sorted(m.id for m, _ in web) == ["a", "b", "c"]
+        assert store.search_memories(["nothing"], MemoryFilter(), NOW, limit=5) == []
+        assert store.search_memories([], MemoryFilter(), NOW, limit=5) == []
+
+    def test_search_finds_fragments_unranked(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("a", "kubernetes 50% done"),
+                memory("b", "other", tags=("k8s",)),
+                memory("c", "snake_case names", scope="project", project="api"),
+            ]
+        )
+
+        def found(term: str, project: str | None = None) -> list[tuple[str, float]]:
+            flt = MemoryFilter(project=project)
+            return [(m.id, r) for m, r in store.search_memories([term], flt, NOW, limit=5)]
+
+        assert found("bernet") == [("a", 0.0)]  # no word holds it: a substring match
+        assert found("8s") == [("b", 0.0)]  # in a tag
+        assert found("0_") == []  # "_" is a literal, not a one-character wildcard
+        assert found("e_c") == []  # another project's memory
+        assert found("e_c", project="api") == [("c", 0.0)]
+
+    def test_links_one_hop_either_direction_visible_only(self, store: Store) -> None:
+        store.add_memories([memory("a", "v1", upsert_key="k"), memory("x", "unrelated")])
+        store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])
+        history = MemoryFilter(include_history=True)
+
+        def hops(seed: str, flt: MemoryFilter) -> list[tuple[str, str, str]]:
+            return [(s, kind, m.id) for s, kind, m in store.linked_memories([seed], flt, NOW)]
+
+        assert hops("b", history) == [("b", "supersedes", "a")]
+        assert hops("a", history) == [("a", "supersedes", "b")]
+        assert hops("b", MemoryFilter()) == []  # "a" is superseded: not live
+        store.delete_memory("b", t(18))
+        assert hops("a", history) == []
+        assert store.linked_memories([], history, NOW) == []
+
+    def test_embeddings_round_trip(self, store: Store) -> None:
+        store.add_memories([memory("a", "x"), memory("b", "y")])
+        store.save_embeddings("m", [("a", 2, b"\x00\x00\x80?\x00\x00\x00\x00")])
+        assert [(m.id, blob) for m, blob in store.load_embeddings("m", MemoryFilter(), NOW)] == [
+            ("a", b"\x00\x00\x80?\x00\x00\x00\x00")
+        ]
+        assert store.load_embeddings("other", MemoryFilter(), NOW) == []
+
+    def test_session_events_and_totals(self, store: Store) -> None:
+        events = [
+            SessionEvent("e1", "s1", "user", "message", "hi", 3, 0, True, t(16, 9)),
+            SessionEvent("e2", "s1", "assistant", "message", "yo", 5, 0, False, t(16, 10)),
+            SessionEvent("e3", "s1", "user", "message", "next", 7, 1, True, t(16, 11)),
+            SessionEvent("x", "s2", "user", "message", "other", 100, 0, True, t(16, 11)),
+        ]
+        for event in events:
+            store.append_session_event(event)
+        assert store.list_session_events("s1") == events[:3]
+        assert store.list_session_events("s1", meaningful_only=True) == [events[0], events[2]]
+        assert store.list_session_events("s1", limit=1) == [events[2]]
+        assert store.list_session_events("s1", since=t(16, 9)) == events[1:3]
+        assert store.session_event_totals("s1") == EventTotals(15, 2, 3, t(16, 11), 1)
+        assert store.session_event_totals("s1", t(16, 10)) == EventTotals(7, 1, 1, t(16, 11), 1)
+        assert store.session_event_totals("none") == EventTotals(0, 0, 0, None, None)
+
+    def test_snapshots(self, store: Store) -> None:
+        a = SessionSnapshot("a", "s1", "fix-bug", "manual", "# t\n", 1, t(16, 9))
+        b = SessionSnapshot("b", "s1", "fix-bug", "reset", "# u\n", 2, t(16, 10))
+        store.save_snapshot(a)
+        store.save_snapshot(b)
+        assert store.list_snapshots("s1") == [b, a]
+        assert store.get_snapshot("a") == a and store.get_snapshot("z") is None
+
+    def test_checkpoints_and_count(self, store: Store) -> None:
+        store.save_session(session("s1", t(16)))
+        first = Checkpoint("c1", "s1", t(16, 9), "manual", "one", {"pins": [{"label": "x"}]})
+        second = Checkpoint("c2", "s1", t(16, 10), "pre_compaction", "two", {}, ("next",))
+        store.save_checkpoint(first)
+        store.save_checkpoint(second)
+        assert store.list_checkpoints("s1") == [second, first]
+        assert store.list_checkpoints("s1", limit=1) == [second]
+        assert store.bump_checkpoint_count("s1", t(16, 10)) == 1
+        assert store.bump_checkpoint_count("s1", t(16, 11)) == 2
+        assert store.bump_checkpoint_count("missing", t(16)) == 0
+
+    def test_compaction_events(self, store: Store) -> None:
+        event = CompactionEvent("k1", "s1", "count", "budget", 900, 12, None, "c1", t(16, 9))
+        store.append_compaction_event(event)
+        store.complete_compaction_event("k1", 40, t(16, 10))
+        assert store.list_compaction_events("s1") == [
+            replace(event, summary_tokens=40, completed_at=t(16, 10))
+        ]
+
+    def test_history_survives_deleting_the_session_row(self, store: Store) -> None:
+        store.save_session(session("s1", t(1), t(2)))
+        store.append_session_event(
+            SessionEvent("e", "s1", "user", "message", "hi", 1, 0, True, t(1))
+        )
+        store.delete_sessions(["s1"])
+        assert len(store.list_session_events("s1")) == 1

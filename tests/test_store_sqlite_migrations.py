@@ -1,0 +1,172 @@
+"""SQLiteStore's migrations: names and order, recording, and legacy brain.db files in place."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cortex.core.models import PendingTask, Pin
+from cortex.errors import StorageError
+from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
+from cortex.store.sqlite.migrations import MIGRATIONS
+from store_contract import full_session, t
+
+# The spec's own statement (API guide section 8), comments and all, as an older brain.db has it.
+SPEC_SCHEMA = """
+CREATE TABLE IF NOT EXISTS session_states (
+    -- Primary identity
+    id TEXT PRIMARY KEY,                     -- UUID (session_id)
+    start_time TEXT NOT NULL,                -- ISO 8601
+    end_time TEXT,                           -- NULL = active or crashed
+    channel TEXT DEFAULT 'unknown',          -- "signal", "cli", etc.
+    working_memory TEXT NOT NULL DEFAULT '[]',    -- WorkingMemoryPin[]
+    hot_topics TEXT NOT NULL DEFAULT '[]',        -- string[]
+    active_projects TEXT NOT NULL DEFAULT '[]',   -- string[]
+    pending_tasks TEXT NOT NULL DEFAULT '[]',     -- PendingTask[]
+    recent_learnings TEXT NOT NULL DEFAULT '[]',       -- string[] (memory IDs)
+    confidence_updates TEXT NOT NULL DEFAULT '[]',     -- ConfidenceUpdate[]
+    sop_interactions TEXT NOT NULL DEFAULT '[]',       -- SOPInteraction[]
+    previous_session_id TEXT,               -- FK -> prior session ID (nullable)
+    continued_by TEXT,                      -- Set by next session on load
+    crash_recovered INTEGER DEFAULT 0,      -- 1 if recovered from unclean shutdown
+    schema_version INTEGER DEFAULT 1,
+    created_at TEXT NOT NULL,
+    updated_at TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_session_endtime ON session_states(end_time, start_time);
+CREATE INDEX IF NOT EXISTS idx_session_prev ON session_states(previous_session_id);
+CREATE INDEX IF NOT EXISTS idx_session_channel ON session_states(channel, start_time);
+"""
+
+
+def test_migration_names_and_order() -> None:
+    names = migration_names()
+    assert names == [
+        "m001_session_states",
+        "m002_session_continuity_columns",
+        "m003_metrics",
+        "m004_audit_log",
+        "m005_memories",
+        "m006_memory_fts",
+        "m007_memory_links",
+        "m008_session_events",
+        "m009_session_snapshots",
+        "m010_checkpoints",
+        "m011_compaction_events",
+        "m012_memory_embeddings",
+    ]
+    assert names == sorted(names) == [m.name for m in MIGRATIONS]
+    assert SCHEMA_V4 == "m001_session_states"
+
+
+def test_migrations_are_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    store = open_store(db)
+    store.close()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT name, applied_at FROM _cortex_migrations ORDER BY rowid")
+        recorded = rows.fetchall()
+    assert [name for name, _ in recorded] == migration_names()
+    assert all(at.endswith("Z") for _, at in recorded)
+
+
+def test_reopen_is_idempotent(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    with SQLiteStore(db) as first:
+        first.save_session(full_session("s1"))
+        applied = first.applied_migrations()
+    with SQLiteStore(db) as second:
+        assert second.migrate() == []
+        assert second.applied_migrations() == applied
+        assert second.get_session("s1") == full_session("s1")
+
+
+def test_migrate_false_leaves_schema_alone(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "brain.db", migrate=False)
+    assert store.applied_migrations() == []
+    with pytest.raises(StorageError, match="not migrated.*cortex db migrate"):
+        store.count_sessions()
+    assert store.migrate() == migration_names()
+    assert store.count_sessions() == 0
+    store.close()
+
+
+def _make_legacy_db(db: Path) -> None:
+    """A brain.db as the spec's _init_schema() leaves it, with an older metrics table."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(SPEC_SCHEMA)
+        conn.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY, name TEXT, value REAL)")
+        conn.execute("INSERT INTO metrics (name, value) VALUES ('recall', 0.9)")
+        pins = '[{"label":"db","content":"use WAL","pinnedAt":"2026-02-01T09:00:00Z",'
+        pins += '"importance":"CRITICAL","confidence":0.8}]'
+        tasks = '[{"task_id":"t1","title":"Ship","stage":"build","flagged_incomplete":true}]'
+        conn.execute(
+            "INSERT INTO session_states (id, start_time, end_time, channel, working_memory, "
+            "hot_topics, pending_tasks, previous_session_id, crash_recovered, created_at) "
+            "VALUES ('old-1', ?, ?, 'signal', ?, '[\"wal\",\"sqlite\"]', ?, NULL, 1, ?)",
+            (t(1), t(1, 2), pins, tasks, t(1)),
+        )
+        conn.execute(
+            "INSERT INTO session_states (id, start_time, channel, created_at) "
+            "VALUES ('old-2', ?, NULL, ?)",
+            (t(2), t(2)),
+        )
+        conn.commit()
+
+
+def test_spec_made_table_migrates_without_loss(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    _make_legacy_db(db)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        before = conn.execute("SELECT * FROM session_states ORDER BY id").fetchall()
+    with SQLiteStore(db) as store:
+        assert [name for name, _ in store.applied_migrations()] == migration_names()
+        old = store.get_session("old-1")
+        assert old is not None
+        assert (old.end_time, old.channel, old.hot_topics) == (t(1, 2), "signal", ("wal", "sqlite"))
+        assert old.working_memory == (
+            Pin("db", "use WAL", "2026-02-01T09:00:00Z", "CRITICAL", 0.8),
+        )
+        assert old.pending_tasks == (PendingTask("t1", "Ship", "build", True),)
+        assert old.crash_recovered is True
+        assert (old.state, old.scope, old.topic_state, old.checkpoint_count) == (
+            "ACTIVE",
+            "project",
+            {},
+            0,
+        )
+        second = store.get_session("old-2")
+        assert second is not None and second.channel == "unknown" and second.is_open
+        assert store.count_sessions() == 2
+        store.save_session(full_session("new"))
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(session_states)")]
+        spec_columns = columns[:17]  # the spec's columns come first; m002 appends
+        after = conn.execute(
+            f"SELECT {', '.join(spec_columns)} FROM session_states WHERE id != 'new' ORDER BY id"
+        ).fetchall()
+        legacy_metrics = conn.execute("SELECT name, value FROM metrics_legacy").fetchall()
+    assert after == before
+    assert legacy_metrics == [("recall", 0.9)]
+
+
+def test_continuity_columns_added_only_where_missing(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(SPEC_SCHEMA)
+        conn.execute("ALTER TABLE session_states ADD COLUMN project TEXT")
+        conn.execute(
+            "INSERT INTO session_states (id, start_time, end_time, created_at, project) "
+            "VALUES ('s1', ?, ?, ?, 'kept')",
+            (t(1), t(2), t(1)),
+        )
+        conn.commit()
+    with SQLiteStore(db) as store:
+        got = store.get_session("s1")
+        assert got is not None and got.project == "kept"
+        assert [s.session_id for s in store.completed_sessions_since(t(1), "kept", limit=5)] == [
+            "s1"
+        ]
