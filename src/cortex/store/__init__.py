@@ -1,8 +1,10 @@
-"""Storage: the ``Store`` protocol, its SQLite implementation, migrations and one factory."""
+"""Storage: the ``Store`` protocol, its SQLite and PostgreSQL backends, migrations and one
+factory."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from cortex.errors import ConfigError
 from cortex.store.migrations import MIGRATIONS, SCHEMA_V4, Migration, migration_names
@@ -10,6 +12,7 @@ from cortex.store.protocol import Store
 from cortex.store.sqlite.store import SQLiteStore
 
 __all__ = [
+    "DEFAULT_TENANT",
     "MIGRATIONS",
     "SCHEMA_V4",
     "Migration",
@@ -20,26 +23,50 @@ __all__ = [
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_TENANT = "default"
+"""The tenant of a store opened without one: a SQLite file holds one person's data, always it."""
 
 
-def open_store(url: str | Path, *, migrate: bool = True) -> Store:
-    """Open the store at ``url``: a SQLite file path or ``:memory:``.
+def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_TENANT) -> Store:
+    """Open the store at ``url``: a SQLite file path, ``:memory:`` or a PostgreSQL URL.
 
     Args:
         url: where the store lives.
         migrate: apply pending migrations before returning (the default).
+        tenant: whose data the store holds (PostgreSQL only; SQLite has just the default).
 
     Returns:
         A ``Store``; the caller closes it.
 
     Raises:
-        ConfigError: ``url`` names a backend this install cannot open.
+        ConfigError: ``url`` names a backend this install cannot open, or ``tenant`` is
+            not the default on SQLite.
         StorageError: the database cannot be created, opened or migrated.
     """
     text = str(url)
     if text.startswith(_POSTGRES_SCHEMES):
-        raise ConfigError("PostgreSQL support is not installed in this version; use a SQLite path")
+        return _open_postgres(text, tenant, migrate)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise ConfigError(f"unsupported store URL scheme {scheme!r}; use a SQLite path")
+    if tenant != DEFAULT_TENANT:
+        raise ConfigError(
+            f"tenant {tenant!r} needs a postgresql:// store; a SQLite file holds one "
+            f"person's data (tenant {DEFAULT_TENANT!r})"
+        )
     return SQLiteStore(text, migrate=migrate)
+
+
+def _open_postgres(url: str, tenant: str, migrate: bool) -> Store:
+    """A ``PostgresStore``; psycopg is imported only now, and only if installed."""
+    try:
+        from cortex.store.postgres import PostgresStore
+    except ImportError as exc:
+        if exc.name not in ("psycopg", "psycopg_pool") and "psycopg" not in str(exc):
+            raise
+        raise ConfigError(
+            "PostgreSQL support is not installed; run pip install 'cortex-continuity[postgres]'"
+        ) from exc
+    # A cast, not a check: the protocol still lists the four SQLite search methods that the
+    # protocol reshape removes; once merged, return the store directly so mypy checks it.
+    return cast(Store, PostgresStore(url, tenant, migrate=migrate))
