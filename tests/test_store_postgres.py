@@ -301,12 +301,72 @@ def test_a_failed_statement_rolls_the_transaction_back(pg_store: Any) -> None:
         ("postgres://ana@db/cortex?sslmode=require", "postgres://ana@db/cortex?sslmode=require"),
         ("host=db user=ana password=s3cret dbname=c", "host=db user=ana password=*** dbname=c"),
         ("postgresql:///cortex?password='a b'&x=1", "postgresql:///cortex?password=***&x=1"),
+        ("postgresql://h/c?password=abc&sslmode=no", "postgresql://h/c?password=***&sslmode=no"),
     ],
 )
 def test_passwords_never_show(url: str, shown: str) -> None:
     from cortex.store.postgres.db import redacted
 
     assert redacted(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "expected"),
+    [
+        (
+            "UniqueViolation",
+            ConflictError,
+            "write conflicts with a stored record (duplicate key); change that one",
+        ),
+        (
+            "UndefinedTable",
+            StorageError,
+            "database pg://x is not migrated (no table); run `cortex db migrate`",
+        ),
+        (
+            "InsufficientPrivilege",
+            StorageError,
+            "database pg://x refused access (denied); grant the role its rights",
+        ),
+        ("DeadlockDetected", StorageError, "database pg://x is busy (deadlock); retry"),
+        ("QueryCanceled", StorageError, "database pg://x is busy (statement timeout); retry"),
+        ("DiskFull", StorageError, "cannot write database pg://x (full); free space and retry"),
+        (
+            "AdminShutdown",
+            StorageError,
+            "cannot reach PostgreSQL at pg://x (shutting down); check that the server runs and "
+            "the URL is right",
+        ),
+        ("SyntaxError", StorageError, "database pg://x failed (at or near x)"),
+        (
+            "PoolTimeout",
+            StorageError,
+            "database pg://x is busy: no free connection (after 10 s); retry, or give the pool "
+            "more",
+        ),
+    ],
+)
+def test_psycopg_errors_become_one_line_cortex_errors(
+    error: str, kind: type[Exception], expected: str
+) -> None:
+    import psycopg_pool
+    from psycopg import errors
+
+    from cortex.store.postgres.db import cortex_error
+
+    words = expected.split("(", 1)[1].split(")")[0]
+    cls = getattr(errors, error, None) or getattr(psycopg_pool, error)
+    translated = cortex_error(cls(words.replace(" ", "\n  ", 1)), "pg://x")
+    assert type(translated) is kind and str(translated) == expected
+
+
+def test_a_statement_without_the_tenant_is_refused(pg_store: Any) -> None:
+    from cortex.store.postgres.db import Runner
+
+    runner = Runner(pg_store.pool, pg_store.tenant, pg_store.url)
+    with pytest.raises(RuntimeError, match="^statement without a tenant filter refused"):
+        runner.rows("SELECT count(*) FROM memories")
+    assert runner.rows("SELECT count(*) FROM memories WHERE tenant_id = %s", (runner.tenant,))
 
 
 def test_unreachable_server_is_one_line_without_the_password() -> None:
@@ -409,3 +469,10 @@ def test_history_rows_round_trip_per_session(pg_store: Any) -> None:
     pg_store.append_session_event(event)
     assert pg_store.list_session_events("s1") == [event]
     assert pg_store.list_session_events("s1", meaningful_only=True) == []
+
+
+def test_a_filter_of_no_layers_sees_nothing(pg_store: Any) -> None:
+    pg_store.add_memories([memory("a", "redis")])
+    assert pg_store.list_memories(MemoryFilter(layers=()), NOW) == []
+    assert pg_store.search_memories(["redis"], MemoryFilter(layers=()), NOW, limit=5) == []
+    assert pg_store.count_memories(MemoryFilter(layers=("long_term",)), NOW) == 1

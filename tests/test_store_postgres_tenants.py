@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from cortex.clock import FixedClock
-from cortex.config import Config
+from cortex.config import Config, load_config
 from cortex.core.memory_models import (
     Checkpoint,
     CompactionEvent,
@@ -110,6 +110,31 @@ def test_tenants_share_ids_and_never_see_each_other(pg_root: Any) -> None:
     assert ana.count_sessions() == 0 and ana.list_metrics()[-1].seq == 2
     _sees_only_its_own(bo, "bo")
     assert bo.bump_checkpoint_count("s1", t(9)) == 1
+
+
+def test_the_session_service_restores_within_a_tenant_only(
+    pg_root: Any, tmp_path: Path, clock: FixedClock
+) -> None:
+    run = secrets.token_hex(4)
+    ana, bo = (
+        SessionPersistenceManager(
+            pg_root.for_tenant(f"{who}-{run}"), load_config(tmp_path / who, {}, {}), clock
+        )
+        for who in ("ana", "bo")
+    )
+    ana.on_session_start("s1", project="radio", workdir="/home/u/Projects/radio")
+    ana.add_pin("deploy", "prod is eu-west-1", "s1", critical=True)
+    ana.record("s1", text="ft991a cat control for the ham radio")
+    ana.on_session_end("s1")
+    clock.advance(hours=24)
+    cold = bo.on_session_start("s1", project="radio")  # the same id, in another tenant
+    assert (cold.preamble, cold.inherited_pins, cold.session_ids) == (None, (), ())
+    warm = ana.on_session_start("s2", project="radio")
+    assert warm.session_ids == ("s1",) and [p.content for p in warm.inherited_pins] == [
+        "prod is eu-west-1"
+    ]
+    assert warm.preamble is not None and "1 pins inherited" in warm.preamble
+    assert bo.store.get_session("s1").continued_by is None
 
 
 # -- races between servers on one tenant -------------------------------------------------------

@@ -26,7 +26,8 @@ def memory_filter_sql(
     if not flt.include_history:
         clauses += ["m.superseded_at IS NULL", f"(m.expires_at IS NULL OR m.expires_at > {mark})"]
         params.append(now)
-    clauses.append(f"m.memory_layer IN ({marks(len(flt.layers))})")
+    # No layers sees nothing (PostgreSQL has no empty IN list; SQLite's is false too).
+    clauses.append(f"m.memory_layer IN ({marks(len(flt.layers))})" if flt.layers else "1 = 0")
     params += list(flt.layers)
     if not flt.all_projects:
         if flt.project is None:

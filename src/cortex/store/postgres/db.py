@@ -15,8 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cortex.errors import ConflictError, CortexError, StorageError, ValidationError
 from cortex.store.records import one_line
@@ -32,7 +31,7 @@ LOCK_MIGRATIONS = 1
 LOCK_METRICS_CHAIN = 2
 LOCK_UPSERT_KEY = 3
 
-_PASSWORD = re.compile(r"(://[^:/@?#]*:)[^@/?#]*@|(password\s*=\s*)(?:'[^']*'|\S+)", re.I)
+_PASSWORD = re.compile(r"(://[^:/@?#]*:)[^@/?#]*@|(password\s*=\s*)(?:'[^']*'|[^\s&]+)", re.I)
 
 
 def redacted(url: str) -> str:
@@ -48,19 +47,27 @@ def _message(exc: psycopg.Error) -> str:
 
 
 def cortex_error(exc: psycopg.Error, url: str) -> CortexError:
-    """A one-line Cortex error for ``exc`` that names the next step."""
-    text = _message(exc)
+    """A one-line Cortex error for ``exc`` that names the next step.
+
+    By SQLSTATE where psycopg's classes do not follow the standard's classes (a deadlock is
+    not a ``TransactionRollback`` there).
+    """
+    text, state = _message(exc), exc.sqlstate or ""
+    if isinstance(exc, PoolTimeout):
+        return StorageError(
+            f"database {url} is busy: no free connection ({text}); retry, or give the pool more"
+        )
     if isinstance(exc, psycopg.IntegrityError):
         return ConflictError(f"write conflicts with a stored record ({text}); change that one")
     if isinstance(exc, psycopg.DataError):
         return ValidationError(f"PostgreSQL cannot store this value ({text}); fix the input")
-    if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):
+    if state in ("42P01", "42703"):  # undefined table, undefined column
         return StorageError(f"database {url} is not migrated ({text}); run `cortex db migrate`")
-    if isinstance(exc, pg_errors.InsufficientPrivilege):
+    if state == "42501":  # insufficient privilege
         return StorageError(f"database {url} refused access ({text}); grant the role its rights")
-    if isinstance(exc, pg_errors.TransactionRollback | pg_errors.LockNotAvailable):
+    if state.startswith("40") or state in ("55P03", "57014"):  # rollback, lock, canceled
         return StorageError(f"database {url} is busy ({text}); retry")
-    if isinstance(exc, pg_errors.DiskFull | pg_errors.OutOfMemory):
+    if state.startswith("53"):  # insufficient resources: disk full, out of memory
         return StorageError(f"cannot write database {url} ({text}); free space and retry")
     if isinstance(exc, psycopg.OperationalError):
         return StorageError(
@@ -109,7 +116,8 @@ def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_
 
 
 def lock_key(text: str) -> int:
-    """A stable signed 32-bit key for ``text`` (Python's ``hash`` changes every run)."""
+    """A stable signed 32-bit key for ``text`` (Python's ``hash`` changes every run); two
+    texts sharing a key only make their writers wait for each other, never corrupt anything."""
     value = zlib.crc32(text.encode("utf-8"))
     return value - (1 << 32) if value >= 1 << 31 else value
 
