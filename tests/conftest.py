@@ -14,6 +14,8 @@ from cortex.config import Config, load_config
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import Store, open_store
 
+pytest_plugins = ["pg_helpers"]
+
 START = "2026-02-16T09:00:00Z"
 
 
@@ -67,9 +69,14 @@ STORE_URLS: dict[str, Callable[[Path], AbstractContextManager[str]]] = {
 fresh, empty store and removes it afterwards. A backend joins the contract with one entry."""
 
 
-@pytest.fixture(params=list(STORE_URLS))
+@pytest.fixture(params=[*STORE_URLS, "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A migrated store of each backend in ``STORE_URLS`` (the contract suites' fixture)."""
+    """A migrated store of each backend in ``STORE_URLS`` (the contract suites' fixture), and
+    PostgreSQL: a fresh tenant of a scratch database (``pg_helpers``; skipped when no server
+    answers, except in CI)."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("pg_store")
+        return
     with STORE_URLS[request.param](tmp_path) as url:
         opened = open_store(url)
         try:

@@ -281,8 +281,6 @@ def test_read_only_directory(unprivileged_dir: Path) -> None:
 
 
 def test_unsupported_urls() -> None:
-    with pytest.raises(ConfigError, match="^PostgreSQL support is not installed in this version"):
-        open_store("postgresql://user@localhost/cortex")
     with pytest.raises(ConfigError, match="unsupported store URL scheme 'mysql'"):
         open_store("mysql://localhost/cortex")
 

@@ -1,7 +1,8 @@
 """Storage: the ``Store`` protocol, the shared migration names and one factory.
 
-Backends load lazily: importing ``cortex.store`` imports no backend (nor ``sqlite3``) until
-``open_store`` opens one. ``SQLiteStore`` stays importable from here for tools and tests.
+Backends load lazily: importing ``cortex.store`` imports no backend (nor ``sqlite3``, nor
+psycopg) until ``open_store`` opens one. ``SQLiteStore`` stays importable from here for tools
+and tests.
 """
 
 from __future__ import annotations
@@ -16,34 +17,57 @@ from cortex.store.protocol import Store
 if TYPE_CHECKING:
     from cortex.store.sqlite.store import SQLiteStore
 
-__all__ = ["SCHEMA_V4", "SQLiteStore", "Store", "migration_names", "open_store"]
+__all__ = ["DEFAULT_TENANT", "SCHEMA_V4", "SQLiteStore", "Store", "migration_names", "open_store"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_TENANT = "default"
+"""The tenant of a store opened without one: a SQLite file holds one person's data, always it."""
 
 
-def open_store(url: str | Path, *, migrate: bool = True) -> Store:
-    """Open the store at ``url``: a SQLite file path or ``:memory:``.
+def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_TENANT) -> Store:
+    """Open the store at ``url``: a SQLite file path, ``:memory:`` or a PostgreSQL URL.
 
     Args:
         url: where the store lives.
         migrate: apply pending migrations before returning (the default).
+        tenant: whose data the store holds (PostgreSQL only; SQLite has just the default).
 
     Returns:
         A ``Store``; the caller closes it.
 
     Raises:
-        ConfigError: ``url`` names a backend this install cannot open.
+        ConfigError: ``url`` names a backend this install cannot open, or ``tenant`` is
+            not the default on SQLite.
         StorageError: the database cannot be created, opened or migrated.
     """
     text = str(url)
     if text.startswith(_POSTGRES_SCHEMES):
-        raise ConfigError("PostgreSQL support is not installed in this version; use a SQLite path")
+        return _open_postgres(text, tenant, migrate)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise ConfigError(f"unsupported store URL scheme {scheme!r}; use a SQLite path")
+    if tenant != DEFAULT_TENANT:
+        raise ConfigError(
+            f"tenant {tenant!r} needs a postgresql:// store; a SQLite file holds one "
+            f"person's data (tenant {DEFAULT_TENANT!r})"
+        )
     from cortex.store.sqlite.store import SQLiteStore
 
     store: Store = SQLiteStore(text, migrate=migrate)  # mypy checks the protocol here
+    return store
+
+
+def _open_postgres(url: str, tenant: str, migrate: bool) -> Store:
+    """A ``PostgresStore``; psycopg is imported only now, and only if installed."""
+    try:
+        from cortex.store.postgres import PostgresStore
+    except ImportError as exc:
+        if exc.name not in ("psycopg", "psycopg_pool") and "psycopg" not in str(exc):
+            raise
+        raise ConfigError(
+            "PostgreSQL support is not installed; run pip install 'cortex-continuity[postgres]'"
+        ) from exc
+    store: Store = PostgresStore(url, tenant, migrate=migrate)  # mypy checks the protocol here
     return store
 
 

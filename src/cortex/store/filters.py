@@ -1,0 +1,51 @@
+"""What a ``MemoryFilter`` sees, as SQL: one builder for every backend.
+
+The backends differ only in their placeholder (``?`` or ``%s``) and in the name of the
+function that finds a substring (SQLite's ``instr``, PostgreSQL's ``strpos``; both take the
+text first, then what to find).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cortex.core.memory_models import GLOBAL, MemoryFilter
+
+
+def memory_filter_sql(
+    flt: MemoryFilter, now: str, *, mark: str, find: str
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (over alias ``m``) of the memories ``flt`` sees at ``now``, and its
+    parameters; ``mark`` is the placeholder, ``find`` the substring function."""
+
+    def marks(n: int) -> str:
+        return ", ".join(mark for _ in range(n))
+
+    clauses = ["m.deleted_at IS NULL"]
+    params: list[Any] = []
+    if not flt.include_history:
+        clauses += ["m.superseded_at IS NULL", f"(m.expires_at IS NULL OR m.expires_at > {mark})"]
+        params.append(now)
+    # No layers sees nothing (PostgreSQL has no empty IN list; SQLite's is false too).
+    clauses.append(f"m.memory_layer IN ({marks(len(flt.layers))})" if flt.layers else "1 = 0")
+    params += list(flt.layers)
+    if not flt.all_projects:
+        if flt.project is None:
+            clauses.append(f"m.scope = {mark}")
+            params.append(GLOBAL)
+        else:
+            clauses.append(f"(m.scope = {mark} OR m.project_id = {mark})")
+            params += [GLOBAL, flt.project]
+    if flt.user_id is not None:
+        clauses.append(f"(m.user_id IS NULL OR m.user_id = {mark})")
+        params.append(flt.user_id)
+    if flt.types:
+        clauses.append(f"m.type IN ({marks(len(flt.types))})")
+        params += list(flt.types)
+    for tag in flt.tags:  # tags are stored as ",a,b,": ",a," finds one tag exactly
+        clauses.append(f"{find}(m.tags, {mark}) > 0")
+        params.append(f",{tag},")
+    if flt.session_id is not None:
+        clauses.append(f"m.source_session_id = {mark}")
+        params.append(flt.session_id)
+    return " AND ".join(clauses), params

@@ -1,0 +1,210 @@
+"""The pool, one tenant's runner over it, and psycopg errors as one-line Cortex errors.
+
+A ``Runner`` holds no connection between calls: a call outside a transaction checks one out
+of the pool, runs in autocommit and gives it back; ``transaction()`` keeps one checked out
+until it commits or rolls back, and every call inside it (nested transactions included) uses
+that one. So any number of stores, one per request, share a process's pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from cortex.errors import ConflictError, CortexError, StorageError, ValidationError
+from cortex.store.records import one_line
+
+Pool = ConnectionPool[psycopg.Connection[Any]]
+Row = tuple[Any, ...]
+
+CONNECT_TIMEOUT_S = 10
+"""How long opening a store waits for the server before it gives up."""
+
+# Advisory lock classes (the first key of pg_advisory_xact_lock): what a lock serializes.
+LOCK_MIGRATIONS = 1
+LOCK_METRICS_CHAIN = 2
+LOCK_UPSERT_KEY = 3
+
+_PASSWORD = re.compile(r"(://[^:/@?#]*:)[^@/?#]*@|(password\s*=\s*)(?:'[^']*'|[^\s&]+)", re.I)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password hidden, fit for messages and ``Store.url``."""
+    return _PASSWORD.sub(lambda m: f"{m[1]}***@" if m[1] else f"{m[2]}***", url)
+
+
+def _message(exc: psycopg.Error) -> str:
+    """The server's one-line primary message (no DETAIL, no query excerpt) or the client's."""
+    diag = getattr(exc, "diag", None)
+    primary = diag.message_primary if diag is not None else None
+    return one_line(primary or exc)
+
+
+def cortex_error(exc: psycopg.Error, url: str) -> CortexError:
+    """A one-line Cortex error for ``exc`` that names the next step.
+
+    By SQLSTATE where psycopg's classes do not follow the standard's classes (a deadlock is
+    not a ``TransactionRollback`` there).
+    """
+    text, state = _message(exc), exc.sqlstate or ""
+    if isinstance(exc, PoolTimeout):
+        return StorageError(
+            f"database {url} is busy: no free connection ({text}); retry, or give the pool more"
+        )
+    if isinstance(exc, psycopg.IntegrityError):
+        return ConflictError(f"write conflicts with a stored record ({text}); change that one")
+    if isinstance(exc, psycopg.DataError):
+        return ValidationError(f"PostgreSQL cannot store this value ({text}); fix the input")
+    if state in ("42P01", "42703"):  # undefined table, undefined column
+        return StorageError(f"database {url} is not migrated ({text}); run `cortex db migrate`")
+    if state == "42501":  # insufficient privilege
+        return StorageError(f"database {url} refused access ({text}); grant the role its rights")
+    if state.startswith("40") or state in ("55P03", "57014"):  # rollback, lock, canceled
+        return StorageError(f"database {url} is busy ({text}); retry")
+    if state.startswith("53"):  # insufficient resources: disk full, out of memory
+        return StorageError(f"cannot write database {url} ({text}); free space and retry")
+    if isinstance(exc, psycopg.OperationalError):
+        return StorageError(
+            f"cannot reach PostgreSQL at {url} ({text}); check that the server runs and the "
+            "URL is right"
+        )
+    return StorageError(f"database {url} failed ({text})")
+
+
+@contextlib.contextmanager
+def translated(url: str) -> Iterator[None]:
+    """Turn every psycopg error into its one-line Cortex error."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise cortex_error(exc, url) from exc
+
+
+def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_S) -> Pool:
+    """A connection pool on ``url`` (autocommit connections), open and tried once.
+
+    Raises:
+        StorageError: the server cannot be reached or refuses the connection.
+    """
+    shown = redacted(url)
+    settings: dict[str, Any] = {"autocommit": True, "application_name": "cortex"}
+    with translated(shown):
+        # One direct try first: its error names the cause (refused, no such database,
+        # password), where a pool that cannot fill itself only says it timed out.
+        psycopg.connect(url, connect_timeout=max(1, round(timeout)), **settings).close()
+        pool: Pool = ConnectionPool(
+            url,
+            kwargs=settings,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            timeout=timeout,
+            name="cortex",
+        )
+        try:
+            pool.open(wait=True, timeout=timeout)
+        except BaseException:
+            pool.close()
+            raise
+    return pool
+
+
+def lock_key(text: str) -> int:
+    """A stable signed 32-bit key for ``text`` (Python's ``hash`` changes every run); two
+    texts sharing a key only make their writers wait for each other, never corrupt anything."""
+    value = zlib.crc32(text.encode("utf-8"))
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+class Runner:
+    """One tenant's access to the pool: runs statements and owns the open transaction.
+
+    Every statement run through ``rows``/``execute``/``executemany`` must filter by
+    ``tenant_id``: a statement that does not name it is refused, so a repository cannot
+    forget the tenant by accident. One runner serves one thread at a time.
+    """
+
+    def __init__(self, pool: Pool, tenant: str, url: str) -> None:
+        self.pool = pool
+        self.tenant = tenant
+        self.url = url
+        self._conn: psycopg.Connection[Any] | None = None
+        self._depth = 0
+        self._locks: set[tuple[int, int]] = set()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn is not None
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The open transaction's connection, or one checked out for this call only."""
+        if self._conn is not None:
+            with translated(self.url):
+                yield self._conn
+            return
+        with translated(self.url), self.pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction; nested calls join it; an exception rolls it back."""
+        if self._conn is not None:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        with translated(self.url), self.pool.connection() as conn, conn.transaction():
+            self._conn = conn
+            try:
+                yield
+            finally:
+                self._conn = None
+                self._locks.clear()
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """The rows ``sql`` returns (empty for a statement that returns none)."""
+        _check_tenant(sql)
+        with self.connection() as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row ``sql`` returns, or None."""
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run ``sql``; return how many rows it changed."""
+        _check_tenant(sql)
+        with self.connection() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        """Run ``sql`` once per parameter row, all in one transaction."""
+        _check_tenant(sql)
+        with self.transaction(), self.connection() as conn, conn.cursor() as cursor:
+            cursor.executemany(sql, params)
+
+    def lock(self, kind: int, name: str) -> None:
+        """Hold advisory lock (``kind``, ``name``) until the open transaction ends."""
+        if self._conn is None:
+            raise RuntimeError("an advisory lock needs an open transaction")
+        key = (kind, lock_key(name))
+        if key not in self._locks:
+            with translated(self.url):
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
+            self._locks.add(key)
+
+
+def _check_tenant(sql: str) -> None:
+    if "tenant_id" not in sql:
+        raise RuntimeError(f"statement without a tenant filter refused: {sql[:80]}")

@@ -1,0 +1,147 @@
+"""Metrics (a keyed hash chain per tenant) and the audit log.
+
+The chain must stay linear however many server processes append at once: a writer reads the
+newest event and links the next one to it, so reading and appending happen under one
+advisory lock per tenant, taken by ``last_metric`` inside a transaction and held until it
+commits. ``seq`` comes from a counter row per tenant, so it counts 1, 2, 3... in each tenant
+and a deleted ``seq`` is never reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cortex.core.models import AuditEntry, MetricEvent
+from cortex.store.postgres.db import LOCK_METRICS_CHAIN, Runner
+from cortex.store.records import (
+    AUDIT_COLUMNS,
+    METRIC_COLUMNS,
+    audit_from_row,
+    dumps,
+    metric_from_row,
+)
+
+_METRICS = ", ".join(METRIC_COLUMNS)
+# One round trip: bump the tenant's counter, then insert the event under the new number.
+_APPEND = (
+    "WITH counter AS (INSERT INTO metric_counters (tenant_id, last_seq) VALUES (%s, 1) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET last_seq = metric_counters.last_seq + 1 "
+    "RETURNING tenant_id, last_seq) "
+    f"INSERT INTO metrics (tenant_id, {_METRICS}) "
+    "SELECT tenant_id, last_seq, %s, %s, %s, %s, %s, %s FROM counter RETURNING seq"
+)
+_PAGE = 500
+_MAX_PROBLEMS = 50
+
+
+class MetricsRepository:
+    """The metrics chain of one tenant."""
+
+    def __init__(self, db: Runner) -> None:
+        self.db = db
+
+    def _lock_chain(self) -> None:
+        """Serialize chain writers of this tenant until the transaction ends."""
+        self.db.lock(LOCK_METRICS_CHAIN, self.db.tenant)
+
+    def last(self) -> MetricEvent | None:
+        """The newest event; inside a transaction, the chain stays locked for the append."""
+        if self.db.in_transaction:
+            self._lock_chain()
+        row = self.db.one(
+            f"SELECT {_METRICS} FROM metrics WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1",
+            (self.db.tenant,),
+        )
+        return metric_from_row(row) if row else None
+
+    def append(
+        self,
+        event: str,
+        session_id: str | None,
+        payload: dict[str, Any],
+        created_at: str,
+        prev_hash: str,
+        hash: str,
+    ) -> int:
+        """Append one event; return its ``seq``."""
+        with self.db.transaction():
+            self._lock_chain()
+            row = self.db.one(
+                _APPEND,
+                (self.db.tenant, event, session_id, dumps(payload), created_at, prev_hash, hash),
+            )
+        assert row is not None  # INSERT ... SELECT from a one-row CTE returns one row
+        return int(row[0])
+
+    def since(
+        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+    ) -> list[MetricEvent]:
+        """Events in ``seq`` order, optionally of one ``event`` name (LIMIT NULL: all)."""
+        where = "tenant_id = %s AND seq > %s" + ("" if event is None else " AND event = %s")
+        params: tuple[Any, ...] = (self.db.tenant, after_seq)
+        params += () if event is None else (event,)
+        rows = self.db.rows(
+            f"SELECT {_METRICS} FROM metrics WHERE {where} ORDER BY seq LIMIT %s", (*params, limit)
+        )
+        return [metric_from_row(row) for row in rows]
+
+    def iterate(self) -> Iterator[MetricEvent]:
+        """Every event in ``seq`` order, a page at a time (no connection held between pages)."""
+        after = 0
+        while page := self.since(limit=_PAGE, after_seq=after):
+            yield from page
+            after = page[-1].seq
+
+    def problems(self) -> list[str]:
+        """Events that do not link to the one before them, and a counter behind the chain."""
+        rows = self.db.rows(
+            "SELECT seq, before_seq FROM (SELECT seq, prev_hash, "
+            "lag(seq) OVER (ORDER BY seq) AS before_seq, "
+            "lag(hash) OVER (ORDER BY seq) AS before_hash "
+            "FROM metrics WHERE tenant_id = %s) AS chain "
+            "WHERE before_hash IS NOT NULL AND prev_hash <> before_hash ORDER BY seq LIMIT %s",
+            (self.db.tenant, _MAX_PROBLEMS),
+        )
+        found = [
+            f"metrics event {seq} does not follow event {before} (chain broken); "
+            "run `cortex metrics verify`"
+            for seq, before in rows
+        ]
+        behind = self.db.one(
+            "SELECT max(m.seq), max(c.last_seq) FROM metrics m LEFT JOIN metric_counters c "
+            "ON c.tenant_id = m.tenant_id WHERE m.tenant_id = %s",
+            (self.db.tenant,),
+        )
+        if behind and behind[0] is not None and (behind[1] or 0) < behind[0]:
+            found.append(
+                f"metrics counter is behind event {behind[0]}: new events would reuse numbers"
+            )
+        return found
+
+
+class AuditRepository:
+    """The audit log of one tenant."""
+
+    def __init__(self, db: Runner) -> None:
+        self.db = db
+
+    def append(
+        self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
+    ) -> int:
+        row = self.db.one(
+            "INSERT INTO audit_log (tenant_id, action, actor, target, detail, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            (self.db.tenant, action, actor, target, dumps(detail), at),
+        )
+        assert row is not None  # INSERT ... RETURNING returns the row it inserted
+        return int(row[0])
+
+    def newest(self, *, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
+        rows = self.db.rows(
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log WHERE tenant_id = %s "
+            "ORDER BY id DESC LIMIT %s",
+            (self.db.tenant, limit),
+        )
+        return [audit_from_row(row) for row in rows]

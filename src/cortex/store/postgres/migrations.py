@@ -1,0 +1,414 @@
+"""PostgreSQL schema migrations: the SQLite steps' names, in the same order, for PostgreSQL.
+
+Each step runs in its own transaction together with its row in ``_cortex_migrations(name,
+applied_at)``, under an advisory lock, so that server processes starting at once apply each
+step exactly once. Migrations belong to the database, not to a tenant: every data table
+carries ``tenant_id`` from its first step, leading its primary key and unique indexes, so two
+tenants may use the same session or memory ids.
+
+Differences from SQLite, each for PostgreSQL's sake: JSON lists are ``JSONB`` (the metrics
+payload and audit detail stay ``TEXT``, the exact text that was written and hashed);
+booleans are ``BOOLEAN``; ids and timestamps are ``TEXT COLLATE "C"``, so they sort byte by
+byte as in SQLite whatever the database's locale; ``seq`` columns are identities; full text
+is a generated ``tsvector`` with a GIN index instead of FTS5. Never edit a step that has
+shipped; add a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from cortex.clock import SystemClock, to_iso
+from cortex.store.postgres.db import LOCK_MIGRATIONS
+
+Conn = psycopg.Connection[Any]
+Step = Callable[[Conn], None]
+MIGRATIONS_TABLE = "_cortex_migrations"
+KEY = 'TEXT COLLATE "C"'
+"""Ids and timestamps: compared and sorted byte by byte, as SQLite does."""
+
+
+def _run(conn: Conn, *statements: str) -> None:
+    for sql in statements:
+        conn.execute(sql)
+
+
+def m001_session_states(conn: Conn) -> None:
+    """The spec's schema v4 ``session_states`` table, per tenant, and its three indexes."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE session_states (
+            tenant_id {KEY} NOT NULL,
+            id {KEY} NOT NULL,
+            start_time {KEY} NOT NULL,
+            end_time {KEY},
+            channel TEXT DEFAULT 'unknown',
+            working_memory JSONB NOT NULL DEFAULT '[]',
+            hot_topics JSONB NOT NULL DEFAULT '[]',
+            active_projects JSONB NOT NULL DEFAULT '[]',
+            pending_tasks JSONB NOT NULL DEFAULT '[]',
+            recent_learnings JSONB NOT NULL DEFAULT '[]',
+            confidence_updates JSONB NOT NULL DEFAULT '[]',
+            sop_interactions JSONB NOT NULL DEFAULT '[]',
+            previous_session_id {KEY},
+            continued_by {KEY},
+            crash_recovered BOOLEAN DEFAULT false,
+            schema_version INTEGER DEFAULT 1,
+            created_at {KEY} NOT NULL,
+            updated_at {KEY},
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_session_endtime ON session_states(tenant_id, end_time, start_time)",
+        "CREATE INDEX idx_session_prev ON session_states(tenant_id, previous_session_id)",
+        "CREATE INDEX idx_session_channel ON session_states(tenant_id, channel, start_time)",
+    )
+
+
+def m002_session_continuity_columns(conn: Conn) -> None:
+    """The continuity columns (state, scope, lease, accumulator, owner) and their indexes."""
+    columns = (
+        "state TEXT NOT NULL DEFAULT 'ACTIVE'",
+        "scope TEXT NOT NULL DEFAULT 'project'",
+        f"project {KEY}",
+        "user_id TEXT",
+        "agent_id TEXT",
+        "task_slug TEXT",
+        f"last_activity {KEY}",
+        "topic_state JSONB NOT NULL DEFAULT '{}'",
+        "checkpoint_count INTEGER NOT NULL DEFAULT 0",
+        f"parent_session {KEY}",
+        "owner_pid INTEGER",
+        "owner_host TEXT",
+    )
+    _run(
+        conn,
+        "ALTER TABLE session_states " + ", ".join(f"ADD COLUMN {c}" for c in columns),
+        # Restore: completed sessions of one project, newest end first.
+        "CREATE INDEX idx_session_project_end ON session_states(tenant_id, project, end_time)",
+        # Crash detection: the open sessions only, newest lease first.
+        "CREATE INDEX idx_session_open ON session_states"
+        "(tenant_id, last_activity DESC NULLS LAST) WHERE end_time IS NULL",
+        # Chaining at start: the project's latest session.
+        "CREATE INDEX idx_session_project_start ON session_states(tenant_id, project, start_time)",
+        # Listing every session newest first, pages in a stable order.
+        "CREATE INDEX idx_session_start ON session_states(tenant_id, start_time, id)",
+    )
+
+
+def m003_metrics(conn: Conn) -> None:
+    """The metrics hash chain, one per tenant; a counter row per tenant so ``seq`` counts
+    1, 2, 3... in each tenant and a deleted ``seq`` is never reused (SQLite's AUTOINCREMENT)."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE metrics (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT NOT NULL,
+            event TEXT NOT NULL,
+            session_id {KEY},
+            payload TEXT NOT NULL,
+            created_at {KEY} NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, seq)
+        )
+        """,
+        "CREATE INDEX idx_metrics_event ON metrics(tenant_id, event, seq)",
+        f"""
+        CREATE TABLE metric_counters (
+            tenant_id {KEY} PRIMARY KEY,
+            last_seq BIGINT NOT NULL
+        )
+        """,
+    )
+
+
+def m004_audit_log(conn: Conn) -> None:
+    """Who did what to which record, and when."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE audit_log (
+            tenant_id {KEY} NOT NULL,
+            id BIGINT GENERATED ALWAYS AS IDENTITY,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            target TEXT,
+            detail TEXT NOT NULL DEFAULT '{{}}',
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+    )
+
+
+def m005_memories(conn: Conn) -> None:
+    """Memories with the RFC's phase-1 columns, their indexes and the live-upsert invariant.
+
+    The unique index is the RFC's ``idx_memories_upsert_live`` with NULLs folded to '' (a
+    unique index treats NULLs as distinct, which would let two global truths coexist).
+    """
+    _run(
+        conn,
+        f"""
+        CREATE TABLE memories (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            content TEXT NOT NULL,
+            type {KEY} NOT NULL DEFAULT 'note',
+            memory_layer TEXT NOT NULL DEFAULT 'long_term'
+                CHECK (memory_layer IN ('rule', 'working', 'long_term')),
+            scope TEXT NOT NULL DEFAULT 'global' CHECK (scope IN ('global', 'project')),
+            project_id {KEY},
+            user_id {KEY},
+            tags TEXT NOT NULL DEFAULT '',
+            upsert_key {KEY},
+            source_session_id {KEY},
+            remember_intent TEXT NOT NULL DEFAULT 'implicit',
+            confidence DOUBLE PRECISION NOT NULL DEFAULT 1.0,
+            expires_at {KEY},
+            superseded_by {KEY},
+            superseded_at {KEY},
+            last_confirmed_at {KEY},
+            created_at {KEY} NOT NULL,
+            updated_at {KEY} NOT NULL,
+            deleted_at {KEY},
+            PRIMARY KEY (tenant_id, id),
+            UNIQUE (tenant_id, seq)
+        )
+        """,
+        "CREATE INDEX idx_memories_layer_scope_project "
+        "ON memories(tenant_id, memory_layer, scope, project_id)",
+        "CREATE INDEX idx_memories_layer_expires ON memories(tenant_id, memory_layer, expires_at)",
+        "CREATE INDEX idx_memories_source_session ON memories(tenant_id, source_session_id)",
+        # Live memories newest first (listing, context) without a sort.
+        "CREATE INDEX idx_memories_live ON memories(tenant_id, seq DESC) "
+        "WHERE deleted_at IS NULL AND superseded_at IS NULL",
+        "CREATE UNIQUE INDEX idx_memories_upsert_live ON memories(tenant_id, scope, "
+        "COALESCE(project_id, ''), COALESCE(user_id, ''), type, upsert_key) "
+        "WHERE upsert_key IS NOT NULL AND deleted_at IS NULL AND superseded_at IS NULL",
+    )
+
+
+def m006_memory_fts(conn: Conn) -> None:
+    """Full text over content and tags: a generated ``tsvector`` (English stemming, content
+    weighted A and tags B) and its GIN index; generated, so it can never fall out of sync."""
+    _run(
+        conn,
+        "ALTER TABLE memories ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ("
+        "setweight(to_tsvector('english'::regconfig, content), 'A') || "
+        "setweight(to_tsvector('english'::regconfig, tags), 'B')) STORED",
+        "CREATE INDEX idx_memories_search ON memories USING GIN (search_vector)",
+    )
+
+
+def m007_memory_links(conn: Conn) -> None:
+    """Typed edges between memories, walked one hop by graph expansion (both directions)."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE memory_links (
+            tenant_id {KEY} NOT NULL,
+            from_id {KEY} NOT NULL,
+            to_id {KEY} NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('supersedes', 'conflicts', 'relates')),
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, from_id, to_id, kind)
+        )
+        """,
+        "CREATE INDEX idx_memory_links_to ON memory_links(tenant_id, to_id, kind)",
+    )
+
+
+def m008_session_events(conn: Conn) -> None:
+    """The RFC's session events, on ``session_states.id`` (the one session entity).
+
+    No foreign key: archiving a session row must keep (not cascade-delete) its history.
+    """
+    _run(
+        conn,
+        f"""
+        CREATE TABLE session_events (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            session_id {KEY} NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+            kind TEXT NOT NULL CHECK (kind IN ('message', 'checkpoint', 'summary', 'event')),
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL DEFAULT 0,
+            turn_index INTEGER,
+            is_meaningful BOOLEAN NOT NULL DEFAULT true,
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_session_events_session "
+        "ON session_events(tenant_id, session_id, created_at)",
+    )
+
+
+def m009_session_snapshots(conn: Conn) -> None:
+    """Markdown transcripts of a session's meaningful events, with what triggered them."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE session_snapshots (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            session_id {KEY} NOT NULL,
+            slug TEXT NOT NULL,
+            source_trigger TEXT NOT NULL
+                CHECK (source_trigger IN ('new_session', 'reset', 'manual', 'auto_compaction')),
+            transcript_md TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_session_snapshots_session "
+        "ON session_snapshots(tenant_id, session_id, created_at)",
+    )
+
+
+def m010_checkpoints(conn: Conn) -> None:
+    """Checkpoints in the continuity protocol's schema; ``body`` is the whole JSON record."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE checkpoints (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            session_id {KEY} NOT NULL,
+            type TEXT NOT NULL,
+            summary TEXT NOT NULL DEFAULT '',
+            body JSONB NOT NULL,
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_checkpoints_session ON checkpoints(tenant_id, session_id, seq)",
+    )
+
+
+def m011_compaction_events(conn: Conn) -> None:
+    """The RFC's compaction events (its ``checkpoint_memory_id`` is ``checkpoint_id`` here)."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE compaction_events (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            session_id {KEY} NOT NULL,
+            trigger_type TEXT NOT NULL
+                CHECK (trigger_type IN ('count', 'time', 'semantic', 'manual')),
+            reason TEXT NOT NULL,
+            token_count_before INTEGER,
+            turn_count_before INTEGER,
+            summary_tokens INTEGER,
+            checkpoint_id {KEY},
+            created_at {KEY} NOT NULL,
+            completed_at {KEY},
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_compaction_session ON compaction_events(tenant_id, session_id, seq)",
+    )
+
+
+def m012_memory_embeddings(conn: Conn) -> None:
+    """Optional dense vectors per memory and model (the ``[embeddings]`` extra fills them)."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE memory_embeddings (
+            tenant_id {KEY} NOT NULL,
+            model TEXT NOT NULL,
+            memory_seq BIGINT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BYTEA NOT NULL,
+            PRIMARY KEY (tenant_id, model, memory_seq),
+            FOREIGN KEY (tenant_id, memory_seq) REFERENCES memories(tenant_id, seq)
+                ON DELETE CASCADE
+        )
+        """,
+    )
+
+
+MIGRATIONS: tuple[tuple[str, Step], ...] = (
+    ("m001_session_states", m001_session_states),
+    ("m002_session_continuity_columns", m002_session_continuity_columns),
+    ("m003_metrics", m003_metrics),
+    ("m004_audit_log", m004_audit_log),
+    ("m005_memories", m005_memories),
+    ("m006_memory_fts", m006_memory_fts),
+    ("m007_memory_links", m007_memory_links),
+    ("m008_session_events", m008_session_events),
+    ("m009_session_snapshots", m009_session_snapshots),
+    ("m010_checkpoints", m010_checkpoints),
+    ("m011_compaction_events", m011_compaction_events),
+    ("m012_memory_embeddings", m012_memory_embeddings),
+)
+_ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
+
+
+def applied_migrations(conn: Conn) -> list[tuple[str, str]]:
+    """(name, applied_at) of each applied step in order; empty on a database Cortex never saw."""
+    if conn.execute("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,)).fetchone() == (None,):
+        return []
+    rows = conn.execute(f"SELECT name, applied_at FROM {MIGRATIONS_TABLE}").fetchall()
+    applied = [(str(name), str(at)) for name, at in rows]
+    # A name this version does not know (a newer Cortex applied it) sorts last.
+    return sorted(applied, key=lambda row: (_ORDER.get(row[0], len(_ORDER)), row[0]))
+
+
+def _apply_one(conn: Conn, name: str, step: Step) -> bool:
+    """Apply one step in its own transaction unless another process just did; True if applied."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_MIGRATIONS,))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        done = conn.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = %s", (name,))
+        if done.fetchone() is not None:
+            return False
+        step(conn)
+        conn.execute(
+            f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (%s, %s)",
+            # When a step ran is bookkeeping about the database, not data: the real clock.
+            (name, to_iso(SystemClock().now())),
+        )
+    return True
+
+
+def migrate(conn: Conn) -> list[str]:
+    """Apply pending steps in order on an autocommit connection; return the names applied now."""
+    done = {name for name, _ in applied_migrations(conn)}
+    return [name for name, step in MIGRATIONS if name not in done and _apply_one(conn, name, step)]
+
+
+def schema_problems(conn: Conn) -> list[str]:
+    """What is wrong with the schema: steps not applied, indexes left invalid."""
+    done = {name for name, _ in applied_migrations(conn)}
+    problems = [
+        f"migration {name} is not applied; run `cortex db migrate`"
+        for name, _ in MIGRATIONS
+        if name not in done
+    ]
+    invalid = conn.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND NOT i.indisvalid ORDER BY c.relname"
+    ).fetchall()
+    problems += [f"index {name} is invalid; run REINDEX INDEX {name}" for (name,) in invalid]
+    return problems

@@ -1,0 +1,173 @@
+"""Sessions: one ``session_states`` row per session and tenant, written whole (UPSERT)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from cortex.core.models import SessionState
+from cortex.store.postgres.db import Row, Runner
+from cortex.store.records import (
+    SESSION_COLUMNS,
+    SESSION_JSON_LISTS,
+    session_from_row,
+    session_values,
+)
+
+_JSON_COLUMNS = frozenset((*SESSION_JSON_LISTS, "topic_state"))
+
+
+def _select(replaced: dict[str, str]) -> str:
+    """SELECT of every session column, some replaced by SQL expressions."""
+    columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
+    return f"SELECT {columns} FROM session_states"
+
+
+SELECT = _select({})
+# Restoration reads many rows and never uses these columns: skip sending and decoding them.
+_NOT_FOR_RESTORE = {
+    "topic_state": "'{}'::jsonb",
+    "recent_learnings": "'[]'::jsonb",
+    "confidence_updates": "'[]'::jsonb",
+    "sop_interactions": "'[]'::jsonb",
+}
+_SELECT_FOR_RESTORE = _select(_NOT_FOR_RESTORE)
+# Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
+_SELECT_FOR_RESTORE_LIGHT = _select(
+    _NOT_FOR_RESTORE
+    | {
+        "working_memory": 'CASE WHEN working_memory @> \'[{"importance": "CRITICAL"}]\' '
+        "THEN working_memory ELSE '[]'::jsonb END"
+    }
+)
+_UPSERT = (
+    f"INSERT INTO session_states (tenant_id, {', '.join(SESSION_COLUMNS)}) "
+    f"VALUES (%s, {', '.join('%s' for _ in SESSION_COLUMNS)}) "
+    "ON CONFLICT (tenant_id, id) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in SESSION_COLUMNS[1:])
+)
+
+
+def sessions_of(rows: Sequence[Row]) -> list[SessionState]:
+    """The readable sessions among ``rows`` (an unreadable one is logged and skipped)."""
+    states = (session_from_row(row) for row in rows)
+    return [s for s in states if s is not None]
+
+
+def project_clause(project: str | None) -> tuple[str, tuple[Any, ...]]:
+    """``project`` compared as SQLite's ``IS`` does, in a form an index can serve."""
+    return ("project IS NULL", ()) if project is None else ("project = %s", (project,))
+
+
+class SessionRepository:
+    """The session rows of one tenant."""
+
+    def __init__(self, db: Runner) -> None:
+        self.db = db
+
+    def save(self, state: SessionState) -> None:
+        """Insert or replace the whole row (one atomic UPSERT, safe against a racing writer)."""
+        data = session_values(state)
+        values = [Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS]
+        self.db.execute(_UPSERT, (self.db.tenant, *values))
+
+    def get(self, session_id: str) -> SessionState | None:
+        found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
+        return found[0] if found else None
+
+    def completed_since(
+        self,
+        since: str,
+        project: str | None,
+        *,
+        limit: int,
+        exclude_id: str | None = None,
+        all_pins: bool = True,
+    ) -> list[SessionState]:
+        """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
+        select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
+        where, params = project_clause(project)
+        if exclude_id is not None:
+            where, params = f"{where} AND id <> %s", (*params, exclude_id)
+        # Served by idx_session_project_end, read backwards and stopped by LIMIT.
+        return self._sessions(
+            f"{select} WHERE tenant_id = %s AND {where} AND end_time >= %s "
+            "ORDER BY end_time DESC LIMIT %s",
+            (*params, since, limit),
+        )
+
+    def latest(self, project: str | None) -> SessionState | None:
+        """The session of ``project`` that started last, open or not."""
+        where, params = project_clause(project)
+        found = self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND {where} ORDER BY start_time DESC LIMIT 1", params
+        )
+        return found[0] if found else None
+
+    def listing(
+        self, *, limit: int, offset: int, project: str | None, any_project: bool
+    ) -> list[SessionState]:
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
+        where, params = ("TRUE", ()) if any_project else project_clause(project)
+        return self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND {where} "
+            "ORDER BY start_time DESC, id DESC LIMIT %s OFFSET %s",
+            (*params, limit, offset),
+        )
+
+    def count(self) -> int:
+        row = self.db.one("SELECT count(*) FROM session_states WHERE tenant_id = %s", self._t())
+        return int(row[0]) if row else 0
+
+    def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
+        """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement)."""
+        self.db.execute(
+            "UPDATE session_states SET continued_by = %s, updated_at = %s "
+            "WHERE tenant_id = %s AND id = ANY(%s)",
+            (next_id, at, self.db.tenant, list(session_ids)),
+        )
+
+    def ended_before(self, before: str, *, limit: int) -> list[SessionState]:
+        """Completed sessions with ``end_time < before``, oldest first (for archiving)."""
+        return self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND end_time < %s ORDER BY end_time LIMIT %s",
+            (before, limit),
+        )
+
+    def delete(self, session_ids: list[str]) -> int:
+        """Delete these rows of this tenant; return how many were deleted."""
+        if not session_ids:
+            return 0
+        return self.db.execute(
+            "DELETE FROM session_states WHERE tenant_id = %s AND id = ANY(%s)",
+            (self.db.tenant, list(session_ids)),
+        )
+
+    def bump_checkpoint_count(self, session_id: str, at: str) -> int:
+        """Add one to ``checkpoint_count``; return the new count (0: no such session)."""
+        row = self.db.one(
+            "UPDATE session_states SET checkpoint_count = checkpoint_count + 1, updated_at = %s "
+            "WHERE tenant_id = %s AND id = %s RETURNING checkpoint_count",
+            (at, self.db.tenant, session_id),
+        )
+        return int(row[0]) if row else 0
+
+    def problems(self) -> list[str]:
+        """Sessions whose JSON columns have the wrong shape (they read as empty)."""
+        checks = [f"('{c}', jsonb_typeof({c}) = 'array')" for c in SESSION_JSON_LISTS]
+        checks.append("('topic_state', jsonb_typeof(topic_state) = 'object')")
+        rows = self.db.rows(
+            f"SELECT s.id, v.name FROM session_states s, LATERAL (VALUES {', '.join(checks)}) "
+            "AS v(name, ok) WHERE s.tenant_id = %s AND NOT v.ok ORDER BY s.id, v.name LIMIT 50",
+            self._t(),
+        )
+        return [f"session {sid}: column {name} has the wrong JSON shape" for sid, name in rows]
+
+    def _t(self) -> tuple[str]:
+        return (self.db.tenant,)
+
+    def _sessions(self, sql: str, params: tuple[Any, ...] = ()) -> list[SessionState]:
+        """Run a SELECT whose first placeholder is the tenant."""
+        return sessions_of(self.db.rows(sql, (self.db.tenant, *params)))

@@ -1,0 +1,334 @@
+"""``PostgresStore``: the ``Store`` protocol on PostgreSQL, for one tenant.
+
+A store is bound to one tenant and composed of one repository per concern (sessions,
+leases, metrics, audit, memories, embeddings, history); each repository filters every query
+by that tenant itself. A store holds a pool connection only during a call or a
+``transaction()``, so a server process opens one pool (the first store, or ``open_pool``)
+and binds a store per request with ``for_tenant``. A store serves one thread at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from cortex.core.memory_models import (
+    Checkpoint,
+    CompactionEvent,
+    EventTotals,
+    Memory,
+    MemoryFilter,
+    MemoryLink,
+    SessionEvent,
+    SessionSnapshot,
+)
+from cortex.core.models import AuditEntry, MetricEvent, SessionState
+from cortex.errors import ValidationError
+from cortex.store import DEFAULT_TENANT
+from cortex.store.postgres import migrations
+from cortex.store.postgres.db import Pool, Runner, open_pool, redacted
+from cortex.store.postgres.embeddings import EmbeddingRepository
+from cortex.store.postgres.history import HistoryRepository
+from cortex.store.postgres.leases import LeaseRepository
+from cortex.store.postgres.memories import MemoryRepository
+from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
+from cortex.store.postgres.sessions import SessionRepository
+
+MAX_TENANT_CHARS = 128
+
+
+def check_tenant(tenant: str) -> str:
+    """``tenant`` if it is a usable tenant id, else a ``ValidationError``."""
+    if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > MAX_TENANT_CHARS:
+        raise ValidationError(
+            f"tenant {tenant!r} is not a tenant id; use 1 to {MAX_TENANT_CHARS} characters"
+        )
+    if not tenant.isprintable():
+        raise ValidationError(f"tenant {tenant!r} holds control characters; use printable ones")
+    return tenant
+
+
+class PostgresStore:
+    """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
+
+    Args:
+        url: a ``postgresql://`` URL (or libpq conninfo); with ``pool``, only shown.
+        tenant: whose data this store reads and writes.
+        pool: a pool to share (the caller closes it); by default the store opens its own
+            and closes it in ``close()``.
+        migrate: apply pending migrations before returning (the default).
+
+    Raises:
+        StorageError: the server cannot be reached, or migrating fails.
+        ValidationError: ``tenant`` is empty, too long or not printable.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        tenant: str = DEFAULT_TENANT,
+        *,
+        pool: Pool | None = None,
+        migrate: bool = True,
+    ) -> None:
+        self.tenant = check_tenant(tenant)
+        self.url = redacted(str(url))
+        self._owns_pool = pool is None
+        self._pool = open_pool(str(url)) if pool is None else pool
+        self._db = Runner(self._pool, self.tenant, self.url)
+        self._sessions = SessionRepository(self._db)
+        self._leases = LeaseRepository(self._db)
+        self._metrics = MetricsRepository(self._db)
+        self._audit = AuditRepository(self._db)
+        self._memories = MemoryRepository(self._db)
+        self._embeddings = EmbeddingRepository(self._db)
+        self._history = HistoryRepository(self._db)
+        if migrate:
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def pool(self) -> Pool:
+        """The connection pool, to share with stores of other tenants."""
+        return self._pool
+
+    def for_tenant(self, tenant: str) -> PostgresStore:
+        """A store of ``tenant`` on this store's pool (no migration; closing it keeps the pool)."""
+        return PostgresStore(self.url, tenant, pool=self._pool, migrate=False)
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def migrate(self) -> list[str]:
+        """Apply pending migrations in order (for the whole database); return those applied."""
+        with self._db.connection() as conn:
+            return migrations.migrate(conn)
+
+    def applied_migrations(self) -> list[tuple[str, str]]:
+        """(name, applied_at) of every applied migration, in order."""
+        with self._db.connection() as conn:
+            return migrations.applied_migrations(conn)
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One transaction; nested calls join it; an exception rolls it back."""
+        return self._db.transaction()
+
+    def check_integrity(self) -> list[str]:
+        """Problems found in the schema and in this tenant's rows; empty when healthy."""
+        with self._db.connection() as conn:
+            problems = migrations.schema_problems(conn)
+        if problems:  # the rows cannot be checked against a schema that is not there
+            return problems
+        for repository in (
+            self._sessions,
+            self._metrics,
+            self._memories,
+            self._embeddings,
+            self._history,
+        ):
+            problems += repository.problems()
+        return problems
+
+    def close(self) -> None:
+        """Close the pool if this store opened it; a store on a shared pool leaves it open."""
+        if self._owns_pool:
+            self._pool.close()
+
+    # -- sessions ----------------------------------------------------------------------------
+    def save_session(self, state: SessionState) -> None:
+        self._sessions.save(state)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        return self._sessions.get(session_id)
+
+    def completed_sessions_since(
+        self,
+        since: str,
+        project: str | None,
+        *,
+        limit: int,
+        exclude_id: str | None = None,
+        all_pins: bool = True,
+    ) -> list[SessionState]:
+        return self._sessions.completed_since(
+            since, project, limit=limit, exclude_id=exclude_id, all_pins=all_pins
+        )
+
+    def open_sessions(
+        self, *, exclude_id: str | None = None, idle_before: str | None = None
+    ) -> list[SessionState]:
+        return self._leases.open_sessions(exclude_id=exclude_id, idle_before=idle_before)
+
+    def latest_open_session(
+        self, project: str | None = None, *, any_project: bool = False
+    ) -> SessionState | None:
+        return self._leases.latest_open(project, any_project=any_project)
+
+    def latest_session(self, project: str | None) -> SessionState | None:
+        return self._sessions.latest(project)
+
+    def list_sessions(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        project: str | None = None,
+        any_project: bool = True,
+    ) -> list[SessionState]:
+        return self._sessions.listing(
+            limit=limit, offset=offset, project=project, any_project=any_project
+        )
+
+    def count_sessions(self) -> int:
+        return self._sessions.count()
+
+    def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
+        self._sessions.mark_continued(session_ids, next_id, at)
+
+    def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:
+        return self._sessions.ended_before(before, limit=limit)
+
+    def delete_sessions(self, session_ids: list[str]) -> int:
+        return self._sessions.delete(session_ids)
+
+    # -- metrics and audit -------------------------------------------------------------------
+    def last_metric(self) -> MetricEvent | None:
+        return self._metrics.last()
+
+    def append_metric(
+        self,
+        event: str,
+        session_id: str | None,
+        payload: dict[str, Any],
+        created_at: str,
+        prev_hash: str,
+        hash: str,
+    ) -> int:
+        return self._metrics.append(event, session_id, payload, created_at, prev_hash, hash)
+
+    def list_metrics(
+        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+    ) -> list[MetricEvent]:
+        return self._metrics.since(event=event, limit=limit, after_seq=after_seq)
+
+    def iter_metrics(self) -> Iterator[MetricEvent]:
+        return self._metrics.iterate()
+
+    def append_audit(
+        self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
+    ) -> int:
+        return self._audit.append(action, actor, target, detail, at)
+
+    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
+        return self._audit.newest(limit=limit)
+
+    # -- memories ----------------------------------------------------------------------------
+    def add_memories(self, memories: Sequence[Memory]) -> list[str | None]:
+        return self._memories.add(memories)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        return self._memories.get(memory_id)
+
+    def update_memory(self, memory: Memory) -> None:
+        self._memories.update(memory)
+
+    def delete_memory(self, memory_id: str, at: str) -> bool:
+        return self._memories.delete(memory_id, at)
+
+    def list_memories(
+        self, flt: MemoryFilter, now: str, *, limit: int = 50, offset: int = 0
+    ) -> list[Memory]:
+        return self._memories.listing(flt, now, limit=limit, offset=offset)
+
+    def count_memories(self, flt: MemoryFilter, now: str) -> int:
+        return self._memories.count(flt, now)
+
+    def search_memories(
+        self,
+        terms: Sequence[str],
+        flt: MemoryFilter,
+        now: str,
+        *,
+        limit: int,
+    ) -> list[tuple[Memory, float]]:
+        """Memories holding any of ``terms``, best first (relevance in [0, 1])."""
+        return self._memories.search(terms, flt, now, limit=limit)
+
+    def add_memory_link(self, link: MemoryLink) -> None:
+        self._memories.add_link(link)
+
+    def memory_links(self, memory_id: str) -> list[MemoryLink]:
+        return self._memories.links(memory_id)
+
+    def linked_memories(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, str, Memory]]:
+        return self._memories.linked(memory_ids, flt, now)
+
+    def save_embeddings(self, model: str, items: Sequence[tuple[str, int, bytes]]) -> None:
+        self._embeddings.save(model, items)
+
+    def load_embeddings(
+        self, model: str, flt: MemoryFilter, now: str
+    ) -> list[tuple[Memory, bytes]]:
+        return self._embeddings.load(model, flt, now)
+
+    def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:
+        return self._embeddings.missing(model, limit=limit)
+
+    # -- session history ---------------------------------------------------------------------
+    def append_session_event(self, event: SessionEvent) -> None:
+        self._history.append_event(event)
+
+    def list_session_events(
+        self,
+        session_id: str,
+        *,
+        since: str | None = None,
+        meaningful_only: bool = False,
+        limit: int | None = None,
+    ) -> list[SessionEvent]:
+        return self._history.events(
+            session_id, since=since, meaningful_only=meaningful_only, limit=limit
+        )
+
+    def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
+        return self._history.event_totals(session_id, since)
+
+    def save_snapshot(self, snapshot: SessionSnapshot) -> None:
+        self._history.save_snapshot(snapshot)
+
+    def get_snapshot(self, snapshot_id: str) -> SessionSnapshot | None:
+        return self._history.snapshot(snapshot_id)
+
+    def list_snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
+        return self._history.snapshots(session_id, limit=limit)
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._history.save_checkpoint(checkpoint)
+
+    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        return self._history.checkpoint(checkpoint_id)
+
+    def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
+        return self._history.checkpoints(session_id, limit=limit)
+
+    def bump_checkpoint_count(self, session_id: str, at: str) -> int:
+        return self._sessions.bump_checkpoint_count(session_id, at)
+
+    def append_compaction_event(self, event: CompactionEvent) -> None:
+        self._history.append_compaction(event)
+
+    def complete_compaction_event(self, event_id: str, summary_tokens: int, at: str) -> None:
+        self._history.complete_compaction(event_id, summary_tokens, at)
+
+    def list_compaction_events(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
+        return self._history.compactions(session_id, limit=limit)

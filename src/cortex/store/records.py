@@ -1,0 +1,380 @@
+"""Rows and records: the column lists and row mappings every backend shares.
+
+A backend selects these columns in this order and hands each row to a ``*_from_row``
+function; it writes the values ``session_values``/``memory_values`` give. JSON columns may
+come back as text (SQLite) or already decoded (PostgreSQL JSONB): ``json_value`` takes both.
+A corrupt JSON value reads as empty and a corrupt list item is dropped, so one bad column never
+hides the rest of a session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cortex.core.memory_models import (
+    CompactionEvent,
+    Memory,
+    SessionEvent,
+    SessionSnapshot,
+)
+from cortex.core.models import (
+    AuditEntry,
+    ConfidenceUpdate,
+    MetricEvent,
+    PendingTask,
+    Pin,
+    SessionState,
+    SOPInteraction,
+)
+
+log = logging.getLogger("cortex.store")
+
+# -- sessions --------------------------------------------------------------------------------
+SESSION_JSON_LISTS = (
+    "working_memory",
+    "hot_topics",
+    "active_projects",
+    "pending_tasks",
+    "recent_learnings",
+    "confidence_updates",
+    "sop_interactions",
+)
+SESSION_COLUMNS = (
+    "id",
+    "start_time",
+    "end_time",
+    "channel",
+    *SESSION_JSON_LISTS,
+    "previous_session_id",
+    "continued_by",
+    "crash_recovered",
+    "schema_version",
+    "created_at",
+    "updated_at",
+    "state",
+    "scope",
+    "project",
+    "user_id",
+    "agent_id",
+    "task_slug",
+    "last_activity",
+    "topic_state",
+    "checkpoint_count",
+    "parent_session",
+    "owner_pid",
+    "owner_host",
+)
+"""Named, never ``SELECT *``: a legacy SQLite file may carry extra columns in another order."""
+
+# Item parsers of the JSON list columns whose items are records; a corrupt item is dropped.
+_ITEM_PARSERS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "working_memory": Pin.from_dict,
+    "pending_tasks": PendingTask.from_dict,
+    "confidence_updates": ConfidenceUpdate.from_dict,
+    "sop_interactions": SOPInteraction.from_dict,
+}
+_PARSE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)
+
+
+def one_line(exc: BaseException) -> str:
+    """The text of ``exc`` with its white space (newlines included) folded."""
+    return " ".join(str(exc).split())
+
+
+def json_value(value: Any, kind: type, where: str) -> Any:
+    """A JSON column as ``kind`` (list or dict): text is parsed, a wrong shape reads as empty."""
+    if value is None or value == "[]" or value == "{}":  # the common empty case, no parse
+        return kind()
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            log.warning("%s is not valid JSON; read as empty", where)
+            return kind()
+    if not isinstance(value, kind):
+        log.warning("%s is not a JSON %s; read as empty", where, kind.__name__)
+        return kind()
+    return value
+
+
+def session_values(state: SessionState) -> dict[str, Any]:
+    """``state`` by column name; JSON columns hold Python values for the backend to encode."""
+    data = state.to_dict()
+    data["id"] = data.pop("session_id")
+    return data
+
+
+def _salvage(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop list items and scalars that do not parse, keeping everything that does."""
+    for name, parse in _ITEM_PARSERS.items():
+        kept = []
+        for item in data[name]:
+            try:
+                parse(item)
+            except _PARSE_ERRORS:
+                log.warning("session %s: dropped a corrupt %s item", data["session_id"], name)
+                continue
+            kept.append(item)
+        data[name] = kept
+    for name in ("schema_version", "checkpoint_count", "owner_pid"):
+        try:
+            data[name] = None if data[name] is None else int(data[name])
+        except (TypeError, ValueError):
+            data[name] = None
+    return data
+
+
+def session_from_row(row: Sequence[Any]) -> SessionState | None:
+    """A row of ``SESSION_COLUMNS`` as a ``SessionState``; None if it cannot be read at all."""
+    data = dict(zip(SESSION_COLUMNS, row, strict=True))
+    data["session_id"] = sid = data.pop("id")
+    for name in SESSION_JSON_LISTS:
+        data[name] = json_value(data[name], list, f"session {sid} column {name}")
+    data["topic_state"] = json_value(data["topic_state"], dict, f"session {sid} column topic_state")
+    try:
+        return SessionState.from_dict(data)
+    except _PARSE_ERRORS:
+        pass
+    try:
+        return SessionState.from_dict(_salvage(data))
+    except _PARSE_ERRORS as exc:
+        log.warning("session %s is unreadable (%s); skipped", sid, one_line(exc))
+        return None
+
+
+# -- memories --------------------------------------------------------------------------------
+MEMORY_COLUMNS = (
+    "id",
+    "content",
+    "type",
+    "memory_layer",
+    "scope",
+    "project_id",
+    "user_id",
+    "tags",
+    "upsert_key",
+    "source_session_id",
+    "remember_intent",
+    "confidence",
+    "expires_at",
+    "superseded_by",
+    "superseded_at",
+    "last_confirmed_at",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+)
+
+
+def tags_text(tags: Sequence[str]) -> str:
+    """Tags as ``,a,b,``: full text tokenizes it, and ``,a,`` finds one tag exactly."""
+    return f",{','.join(tags)}," if tags else ""
+
+
+def memory_values(m: Memory) -> tuple[Any, ...]:
+    """``m`` as the values of ``MEMORY_COLUMNS``."""
+    return (
+        m.id,
+        m.content,
+        m.type,
+        m.layer,
+        m.scope,
+        m.project,
+        m.user_id,
+        tags_text(m.tags),
+        m.upsert_key,
+        m.source_session_id,
+        m.remember_intent,
+        m.confidence,
+        m.expires_at,
+        m.superseded_by,
+        m.superseded_at,
+        m.last_confirmed_at,
+        m.created_at,
+        m.updated_at,
+        m.deleted_at,
+    )
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """The first ``len(MEMORY_COLUMNS)`` values of ``row`` as a ``Memory``."""
+    data = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)], strict=True))
+    return Memory(
+        id=str(data["id"]),
+        content=str(data["content"]),
+        layer=str(data["memory_layer"]),
+        type=str(data["type"]),
+        scope=str(data["scope"]),
+        project=data["project_id"],
+        user_id=data["user_id"],
+        tags=tuple(t for t in str(data["tags"] or "").split(",") if t),
+        upsert_key=data["upsert_key"],
+        source_session_id=data["source_session_id"],
+        remember_intent=str(data["remember_intent"]),
+        confidence=float(data["confidence"]),
+        expires_at=data["expires_at"],
+        superseded_by=data["superseded_by"],
+        superseded_at=data["superseded_at"],
+        last_confirmed_at=data["last_confirmed_at"],
+        created_at=str(data["created_at"]),
+        updated_at=str(data["updated_at"]),
+        deleted_at=data["deleted_at"],
+    )
+
+
+# -- session history -------------------------------------------------------------------------
+EVENT_COLUMNS = (
+    "id",
+    "session_id",
+    "role",
+    "kind",
+    "content",
+    "token_count",
+    "turn_index",
+    "is_meaningful",
+    "created_at",
+)
+SNAPSHOT_COLUMNS = (
+    "id",
+    "session_id",
+    "slug",
+    "source_trigger",
+    "transcript_md",
+    "message_count",
+    "created_at",
+)
+COMPACTION_COLUMNS = (
+    "id",
+    "session_id",
+    "trigger_type",
+    "reason",
+    "token_count_before",
+    "turn_count_before",
+    "summary_tokens",
+    "checkpoint_id",
+    "created_at",
+    "completed_at",
+)
+
+
+def event_values(e: SessionEvent) -> tuple[Any, ...]:
+    """``e`` as the values of ``EVENT_COLUMNS``."""
+    return (
+        e.id,
+        e.session_id,
+        e.role,
+        e.kind,
+        e.content,
+        e.token_count,
+        e.turn_index,
+        e.is_meaningful,
+        e.created_at,
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> SessionEvent:
+    return SessionEvent(
+        id=str(row[0]),
+        session_id=str(row[1]),
+        role=str(row[2]),
+        kind=str(row[3]),
+        content=str(row[4]),
+        token_count=int(row[5] or 0),
+        turn_index=None if row[6] is None else int(row[6]),
+        is_meaningful=bool(row[7]),
+        created_at=str(row[8]),
+    )
+
+
+def snapshot_values(s: SessionSnapshot) -> tuple[Any, ...]:
+    """``s`` as the values of ``SNAPSHOT_COLUMNS``."""
+    return (
+        s.id,
+        s.session_id,
+        s.slug,
+        s.source_trigger,
+        s.transcript_md,
+        s.message_count,
+        s.created_at,
+    )
+
+
+def snapshot_from_row(row: Sequence[Any]) -> SessionSnapshot:
+    return SessionSnapshot(
+        id=str(row[0]),
+        session_id=str(row[1]),
+        slug=str(row[2]),
+        source_trigger=str(row[3]),
+        transcript_md=str(row[4]),
+        message_count=int(row[5]),
+        created_at=str(row[6]),
+    )
+
+
+def compaction_values(c: CompactionEvent) -> tuple[Any, ...]:
+    """``c`` as the values of ``COMPACTION_COLUMNS``."""
+    return (
+        c.id,
+        c.session_id,
+        c.trigger_type,
+        c.reason,
+        c.token_count_before,
+        c.turn_count_before,
+        c.summary_tokens,
+        c.checkpoint_id,
+        c.created_at,
+        c.completed_at,
+    )
+
+
+def compaction_from_row(row: Sequence[Any]) -> CompactionEvent:
+    return CompactionEvent(
+        id=str(row[0]),
+        session_id=str(row[1]),
+        trigger_type=str(row[2]),
+        reason=str(row[3]),
+        token_count_before=int(row[4] or 0),
+        turn_count_before=int(row[5] or 0),
+        summary_tokens=None if row[6] is None else int(row[6]),
+        checkpoint_id=row[7],
+        created_at=str(row[8]),
+        completed_at=row[9],
+    )
+
+
+# -- metrics and audit -----------------------------------------------------------------------
+METRIC_COLUMNS = ("seq", "event", "session_id", "payload", "created_at", "prev_hash", "hash")
+AUDIT_COLUMNS = ("id", "action", "actor", "target", "detail", "created_at")
+
+
+def metric_from_row(row: Sequence[Any]) -> MetricEvent:
+    seq, event, session_id, payload, created_at, prev_hash, hash_ = row
+    return MetricEvent(
+        seq=int(seq),
+        event=str(event),
+        session_id=session_id,
+        payload=json_value(payload, dict, f"metrics event {seq} payload"),
+        created_at=str(created_at),
+        prev_hash=str(prev_hash),
+        hash=str(hash_),
+    )
+
+
+def audit_from_row(row: Sequence[Any]) -> AuditEntry:
+    id_, action, actor, target, detail, created_at = row
+    return AuditEntry(
+        id=int(id_),
+        action=str(action),
+        actor=str(actor),
+        target=target,
+        detail=json_value(detail, dict, f"audit entry {id_} detail"),
+        created_at=str(created_at),
+    )
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

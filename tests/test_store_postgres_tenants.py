@@ -1,0 +1,236 @@
+"""PostgresStore tenancy and races: tenants never see each other, and server processes racing on
+one tenant (crash recovery, the metrics chain, upserts) never double up or fork anything.
+
+Each racing "server" is a thread with a store and a pool of its own, so the race happens in
+PostgreSQL exactly as between two processes.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.clock import FixedClock
+from cortex.config import Config, load_config
+from cortex.core.memory_models import (
+    Checkpoint,
+    CompactionEvent,
+    MemoryFilter,
+    MemoryLink,
+    SessionEvent,
+    SessionSnapshot,
+)
+from cortex.services.metrics import MetricsWriter, load_or_create_key, verify
+from cortex.services.sessions.manager import SessionPersistenceManager
+from store_contract import session, t
+from store_contract_memory import NOW, memory
+
+pytestmark = pytest.mark.usefixtures("pg_driver")
+
+
+def _seed(store: Any, who: str) -> None:
+    """The same ids in every tenant, with contents that tell the tenants apart."""
+    store.save_session(session("s1", t(1), t(2), project=who, hot_topics=(who,)))
+    store.save_session(session("open", t(3), project=who, last_activity=t(3)))
+    store.add_memories(
+        [
+            memory("m1", f"shared words of {who}", upsert_key="k"),
+            memory("m2", f"neighbour of {who}"),
+        ]
+    )
+    store.add_memory_link(MemoryLink("m1", "m2", "relates", t(16)))
+    store.save_embeddings("model", [("m1", 1, who.encode()[:4].ljust(4, b"\0"))])
+    store.append_session_event(SessionEvent("e1", "s1", "user", "message", who, 1, 0, True, t(1)))
+    store.save_snapshot(SessionSnapshot("snap", "s1", who, "manual", f"# {who}\n", 1, t(1)))
+    store.save_checkpoint(Checkpoint("c1", "s1", t(1), "manual", who))
+    store.append_compaction_event(CompactionEvent("k1", "s1", "count", who, 1, 1, None, None, t(1)))
+    store.append_metric("e", "s1", {"who": who}, t(1), "0" * 64, f"{who}-h1")
+    store.append_audit("seed", who, "s1", {}, t(1))
+
+
+def _sees_only_its_own(store: Any, who: str) -> None:
+    got = store.get_session("s1")
+    assert got is not None and got.hot_topics == (who,)
+    assert [s.project for s in store.list_sessions()] == [who, who]
+    assert [s.session_id for s in store.open_sessions()] == ["open"]
+    assert [s.session_id for s in store.completed_sessions_since(t(1), who, limit=9)] == ["s1"]
+    assert _sid(store.latest_open_session(who)) == "open" == _sid(store.latest_session(who))
+    mem = store.get_memory("m1")
+    assert mem is not None and mem.content == f"shared words of {who}"
+    assert sorted(m.content for m in store.list_memories(MemoryFilter(), NOW)) == [
+        f"neighbour of {who}",
+        f"shared words of {who}",
+    ]
+    found = store.search_memories(["shared", "neighbour"], MemoryFilter(), NOW, limit=9)
+    assert sorted(m.content for m, _ in found) == [f"neighbour of {who}", f"shared words of {who}"]
+    assert [m.content for _, _, m in store.linked_memories(["m1"], MemoryFilter(), NOW)] == [
+        f"neighbour of {who}"
+    ]
+    assert len(store.memory_links("m1")) == 1
+    assert [(m.id, blob) for m, blob in store.load_embeddings("model", MemoryFilter(), NOW)] == [
+        ("m1", who.encode()[:4].ljust(4, b"\0"))
+    ]
+    assert [e.content for e in store.list_session_events("s1")] == [who]
+    assert [s.slug for s in store.list_snapshots("s1")] == [who]
+    assert [c.summary for c in store.list_checkpoints("s1")] == [who]
+    assert [c.reason for c in store.list_compaction_events("s1")] == [who]
+    assert [(m.seq, m.payload) for m in store.list_metrics()] == [(1, {"who": who})]
+    assert [a.actor for a in store.list_audit()] == [who]
+    assert store.check_integrity() == []
+
+
+def _sid(state: Any) -> str | None:
+    return None if state is None else state.session_id
+
+
+def test_tenants_share_ids_and_never_see_each_other(pg_root: Any) -> None:
+    run = secrets.token_hex(4)
+    ana, bo = pg_root.for_tenant(f"ana-{run}"), pg_root.for_tenant(f"bo-{run}")
+    for store, who in ((ana, "ana"), (bo, "bo")):
+        _seed(store, who)
+    for store, who in ((ana, "ana"), (bo, "bo")):
+        _sees_only_its_own(store, who)
+    # The same upsert key in another tenant supersedes nothing there.
+    assert ana.add_memories([memory("m3", "newer ana truth", upsert_key="k")]) == ["m1"]
+    assert bo.get_memory("m1") == replace(bo.get_memory("m1"), superseded_by=None)
+    # Changes in one tenant leave the other as it was.
+    ana.update_memory(replace(ana.get_memory("m2"), content="edited"))
+    ana.delete_memory("m2", t(17))
+    assert ana.delete_sessions(["s1", "open"]) == 2
+    ana.mark_continued(["s1"], "x", t(9))
+    assert ana.bump_checkpoint_count("s1", t(9)) == 0
+    ana.complete_compaction_event("k1", 5, t(9))
+    ana.append_metric("e", None, {}, t(2), "ana-h1", "ana-h2")
+    assert ana.count_sessions() == 0 and ana.list_metrics()[-1].seq == 2
+    _sees_only_its_own(bo, "bo")
+    assert bo.bump_checkpoint_count("s1", t(9)) == 1
+
+
+def test_the_session_service_restores_within_a_tenant_only(
+    pg_root: Any, tmp_path: Path, clock: FixedClock
+) -> None:
+    run = secrets.token_hex(4)
+    ana, bo = (
+        SessionPersistenceManager(
+            pg_root.for_tenant(f"{who}-{run}"), load_config(tmp_path / who, {}, {}), clock
+        )
+        for who in ("ana", "bo")
+    )
+    ana.on_session_start("s1", project="radio", workdir="/home/u/Projects/radio")
+    ana.add_pin("deploy", "prod is eu-west-1", "s1", critical=True)
+    ana.record("s1", text="ft991a cat control for the ham radio")
+    ana.on_session_end("s1")
+    clock.advance(hours=24)
+    cold = bo.on_session_start("s1", project="radio")  # the same id, in another tenant
+    assert (cold.preamble, cold.inherited_pins, cold.session_ids) == (None, (), ())
+    warm = ana.on_session_start("s2", project="radio")
+    assert warm.session_ids == ("s1",) and [p.content for p in warm.inherited_pins] == [
+        "prod is eu-west-1"
+    ]
+    assert warm.preamble is not None and "1 pins inherited" in warm.preamble
+    assert bo.store.get_session("s1").continued_by is None
+
+
+# -- races between servers on one tenant -------------------------------------------------------
+@pytest.fixture
+def servers(pg_url: str, pg_root: Any) -> Iterator[Callable[[int], list[Any]]]:
+    """``servers(n)``: n stores of one new tenant, each with its own pool, like n processes
+    (on the database ``pg_root`` migrated)."""
+    from cortex.store.postgres import PostgresStore
+
+    opened: list[Any] = []
+
+    def make(n: int) -> list[Any]:
+        tenant = f"race-{secrets.token_hex(4)}"
+        opened.extend(PostgresStore(pg_url, tenant, migrate=False) for _ in range(n))
+        return opened[-n:]
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def _race(work: Callable[[int], Any], n: int) -> list[Any]:
+    """Run ``work(i)`` for i in range(n) in n threads released at once; their results."""
+    barrier, results, errors = threading.Barrier(n), [None] * n, []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(10)
+            results[i] = work(i)
+        except BaseException as exc:  # reported to the test below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    return results
+
+
+def test_racing_crash_recovery_claims_each_session_once(
+    servers: Callable[[int], list[Any]], make_config: Callable[..., Config], home: Path
+) -> None:
+    stores = servers(3)
+    lapsed = [f"crashed-{i}" for i in range(40)]
+    with stores[0].transaction():
+        for sid in lapsed:
+            stores[0].save_session(session(sid, t(1), last_activity=t(1, 1), project="p"))
+    config, clock = make_config(), FixedClock(t(16, 9))
+    managers = [SessionPersistenceManager(store, config, clock) for store in stores]
+    claimed = _race(lambda i: managers[i].detect_and_recover_crashed(f"current-{i}"), 3)
+    ids = [state.session_id for states in claimed for state in states]
+    assert sorted(ids) == sorted(lapsed)  # every lapsed session recovered, none twice
+    assert stores[1].open_sessions() == []
+    assert all(s.crash_recovered for s in stores[2].list_sessions(limit=50))
+    captured = stores[0].list_metrics(event="session_captured")
+    assert sorted(e.session_id for e in captured) == sorted(lapsed)
+    key = load_or_create_key(home / "metrics.key")
+    report = verify(stores[0], key, home / "metrics.head")
+    assert (report.ok, report.problems, report.checked) == (True, [], 40)
+
+
+def test_racing_metric_writers_keep_one_linear_chain(
+    servers: Callable[[int], list[Any]],
+) -> None:
+    stores = servers(4)
+    other = stores[0].for_tenant(stores[0].tenant + "-other")
+    key = b"k" * 32
+    MetricsWriter(other, key).emit("alone", None, {}, t(1))
+
+    def write(i: int) -> None:
+        writer = MetricsWriter(stores[i], key)
+        for n in range(25):
+            writer.emit("e", None, {"writer": i, "n": n}, t(1))
+
+    _race(write, 4)
+    report = verify(stores[1], key)
+    assert (report.ok, report.problems, report.checked) == (True, [], 100)
+    assert [m.seq for m in stores[2].iter_metrics()] == list(range(1, 101))
+    assert verify(other, key).checked == 1
+
+
+def test_racing_upserts_of_one_key_supersede_in_turn(
+    servers: Callable[[int], list[Any]],
+) -> None:
+    stores = servers(2)
+
+    def upsert(i: int) -> None:
+        for n in range(20):
+            stores[i].add_memories([memory(f"w{i}-{n}", f"value {n}", upsert_key="k")])
+
+    _race(upsert, 2)
+    live = stores[0].list_memories(MemoryFilter(), NOW)
+    every = stores[1].list_memories(MemoryFilter(include_history=True), NOW, limit=100)
+    assert len(live) == 1 and len(every) == 40
+    successors = [m.superseded_by for m in every if m.superseded_by is not None]
+    assert len(successors) == len(set(successors)) == 39  # one line: each replaced exactly once
+    assert live[0].id not in {m.id for m in every if m.superseded_by is not None}
