@@ -49,7 +49,7 @@ def _target_for(rt: Runtime, host: str, project: Path | None, user_scope: bool) 
         host,
         project=project.absolute() if project is not None else None,
         user_home=Path.home(),
-        cortex_bin=cortex_command(),
+        cortex_bin=cortex_command(rt.env),
         cortex_home=custom_home.absolute() if custom_home else None,
     )
 

@@ -11,11 +11,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -23,9 +23,23 @@ from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config, parse_assignments
 from cortex.core.models import Pin, SessionState
 from cortex.errors import CortexError
-from cortex.services.sessions.manager import SessionPersistenceManager
+from cortex.services.app import Services
+
+if TYPE_CHECKING:
+    from cortex.services.sessions.manager import SessionPersistenceManager
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+SESSION_HELP = "Session (default: the current active one)."
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def session_option(help: str = SESSION_HELP) -> Callable[[F], F]:
+    """The ``--session-id`` option every session-scoped command takes (its help may differ)."""
+
+    def decorate(command: F) -> F:
+        return click.option("--session-id", help=help)(command)
+
+    return decorate
 
 
 @dataclass
@@ -36,11 +50,13 @@ class Runtime:
     now: str | None
     as_json: bool
     overrides: dict[str, str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The process environment, as ``run`` passed it in (nothing else reads it)."""
 
     @cached_property
     def config(self) -> Config:
         """Resolved once per command (it reads config.toml and openclaw.json)."""
-        return load_config(self.home, os.environ, self.overrides)
+        return load_config(self.home, self.env, self.overrides)
 
     @cached_property
     def clock(self) -> Clock:
@@ -51,8 +67,17 @@ class Runtime:
         return to_iso(self.clock.now())
 
     @cached_property
-    def manager(self) -> SessionPersistenceManager:
-        return SessionPersistenceManager.open(self.config, self.clock)
+    def services(self) -> Services:
+        """The services over the home's database, opened on first use, closed with the command."""
+        services = Services.open(self.config, self.clock)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(services.close)
+        return services
+
+    @property
+    def sessions(self) -> SessionPersistenceManager:
+        return self.services.sessions
 
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
         """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
@@ -165,7 +190,8 @@ def cli(
       cortex --json session show 3f2a...
       cortex demo
     """
-    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments))
+    env = ctx.obj if isinstance(ctx.obj, Mapping) else {}  # what ``run`` passed in
+    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments), env)
 
 
 # -- session ---------------------------------------------------------------------------------
@@ -175,7 +201,7 @@ def session() -> None:
 
 
 @session.command("start", context_settings=CONTEXT)
-@click.option("--session-id", help="Use this id (default: a new UUID).")
+@session_option("Use this id (default: a new UUID).")
 @click.option("--channel", default="cli", show_default=True, help="Channel name.")
 @click.option("--project", help="Project this session works on (restoration stays within it).")
 @click.option("--keywords", default="", help="Words describing the current context.")
@@ -201,7 +227,7 @@ def session_start(
     Example:
       cortex session start --project lbf-ham-radio --keywords "ft991a cat control"
     """
-    ctx = rt.manager.on_session_start(
+    ctx = rt.sessions.on_session_start(
         session_id,
         channel,
         project=clean(project),
@@ -225,7 +251,7 @@ def session_start(
 
 
 @session.command("record", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
+@session_option()
 @click.option("--text", help="Text of the turn (prompt, message) to mine for topics.")
 @click.option("--workdir", help="A working directory used this turn.")
 @click.option("--category", "categories", multiple=True, help="Memory category accessed.")
@@ -249,7 +275,7 @@ def session_record(
     Example:
       cortex session record --text "wire the CAT control" --workdir ~/Projects/lbf-ham-radio
     """
-    state = rt.manager.record(
+    state = rt.sessions.record(
         session_id,
         text=clean(text),
         workdir=clean(workdir),
@@ -262,7 +288,7 @@ def session_record(
 
 
 @session.command("end", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
+@session_option()
 @pass_rt
 def session_end(rt: Runtime, session_id: str | None) -> None:
     """Capture the final state of a session and close it.
@@ -271,7 +297,7 @@ def session_end(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex session end
     """
-    state = rt.manager.on_session_end(session_id)
+    state = rt.sessions.on_session_end(session_id)
     rt.emit(
         state.to_dict(),
         f"session {state.session_id} captured: "
@@ -282,7 +308,7 @@ def session_end(rt: Runtime, session_id: str | None) -> None:
 
 @session.command("continue", context_settings=CONTEXT)
 @click.argument("target_id")
-@click.option("--session-id", help="Session that inherits (default: the current active one).")
+@session_option("Session that inherits (default: the current active one).")
 @pass_rt
 def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> None:
     """Inherit everything from TARGET_ID, whatever its age or score (FR-011).
@@ -291,7 +317,7 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
     Example:
       cortex session continue 3f2a9c1e-...
     """
-    ctx = rt.manager.force_inherit_session(target_id, session_id)
+    ctx = rt.sessions.force_inherit_session(target_id, session_id)
     rt.emit(ctx.to_dict(), ctx.preamble or f"nothing to inherit from {target_id}")
 
 
@@ -312,7 +338,7 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
     Example:
       cortex session chain 3f2a9c1e-... --depth 10
     """
-    chain = rt.manager.get_session_chain(session_id, depth)
+    chain = rt.sessions.get_session_chain(session_id, depth)
     rt.emit([s.to_dict() for s in chain], lambda: format_session_rows(chain))
 
 
@@ -327,9 +353,7 @@ def session_list(rt: Runtime, limit: int, project: str | None) -> None:
     Example:
       cortex session list --limit 5
     """
-    states = rt.manager.store.list_sessions(
-        limit=limit, project=project, any_project=project is None
-    )
+    states = rt.sessions.list_sessions(limit, project)
     rt.emit(
         [s.to_dict() for s in states],
         lambda: (
@@ -348,7 +372,7 @@ def session_show(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex --json session show 3f2a9c1e-...
     """
-    state = rt.manager.resolve(session_id)
+    state = rt.sessions.resolve(session_id)
     rt.emit(state.to_dict(), lambda: format_session(state))
 
 
@@ -361,7 +385,7 @@ def session_recover(rt: Runtime) -> None:
     Example:
       cortex session recover
     """
-    states = rt.manager.detect_and_recover_crashed("")
+    states = rt.sessions.detect_and_recover_crashed("")
     rt.emit(
         [s.to_dict() for s in states],
         f"recovered {len(states)} crashed session(s)"
@@ -384,7 +408,7 @@ def pin() -> None:
     help="CRITICAL: inherited for critical_inheritance_days whatever the relevance score.",
 )
 @click.option("--confidence", default=1.0, show_default=True, type=click.FloatRange(0, 1))
-@click.option("--session-id", help="Session (default: the current active one).")
+@session_option()
 @pass_rt
 def pin_add(
     rt: Runtime, label: str, content: str, critical: bool, confidence: float, session_id: str | None
@@ -395,7 +419,7 @@ def pin_add(
     Example:
       cortex pin add "ft991a control" "CAT over USB at 38400 baud" --critical
     """
-    added = rt.manager.add_pin(
+    added = rt.sessions.add_pin(
         clean(label) or "",
         clean(content) or "",
         session_id,
@@ -408,7 +432,7 @@ def pin_add(
 
 
 @pin.command("list", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
+@session_option()
 @pass_rt
 def pin_list(rt: Runtime, session_id: str | None) -> None:
     """List the pins of a session.
@@ -417,13 +441,13 @@ def pin_list(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex pin list
     """
-    pins = rt.manager.list_pins(session_id)
+    pins = rt.sessions.list_pins(session_id)
     rt.emit([p.to_dict() for p in pins], lambda: format_pins(pins) or "no pins")
 
 
 @pin.command("remove", context_settings=CONTEXT)
 @click.argument("label")
-@click.option("--session-id", help="Session (default: the current active one).")
+@session_option()
 @pass_rt
 def pin_remove(rt: Runtime, label: str, session_id: str | None) -> None:
     """Remove the pin labelled LABEL.
@@ -432,7 +456,7 @@ def pin_remove(rt: Runtime, label: str, session_id: str | None) -> None:
     Example:
       cortex pin remove "ft991a control"
     """
-    removed = rt.manager.remove_pin(clean(label) or "", session_id)
+    removed = rt.sessions.remove_pin(clean(label) or "", session_id)
     rt.emit(removed.to_dict(), f"removed {removed.label!r}")
 
 
@@ -490,8 +514,9 @@ def run(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")
     debug = logging.getLogger("cortex.debug")
     debug.setLevel(logging.INFO)
+    env = dict(os.environ)  # the entry point reads the environment; commands get it passed
     try:
-        code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False)
+        code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False, obj=env)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
@@ -502,7 +527,7 @@ def run(argv: Sequence[str]) -> int:
         click.echo(f"error: {exc}", err=True)
         return 1
     except Exception as exc:
-        if os.environ.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
+        if env.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
             raise
         click.echo(
             f"error: unexpected {type(exc).__name__}: {exc}; rerun with "

@@ -4,31 +4,16 @@ subcommands (``session event|checkpoint|status|snapshot``)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.main import CONTEXT, F, Runtime, clean, pass_rt, session_option
 from cortex.core.memory_models import ContextResult, Memory, ScoredMemory
-from cortex.services.compaction import CompactionService
-from cortex.services.events import EventLog
-from cortex.services.memory import MemoryService
-
-SESSION_HELP = "Session (default: the current active one)."
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _memory(rt: Runtime) -> MemoryService:
-    return MemoryService(rt.manager.store, rt.config, rt.clock)
-
-
-def _compaction(rt: Runtime) -> CompactionService:
-    return CompactionService(rt.manager.store, rt.config, rt.clock)
 
 
 def _session_id(rt: Runtime, session_id: str | None) -> str:
-    return rt.manager.resolve(session_id).session_id
+    return rt.sessions.resolve(session_id).session_id
 
 
 def _content(text: str) -> str:
@@ -74,7 +59,7 @@ def memory() -> None:
 @click.option("--user", "user_id", help="User the memory belongs to.")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--upsert-key", help="Replace the live memory with this key (one current truth).")
-@click.option("--session-id", help="Session the memory came from (its project is the default).")
+@session_option("Session the memory came from (its project is the default).")
 @click.option("--explicit", is_flag=True, help="remember_intent=explicit: the user asked for it.")
 @click.option("--confidence", default=1.0, show_default=True, type=float)
 @click.option("--expires-at", metavar="ISO-8601", help="Expiry (working memory: now + TTL).")
@@ -100,7 +85,7 @@ def memory_add(
     Example:
       cortex memory add "Deploys go to eu-west-1" --project api --upsert-key deploy-region
     """
-    result = _memory(rt).add(
+    result = rt.services.memory.add(
         _content(content),
         layer=layer,
         type=kind,
@@ -126,7 +111,7 @@ def _scope_options(command: F) -> F:
             click.option("--layer", help="Only this layer: rule, working or long_term."),
             click.option("--project", help="This project's memories plus global ones."),
             click.option("--user", "user_id", help="This user's memories plus shared ones."),
-            click.option("--session-id", help="Only memories from this session."),
+            session_option("Only memories from this session."),
             click.option("--type", "types", multiple=True, help="Only this type (repeatable)."),
             click.option("--tags", help="Only memories with all these comma-separated tags."),
         ]
@@ -149,7 +134,7 @@ def memory_list(rt: Runtime, /, limit: int, offset: int, history: bool, **scope:
     Example:
       cortex memory list --layer long_term --project api
     """
-    found = _memory(rt).list(limit=limit, offset=offset, include_history=history, **scope)
+    found = rt.services.memory.list(limit=limit, offset=offset, include_history=history, **scope)
     rt.emit(
         [m.to_dict() for m in found],
         lambda: "\n".join(format_memory(m) for m in found) or "no memories",
@@ -169,7 +154,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
     Example:
       cortex memory search "which region do we deploy to?" --project api
     """
-    hits = _memory(rt).search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
+    hits = rt.services.memory.search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
     rt.emit([h.to_dict() for h in hits], lambda: format_scored(hits) or "no match")
 
 
@@ -182,7 +167,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
     help="The RFC's layer filter: rule, working or long_term (same as the matching --mode).",
 )
 @click.option("--budget", "budget_tokens", type=int, help="Most tokens of memory to return.")
-@click.option("--session-id", help="Add the session block; the session's project by default.")
+@session_option("Add the session block; the session's project by default.")
 @click.option("--project", help="This project's memories plus global ones.")
 @click.option("--user", "user_id", help="This user's memories plus shared ones.")
 @click.option("--limit", default=20, show_default=True, type=int, help="Most per layer.")
@@ -206,7 +191,7 @@ def memory_recall(
     """
     if layer is not None:
         mode = {"rule": "rules_only"}.get(layer, layer)
-    result = _memory(rt).get_context(
+    result = rt.services.memory.get_context(
         clean(query),
         mode=mode,
         budget_tokens=budget_tokens,
@@ -244,7 +229,7 @@ def memory_show(rt: Runtime, memory_id: str) -> None:
     Example:
       cortex memory show 3f2a9c1e-...
     """
-    service = _memory(rt)
+    service = rt.services.memory
     found = service.get(memory_id)
     links = [vars(link) for link in service.links(memory_id)]
     rt.emit(
@@ -283,7 +268,7 @@ def memory_edit(
     Example:
       cortex memory edit 3f2a9c1e-... --confidence 0.6 --tags infra,deploy
     """
-    edited = _memory(rt).edit(
+    edited = rt.services.memory.edit(
         memory_id,
         actor="cli",
         content=_content(content) if content is not None else None,
@@ -307,7 +292,7 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
     Example:
       cortex memory forget 3f2a9c1e-...
     """
-    gone = _memory(rt).forget(memory_id, actor="cli")
+    gone = rt.services.memory.forget(memory_id, actor="cli")
     rt.emit(gone.to_dict(), f"forgot {gone.id}")
 
 
@@ -322,7 +307,7 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
     "--turn", "turn_index", type=int, help="Turn index (default: next for a user message)."
 )
 @click.option("--not-meaningful", is_flag=True, help="Keep it out of snapshots.")
-@click.option("--session-id", help=SESSION_HELP)
+@session_option()
 @pass_rt
 def session_event(
     rt: Runtime,
@@ -340,7 +325,7 @@ def session_event(
       cortex session event "We decided to keep SQLite" --role assistant
     """
     sid = _session_id(rt, session_id)
-    event = EventLog(rt.manager.store, rt.config, rt.clock).append(
+    event = rt.services.events.append(
         sid,
         _content(content),
         role=role,
@@ -360,7 +345,7 @@ def session_event(
 @click.option("--decision", "decisions", multiple=True, help="A decision (repeatable).")
 @click.option("--file", "files", multiple=True, help="A changed file (repeatable).")
 @click.option("--resume", default="", help="Resume instructions.")
-@click.option("--session-id", help=SESSION_HELP)
+@session_option()
 @pass_rt
 def session_checkpoint(
     rt: Runtime,
@@ -378,7 +363,7 @@ def session_checkpoint(
     Example:
       cortex session checkpoint --summary "auth middleware done" --next-step "add rate limits"
     """
-    service = _compaction(rt)
+    service = rt.services.compaction
     checkpoint = service.checkpoint(
         _session_id(rt, session_id),
         type=kind,
@@ -393,7 +378,7 @@ def session_checkpoint(
 
 @click.command("status", context_settings=CONTEXT)
 @click.option("--semantic-hint", is_flag=True, help="A unit of work just completed.")
-@click.option("--session-id", help=SESSION_HELP)
+@session_option()
 @pass_rt
 def session_status(rt: Runtime, semantic_hint: bool, session_id: str | None) -> None:
     """Show a session's status and whether compaction is due (and why).
@@ -402,7 +387,7 @@ def session_status(rt: Runtime, semantic_hint: bool, session_id: str | None) -> 
     Example:
       cortex session status
     """
-    status = _compaction(rt).status(_session_id(rt, session_id), semantic_hint=semantic_hint)
+    status = rt.services.compaction.status(_session_id(rt, session_id), semantic_hint=semantic_hint)
     d = status.decision
     due = f"DUE ({d.trigger_type}: {d.reason})" if d.due else "not due"
     rt.emit(
@@ -425,7 +410,7 @@ def session_status(rt: Runtime, semantic_hint: bool, session_id: str | None) -> 
 )
 @click.option("--slug", help="Short name (default: the task slug or the first message).")
 @click.option("--list", "show_list", is_flag=True, help="List the session's snapshots instead.")
-@click.option("--session-id", help=SESSION_HELP)
+@session_option()
 @pass_rt
 def session_snapshot(
     rt: Runtime, trigger: str, slug: str | None, show_list: bool, session_id: str | None
@@ -436,7 +421,7 @@ def session_snapshot(
     Example:
       cortex session snapshot --trigger reset
     """
-    log = EventLog(rt.manager.store, rt.config, rt.clock)
+    log = rt.services.events
     sid = _session_id(rt, session_id)
     if show_list:
         snaps = log.snapshots(sid)
@@ -466,7 +451,7 @@ def compact() -> None:
 @compact.command("run", context_settings=CONTEXT)
 @click.option("--if-due", is_flag=True, help="Only when the token/turn/inactivity budget says so.")
 @click.option("--summary", default="", help="Summary to keep in the checkpoint.")
-@click.option("--session-id", help=SESSION_HELP)
+@session_option()
 @pass_rt
 def compact_run(rt: Runtime, if_due: bool, summary: str, session_id: str | None) -> None:
     """Compact a session: checkpoint first, then snapshot and compaction event.
@@ -475,7 +460,7 @@ def compact_run(rt: Runtime, if_due: bool, summary: str, session_id: str | None)
     Example:
       cortex compact run --if-due
     """
-    run = _compaction(rt).run(
+    run = rt.services.compaction.run(
         _session_id(rt, session_id), force=not if_due, summary=clean(summary) or ""
     )
     if run.event is None:

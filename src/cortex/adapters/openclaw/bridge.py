@@ -27,9 +27,8 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cortex import __version__
 from cortex.config import Config
@@ -37,9 +36,12 @@ from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.transcripts import format_checkpoint
 from cortex.errors import CortexError, NotFoundError, ValidationError
-from cortex.services.compaction import CompactionService
-from cortex.services.events import EventLog
-from cortex.services.sessions.manager import SessionPersistenceManager
+from cortex.services.app import Services
+
+if TYPE_CHECKING:
+    from cortex.services.compaction import CompactionService
+    from cortex.services.events import EventLog
+    from cortex.services.sessions.manager import SessionPersistenceManager
 
 log = logging.getLogger("cortex.adapters.openclaw.bridge")
 
@@ -165,9 +167,9 @@ def _summary(state: SessionState) -> dict[str, Any]:
 
 @dataclass
 class Bridge:
-    """Maps OpenClaw's hook events and tool calls onto one ``SessionPersistenceManager``."""
+    """Maps OpenClaw's hook events and tool calls onto Cortex's services."""
 
-    manager: SessionPersistenceManager
+    services: Services
     project: str | None = None
     workdir: str | None = None
     agent_id: str | None = None
@@ -182,20 +184,23 @@ class Bridge:
     """Sessions compacted since their last prompt: that prompt gets the checkpoint back."""
     stopping: bool = False
 
-    @cached_property
+    @property
+    def sessions(self) -> SessionPersistenceManager:
+        return self.services.sessions
+
+    @property
     def compaction(self) -> CompactionService:
-        m = self.manager
-        return CompactionService(m.store, m.config, m.clock)
+        return self.services.compaction
 
     @property
     def events(self) -> EventLog:
-        return self.compaction.events
+        return self.services.events
 
     # -- sessions ------------------------------------------------------------------------------
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
         """Open a Cortex session and remember its preamble for the first prompt."""
         project = _opt_str(params, "project", 200) or self.project
-        restored = self.manager.on_session_start(
+        restored = self.sessions.on_session_start(
             None,
             self.channel,
             project=project,
@@ -235,7 +240,7 @@ class Bridge:
 
     def end(self, session_id: str) -> SessionState:
         """Final capture of one session; forget its key."""
-        state = self.manager.on_session_end(session_id)
+        state = self.sessions.on_session_end(session_id)
         self.bindings = {k: v for k, v in self.bindings.items() if v != session_id}
         if self.unbound == session_id:
             self.unbound = None
@@ -246,7 +251,7 @@ class Bridge:
         """End every session this bridge opened that is still open."""
         ended = []
         for sid in self.opened:  # each start opens a new id: no duplicates
-            state = self.manager.store.get_session(sid)
+            state = self.sessions.get_session(sid)
             if state is not None and state.is_open:
                 self.end(sid)
                 ended.append(sid)
@@ -257,7 +262,7 @@ class Bridge:
         checkpoint (the first prompt after a compaction; it carries the pins) or, unless
         ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
-        pins = format_pins_block(self.manager.list_pins(session_id))
+        pins = format_pins_block(self.sessions.list_pins(session_id))
         checkpoint = None
         if session_id in self.reinject:
             self.reinject.discard(session_id)
@@ -297,7 +302,7 @@ class Bridge:
         except CortexError as exc:
             return {"id": rid, "error": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad request must not stop the bridge
-            if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
+            if self.services.config.raise_errors:
                 raise
             log.exception("bridge request failed")
             return {"id": rid, "error": _error(exc)}
@@ -325,7 +330,7 @@ def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
         return _restored(restored) | {"preamble_pending": restored.preamble is not None}
     adopted = key not in bridge.bindings and bridge.unbound is not None
     sid = bridge.session_for(params)
-    state = bridge.manager.resolve(sid)
+    state = bridge.sessions.resolve(sid)
     return {
         "session_id": sid,
         "adopted": adopted,
@@ -338,14 +343,14 @@ def _before_prompt_build(bridge: Bridge, params: Mapping[str, Any]) -> dict[str,
     sid = bridge.session_for(params)
     prompt = _opt_str(params, "prompt", MAX_SIGNAL_TEXT)
     if prompt and prompt.strip():
-        bridge.manager.record(sid, text=prompt, weight=PROMPT_WEIGHT)
+        bridge.sessions.record(sid, text=prompt, weight=PROMPT_WEIGHT)
         bridge.events.append(sid, prompt, role="user")  # for snapshots and checkpoints
     return bridge.prompt_context(sid, _bool(params, "with_pins", True))
 
 
 def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    state = bridge.manager.record(
+    state = bridge.sessions.record(
         sid,
         tool_name=_opt_str(params, "tool_name", 200),
         tool_input=_object(params, "params"),  # record() redacts it before it feeds topics
@@ -359,7 +364,7 @@ def _agent_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
     text = message_text(params.get("messages")) or _opt_str(params, "text", MAX_SIGNAL_TEXT)
     categories = _str_list(params, "categories")
-    state = bridge.manager.record(sid, text=text or None, categories=categories)
+    state = bridge.sessions.record(sid, text=text or None, categories=categories)
     reply = last_reply(params.get("messages"))
     if reply:
         bridge.events.append(sid, reply, role="assistant")
@@ -371,7 +376,7 @@ def _before_compaction(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, A
     snapshot and a compaction event) whose text the next prompt gets back."""
     sid = bridge.session_for(params)
     text = message_text(params.get("messages"))
-    bridge.manager.record(sid, text=text or None)
+    bridge.sessions.record(sid, text=text or None)
     checkpoint = bridge.compaction.pre_compact(sid, "auto")
     bridge.reinject.add(sid)
     return {"session_id": sid, "captured": True, "checkpoint_id": checkpoint.checkpoint_id}
@@ -387,32 +392,32 @@ def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    pin = bridge.manager.add_pin(
+    pin = bridge.sessions.add_pin(
         _str(params, "label", 1000),
         _str(params, "content", MAX_LINE_BYTES),
         sid,
         critical=_bool(params, "critical", False),
         confidence=_number(params, "confidence", 1.0),
     )
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
 
 
 def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    pin = bridge.manager.remove_pin(_str(params, "label", 1000), sid)
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
+    pin = bridge.sessions.remove_pin(_str(params, "label", 1000), sid)
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
 
 
 def _view(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    pins = bridge.manager.list_pins(sid)
+    pins = bridge.sessions.list_pins(sid)
     return {"session_id": sid, "pins": [p.to_dict() for p in pins], "count": len(pins)}
 
 
 def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     target = _str(params, "target_session_id", 200)
     sid = bridge.session_for(params)
-    restored = bridge.manager.force_inherit_session(target, sid, actor="openclaw")
+    restored = bridge.sessions.force_inherit_session(target, sid, actor="openclaw")
     return _restored(restored) | {"continued_from": target}
 
 
@@ -421,7 +426,7 @@ def _chain(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     depth = _number(params, "depth", 5)
     if depth != int(depth):
         raise ValidationError("depth must be a whole number, e.g. 5")
-    chain = bridge.manager.get_session_chain(sid, int(depth))
+    chain = bridge.sessions.get_session_chain(sid, int(depth))
     return {"session_id": sid, "sessions": [_summary(s) for s in chain]}
 
 
@@ -501,14 +506,14 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def run(
-    manager: SessionPersistenceManager,
+    services: Services,
     *,
     project: str | None = None,
     workdir: str | None = None,
     agent_id: str | None = None,
 ) -> int:
     """Serve on this process's stdin/stdout; a termination signal is a graceful shutdown."""
-    bridge = Bridge(manager, project=project, workdir=workdir, agent_id=agent_id)
+    bridge = Bridge(services, project=project, workdir=workdir, agent_id=agent_id)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
     try:
@@ -518,4 +523,4 @@ def run(
         log.info("%s: ended %d session(s)", exc, len(ended))
         return 0
     finally:
-        manager.store.close()
+        services.close()
