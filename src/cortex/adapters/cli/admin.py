@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
 from cortex.config import SETTINGS
 from cortex.core.tasks import DONE_STAGES, PENDING_STAGES
 from cortex.errors import ValidationError

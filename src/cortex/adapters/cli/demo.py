@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from cortex.adapters.cli.main import format_pins, format_session_rows
+from cortex.adapters.cli.sessions import format_pins, format_session_rows
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.app import Services

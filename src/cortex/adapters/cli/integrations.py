@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cortex.adapters import HOSTS
-from cortex.adapters.cli.main import CONTEXT, Runtime, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
 from cortex.config import default_home
 
 if TYPE_CHECKING:

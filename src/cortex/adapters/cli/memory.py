@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, F, Runtime, clean, pass_rt, session_option
+from cortex.adapters.cli.runtime import CONTEXT, F, Runtime, clean, pass_rt, session_option
 from cortex.core.memory_models import ContextResult, Memory, ScoredMemory
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
 from cortex.config import load_config
 from cortex.errors import ConfigError
 from cortex.services.app import Services
