@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cortex.adapters.hooks.dispatch import ServicesCache, handle
+from cortex.adapters.hooks.dispatch import handle
+from cortex.adapters.hooks.hook import ServicesCache
 from cortex.clock import Clock
 from cortex.config import Config, load_config
 from cortex.services.app import Services

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex.adapters.hooks.dispatch import ServicesCache, handle
+from cortex.adapters.hooks.dispatch import handle
 from cortex.adapters.hooks.events import KINDS
+from cortex.adapters.hooks.hook import ServicesCache
 from cortex.config import load_config
 from cortex.services.sessions.manager import SessionPersistenceManager
 

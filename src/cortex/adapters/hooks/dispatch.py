@@ -25,8 +25,8 @@ reopened by a start or a prompt: hosts deliver async events (a last Stop, a tool
 SessionEnd, and those are dropped rather than reviving it. SessionEnd does only the final
 capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd hooks.
 
-Each event is one unit of work (one transaction): its handler reads the session's row once
-and passes it along to the capture, which then need not read it again.
+Each event is one unit of work (one transaction, ``hook.py``): its handler reads the
+session's row once and passes it along to the capture, which then need not read it again.
 """
 
 from __future__ import annotations
@@ -36,32 +36,24 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cortex.services.compaction import CompactionService
-    from cortex.services.sessions.manager import SessionPersistenceManager
 
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
-from cortex.adapters.hooks.state import (
-    log_line,
-    read_small_json,
-    record_status,
-    session_state_path,
-    write_small_json,
-)
+from cortex.adapters.hooks.hook import Hook, ServicesCache
+from cortex.adapters.hooks.state import log_line, record_status, session_state_path
 from cortex.clock import Clock, FixedClock, SystemClock
-from cortex.config import Config, default_home, load_config
-from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
+from cortex.config import default_home, load_config
+from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import redact
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
-from cortex.services.app import Services
-from cortex.services.project import ProjectIdentity, harness_project_dir, project_identity
+from cortex.services.project import harness_project_dir, project_identity
 
 MAX_CONTEXT_CHARS = 8_000
 """Hosts spill context over 10,000 characters to a file; stay well under."""
@@ -69,80 +61,6 @@ PINS_BLOCK_CHARS = 2_000
 SUMMARY_CHARS = 3_000
 ASSISTANT_WEIGHT = 0.5
 """An assistant message restates the prompt's subject at length, so its words count half."""
-
-
-_UNREAD: Any = object()
-"""The session row not read yet in this event (None means read, and there is none)."""
-
-
-@dataclass
-class Hook:
-    """One event being handled: the event, its session and project, and the open services."""
-
-    event: HookEvent
-    session_id: str
-    identity: ProjectIdentity
-    cwd: str
-    home: Path
-    services: Services
-    _state: dict[str, Any] | None = field(default=None, repr=False)
-    _row: SessionState | None = field(default=_UNREAD, repr=False)
-
-    @property
-    def sessions(self) -> SessionPersistenceManager:
-        return self.services.sessions
-
-    @property
-    def hook_state(self) -> dict[str, Any]:
-        """What earlier hook processes noted about this session (``hooks/sessions/<id>.json``)."""
-        if self._state is None:
-            self._state = read_small_json(session_state_path(self.home, self.session_id))
-        return self._state
-
-    def save_hook_state(self, **changes: Any) -> None:
-        state = self.hook_state
-        if any(state.get(k) != v for k, v in changes.items()):
-            state.update(changes)
-            write_small_json(session_state_path(self.home, self.session_id), state)
-
-    def session(self) -> SessionState | None:
-        """The session's row, read once per event (a start, which rewrites it, reads it anew)."""
-        if self._row is _UNREAD:
-            self._row = self.sessions.get_session(self.session_id)
-        return self._row
-
-    def record(self, **signals: Any) -> None:
-        """Capture this turn's signals into the open session, passing along the row read."""
-        self._row = self.sessions.capture.record(self.session_id, current=self.session(), **signals)
-
-    def start(self, extra_keywords: tuple[str, ...] = ()) -> RestoredSessionContext:
-        """``on_session_start`` for this session (a new one, or reopening this id)."""
-        restored = self.sessions.on_session_start(
-            self.session_id,
-            self.event.host,
-            project=self.identity.id,
-            project_name=self.identity.name,
-            keywords=[*_keywords(self.identity), *extra_keywords],
-            workdir=self.cwd,
-        )
-        self._row = _UNREAD
-        return restored
-
-    def ensure_open(self, *, reopen_ended: bool = False) -> bool:
-        """Whether the session is open to record into, opening it first when needed.
-
-        A session no start reached us for is opened, and one closed by crash recovery (its
-        lease lapsed while it was idle) is reopened. One that ended normally stays ended
-        unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
-        SessionEnd, and those must not revive it.
-        """
-        state = self.session()
-        if state is not None and state.is_open:
-            return True
-        if state is not None and state.state == COMPLETE and not reopen_ended:
-            return False
-        self.start()
-        return True
 
 
 def restored_context(restored: RestoredSessionContext) -> str | None:
@@ -196,48 +114,6 @@ def parse_input(raw: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValidationError(f"input is a JSON {type(data).__name__}, not an object")
     return data
-
-
-class ServicesCache:
-    """The services of the home's database, kept open between events when ``keep`` is set.
-
-    Each event gets them under its own settings and clock. A database file that was moved,
-    replaced or deleted since it was opened is opened anew, so writes never go to a file
-    nobody reads.
-    """
-
-    def __init__(self, keep: bool = True) -> None:
-        self.keep = keep
-        self._path: Path | None = None
-        self._inode: tuple[int, int] | None = None
-        self._services: Services | None = None
-
-    def open(self, config: Config, clock: Clock) -> Services:
-        path = config.db_path
-        if self._services is not None and (self._path != path or _inode(path) != self._inode):
-            self.close()
-        if self._services is None:
-            self._services = Services.open(config, clock)
-            self._path, self._inode = path, _inode(path)
-            return self._services
-        return self._services.rebind(config, clock)
-
-    def release(self) -> None:
-        if not self.keep:
-            self.close()
-
-    def close(self) -> None:
-        if self._services is not None:
-            services, self._services = self._services, None
-            services.close()
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 def _dispatch(
@@ -401,14 +277,6 @@ def compaction_context(hook: Hook, state: SessionState) -> str | None:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _keywords(identity: ProjectIdentity) -> list[str]:
-    """Context words a harness knows at start: the project's name and the git branch."""
-    words = [identity.name]
-    if identity.branch:
-        words.append(identity.branch.replace("/", " "))
-    return words
-
-
 def _prompt_keywords(prompt: str) -> tuple[str, ...]:
     return (prompt[: ev.MAX_SIGNAL_CHARS],) if prompt else ()
 

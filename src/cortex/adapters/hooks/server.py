@@ -149,7 +149,8 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         # SIGTERM (an uninstall, a test, a shutdown) unwinds through the cleanup below.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-        from cortex.adapters.hooks.dispatch import ServicesCache, handle  # warm: clients skip it
+        from cortex.adapters.hooks.dispatch import handle  # warm: what clients skip
+        from cortex.adapters.hooks.hook import ServicesCache
 
         cache = ServicesCache()
         listener, inode = _listen(socket_path(home))
