@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -88,6 +89,11 @@ def clean(text: str | None) -> str | None:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def text_or_stdin(text: str) -> str:
+    """The argument, or standard input when it is ``-`` (a long text, a pipe)."""
+    return sys.stdin.read() if text == "-" else clean(text) or ""
+
+
 pass_rt = click.make_pass_decorator(Runtime)
 
 # Commands defined in other modules, loaded only when named (or when help lists them), so that
@@ -95,8 +101,8 @@ pass_rt = click.make_pass_decorator(Runtime)
 LAZY_COMMANDS = {
     "cortex.adapters.cli.admin": ("task", "metrics", "archive", "config", "db", "demo"),
     "cortex.adapters.cli.servers": ("mcp", "bridge"),
-    "cortex.adapters.cli.memory": (
-        "memory",
+    "cortex.adapters.cli.memory": ("memory",),
+    "cortex.adapters.cli.history": (
         "compact",
         "session event",
         "session checkpoint",
