@@ -11,6 +11,7 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
+from cortex.services.app import Services
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import Store, open_store
 
@@ -47,8 +48,15 @@ def make_config(home: Path) -> Callable[..., Config]:
 
 
 @pytest.fixture
-def manager(make_config: Callable[..., Config], clock: FixedClock) -> SessionPersistenceManager:
-    return SessionPersistenceManager.open(make_config(), clock)
+def services(make_config: Callable[..., Config], clock: FixedClock) -> Iterator[Services]:
+    """Every service over the test home's database (what the adapters are given)."""
+    with Services.open(make_config(), clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def manager(services: Services) -> SessionPersistenceManager:
+    return services.sessions
 
 
 @contextlib.contextmanager

@@ -26,8 +26,11 @@ ALLOWED = {
     "core": ("cortex.core",),
     "store": ("cortex.core", "cortex.store"),
     "services": ("cortex.core", "cortex.store", "cortex.store.protocol", "cortex.services"),
-    "adapters": ("cortex.core", "cortex.store", "cortex.store.protocol", "cortex.services"),
+    "adapters": ("cortex.core", "cortex.services"),
 }
+# ``cortex doctor`` checks the database's health itself, opened unmigrated (it changes nothing):
+# the one adapter module that may name the store.
+EXCEPTIONS = {"cortex.adapters.hooks.doctor": ("cortex.store",)}
 BACKENDS = ("cortex.store.sqlite", "cortex.store.postgres")
 # The CLI is the process's front door: it may launch another adapter, lazily (inside a
 # function), through that adapter's entry point only.
@@ -111,7 +114,7 @@ def layer_violations(module: str, tree: ast.AST | None = None) -> list[str]:
             continue
         elif layer == "services" and is_under(name, BACKENDS):
             problems.append(f"imports the backend {name}")
-        elif not is_under(name, ALLOWED[layer]):
+        elif not is_under(name, ALLOWED[layer] + EXCEPTIONS.get(module, ())):
             problems.append(f"imports {name}")
     return problems
 
@@ -227,6 +230,12 @@ def test_the_pure_core_checker_accepts_pure_imports():
             "imports the backend cortex.store.sqlite",
         ),
         ("cortex.services.x", "from cortex.adapters import hooks", "imports cortex.adapters"),
+        ("cortex.adapters.cli.x", "from cortex.store import open_store", "imports cortex.store"),
+        (
+            "cortex.adapters.mcp.x",
+            "from cortex.store.protocol import Store",
+            "imports cortex.store.protocol",
+        ),
         (
             "cortex.adapters.mcp.x",
             "from cortex.adapters.hooks import dispatch",
@@ -248,3 +257,41 @@ def test_a_lazy_launch_from_the_cli_is_allowed():
     assert layer_violations("cortex.adapters.cli.x", tree) == []
     eager = ast.parse("from cortex.adapters.mcp.server import build_server\n")
     assert layer_violations("cortex.adapters.cli.x", eager) != []
+
+
+# Only entry points read the process environment; everything else is passed what it needs.
+ENVIRONMENT_READERS = {
+    "cortex.config": None,  # load_config's default (``env=None``)
+    "cortex.entry": None,
+    "cortex.adapters.hooks": None,  # the hook fast path
+    "cortex.adapters.cli.main": "run",
+    "cortex.adapters.hooks.server": "main",
+}
+
+
+def environment_reads(tree: ast.AST) -> list[tuple[str | None, int]]:
+    """(enclosing top-level function, line) of every ``os.environ``/``os.getenv``/``environ``."""
+    found: list[tuple[str | None, int]] = []
+    for top in ast.iter_child_nodes(tree):
+        owner = top.name if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef) else None
+        for node in ast.walk(top):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
+                found.append((owner, node.lineno))
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                if any(a.name in ("environ", "getenv") for a in node.names):
+                    found.append((owner, node.lineno))
+    return found
+
+
+@pytest.mark.parametrize("module", modules())
+def test_only_entry_points_read_the_environment(module: str):
+    if module in ENVIRONMENT_READERS and ENVIRONMENT_READERS[module] is None:
+        return
+    allowed = ENVIRONMENT_READERS.get(module)
+    reads = [(fn, line) for fn, line in environment_reads(source(module)) if fn != allowed]
+    assert reads == [], f"{module} reads the environment; pass it in from the entry point"
+
+
+def test_the_environment_checker_finds_reads():
+    tree = ast.parse("import os\ndef f():\n    return os.environ.get('X')\nY = os.getenv('Y')\n")
+    assert environment_reads(tree) == [("f", 3), (None, 4)]

@@ -19,13 +19,14 @@ from hypothesis import strategies as st
 from cortex.adapters.openclaw.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
+from cortex.services.app import Services
 from cortex.services.project import display_name as project_name
 from cortex.services.sessions.manager import SessionPersistenceManager
 
 
 @pytest.fixture
-def bridge(manager: SessionPersistenceManager) -> Bridge:
-    return Bridge(manager, project="radio", workdir="/home/u/Projects/radio")
+def bridge(services: Services) -> Bridge:
+    return Bridge(services, project="radio", workdir="/home/u/Projects/radio")
 
 
 def call(bridge: Bridge, method: str, **params: Any) -> Any:
@@ -112,9 +113,11 @@ def test_project_name_is_the_readable_part(project: str | None, name: str | None
     assert project_name(project) == name
 
 
-def test_a_project_id_is_scoped_by_id_and_shown_by_name(manager: SessionPersistenceManager) -> None:
+def test_a_project_id_is_scoped_by_id_and_shown_by_name(
+    services: Services, manager: SessionPersistenceManager
+) -> None:
     project = "git:github.com/org/radio#1a2b3c4d5e6f"
-    sid = call(Bridge(manager, project=project), "session_start")["session_id"]
+    sid = call(Bridge(services, project=project), "session_start")["session_id"]
     state = manager.resolve(sid)
     assert state.project == project and "radio" in state.active_projects
     assert not any("github" in topic for topic in state.hot_topics)
@@ -131,16 +134,16 @@ def test_without_pins_every_prompt_only_the_checkpoint_comes_back(bridge: Bridge
 
 
 def test_preamble_once_then_pins_every_prompt(
-    manager: SessionPersistenceManager, clock: FixedClock
+    services: Services, manager: SessionPersistenceManager, clock: FixedClock
 ) -> None:
-    first = Bridge(manager, project="radio")
+    first = Bridge(services, project="radio")
     call(first, "session_start", session_key="a")
     call(first, "pin", session_key="a", label="baud", content="38400", critical=True)
     ended = call(first, "session_end", session_key="a")
     assert ended["ended"] is True and ended["state"] == "COMPLETE"
     clock.advance(hours=3)
 
-    second = Bridge(manager, project="radio")
+    second = Bridge(services, project="radio")
     assert call(second, "session_start")["preamble_pending"] is True
     prompt = call(second, "before_prompt_build", session_key="b", prompt="go on")
     assert prompt["preamble"].startswith("[SESSION CONTINUITY")
@@ -158,7 +161,7 @@ def test_session_end_of_an_unknown_conversation_ends_nothing(bridge: Bridge) -> 
         "session_id": None,
         "ended": False,
     }
-    assert bridge.manager.resolve(sid).is_open
+    assert bridge.sessions.resolve(sid).is_open
 
 
 def test_continue_chain_and_shutdown(bridge: Bridge, clock: FixedClock) -> None:
@@ -173,7 +176,7 @@ def test_continue_chain_and_shutdown(bridge: Bridge, clock: FixedClock) -> None:
     chain = call(bridge, "chain", session_key="new", depth=3)
     assert [s["session_id"] for s in chain["sessions"]] == [old, new]
     assert call(bridge, "shutdown") == {"ended": [new]}
-    assert bridge.stopping and not bridge.manager.resolve(new).is_open
+    assert bridge.stopping and not bridge.sessions.resolve(new).is_open
 
 
 @pytest.mark.parametrize(
@@ -272,14 +275,13 @@ def test_fuzzed_requests_always_get_a_response_and_keep_data(
     requests: list[Any], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     home = tmp_path_factory.mktemp("bridge")
-    manager = SessionPersistenceManager.open(
-        load_config(home, {}, {}), FixedClock("2026-02-16T09:00:00Z")
-    )
+    services = Services.open(load_config(home, {}, {}), FixedClock("2026-02-16T09:00:00Z"))
+    manager = services.sessions
     kept = manager.on_session_start(project="kept").session_id
     manager.add_pin("keep", "me", kept)
     manager.on_session_end(kept)
     before = manager.store.get_session(kept)
-    bridge = Bridge(manager)
+    bridge = Bridge(services)
     for request in requests:
         if kept in json.dumps(request, default=str):
             continue
@@ -302,8 +304,8 @@ def test_serve_survives_garbage_lines() -> None:
         + b'{"id": 9, "method": "ping"}\n'
     )
     stdout = io.BytesIO()
-    manager = SessionPersistenceManager.open(load_config(Path(os.environ["CORTEX_HOME"]), {}, {}))
-    assert serve(Bridge(manager), stdin, stdout) == 0
+    services = Services.open(load_config(Path(os.environ["CORTEX_HOME"]), {}, {}))
+    assert serve(Bridge(services), stdin, stdout) == 0
     lines = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert [r["id"] for r in lines] == [None, None, None, 7, 8]  # nothing after shutdown
     assert lines[0]["error"]["message"].startswith("not JSON: ")

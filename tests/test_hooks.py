@@ -504,6 +504,7 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     tops = {name.split(".")[0] for name in names}
     assert tops - set(sys.stdlib_module_names) == {"cortex"}
     assert not {"click", "mcp", "cortex.adapters.cli.main", "cortex.adapters.mcp.server"} & names
+    assert "cortex.services.memory" not in names  # the services are built lazily
 
 
 def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex.adapters.hooks.dispatch import StoreCache, handle
+from cortex.adapters.hooks.dispatch import handle
 from cortex.adapters.hooks.events import KINDS
+from cortex.adapters.hooks.hook import ServicesCache
 from cortex.config import load_config
 from cortex.services.sessions.manager import SessionPersistenceManager
 
@@ -129,7 +130,7 @@ def check_intact(home: Path) -> None:
 
 def test_fuzzed_host_input(world: tuple[Path, dict[str, str], str]) -> None:
     home, env, cwd = world
-    stores = StoreCache()
+    cache = ServicesCache()
 
     @FUZZ
     @given(
@@ -139,13 +140,13 @@ def test_fuzzed_host_input(world: tuple[Path, dict[str, str], str]) -> None:
     def run(host_and_data: tuple[str, dict[str, Any]], kept: bool) -> None:
         host, data = host_and_data
         raw = json.dumps(data).encode()
-        output = handle(host, raw, env, cwd, stores if kept else None)
+        output = handle(host, raw, env, cwd, cache if kept else None)
         check_answer(host, output)
 
     try:
         run()
     finally:
-        stores.close()
+        cache.close()
     check_intact(home)
     assert not (Path(cwd).parent / "etc").exists()
     assert all(p.name.endswith(".json") for p in (home / "hooks" / "sessions").iterdir())

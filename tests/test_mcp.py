@@ -19,6 +19,7 @@ from mcp.types import CallToolResult, ListRootsResult, Root
 from cortex.adapters.mcp.server import ProjectScope, build_server
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
+from cortex.services.app import Services
 from cortex.services.project import project_identity
 from cortex.services.sessions.manager import SessionPersistenceManager
 
@@ -71,7 +72,7 @@ def server_for(
     def make(project_dir: str | None = "/home/u/Projects/radio") -> Any:
         config = make_config()
         server = build_server(
-            lambda: SessionPersistenceManager.open(config, clock),
+            lambda: Services.open(config, clock),
             ProjectScope(project_dir=project_dir),
         )
         return server, SessionPersistenceManager.open(config, clock)
@@ -386,7 +387,7 @@ def test_fuzzed_arguments_never_crash_the_server_or_touch_other_data(
     keeper.add_pin("keep", "this pin", kept)
     keeper.on_session_end(kept)
     before = keeper.store.get_session(kept)
-    server = build_server(lambda: SessionPersistenceManager.open(config), ProjectScope("/p"))
+    server = build_server(lambda: Services.open(config), ProjectScope("/p"))
 
     async def body(client: Client) -> None:
         for name, args in calls:

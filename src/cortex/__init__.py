@@ -7,6 +7,9 @@ process pays for) stays cheap.
     cortex = SessionPersistenceManager.open(load_config())
     restored = cortex.on_session_start(project="api")
     print(restored.preamble)
+
+``Services.open(config)`` opens one store for every service (``.sessions``, ``.memory``,
+``.compaction``, ``.events``, ``.metrics``), which is what the adapters use.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ _EXPORTS = {
     "PendingTask": "cortex.core.models",
     "Pin": "cortex.core.models",
     "RestoredSessionContext": "cortex.core.models",
+    "Services": "cortex.services.app",
     "SessionEvent": "cortex.core.memory_models",
     "SessionPersistenceManager": "cortex.services.sessions.manager",
     "SessionSnapshot": "cortex.core.memory_models",
@@ -70,6 +74,7 @@ __all__ = [
     "PendingTask",
     "Pin",
     "RestoredSessionContext",
+    "Services",
     "SessionEvent",
     "SessionPersistenceManager",
     "SessionSnapshot",
@@ -107,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cortex.core.scoring import score, score_all
     from cortex.core.topics import HotTopicExtractor
     from cortex.errors import CortexError
+    from cortex.services.app import Services
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
     from cortex.services.memory import AddResult, MemoryService, NewMemory

@@ -153,6 +153,13 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         10080,
     ),
+    Setting(
+        "raise_errors",
+        bool,
+        False,
+        "Re-raise unexpected errors with their traceback instead of failing open (a failed "
+        "restoration starts cold, a bridge request answers an error): for debugging and tests.",
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -181,6 +188,7 @@ class Config:
     compaction_token_budget: int
     compaction_turn_budget: int
     compaction_inactivity_minutes: int
+    raise_errors: bool
 
     @property
     def db_path(self) -> Path:

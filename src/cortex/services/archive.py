@@ -13,7 +13,7 @@ from pathlib import Path
 from cortex.core.models import SessionState
 from cortex.errors import StorageError
 from cortex.files import check_id, read_json, write_json
-from cortex.store import Store
+from cortex.store.protocol import Store
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from cortex.clock import Clock, SystemClock, parse_time, to_iso
+from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.core.budgets import TriggerDecision, compaction_due
 from cortex.core.memory_models import (
@@ -37,8 +37,9 @@ from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import extract_decisions, format_checkpoint
 from cortex.errors import ValidationError
+from cortex.services.base import Service
 from cortex.services.events import EventLog
-from cortex.store import Store, open_store
+from cortex.store.protocol import Store
 
 CHECKPOINT_TYPES = (
     "manual",
@@ -164,23 +165,18 @@ def _minutes_between(earlier: str, now: datetime) -> float:
     return max(0.0, (now - parse_time(earlier)).total_seconds() / 60.0)
 
 
-class CompactionService:
+class CompactionService(Service):
     """Checkpoint, decide and compact sessions over one ``Store``."""
 
-    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
-        self.store = store
-        self.config = config
-        self.clock = clock or SystemClock()
-        self.events = EventLog(store, config, self.clock)
-
-    @classmethod
-    def open(
-        cls, config: Config, clock: Clock | None = None, store: Store | None = None
-    ) -> CompactionService:
-        return cls(store or open_store(config.db_path), config, clock)
-
-    def now_iso(self) -> str:
-        return to_iso(self.clock.now())
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock | None = None,
+        events: EventLog | None = None,
+    ) -> None:
+        super().__init__(store, config, clock)
+        self.events = events or EventLog(store, config, self.clock)
 
     def status(self, session_id: str, *, semantic_hint: bool = False) -> SessionStatus:
         """The session's derived status and whether compaction is due (and why)."""

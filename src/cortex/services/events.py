@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import uuid
 
-from cortex.clock import Clock, SystemClock, to_iso
-from cortex.config import Config
 from cortex.core.memory_models import (
     EVENT_KINDS,
     ROLES,
@@ -25,7 +23,7 @@ from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import slugify, transcript_markdown
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
-from cortex.store import Store, open_store
+from cortex.services.base import Service
 
 MAX_EVENT_CHARS = 65_536
 """Characters of one event's content that are stored (the RFC's bounded payload); the token
@@ -34,19 +32,8 @@ SNAPSHOT_EVENT_LIMIT = 5000
 TRUNCATED = "\n…[truncated {n:,} characters]"
 
 
-class EventLog:
+class EventLog(Service):
     """Append and read session events; write and read snapshots."""
-
-    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
-        self.store = store
-        self.config = config
-        self.clock = clock or SystemClock()
-
-    @classmethod
-    def open(
-        cls, config: Config, clock: Clock | None = None, store: Store | None = None
-    ) -> EventLog:
-        return cls(store or open_store(config.db_path), config, clock)
 
     def session(self, session_id: str) -> SessionState:
         """The session row, or a ``NotFoundError`` naming the next step."""
@@ -97,7 +84,7 @@ class EventLog:
                 token_count=estimate_tokens(content) if token_count is None else token_count,
                 turn_index=turn_index,
                 is_meaningful=meaningful,
-                created_at=to_iso(self.clock.now()),
+                created_at=self.now_iso(),
             )
             self.store.append_session_event(event)
         return event
@@ -126,7 +113,7 @@ class EventLog:
             )
             first_user = next((e.content for e in events if e.role == "user"), "")
             name = slugify(slug or state.task_slug or " ".join(first_user.split()[:8]))
-            at = to_iso(self.clock.now())
+            at = self.now_iso()
             title = f"Session {session_id} - {name} ({trigger}, {at[:16].replace('T', ' ')} UTC)"
             snap = SessionSnapshot(
                 id=str(uuid.uuid4()),

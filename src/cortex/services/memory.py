@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from cortex.clock import Clock, SystemClock, parse_time, to_iso
+from cortex.clock import Clock, parse_time, to_iso
 from cortex.config import Config
 from cortex.core.budgets import fill_budget
 from cortex.core.memory_models import (
@@ -55,7 +55,8 @@ from cortex.core.retrieval import (
 from cortex.core.tokens import estimate_tokens
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
-from cortex.store import Store, open_store
+from cortex.services.base import Service
+from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.embeddings import Embedder
@@ -160,7 +161,7 @@ def _check_type(value: str) -> str:
     return text
 
 
-class MemoryService:
+class MemoryService(Service):
     """Add, edit, forget, list, search and assemble context over one ``Store``."""
 
     def __init__(
@@ -170,20 +171,8 @@ class MemoryService:
         clock: Clock | None = None,
         embedder: Embedder | None = None,
     ) -> None:
-        self.store = store
-        self.config = config
-        self.clock = clock or SystemClock()
+        super().__init__(store, config, clock)
         self.embedder = embedder
-
-    @classmethod
-    def open(
-        cls, config: Config, clock: Clock | None = None, store: Store | None = None
-    ) -> MemoryService:
-        """Open the home's ``brain.db`` (migrated) and build the service."""
-        return cls(store or open_store(config.db_path), config, clock)
-
-    def now_iso(self) -> str:
-        return to_iso(self.clock.now())
 
     # -- writes --------------------------------------------------------------------------------
     def add(

@@ -18,18 +18,21 @@ is ever written here.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
+from cortex.services.base import Service
 from cortex.store.protocol import Store
 
 EVENT_NAMES = (
@@ -189,6 +192,11 @@ class MetricsWriter:
             atomic_write_text(self.head_path, json.dumps(head) + "\n", durable=False)
 
 
+def open_writer(store: Store, home: Path) -> MetricsWriter:
+    """The writer of the chain kept in ``home``: its key (created if missing) and head file."""
+    return MetricsWriter(store, load_or_create_key(home / KEY_FILE), home / HEAD_FILE)
+
+
 def _load_head(path: Path) -> dict[str, Any] | str | None:
     """The head record; None if there is no file, an error text if it cannot be used."""
     text = _read_text(path)
@@ -302,3 +310,21 @@ def verify(store: Store, key: bytes, head_path: Path | None = None) -> VerifyRep
         extra = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {extra} more problems"]
     return VerifyReport(ok=not problems, checked=walk.checked, problems=problems)
+
+
+class MetricsService(Service):
+    """The metrics chain of one home: list its events, verify it, append to it."""
+
+    @cached_property
+    def writer(self) -> MetricsWriter:
+        """The chain's writer (its key is loaded, or created, on first use)."""
+        return open_writer(self.store, self.config.home)
+
+    def list(self, *, event: str | None = None, limit: int = 50) -> builtins.list[MetricEvent]:
+        """Stored events, oldest first; only ``event`` ones when it is given."""
+        return self.store.list_metrics(event=event, limit=limit)
+
+    def verify(self) -> VerifyReport:
+        """Walk the chain with the home's key and head file (see ``verify``)."""
+        home = self.config.home
+        return verify(self.store, load_or_create_key(home / KEY_FILE), home / HEAD_FILE)

@@ -94,14 +94,21 @@ class _GitDirs:
     common_dir: Path
 
 
-def project_identity(cwd: str, cache_dir: Path | None = None) -> ProjectIdentity:
-    """The identity of the project ``cwd`` is in; never raises (falls back to the path)."""
+def project_identity(
+    cwd: str, cache_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> ProjectIdentity:
+    """The identity of the project ``cwd`` is in; never raises (falls back to the path).
+
+    ``env`` is the caller's environment, which ``git`` runs in when the root commit is not
+    cached, without its ``GIT_*`` variables (a hook run from a git hook must not point git at
+    another repository); None runs git in this process's environment as it is.
+    """
     start = _absolute(cwd)
     try:
         dirs = _find_git(start)
         if dirs is None:
             return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
-        return _git_identity(dirs, cache_dir)
+        return _git_identity(dirs, cache_dir, env)
     except (OSError, ValueError, UnicodeError):
         return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
 
@@ -166,10 +173,12 @@ def _common_dir(git_dir: Path) -> Path:
     return Path(os.path.normpath(git_dir / text)).resolve()
 
 
-def _git_identity(dirs: _GitDirs, cache_dir: Path | None) -> ProjectIdentity:
+def _git_identity(
+    dirs: _GitDirs, cache_dir: Path | None, env: Mapping[str, str] | None
+) -> ProjectIdentity:
     remote = _remote_url(dirs.common_dir / "config")
     head_ref, head_sha = _head(dirs)
-    root = _root_commit(dirs, head_sha, cache_dir)
+    root = _root_commit(dirs, head_sha, cache_dir, env)
     if remote is None and root is None:
         project_id = f"path:{dirs.worktree}"
     else:
@@ -253,7 +262,9 @@ def _resolve_ref(dirs: _GitDirs, ref: str) -> str | None:
     return None
 
 
-def _root_commit(dirs: _GitDirs, head_sha: str | None, cache_dir: Path | None) -> str | None:
+def _root_commit(
+    dirs: _GitDirs, head_sha: str | None, cache_dir: Path | None, env: Mapping[str, str] | None
+) -> str | None:
     """The oldest root commit of ``HEAD``, from the cache or ``git rev-list`` (then cached)."""
     key = str(dirs.common_dir)
     inode = dirs.common_dir.stat().st_ino
@@ -263,16 +274,16 @@ def _root_commit(dirs: _GitDirs, head_sha: str | None, cache_dir: Path | None) -
         if entry.get("root") or entry.get("head") == head_sha:
             root = entry.get("root")
             return str(root) if root else None
-    root = _run_rev_list(dirs.worktree) if head_sha else None
+    root = _run_rev_list(dirs.worktree, env) if head_sha else None
     cache[key] = {"inode": inode, "root": root, "head": head_sha}
     _write_cache(cache_dir, cache)
     return root
 
 
-def _run_rev_list(worktree: Path) -> str | None:
+def _run_rev_list(worktree: Path, env: Mapping[str, str] | None) -> str | None:
     import subprocess  # only on a cache miss: it is a costly import on the hook path
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    git_env = None if env is None else {k: v for k, v in env.items() if not k.startswith("GIT_")}
     try:
         result = subprocess.run(
             ["git", "rev-list", "--max-parents=0", "HEAD"],
@@ -280,7 +291,7 @@ def _run_rev_list(worktree: Path) -> str | None:
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_SECONDS,
-            env=env,
+            env=git_env,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):

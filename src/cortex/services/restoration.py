@@ -1,15 +1,17 @@
 """Restoration planning (FR-002, FR-006, FR-007, FR-008, FR-010): what a new session inherits.
 
-Pure: given the candidate prior sessions, the new session's pins and keywords, the pipeline's
-tasks and the time, decide which sessions qualify, which pins are inherited (decayed,
-provenance-labelled, capped), which tasks are still pending, and the preamble. The session
-service loads the inputs and writes the outcome; every decision is recorded as a reason so a
-user can ask why (``cortex session start --explain``).
+Pure, in two steps with the session service's I/O between them: ``select_contributors``
+scores the candidate prior sessions (loaded with their CRITICAL pins only) against the new
+session's keywords and picks the contributors; the service then loads all the pins of the
+one or two sessions whose standard pins may pass on; ``plan_restoration`` decides which pins
+are inherited (decayed, provenance-labelled, capped), which tasks are still pending, and the
+preamble. Every decision is recorded as a reason so a user can ask why
+(``cortex session start --explain``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -61,6 +63,13 @@ class RestorePlan:
     @property
     def is_cold(self) -> bool:
         return not self.contributors
+
+    def score_of(self, session_id: str) -> float:
+        """The relevance score of ``session_id`` (0.0 for a CRITICAL-only or forced source)."""
+        for scored in self.scored:
+            if scored.session.session_id == session_id:
+                return scored.score
+        return 0.0
 
 
 def _stamp(iso: str | None) -> str:
@@ -149,23 +158,32 @@ def _standard_sources(scored: Sequence[ScoredSession], explain: list[str]) -> li
     return sources
 
 
-def plan_restoration(
+@dataclass(frozen=True)
+class Selection:
+    """Step one of a restoration: which candidates qualify and whose standard pins may pass on.
+
+    ``candidates`` are as loaded (possibly with their CRITICAL pins only); the caller loads
+    all the pins of ``standard_sources`` before ``plan_restoration``.
+    """
+
+    candidates: tuple[SessionState, ...]
+    scored: tuple[ScoredSession, ...]
+    standard_sources: tuple[SessionState, ...]
+    explain: tuple[str, ...]
+
+
+def select_contributors(
     candidates: Sequence[SessionState],
-    current_pins: Sequence[Pin],
     keywords: Sequence[str],
     now: datetime,
     config: Config,
-    pipeline: Mapping[str, dict[str, Any]] | None,
     *,
     explain_all: bool = False,
-    load_pins: Callable[[SessionState], SessionState] | None = None,
-) -> RestorePlan:
-    """Plan what a new session inherits from ``candidates`` (completed, same project).
+) -> Selection:
+    """Score ``candidates`` (completed, same project) and pick the contributing sessions.
 
     The score breakdown of every candidate is explained with ``explain_all``; otherwise only
-    that of the sessions that qualified (the cheap default on the hook path). When the
-    candidates were loaded without their standard pins, ``load_pins`` returns a session
-    with them, for the one or two sessions whose standard pins may be inherited.
+    that of the sessions that qualified (the cheap default on the hook path).
     """
     in_window = [
         s
@@ -177,14 +195,27 @@ def plan_restoration(
     )
     shown = score_all(in_window, keywords, now, 0.0, None) if explain_all else scored
     explain = [format_breakdown(s, s.session.session_id, config.relevance_threshold) for s in shown]
-    contributors = [s.session for s in scored]
     sources = _standard_sources(scored, explain)
-    if load_pins is not None:
-        sources = [load_pins(s) for s in sources]
+    return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain))
+
+
+def plan_restoration(
+    selection: Selection,
+    sources: Sequence[SessionState],
+    current_pins: Sequence[Pin],
+    now: datetime,
+    config: Config,
+    pipeline: Mapping[str, dict[str, Any]] | None,
+) -> RestorePlan:
+    """Plan what a new session inherits, given the ``selection`` and its standard ``sources``
+    (``selection.standard_sources`` with all of their pins)."""
+    scored = list(selection.scored)
+    contributors = [s.session for s in scored]
+    explain = list(selection.explain)
     standard, decay = _candidate_pins(sources, now, config, kind="standard")
     critical_window = [
         s
-        for s in candidates
+        for s in selection.candidates
         if hours_between(s.end_time or s.start_time, now) <= config.critical_inheritance_days * 24
     ]
     critical, critical_decay = _candidate_pins(critical_window, now, config, kind="critical")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
 from cortex.config import SETTINGS
 from cortex.core.tasks import DONE_STAGES, PENDING_STAGES
 from cortex.errors import ValidationError
@@ -102,7 +102,7 @@ def metrics_list(rt: Runtime, event: str | None, limit: int) -> None:
     Example:
       cortex metrics list --event session_restored
     """
-    rows = rt.manager.store.list_metrics(event=event, limit=limit)
+    rows = rt.services.metrics.list(event=event, limit=limit)
     data = [
         {
             "seq": m.seq,
@@ -130,12 +130,7 @@ def metrics_verify(ctx: click.Context, rt: Runtime) -> None:
     Example:
       cortex metrics verify
     """
-    from cortex.services.metrics import load_or_create_key, verify
-
-    home = rt.config.home
-    report = verify(
-        rt.manager.store, load_or_create_key(home / "metrics.key"), home / "metrics.head"
-    )
+    report = rt.services.metrics.verify()
     rt.emit(
         {"ok": report.ok, "checked": report.checked, "problems": report.problems},
         f"ok: {report.checked} events verified"
@@ -156,7 +151,7 @@ def archive(rt: Runtime, older_than_days: int) -> None:
     Example:
       cortex archive --older-than-days 30
     """
-    report = rt.manager.archive(older_than_days)
+    report = rt.sessions.archive(older_than_days)
     rt.emit(
         {"archived": report.archived, "paths": list(report.paths)},
         f"archived {report.archived} session(s) to {rt.config.sessions_dir / 'archive'}",
@@ -206,7 +201,7 @@ def db_migrate(rt: Runtime, show_list: bool) -> None:
     Example:
       cortex db migrate --list
     """
-    applied = rt.manager.store.applied_migrations()
+    applied = rt.services.applied_migrations()
     data = [{"name": name, "applied_at": at} for name, at in applied]
     rt.emit(
         data,

@@ -10,12 +10,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from cortex.adapters.cli.main import format_pins, format_session_rows
+from cortex.adapters.cli.sessions import format_pins, format_session_rows
 from cortex.clock import FixedClock
 from cortex.config import load_config
-from cortex.services.metrics import load_or_create_key, verify
+from cortex.services.app import Services
 from cortex.services.pipeline import set_stage, upsert_task
-from cortex.services.sessions.manager import SessionPersistenceManager
 
 PROJECT = "lbf-ham-radio"
 WORKDIR = "/home/ada/Projects/lbf-ham-radio"
@@ -32,13 +31,17 @@ def run_demo(echo: Callable[[str], None], home: str | None = None) -> None:
 
 def _story(echo: Callable[[str], None], home: Path) -> None:
     clock = FixedClock("2026-02-02T09:00:00Z")
-    config = load_config(home, {})
-    cortex = SessionPersistenceManager.open(config, clock)
+    with Services.open(load_config(home, {}), clock) as services:
+        _tell(echo, services, clock)
+
+
+def _tell(echo: Callable[[str], None], services: Services, clock: FixedClock) -> None:
+    config, cortex = services.config, services.sessions
 
     def step(title: str, command: str) -> None:
         echo(f"\n── {clock.now():%a %Y-%m-%d %H:%M} UTC ── {title}\n$ {command}")
 
-    echo(f"Cortex demo: a real brain.db in {home}, a clock moved by hand.")
+    echo(f"Cortex demo: a real brain.db in {config.home}, a clock moved by hand.")
     step("two weeks ago: a session about the antenna", "cortex session start ...")
     old = cortex.on_session_start(project=PROJECT, workdir=WORKDIR, channel="cli")
     cortex.add_pin(
@@ -111,6 +114,6 @@ def _story(echo: Callable[[str], None], home: Path) -> None:
     step("the chain of sessions", f"cortex session chain {wednesday.session_id[:8]}...")
     echo(format_session_rows(cortex.get_session_chain(wednesday.session_id, 5)))
     step("metrics are a keyed hash chain", "cortex metrics verify")
-    report = verify(cortex.store, load_or_create_key(home / "metrics.key"), home / "metrics.head")
+    report = services.metrics.verify()
     echo(f"ok: {report.checked} events verified" if report.ok else str(report.problems))
     echo("\nThat is the whole loop: capture every turn, recover crashes, restore what matters.")

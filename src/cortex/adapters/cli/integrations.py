@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cortex.adapters import HOSTS
-from cortex.adapters.cli.main import CONTEXT, Runtime, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
 from cortex.config import default_home
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def _target_for(rt: Runtime, host: str, project: Path | None, user_scope: bool) 
         host,
         project=project.absolute() if project is not None else None,
         user_home=Path.home(),
-        cortex_bin=cortex_command(),
+        cortex_bin=cortex_command(rt.env),
         cortex_home=custom_home.absolute() if custom_home else None,
     )
 

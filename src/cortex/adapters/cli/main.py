@@ -1,127 +1,25 @@
 """The ``cortex`` command line: thin click commands over the services.
 
 Each command parses, calls one service method and prints: text for people, ``--json`` for
-machines. Errors a user can cause print one line naming the next step and exit 1.
+machines. Errors a user can cause print one line naming the next step and exit 1. The
+``session`` and ``pin`` commands load with the root group; the others (``runtime``'s
+``LAZY_COMMANDS``) only when named.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
-from cortex.clock import Clock, FixedClock, SystemClock, to_iso
-from cortex.config import Config, load_config, parse_assignments
-from cortex.core.models import Pin, SessionState
+from cortex.adapters.cli import sessions
+from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
+from cortex.config import parse_assignments
 from cortex.errors import CortexError
-from cortex.services.sessions.manager import SessionPersistenceManager
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@dataclass
-class Runtime:
-    """What the global options resolve to; opens the store only when a command needs it."""
-
-    home: Path | None
-    now: str | None
-    as_json: bool
-    overrides: dict[str, str]
-
-    @cached_property
-    def config(self) -> Config:
-        """Resolved once per command (it reads config.toml and openclaw.json)."""
-        return load_config(self.home, os.environ, self.overrides)
-
-    @cached_property
-    def clock(self) -> Clock:
-        return FixedClock(self.now) if self.now else SystemClock()
-
-    def now_iso(self) -> str:
-        """The command's current time (the fixed ``--now`` or the clock), without a database."""
-        return to_iso(self.clock.now())
-
-    @cached_property
-    def manager(self) -> SessionPersistenceManager:
-        return SessionPersistenceManager.open(self.config, self.clock)
-
-    def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
-        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
-        if self.as_json:
-            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-            return
-        shown = text() if callable(text) else text
-        if shown:
-            click.echo(shown)
-
-
-def clean(text: str | None) -> str | None:
-    """Make argv text storable: undecodable bytes become U+FFFD instead of failing later."""
-    if text is None:
-        return None
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-pass_rt = click.make_pass_decorator(Runtime)
-
-# Commands defined in other modules, loaded only when named (or when help lists them), so that
-# `cortex session start` does not import the memory engine, the MCP layer or the installers.
-LAZY_COMMANDS = {
-    "cortex.adapters.cli.admin": ("task", "metrics", "archive", "config", "db", "demo"),
-    "cortex.adapters.cli.servers": ("mcp", "bridge"),
-    "cortex.adapters.cli.memory": (
-        "memory",
-        "compact",
-        "session event",
-        "session checkpoint",
-        "session status",
-        "session snapshot",
-    ),
-    "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
-}
-_loaded: set[str] = set()
-
-
-def _load(module: str) -> None:
-    """Import ``module`` and let it register its commands on the root group (once)."""
-    if module not in _loaded:
-        _loaded.add(module)
-        importlib.import_module(module).register(cli)
-
-
-class LazyGroup(click.Group):
-    """A click group whose commands from ``LAZY_COMMANDS`` are imported on first use."""
-
-    def _lazy(self, ctx: click.Context) -> dict[str, str]:
-        prefix = " ".join(ctx.command_path.split()[1:])
-        found = {}
-        for module, names in LAZY_COMMANDS.items():
-            for name in names:
-                parent, _, leaf = name.rpartition(" ")
-                if parent == prefix:
-                    found[leaf] = module
-        return found
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        for module in set(self._lazy(ctx).values()):
-            _load(module)
-        return super().list_commands(ctx)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands:
-            module = self._lazy(ctx).get(cmd_name)
-            if module is not None:
-                _load(module)
-        return super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -165,314 +63,11 @@ def cli(
       cortex --json session show 3f2a...
       cortex demo
     """
-    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments))
+    env = ctx.obj if isinstance(ctx.obj, Mapping) else {}  # what ``run`` passed in
+    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments), env)
 
 
-# -- session ---------------------------------------------------------------------------------
-@cli.group(cls=LazyGroup, context_settings=CONTEXT)
-def session() -> None:
-    """Start, record, end, continue and inspect sessions."""
-
-
-@session.command("start", context_settings=CONTEXT)
-@click.option("--session-id", help="Use this id (default: a new UUID).")
-@click.option("--channel", default="cli", show_default=True, help="Channel name.")
-@click.option("--project", help="Project this session works on (restoration stays within it).")
-@click.option("--keywords", default="", help="Words describing the current context.")
-@click.option("--workdir", help="Working directory (its project name becomes a keyword).")
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="Also show why each session, pin and task was or was not restored.",
-)
-@pass_rt
-def session_start(
-    rt: Runtime,
-    session_id: str | None,
-    channel: str,
-    project: str | None,
-    keywords: str,
-    workdir: str | None,
-    explain: bool,
-) -> None:
-    """Open a session and print the continuity preamble (nothing on a cold start).
-
-    \b
-    Example:
-      cortex session start --project lbf-ham-radio --keywords "ft991a cat control"
-    """
-    ctx = rt.manager.on_session_start(
-        session_id,
-        channel,
-        project=clean(project),
-        keywords=[clean(keywords) or ""],
-        workdir=clean(workdir),
-        explain=explain,
-    )
-    data = ctx.to_dict() | ({"explain": list(ctx.explain)} if explain else {})
-    lines = [ctx.preamble or ""] if ctx.preamble else []
-    if explain:
-        lines.append(
-            "WHY:\n"
-            + (
-                "\n".join(f"  {r}" for r in ctx.explain)
-                or "  no prior session of this project in the lookback window"
-            )
-        )
-    rt.emit(data, "\n\n".join(lines))
-    if not rt.as_json:
-        click.echo(f"session {ctx.session_id} started", err=True)
-
-
-@session.command("record", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
-@click.option("--text", help="Text of the turn (prompt, message) to mine for topics.")
-@click.option("--workdir", help="A working directory used this turn.")
-@click.option("--category", "categories", multiple=True, help="Memory category accessed.")
-@click.option("--learning-id", help="Id of a memory created this turn.")
-@click.option("--tool", "tool_name", help="Tool called this turn.")
-@click.option("--file", "files", multiple=True, help="A file touched this turn.")
-@pass_rt
-def session_record(
-    rt: Runtime,
-    session_id: str | None,
-    text: str | None,
-    workdir: str | None,
-    categories: tuple[str, ...],
-    learning_id: str | None,
-    tool_name: str | None,
-    files: tuple[str, ...],
-) -> None:
-    """Record one turn's signals (crash-safe incremental capture).
-
-    \b
-    Example:
-      cortex session record --text "wire the CAT control" --workdir ~/Projects/lbf-ham-radio
-    """
-    state = rt.manager.record(
-        session_id,
-        text=clean(text),
-        workdir=clean(workdir),
-        categories=categories,
-        learning_id=learning_id,
-        tool_name=tool_name,
-        files=[clean(f) or "" for f in files],
-    )
-    rt.emit(state.to_dict(), f"recorded; hot topics: {', '.join(state.hot_topics[:10])}")
-
-
-@session.command("end", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
-@pass_rt
-def session_end(rt: Runtime, session_id: str | None) -> None:
-    """Capture the final state of a session and close it.
-
-    \b
-    Example:
-      cortex session end
-    """
-    state = rt.manager.on_session_end(session_id)
-    rt.emit(
-        state.to_dict(),
-        f"session {state.session_id} captured: "
-        f"{len(state.working_memory)} pins, {len(state.pending_tasks)} pending tasks, "
-        f"{len(state.hot_topics)} hot topics",
-    )
-
-
-@session.command("continue", context_settings=CONTEXT)
-@click.argument("target_id")
-@click.option("--session-id", help="Session that inherits (default: the current active one).")
-@pass_rt
-def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> None:
-    """Inherit everything from TARGET_ID, whatever its age or score (FR-011).
-
-    \b
-    Example:
-      cortex session continue 3f2a9c1e-...
-    """
-    ctx = rt.manager.force_inherit_session(target_id, session_id)
-    rt.emit(ctx.to_dict(), ctx.preamble or f"nothing to inherit from {target_id}")
-
-
-@session.command("chain", context_settings=CONTEXT)
-@click.argument("session_id")
-@click.option(
-    "--depth",
-    default=5,
-    show_default=True,
-    type=click.IntRange(1, 1000),
-    help="How many sessions, counting this one.",
-)
-@pass_rt
-def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
-    """Show the chain of sessions ending at SESSION_ID, oldest first.
-
-    \b
-    Example:
-      cortex session chain 3f2a9c1e-... --depth 10
-    """
-    chain = rt.manager.get_session_chain(session_id, depth)
-    rt.emit([s.to_dict() for s in chain], lambda: format_session_rows(chain))
-
-
-@session.command("list", context_settings=CONTEXT)
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000))
-@click.option("--project", help="Only sessions of this project.")
-@pass_rt
-def session_list(rt: Runtime, limit: int, project: str | None) -> None:
-    """List sessions, newest first.
-
-    \b
-    Example:
-      cortex session list --limit 5
-    """
-    states = rt.manager.store.list_sessions(
-        limit=limit, project=project, any_project=project is None
-    )
-    rt.emit(
-        [s.to_dict() for s in states],
-        lambda: (
-            format_session_rows(states) or "no sessions yet; start one with `cortex session start`"
-        ),
-    )
-
-
-@session.command("show", context_settings=CONTEXT)
-@click.argument("session_id", required=False)
-@pass_rt
-def session_show(rt: Runtime, session_id: str | None) -> None:
-    """Show one session (default: the current active one).
-
-    \b
-    Example:
-      cortex --json session show 3f2a9c1e-...
-    """
-    state = rt.manager.resolve(session_id)
-    rt.emit(state.to_dict(), lambda: format_session(state))
-
-
-@session.command("recover", context_settings=CONTEXT)
-@pass_rt
-def session_recover(rt: Runtime) -> None:
-    """Close sessions whose lease lapsed (crashed) with a recovery record.
-
-    \b
-    Example:
-      cortex session recover
-    """
-    states = rt.manager.detect_and_recover_crashed("")
-    rt.emit(
-        [s.to_dict() for s in states],
-        f"recovered {len(states)} crashed session(s)"
-        + "".join(f"\n  {s.session_id} (last activity {s.end_time})" for s in states),
-    )
-
-
-# -- pins ------------------------------------------------------------------------------------
-@cli.group(context_settings=CONTEXT)
-def pin() -> None:
-    """Working-memory pins of the current session (10 at most)."""
-
-
-@pin.command("add", context_settings=CONTEXT)
-@click.argument("label")
-@click.argument("content")
-@click.option(
-    "--critical",
-    is_flag=True,
-    help="CRITICAL: inherited for critical_inheritance_days whatever the relevance score.",
-)
-@click.option("--confidence", default=1.0, show_default=True, type=click.FloatRange(0, 1))
-@click.option("--session-id", help="Session (default: the current active one).")
-@pass_rt
-def pin_add(
-    rt: Runtime, label: str, content: str, critical: bool, confidence: float, session_id: str | None
-) -> None:
-    """Pin CONTENT under LABEL (the same label replaces the old pin).
-
-    \b
-    Example:
-      cortex pin add "ft991a control" "CAT over USB at 38400 baud" --critical
-    """
-    added = rt.manager.add_pin(
-        clean(label) or "",
-        clean(content) or "",
-        session_id,
-        critical=critical,
-        confidence=confidence,
-    )
-    rt.emit(
-        added.to_dict(), f"pinned {added.label!r}" + (" (CRITICAL)" if added.is_critical else "")
-    )
-
-
-@pin.command("list", context_settings=CONTEXT)
-@click.option("--session-id", help="Session (default: the current active one).")
-@pass_rt
-def pin_list(rt: Runtime, session_id: str | None) -> None:
-    """List the pins of a session.
-
-    \b
-    Example:
-      cortex pin list
-    """
-    pins = rt.manager.list_pins(session_id)
-    rt.emit([p.to_dict() for p in pins], lambda: format_pins(pins) or "no pins")
-
-
-@pin.command("remove", context_settings=CONTEXT)
-@click.argument("label")
-@click.option("--session-id", help="Session (default: the current active one).")
-@pass_rt
-def pin_remove(rt: Runtime, label: str, session_id: str | None) -> None:
-    """Remove the pin labelled LABEL.
-
-    \b
-    Example:
-      cortex pin remove "ft991a control"
-    """
-    removed = rt.manager.remove_pin(clean(label) or "", session_id)
-    rt.emit(removed.to_dict(), f"removed {removed.label!r}")
-
-
-# -- rendering -------------------------------------------------------------------------------
-def format_pins(pins: Sequence[Pin]) -> str:
-    return "\n".join(
-        f"- {p.label}{' [CRITICAL]' if p.is_critical else ''} (confidence {p.confidence:.2f}): "
-        f"{p.content}"
-        for p in pins
-    )
-
-
-def format_session_rows(states: Sequence[SessionState]) -> str:
-    rows = []
-    for s in states:
-        status = "crash-recovered" if s.crash_recovered else ("open" if s.is_open else "ended")
-        rows.append(
-            f"{s.session_id}  {s.start_time[:16]}  {status:<15}  "
-            f"{(s.project or '-')[:20]:<20}  pins={len(s.working_memory)} "
-            f"tasks={len(s.pending_tasks)}  {', '.join(s.hot_topics[:5])}"
-        )
-    return "\n".join(rows)
-
-
-def format_session(s: SessionState) -> str:
-    lines = [
-        f"session   {s.session_id}",
-        f"state     {s.state}" + (" (crash recovered)" if s.crash_recovered else ""),
-        f"started   {s.start_time}",
-        f"ended     {s.end_time or '-'}",
-        f"channel   {s.channel}",
-        f"project   {s.project or '-'}",
-        f"previous  {s.previous_session_id or '-'}",
-        f"continued {s.continued_by or '-'}",
-        f"topics    {', '.join(s.hot_topics) or '-'}",
-        f"projects  {', '.join(s.active_projects) or '-'}",
-    ]
-    lines += ["tasks"] + [f"  - [{t.task_id}] {t.title} ({t.stage})" for t in s.pending_tasks]
-    lines += ["pins"] + ["  " + line for line in format_pins(s.working_memory).splitlines()]
-    return "\n".join(lines)
+sessions.register(cli)
 
 
 def _json_first(argv: Sequence[str]) -> list[str]:
@@ -490,8 +85,9 @@ def run(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")
     debug = logging.getLogger("cortex.debug")
     debug.setLevel(logging.INFO)
+    env = dict(os.environ)  # the entry point reads the environment; commands get it passed
     try:
-        code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False)
+        code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False, obj=env)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
@@ -502,7 +98,7 @@ def run(argv: Sequence[str]) -> int:
         click.echo(f"error: {exc}", err=True)
         return 1
     except Exception as exc:
-        if os.environ.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
+        if env.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
             raise
         click.echo(
             f"error: unexpected {type(exc).__name__}: {exc}; rerun with "

@@ -1,43 +1,21 @@
-"""CLI commands of the memory lifecycle: ``memory``, ``compact`` and the session history
-subcommands (``session event|checkpoint|status|snapshot``)."""
+"""CLI commands of the memory lifecycle: ``memory add|list|search|recall|show|edit|forget``."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    F,
+    Runtime,
+    clean,
+    pass_rt,
+    session_option,
+    text_or_stdin,
+)
 from cortex.core.memory_models import ContextResult, Memory, ScoredMemory
-from cortex.services.compaction import CompactionService
-from cortex.services.events import EventLog
-from cortex.services.memory import MemoryService
-
-SESSION_HELP = "Session (default: the current active one)."
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _memory(rt: Runtime) -> MemoryService:
-    return MemoryService(rt.manager.store, rt.config, rt.clock)
-
-
-def _compaction(rt: Runtime) -> CompactionService:
-    return CompactionService(rt.manager.store, rt.config, rt.clock)
-
-
-def _session_id(rt: Runtime, session_id: str | None) -> str:
-    return rt.manager.resolve(session_id).session_id
-
-
-def _content(text: str) -> str:
-    """The argument, or standard input when it is ``-``."""
-    return sys.stdin.read() if text == "-" else clean(text) or ""
-
-
-def _cleaned(items: Sequence[str]) -> list[str]:
-    return [clean(item) or "" for item in items]
 
 
 def format_memory(m: Memory) -> str:
@@ -54,7 +32,6 @@ def format_scored(items: Sequence[ScoredMemory]) -> str:
     return "\n".join(f"{format_memory(s.memory)}\n    score {s.score:.3f}: {s.why}" for s in items)
 
 
-# -- memory ----------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def memory() -> None:
     """Layered memories: rules, working memory (expires) and long-term memory.
@@ -74,7 +51,7 @@ def memory() -> None:
 @click.option("--user", "user_id", help="User the memory belongs to.")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--upsert-key", help="Replace the live memory with this key (one current truth).")
-@click.option("--session-id", help="Session the memory came from (its project is the default).")
+@session_option("Session the memory came from (its project is the default).")
 @click.option("--explicit", is_flag=True, help="remember_intent=explicit: the user asked for it.")
 @click.option("--confidence", default=1.0, show_default=True, type=float)
 @click.option("--expires-at", metavar="ISO-8601", help="Expiry (working memory: now + TTL).")
@@ -100,8 +77,8 @@ def memory_add(
     Example:
       cortex memory add "Deploys go to eu-west-1" --project api --upsert-key deploy-region
     """
-    result = _memory(rt).add(
-        _content(content),
+    result = rt.services.memory.add(
+        text_or_stdin(content),
         layer=layer,
         type=kind,
         scope=scope,
@@ -126,7 +103,7 @@ def _scope_options(command: F) -> F:
             click.option("--layer", help="Only this layer: rule, working or long_term."),
             click.option("--project", help="This project's memories plus global ones."),
             click.option("--user", "user_id", help="This user's memories plus shared ones."),
-            click.option("--session-id", help="Only memories from this session."),
+            session_option("Only memories from this session."),
             click.option("--type", "types", multiple=True, help="Only this type (repeatable)."),
             click.option("--tags", help="Only memories with all these comma-separated tags."),
         ]
@@ -149,7 +126,7 @@ def memory_list(rt: Runtime, /, limit: int, offset: int, history: bool, **scope:
     Example:
       cortex memory list --layer long_term --project api
     """
-    found = _memory(rt).list(limit=limit, offset=offset, include_history=history, **scope)
+    found = rt.services.memory.list(limit=limit, offset=offset, include_history=history, **scope)
     rt.emit(
         [m.to_dict() for m in found],
         lambda: "\n".join(format_memory(m) for m in found) or "no memories",
@@ -169,7 +146,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
     Example:
       cortex memory search "which region do we deploy to?" --project api
     """
-    hits = _memory(rt).search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
+    hits = rt.services.memory.search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
     rt.emit([h.to_dict() for h in hits], lambda: format_scored(hits) or "no match")
 
 
@@ -182,7 +159,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
     help="The RFC's layer filter: rule, working or long_term (same as the matching --mode).",
 )
 @click.option("--budget", "budget_tokens", type=int, help="Most tokens of memory to return.")
-@click.option("--session-id", help="Add the session block; the session's project by default.")
+@session_option("Add the session block; the session's project by default.")
 @click.option("--project", help="This project's memories plus global ones.")
 @click.option("--user", "user_id", help="This user's memories plus shared ones.")
 @click.option("--limit", default=20, show_default=True, type=int, help="Most per layer.")
@@ -206,7 +183,7 @@ def memory_recall(
     """
     if layer is not None:
         mode = {"rule": "rules_only"}.get(layer, layer)
-    result = _memory(rt).get_context(
+    result = rt.services.memory.get_context(
         clean(query),
         mode=mode,
         budget_tokens=budget_tokens,
@@ -244,7 +221,7 @@ def memory_show(rt: Runtime, memory_id: str) -> None:
     Example:
       cortex memory show 3f2a9c1e-...
     """
-    service = _memory(rt)
+    service = rt.services.memory
     found = service.get(memory_id)
     links = [vars(link) for link in service.links(memory_id)]
     rt.emit(
@@ -283,10 +260,10 @@ def memory_edit(
     Example:
       cortex memory edit 3f2a9c1e-... --confidence 0.6 --tags infra,deploy
     """
-    edited = _memory(rt).edit(
+    edited = rt.services.memory.edit(
         memory_id,
         actor="cli",
-        content=_content(content) if content is not None else None,
+        content=text_or_stdin(content) if content is not None else None,
         layer=layer,
         type=kind,
         tags=clean(tags),
@@ -307,192 +284,10 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
     Example:
       cortex memory forget 3f2a9c1e-...
     """
-    gone = _memory(rt).forget(memory_id, actor="cli")
+    gone = rt.services.memory.forget(memory_id, actor="cli")
     rt.emit(gone.to_dict(), f"forgot {gone.id}")
 
 
-# -- session history -------------------------------------------------------------------------
-@click.command("event", context_settings=CONTEXT)
-@click.argument("content")
-@click.option("--role", default="user", show_default=True, help="user, assistant or tool.")
-@click.option(
-    "--kind", default="message", show_default=True, help="message|checkpoint|summary|event"
-)
-@click.option(
-    "--turn", "turn_index", type=int, help="Turn index (default: next for a user message)."
-)
-@click.option("--not-meaningful", is_flag=True, help="Keep it out of snapshots.")
-@click.option("--session-id", help=SESSION_HELP)
-@pass_rt
-def session_event(
-    rt: Runtime,
-    content: str,
-    role: str,
-    kind: str,
-    turn_index: int | None,
-    not_meaningful: bool,
-    session_id: str | None,
-) -> None:
-    """Append an event (CONTENT, or - for standard input) to a session.
-
-    \b
-    Example:
-      cortex session event "We decided to keep SQLite" --role assistant
-    """
-    sid = _session_id(rt, session_id)
-    event = EventLog(rt.manager.store, rt.config, rt.clock).append(
-        sid,
-        _content(content),
-        role=role,
-        kind=kind,
-        turn_index=turn_index,
-        meaningful=not not_meaningful,
-    )
-    rt.emit(
-        event.to_dict(), f"event {event.id}: turn {event.turn_index}, {event.token_count} tokens"
-    )
-
-
-@click.command("checkpoint", context_settings=CONTEXT)
-@click.option("--summary", default="", help="What was done.")
-@click.option("--type", "kind", default="manual", show_default=True, help="Checkpoint type.")
-@click.option("--next-step", "next_steps", multiple=True, help="A next step (repeatable).")
-@click.option("--decision", "decisions", multiple=True, help="A decision (repeatable).")
-@click.option("--file", "files", multiple=True, help="A changed file (repeatable).")
-@click.option("--resume", default="", help="Resume instructions.")
-@click.option("--session-id", help=SESSION_HELP)
-@pass_rt
-def session_checkpoint(
-    rt: Runtime,
-    summary: str,
-    kind: str,
-    next_steps: tuple[str, ...],
-    decisions: tuple[str, ...],
-    files: tuple[str, ...],
-    resume: str,
-    session_id: str | None,
-) -> None:
-    """Write a checkpoint: pins, pending tasks, rules and decisions that must survive.
-
-    \b
-    Example:
-      cortex session checkpoint --summary "auth middleware done" --next-step "add rate limits"
-    """
-    service = _compaction(rt)
-    checkpoint = service.checkpoint(
-        _session_id(rt, session_id),
-        type=kind,
-        summary=clean(summary) or "",
-        next_steps=_cleaned(next_steps),
-        decisions=_cleaned(decisions),
-        files_changed=_cleaned(files),
-        resume_instructions=clean(resume) or "",
-    )
-    rt.emit(checkpoint.to_dict(), lambda: service.format_checkpoint(checkpoint).rstrip())
-
-
-@click.command("status", context_settings=CONTEXT)
-@click.option("--semantic-hint", is_flag=True, help="A unit of work just completed.")
-@click.option("--session-id", help=SESSION_HELP)
-@pass_rt
-def session_status(rt: Runtime, semantic_hint: bool, session_id: str | None) -> None:
-    """Show a session's status and whether compaction is due (and why).
-
-    \b
-    Example:
-      cortex session status
-    """
-    status = _compaction(rt).status(_session_id(rt, session_id), semantic_hint=semantic_hint)
-    d = status.decision
-    due = f"DUE ({d.trigger_type}: {d.reason})" if d.due else "not due"
-    rt.emit(
-        status.to_dict(),
-        f"session {status.session_id}: {status.status}\n"
-        f"since last compaction: {d.tokens:,} tokens, {d.turns} turns\n"
-        f"compaction: {due}"
-        + (f"\nhint: {d.hint}" if d.hint and not d.due else "")
-        + f"\nlatest checkpoint: {status.latest_checkpoint_id or '-'} "
-        f"({status.checkpoint_count} in all), compactions: {status.compactions}",
-    )
-
-
-@click.command("snapshot", context_settings=CONTEXT)
-@click.option(
-    "--trigger",
-    default="manual",
-    show_default=True,
-    help="new_session|reset|manual|auto_compaction",
-)
-@click.option("--slug", help="Short name (default: the task slug or the first message).")
-@click.option("--list", "show_list", is_flag=True, help="List the session's snapshots instead.")
-@click.option("--session-id", help=SESSION_HELP)
-@pass_rt
-def session_snapshot(
-    rt: Runtime, trigger: str, slug: str | None, show_list: bool, session_id: str | None
-) -> None:
-    """Write a markdown transcript of the session's meaningful events and print it.
-
-    \b
-    Example:
-      cortex session snapshot --trigger reset
-    """
-    log = EventLog(rt.manager.store, rt.config, rt.clock)
-    sid = _session_id(rt, session_id)
-    if show_list:
-        snaps = log.snapshots(sid)
-        rt.emit(
-            [s.to_dict() for s in snaps],
-            "\n".join(
-                f"{s.id}  {s.created_at[:19]}  {s.source_trigger:<15} {s.slug}" for s in snaps
-            )
-            or "no snapshots",
-        )
-        return
-    snap = log.snapshot(sid, trigger, slug=clean(slug))
-    rt.emit(snap.to_dict(), snap.transcript_md.rstrip())
-
-
-# -- compact ---------------------------------------------------------------------------------
-@click.group(context_settings=CONTEXT)
-def compact() -> None:
-    """Compaction: write-ahead checkpoint, snapshot and compaction event.
-
-    \b
-    Example:
-      cortex compact run --if-due
-    """
-
-
-@compact.command("run", context_settings=CONTEXT)
-@click.option("--if-due", is_flag=True, help="Only when the token/turn/inactivity budget says so.")
-@click.option("--summary", default="", help="Summary to keep in the checkpoint.")
-@click.option("--session-id", help=SESSION_HELP)
-@pass_rt
-def compact_run(rt: Runtime, if_due: bool, summary: str, session_id: str | None) -> None:
-    """Compact a session: checkpoint first, then snapshot and compaction event.
-
-    \b
-    Example:
-      cortex compact run --if-due
-    """
-    run = _compaction(rt).run(
-        _session_id(rt, session_id), force=not if_due, summary=clean(summary) or ""
-    )
-    if run.event is None:
-        text = f"compaction not due: {run.decision.reason}"
-    else:
-        text = (
-            f"compacted ({run.event.trigger_type}: {run.event.reason}); checkpoint "
-            f"{run.event.checkpoint_id}, snapshot {run.snapshot.id if run.snapshot else '-'}"
-        )
-    rt.emit(run.to_dict(), text)
-
-
 def register(group: click.Group) -> None:
-    """Add ``memory`` and ``compact`` to the CLI and the history commands to ``session``."""
+    """Add ``memory`` to the CLI."""
     group.add_command(memory)
-    group.add_command(compact)
-    session = group.commands["session"]
-    assert isinstance(session, click.Group)
-    for command in (session_event, session_checkpoint, session_status, session_snapshot):
-        session.add_command(command)

@@ -6,15 +6,14 @@ only inside ``cortex mcp``, so the rest of the CLI runs without the ``mcp`` extr
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from cortex.adapters.cli.main import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
 from cortex.config import load_config
 from cortex.errors import ConfigError
-from cortex.services.sessions.manager import SessionPersistenceManager
+from cortex.services.app import Services
 
 
 @click.command("mcp", context_settings=CONTEXT)
@@ -43,12 +42,11 @@ def mcp_command(rt: Runtime, project_dir: Path | None) -> None:
         ) from exc
     from cortex.services.project import harness_project_dir  # the hooks' rule, so both agree
 
-    env_dir = harness_project_dir(os.environ)
-    directory = project_dir or env_dir
+    directory = project_dir or harness_project_dir(rt.env)
     config, clock = rt.config, rt.clock
     server = build_server(
-        lambda: SessionPersistenceManager.open(config, clock),
-        ProjectScope(project_dir=str(directory) if directory else None),
+        lambda: Services.open(config, clock),
+        ProjectScope(project_dir=str(directory) if directory else None, env=rt.env),
     )
     server.run("stdio")
 
@@ -95,11 +93,11 @@ def bridge_command(
     home = rt.home
     if home is None and profile == "openclaw":
         home = Path.home() / ".openclaw"
-    config = load_config(home, os.environ, rt.overrides)
+    config = load_config(home, rt.env, rt.overrides)
     if profile == "openclaw":
         config = bridge.openclaw_config(config, workspace.expanduser() if workspace else None)
-    manager = SessionPersistenceManager.open(config, rt.clock)
-    bridge.run(manager, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
+    services = Services.open(config, rt.clock)
+    bridge.run(services, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
 
 
 def register(group: click.Group) -> None:

@@ -17,13 +17,16 @@ The project rule, shared with every reader: a session's ``project`` is
 ``cortex.services.project.project_identity(d).id`` where ``d`` is the host's project directory
 (``CLAUDE_PROJECT_DIR``, ``GEMINI_PROJECT_DIR``) when the hook's environment has one, else the
 event's ``cwd``. So the MCP server, which gets the same directory, finds the session a hook
-opened with ``store.latest_open_session(project_identity(d).id)``.
+opened with ``sessions.resolve(None, project_identity(d).id)``.
 
 An event for a session that was never started, or that crash recovery closed meanwhile (its
 lease lapsed while the user was away), opens it first. A session that ended normally is only
 reopened by a start or a prompt: hosts deliver async events (a last Stop, a tool) after
 SessionEnd, and those are dropped rather than reviving it. SessionEnd does only the final
 capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd hooks.
+
+Each event is one unit of work (one transaction, ``hook.py``): its handler reads the
+session's row once and passes it along to the capture, which then need not read it again.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,23 +44,16 @@ if TYPE_CHECKING:
 
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
-from cortex.adapters.hooks.state import (
-    log_line,
-    read_small_json,
-    record_status,
-    session_state_path,
-    write_small_json,
-)
+from cortex.adapters.hooks.hook import Hook, ServicesCache
+from cortex.adapters.hooks.state import log_line, record_status, session_state_path
 from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import default_home, load_config
-from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
+from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import redact
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
-from cortex.services.project import ProjectIdentity, harness_project_dir, project_identity
-from cortex.services.sessions.manager import SessionPersistenceManager
-from cortex.store import Store, open_store
+from cortex.services.project import harness_project_dir, project_identity
 
 MAX_CONTEXT_CHARS = 8_000
 """Hosts spill context over 10,000 characters to a file; stay well under."""
@@ -66,62 +61,6 @@ PINS_BLOCK_CHARS = 2_000
 SUMMARY_CHARS = 3_000
 ASSISTANT_WEIGHT = 0.5
 """An assistant message restates the prompt's subject at length, so its words count half."""
-
-
-@dataclass
-class Hook:
-    """One event being handled: the event, its session and project, and the open service."""
-
-    event: HookEvent
-    session_id: str
-    identity: ProjectIdentity
-    cwd: str
-    home: Path
-    manager: SessionPersistenceManager
-    _state: dict[str, Any] | None = field(default=None, repr=False)
-
-    @property
-    def hook_state(self) -> dict[str, Any]:
-        """What earlier hook processes noted about this session (``hooks/sessions/<id>.json``)."""
-        if self._state is None:
-            self._state = read_small_json(session_state_path(self.home, self.session_id))
-        return self._state
-
-    def save_hook_state(self, **changes: Any) -> None:
-        state = self.hook_state
-        if any(state.get(k) != v for k, v in changes.items()):
-            state.update(changes)
-            write_small_json(session_state_path(self.home, self.session_id), state)
-
-    def session(self) -> SessionState | None:
-        return self.manager.store.get_session(self.session_id)
-
-    def start(self, extra_keywords: tuple[str, ...] = ()) -> RestoredSessionContext:
-        """``on_session_start`` for this session (a new one, or reopening this id)."""
-        return self.manager.on_session_start(
-            self.session_id,
-            self.event.host,
-            project=self.identity.id,
-            project_name=self.identity.name,
-            keywords=[*_keywords(self.identity), *extra_keywords],
-            workdir=self.cwd,
-        )
-
-    def ensure_open(self, *, reopen_ended: bool = False) -> bool:
-        """Whether the session is open to record into, opening it first when needed.
-
-        A session no start reached us for is opened, and one closed by crash recovery (its
-        lease lapsed while it was idle) is reopened. One that ended normally stays ended
-        unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
-        SessionEnd, and those must not revive it.
-        """
-        state = self.session()
-        if state is not None and state.is_open:
-            return True
-        if state is not None and state.state == COMPLETE and not reopen_ended:
-            return False
-        self.start()
-        return True
 
 
 def restored_context(restored: RestoredSessionContext) -> str | None:
@@ -136,21 +75,21 @@ def handle(
     raw: bytes,
     env: Mapping[str, str],
     fallback_cwd: str,
-    stores: StoreCache | None = None,
+    cache: ServicesCache | None = None,
 ) -> str:
     """Handle one event; return the stdout text. Never raises (but see CORTEX_RAISE_ERRORS).
 
-    ``stores`` keeps the database open between events (the hook server passes one).
+    ``cache`` keeps the database open between events (the hook server passes one).
     """
     home = default_home(env)
     event = HookEvent(host, "", "")
     try:
         event = ev.normalize(host, parse_input(raw))
         with _engine_log_to(home):
-            context = _dispatch(event, env, home, fallback_cwd, stores or StoreCache(keep=False))
+            context = _dispatch(event, env, home, fallback_cwd, cache or ServicesCache(keep=False))
     except Exception as exc:  # noqa: BLE001 - a hook never fails its host (fail open)
-        if stores is not None:
-            stores.close()  # a failed event may have left its connection in a bad state
+        if cache is not None:
+            cache.close()  # a failed event may have left its connection in a bad state
         if env.get("CORTEX_RAISE_ERRORS") == "1" and not isinstance(exc, CortexError):
             raise  # a bug, not bad input: show it where errors are asked for (tests)
         message = _one_line(exc)
@@ -177,47 +116,8 @@ def parse_input(raw: bytes) -> dict[str, Any]:
     return data
 
 
-class StoreCache:
-    """The store of the home's database, kept open between events when ``keep`` is set.
-
-    A database file that was moved, replaced or deleted since it was opened is opened anew,
-    so writes never go to a file nobody reads.
-    """
-
-    def __init__(self, keep: bool = True) -> None:
-        self.keep = keep
-        self._path: Path | None = None
-        self._inode: tuple[int, int] | None = None
-        self._store: Store | None = None
-
-    def open(self, path: Path) -> Store:
-        if self._store is not None and (self._path != path or _inode(path) != self._inode):
-            self.close()
-        if self._store is None:
-            self._store = open_store(path)
-            self._path, self._inode = path, _inode(path)
-        return self._store
-
-    def release(self) -> None:
-        if not self.keep:
-            self.close()
-
-    def close(self) -> None:
-        if self._store is not None:
-            store, self._store = self._store, None
-            store.close()
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
 def _dispatch(
-    event: HookEvent, env: Mapping[str, str], home: Path, fallback: str, stores: StoreCache
+    event: HookEvent, env: Mapping[str, str], home: Path, fallback: str, cache: ServicesCache
 ) -> str | None:
     if not event.kind:
         raise ValidationError(f"event {event.name!r} is not one Cortex handles; ignored")
@@ -228,13 +128,14 @@ def _dispatch(
     cwd = event.cwd or project_dir or fallback
     # The host's project directory, when it says, is what the MCP server resolves too; the
     # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
-    identity = project_identity(project_dir or cwd, home / "cache")
-    config = load_config(None, env)
-    manager = SessionPersistenceManager(stores.open(config.db_path), config, _clock(env))
+    identity = project_identity(project_dir or cwd, home / "cache", env)
+    services = cache.open(load_config(None, env), _clock(env))
+    hook = Hook(event, session_id, identity, cwd, home, services)
     try:
-        return HANDLERS[event.kind](Hook(event, session_id, identity, cwd, home, manager))
+        with services.sessions.transaction():
+            return HANDLERS[event.kind](hook)
     finally:
-        stores.release()
+        cache.release()
 
 
 def _clock(env: Mapping[str, str]) -> Clock:
@@ -272,7 +173,7 @@ def on_prompt(hook: Hook) -> str | None:
             # The start injected nothing: a second pass, with the prompt's words as context.
             text = restored_context(hook.start(_prompt_keywords(prompt)))
     hook.ensure_open(reopen_ended=True)  # a prompt means the conversation goes on
-    hook.manager.record(hook.session_id, text=prompt or None)
+    hook.record(text=prompt or None)
     hook.save_hook_state(prompted=True)
     return text
 
@@ -280,14 +181,12 @@ def on_prompt(hook: Hook) -> str | None:
 def on_tool(hook: Hook) -> None:
     if hook.ensure_open():
         # ``record`` redacts the input (a command line can carry a token) before topics see it.
-        hook.manager.record(
-            hook.session_id, tool_name=hook.event.tool_name, tool_input=hook.event.tool_input
-        )
+        hook.record(tool_name=hook.event.tool_name, tool_input=hook.event.tool_input)
 
 
 def on_cwd(hook: Hook) -> None:
     if hook.ensure_open():
-        hook.manager.record(hook.session_id, workdir=hook.cwd)
+        hook.record(workdir=hook.cwd)
 
 
 def on_pre_compact(hook: Hook) -> None:
@@ -300,21 +199,21 @@ def on_post_compact(hook: Hook) -> None:
         return
     summary = hook.event.text
     if summary:
-        at = hook.manager.now_iso()
+        at = hook.sessions.now_iso()
         hook.save_hook_state(compact_summary=redact(summary), compact_at=at)
         record_compaction_summary(hook, summary)
-    hook.manager.record(hook.session_id, text=summary)
+    hook.record(text=summary)
 
 
 def on_stop(hook: Hook) -> None:
     if hook.ensure_open():
-        hook.manager.record(hook.session_id, text=hook.event.text, weight=ASSISTANT_WEIGHT)
+        hook.record(text=hook.event.text, weight=ASSISTANT_WEIGHT)
 
 
 def on_end(hook: Hook) -> None:
     state = hook.session()
     if state is not None and state.is_open:
-        hook.manager.on_session_end(hook.session_id)
+        hook.sessions.on_session_end(hook.session_id)
     try:
         os.unlink(session_state_path(hook.home, hook.session_id))
     except OSError:
@@ -336,10 +235,7 @@ HANDLERS: dict[str, Callable[[Hook], str | None]] = {
 
 # -- compaction ----------------------------------------------------------------------------------
 def _compaction(hook: Hook) -> CompactionService:
-    from cortex.services.compaction import CompactionService  # only compaction events pay for it
-
-    m = hook.manager
-    return CompactionService(m.store, m.config, m.clock)
+    return hook.services.compaction  # built (imported) only when a compaction event needs it
 
 
 def _trigger(hook: Hook) -> str:
@@ -353,7 +249,7 @@ def checkpoint_before_compaction(hook: Hook) -> None:
     a turn), then the protocol checkpoint: pins, pending tasks, rules and the latest decisions,
     a snapshot of the meaningful events and the compaction event.
     """
-    hook.manager.record(hook.session_id, text=hook.event.text)
+    hook.record(text=hook.event.text)
     _compaction(hook).pre_compact(hook.session_id, _trigger(hook), hook.event.text or "")
 
 
@@ -381,14 +277,6 @@ def compaction_context(hook: Hook, state: SessionState) -> str | None:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _keywords(identity: ProjectIdentity) -> list[str]:
-    """Context words a harness knows at start: the project's name and the git branch."""
-    words = [identity.name]
-    if identity.branch:
-        words.append(identity.branch.replace("/", " "))
-    return words
-
-
 def _prompt_keywords(prompt: str) -> tuple[str, ...]:
     return (prompt[: ev.MAX_SIGNAL_CHARS],) if prompt else ()
 

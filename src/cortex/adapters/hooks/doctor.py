@@ -24,6 +24,8 @@ from cortex.adapters.hooks.state import read_status
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.errors import CortexError, ValidationError
+from cortex.services.app import Services
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.services.working_memory import parse_working_memory
 from cortex.store import Store, migration_names, open_store
 
@@ -159,13 +161,14 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
         )
         return
     try:
+        # Opened here, unmigrated (doctor changes nothing), not through ``Services.open``.
         store = open_store(path, migrate=False)
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
         return
     try:
         _database_health(report, store)
-        _open_sessions(report, store, config, clock)
+        _open_sessions(report, Services(store, config, clock).sessions)
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
     finally:
@@ -190,18 +193,15 @@ def _database_health(report: Report, store: Store) -> None:
         )
 
 
-def _open_sessions(report: Report, store: Store, config: Config, clock: Clock) -> None:
-    from cortex.services.sessions.manager import SessionPersistenceManager
-
-    manager = SessionPersistenceManager(store, config, clock)
-    for state in store.open_sessions():
+def _open_sessions(report: Report, sessions: SessionPersistenceManager) -> None:
+    for state in sessions.open_sessions():
         report.sessions.append(
             {
                 "session_id": state.session_id,
                 "channel": state.channel,
                 "project": state.project,
                 "last_activity": state.last_activity,
-                "lease": "lapsed" if manager.is_lapsed(state) else "live",
+                "lease": "lapsed" if sessions.is_lapsed(state) else "live",
             }
         )
 

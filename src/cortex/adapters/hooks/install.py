@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import shlex
 import shutil
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,9 +144,11 @@ class Target:
 
 
 # -- locating ------------------------------------------------------------------------------------
-def cortex_command(env: dict[str, str] | None = None) -> str:
-    """The absolute path of this install's ``cortex`` script (what hooks run)."""
-    env = dict(os.environ) if env is None else env
+def cortex_command(env: Mapping[str, str]) -> str:
+    """The absolute path of this install's ``cortex`` script (what hooks run).
+
+    ``CORTEX_BIN`` in ``env`` (the caller's environment) names it explicitly.
+    """
     if env.get("CORTEX_BIN"):
         return env["CORTEX_BIN"]
     argv0 = Path(sys.argv[0])

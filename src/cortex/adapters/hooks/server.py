@@ -32,7 +32,7 @@ import time
 TYPE_CHECKING = False  # mypy treats this name as true; importing typing costs ~8 ms
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     Handler = Callable[[str, bytes, dict[str, str], str], str]
@@ -149,15 +149,16 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         # SIGTERM (an uninstall, a test, a shutdown) unwinds through the cleanup below.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-        from cortex.adapters.hooks.dispatch import StoreCache, handle  # warm: what clients skip
+        from cortex.adapters.hooks.dispatch import handle  # warm: what clients skip
+        from cortex.adapters.hooks.hook import ServicesCache
 
-        stores = StoreCache()
+        cache = ServicesCache()
         listener, inode = _listen(socket_path(home))
         atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
-            _loop(listener, inode, code_stamp(), idle_seconds, partial(handle, stores=stores))
+            _loop(listener, inode, code_stamp(), idle_seconds, partial(handle, cache=cache))
         finally:
-            stores.close()
+            cache.close()
             listener.close()
             if _same_file(socket_path(home), inode):
                 for leftover in (socket_path(home), str(run_dir / "hook.pid")):
@@ -285,15 +286,22 @@ def server_pid(home: Path) -> int | None:
     return pid
 
 
-def _idle_seconds() -> float:
+def idle_seconds(env: Mapping[str, str]) -> float:
+    """``CORTEX_HOOK_SERVER_IDLE`` in ``env``, at least 1 s (default 1800)."""
     try:
-        return max(1.0, float(os.environ.get("CORTEX_HOOK_SERVER_IDLE", IDLE_SECONDS)))
+        return max(1.0, float(env.get("CORTEX_HOOK_SERVER_IDLE", IDLE_SECONDS)))
     except ValueError:
         return IDLE_SECONDS
 
 
-if __name__ == "__main__":  # pragma: no cover - started by spawn()
+def main(argv: list[str]) -> int:
+    """``python -m cortex.adapters.hooks.server HOME``: serve until idle."""
     from pathlib import Path
 
-    if len(sys.argv) == 2:
-        sys.exit(serve(Path(sys.argv[1]), _idle_seconds()))
+    if len(argv) != 1:
+        return 2
+    return serve(Path(argv[0]), idle_seconds(os.environ))
+
+
+if __name__ == "__main__":  # pragma: no cover - started by spawn()
+    sys.exit(main(sys.argv[1:]))

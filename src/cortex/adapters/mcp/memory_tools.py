@@ -1,26 +1,23 @@
-"""The MCP tools over long-term memory, checkpoints and snapshots (registered by mcp_server).
+"""The MCP tools over long-term memory, checkpoints and snapshots (registered by ``server``).
 
 Each tool is one small method over ``MemoryService`` or ``CompactionService`` (and its
-``EventLog``), which share the session tools' store. Memories are scoped to this directory's
+``EventLog``), which share the session tools' services. Memories are scoped to this directory's
 project (the same id the sessions carry) plus global ones; a memory added while a session is
 open records that session as its source.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from cortex.adapters.mcp.server import CortexTools, SessionIdArg, tool_errors
+from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, tool_errors
 from cortex.core.memory_models import Memory, ScoredMemory
 from cortex.core.transcripts import format_checkpoint
-from cortex.errors import NotFoundError
-from cortex.services.compaction import CompactionService
-from cortex.services.memory import MAX_KEY_CHARS, MemoryService
+from cortex.services.memory import MAX_KEY_CHARS
 
 Layer = Literal["rule", "working", "long_term"]
 Mode = Literal["rules_only", "working", "long_term", "all"]
@@ -110,28 +107,10 @@ def context_text(rules: list[FoundOut], memories: list[FoundOut]) -> str:
 
 
 class MemoryTools:
-    """Memory, checkpoint and snapshot tools, sharing the session tools' manager and scope."""
+    """Memory, checkpoint and snapshot tools over the shared ``ToolContext``."""
 
-    def __init__(self, sessions: CortexTools) -> None:
-        self.sessions = sessions
-
-    # Built once, on first use, over the session tools' (lazily opened) manager.
-    @cached_property
-    def memory(self) -> MemoryService:
-        m = self.sessions.manager
-        return MemoryService(m.store, m.config, m.clock)
-
-    @cached_property
-    def compaction(self) -> CompactionService:
-        m = self.sessions.manager
-        return CompactionService(m.store, m.config, m.clock)
-
-    async def _open_session(self, ctx: Context) -> str | None:
-        """The current session of this project, or None when none is open."""
-        try:
-            return await self.sessions.session_id_for(ctx, None)
-        except NotFoundError:
-            return None
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
 
     async def add_memory(
         self,
@@ -177,9 +156,9 @@ class MemoryTools:
         the id of the memory it replaced.
         """
         with tool_errors():
-            session = await self._open_session(ctx)
-            project = (await self.sessions.identity(ctx)).id
-            added = self.memory.add(
+            session = await self.context.open_session(ctx)
+            project = (await self.context.identity(ctx)).id
+            added = self.context.services.memory.add(
                 content,
                 layer=layer,
                 type=type,
@@ -207,8 +186,10 @@ class MemoryTools:
         reason it matched.
         """
         with tool_errors():
-            project = (await self.sessions.identity(ctx)).id
-            found = self.memory.search(query, limit=limit, layer=layer, project=project)
+            project = (await self.context.identity(ctx)).id
+            found = self.context.services.memory.search(
+                query, limit=limit, layer=layer, project=project
+            )
         return {"query": query, "results": [found_out(f) for f in found]}
 
     async def get_context(
@@ -233,9 +214,9 @@ class MemoryTools:
         latest checkpoint. Returns the items and a ready-to-read text block.
         """
         with tool_errors():
-            sid = session_id or await self._open_session(ctx)
-            project = (await self.sessions.identity(ctx)).id
-            result = self.memory.get_context(
+            sid = session_id or await self.context.open_session(ctx)
+            project = (await self.context.identity(ctx)).id
+            result = self.context.services.memory.get_context(
                 query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project
             )
         rules = [found_out(r) for r in result.rules]
@@ -262,7 +243,7 @@ class MemoryTools:
         Returns the forgotten memory.
         """
         with tool_errors():
-            forgotten = self.memory.forget(memory_id, actor="mcp")
+            forgotten = self.context.services.memory.forget(memory_id, actor="mcp")
         return memory_out(forgotten)
 
     async def checkpoint_session(
@@ -283,8 +264,8 @@ class MemoryTools:
         id and its text as it will be re-injected.
         """
         with tool_errors():
-            sid = await self.sessions.session_id_for(ctx, session_id)
-            checkpoint = self.compaction.checkpoint(
+            sid = await self.context.session_id_for(ctx, session_id)
+            checkpoint = self.context.services.compaction.checkpoint(
                 sid, summary=summary, next_steps=next_steps, decisions=decisions
             )
         return {
@@ -301,8 +282,8 @@ class MemoryTools:
         Each call stores a new snapshot.
         """
         with tool_errors():
-            sid = await self.sessions.session_id_for(ctx, session_id)
-            snap = self.compaction.events.snapshot(sid, "manual")
+            sid = await self.context.session_id_for(ctx, session_id)
+            snap = self.context.services.events.snapshot(sid, "manual")
         return {
             "snapshot_id": snap.id,
             "session_id": sid,

@@ -15,7 +15,8 @@ the sessions this bridge opened (the final capture); if the bridge dies instead,
 stay open and the next start recovers them as crashed (their owner process is gone).
 
 SIGTERM or SIGINT also end those sessions before exiting (a supervisor may signal the whole
-process group). Standard library and Cortex's own modules only: no click, no SDK.
+process group). Standard library and Cortex's own modules only: no click, no SDK. The
+methods are in ``methods.py``, their parameter checks in ``params.py``.
 """
 
 from __future__ import annotations
@@ -25,32 +26,28 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from cortex import __version__
+from cortex.adapters.openclaw.methods import METHODS
+from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, str_list
 from cortex.config import Config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.transcripts import format_checkpoint
 from cortex.errors import CortexError, NotFoundError, ValidationError
-from cortex.services.compaction import CompactionService
-from cortex.services.events import EventLog
-from cortex.services.sessions.manager import SessionPersistenceManager
+from cortex.services.app import Services
+
+if TYPE_CHECKING:
+    from cortex.services.compaction import CompactionService
+    from cortex.services.events import EventLog
+    from cortex.services.sessions.manager import SessionPersistenceManager
 
 log = logging.getLogger("cortex.adapters.openclaw.bridge")
 
-MAX_LINE_BYTES = 8 * 1024 * 1024
-"""A request line longer than this is refused (and skipped to its newline)."""
-MAX_SIGNAL_TEXT = 20_000
-"""Characters of a turn's messages mined for topics."""
-PROMPT_WEIGHT = 0.5
-"""Design 9.3: prompt keywords count half as much as other text."""
-
-Handler = Callable[["Bridge", Mapping[str, Any]], Any]
+__all__ = ["MAX_LINE_BYTES", "Bridge", "openclaw_config", "run", "serve"]
 
 
 def openclaw_config(config: Config, workspace: Path | None) -> Config:
@@ -65,109 +62,11 @@ def openclaw_config(config: Config, workspace: Path | None) -> Config:
     return replace(config, working_memory_path=base / "memory" / "working_memory.json")
 
 
-# -- parameter checks (validation at the edge) ---------------------------------------------------
-def _opt_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValidationError(f"{name} must be a string, not {type(value).__name__}")
-    return value[:limit]
-
-
-def _str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str:
-    value = _opt_str(params, name, limit)
-    if value is None:
-        raise ValidationError(f"{name} is required")
-    return value
-
-
-def _bool(params: Mapping[str, Any], name: str, default: bool) -> bool:
-    value = params.get(name, default)
-    if not isinstance(value, bool):
-        raise ValidationError(f"{name} must be true or false")
-    return value
-
-
-def _number(params: Mapping[str, Any], name: str, default: float) -> float:
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(f"{name} must be a number")
-    return float(value)
-
-
-def _str_list(params: Mapping[str, Any], name: str, limit: int = 200) -> list[str]:
-    value = params.get(name) or []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        raise ValidationError(f"{name} must be a list of strings")
-    return [str(item)[:4096] for item in value[:limit] if isinstance(item, str | int | float)]
-
-
-def _object(params: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = params.get(name) or {}
-    if not isinstance(value, dict):
-        raise ValidationError(f"{name} must be an object")
-    return value
-
-
-def _content_text(message: Any) -> str:
-    """The text of one message, as OpenClaw or an LLM API shapes it (a string or blocks)."""
-    content = message.get("content") if isinstance(message, dict) else message
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            block["text"]
-            for block in content
-            if isinstance(block, dict) and isinstance(block.get("text"), str)
-        )
-    return ""
-
-
-def message_text(messages: Any, limit: int = MAX_SIGNAL_TEXT) -> str:
-    """The text of a turn's messages (newest last), at most ``limit`` characters."""
-    if not isinstance(messages, list):
-        return ""
-    return "\n".join(t for t in map(_content_text, messages[-20:]) if t)[-limit:]
-
-
-def last_reply(messages: Any, limit: int = MAX_SIGNAL_TEXT) -> str:
-    """The text of the last assistant message, or "" when there is none."""
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            text = _content_text(message).strip()
-            if text:
-                return text[:limit]
-    return ""
-
-
-def _restored(ctx: RestoredSessionContext) -> dict[str, Any]:
-    return ctx.to_dict() | {"cold_start": ctx.preamble is None}
-
-
-def _summary(state: SessionState) -> dict[str, Any]:
-    return {
-        "session_id": state.session_id,
-        "state": state.state,
-        "start_time": state.start_time,
-        "end_time": state.end_time,
-        "project": state.project,
-        "previous_session_id": state.previous_session_id,
-        "pins": [p.to_dict() for p in state.working_memory],
-        "pending_tasks": [t.to_dict() for t in state.pending_tasks],
-        "hot_topics": list(state.hot_topics),
-    }
-
-
 @dataclass
 class Bridge:
-    """Maps OpenClaw's hook events and tool calls onto one ``SessionPersistenceManager``."""
+    """Maps OpenClaw's hook events and tool calls onto Cortex's services."""
 
-    manager: SessionPersistenceManager
+    services: Services
     project: str | None = None
     workdir: str | None = None
     agent_id: str | None = None
@@ -182,26 +81,29 @@ class Bridge:
     """Sessions compacted since their last prompt: that prompt gets the checkpoint back."""
     stopping: bool = False
 
-    @cached_property
+    @property
+    def sessions(self) -> SessionPersistenceManager:
+        return self.services.sessions
+
+    @property
     def compaction(self) -> CompactionService:
-        m = self.manager
-        return CompactionService(m.store, m.config, m.clock)
+        return self.services.compaction
 
     @property
     def events(self) -> EventLog:
-        return self.compaction.events
+        return self.services.events
 
     # -- sessions ------------------------------------------------------------------------------
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
         """Open a Cortex session and remember its preamble for the first prompt."""
-        project = _opt_str(params, "project", 200) or self.project
-        restored = self.manager.on_session_start(
+        project = opt_str(params, "project", 200) or self.project
+        restored = self.sessions.on_session_start(
             None,
             self.channel,
             project=project,
-            keywords=_str_list(params, "keywords"),
-            workdir=_opt_str(params, "workdir") or self.workdir,
-            agent_id=_opt_str(params, "agent_id", 200) or self.agent_id,
+            keywords=str_list(params, "keywords"),
+            workdir=opt_str(params, "workdir") or self.workdir,
+            agent_id=opt_str(params, "agent_id", 200) or self.agent_id,
             owner_pid=os.getpid(),
         )
         self.opened.append(restored.session_id)
@@ -211,10 +113,10 @@ class Bridge:
 
     def lookup(self, params: Mapping[str, Any]) -> str | None:
         """The session a request names (``session_id``, a bound key, or the current one)."""
-        explicit = _opt_str(params, "session_id", 200)
+        explicit = opt_str(params, "session_id", 200)
         if explicit:
             return explicit
-        key = _opt_str(params, "session_key", 500)
+        key = opt_str(params, "session_key", 500)
         if key is not None:
             return self.bindings.get(key)
         return self.unbound or (self.opened[-1] if self.opened else None)
@@ -224,7 +126,7 @@ class Bridge:
         found = self.lookup(params)
         if found is not None:
             return found
-        key = _opt_str(params, "session_key", 500)
+        key = opt_str(params, "session_key", 500)
         if key is None:
             raise NotFoundError("no session yet; call session_start first")
         if self.unbound is not None:
@@ -235,7 +137,7 @@ class Bridge:
 
     def end(self, session_id: str) -> SessionState:
         """Final capture of one session; forget its key."""
-        state = self.manager.on_session_end(session_id)
+        state = self.sessions.on_session_end(session_id)
         self.bindings = {k: v for k, v in self.bindings.items() if v != session_id}
         if self.unbound == session_id:
             self.unbound = None
@@ -246,7 +148,7 @@ class Bridge:
         """End every session this bridge opened that is still open."""
         ended = []
         for sid in self.opened:  # each start opens a new id: no duplicates
-            state = self.manager.store.get_session(sid)
+            state = self.sessions.get_session(sid)
             if state is not None and state.is_open:
                 self.end(sid)
                 ended.append(sid)
@@ -257,7 +159,7 @@ class Bridge:
         checkpoint (the first prompt after a compaction; it carries the pins) or, unless
         ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
-        pins = format_pins_block(self.manager.list_pins(session_id))
+        pins = format_pins_block(self.sessions.list_pins(session_id))
         checkpoint = None
         if session_id in self.reinject:
             self.reinject.discard(session_id)
@@ -297,7 +199,7 @@ class Bridge:
         except CortexError as exc:
             return {"id": rid, "error": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad request must not stop the bridge
-            if os.environ.get("CORTEX_RAISE_ERRORS") == "1":
+            if self.services.config.raise_errors:
                 raise
             log.exception("bridge request failed")
             return {"id": rid, "error": _error(exc)}
@@ -309,144 +211,6 @@ def _error(exc: Exception) -> dict[str, Any]:
     if isinstance(exc, CortexError):
         return {"type": name, "status": exc.status, "message": str(exc)}
     return {"type": name, "status": 500, "message": f"unexpected {name}: {exc}"}
-
-
-# -- methods -------------------------------------------------------------------------------------
-def _ping(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    return {"pong": True, "version": __version__, "pid": os.getpid()}
-
-
-def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Service start (no key): a new session. A conversation's start (a key): bind or start."""
-    key = _opt_str(params, "session_key", 500)
-    if key is None:
-        restored = bridge.start(params)
-        bridge.unbound = restored.session_id
-        return _restored(restored) | {"preamble_pending": restored.preamble is not None}
-    adopted = key not in bridge.bindings and bridge.unbound is not None
-    sid = bridge.session_for(params)
-    state = bridge.manager.resolve(sid)
-    return {
-        "session_id": sid,
-        "adopted": adopted,
-        "preamble_pending": sid in bridge.pending_preamble,
-        "pins": [p.to_dict() for p in state.working_memory],
-    }
-
-
-def _before_prompt_build(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    prompt = _opt_str(params, "prompt", MAX_SIGNAL_TEXT)
-    if prompt and prompt.strip():
-        bridge.manager.record(sid, text=prompt, weight=PROMPT_WEIGHT)
-        bridge.events.append(sid, prompt, role="user")  # for snapshots and checkpoints
-    return bridge.prompt_context(sid, _bool(params, "with_pins", True))
-
-
-def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    state = bridge.manager.record(
-        sid,
-        tool_name=_opt_str(params, "tool_name", 200),
-        tool_input=_object(params, "params"),  # record() redacts it before it feeds topics
-        files=_str_list(params, "derived_paths"),
-    )
-    return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
-
-
-def _agent_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec's incremental ``agent_end`` capture: this turn's text goes to the store now."""
-    sid = bridge.session_for(params)
-    text = message_text(params.get("messages")) or _opt_str(params, "text", MAX_SIGNAL_TEXT)
-    categories = _str_list(params, "categories")
-    state = bridge.manager.record(sid, text=text or None, categories=categories)
-    reply = last_reply(params.get("messages"))
-    if reply:
-        bridge.events.append(sid, reply, role="assistant")
-    return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
-
-
-def _before_compaction(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Write-ahead before OpenClaw compacts: capture the turn, then a checkpoint (with a
-    snapshot and a compaction event) whose text the next prompt gets back."""
-    sid = bridge.session_for(params)
-    text = message_text(params.get("messages"))
-    bridge.manager.record(sid, text=text or None)
-    checkpoint = bridge.compaction.pre_compact(sid, "auto")
-    bridge.reinject.add(sid)
-    return {"session_id": sid, "captured": True, "checkpoint_id": checkpoint.checkpoint_id}
-
-
-def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """End a conversation's session; a key the bridge never saw ends nothing."""
-    sid = bridge.lookup(params)
-    if sid is None:
-        return {"session_id": None, "ended": False}
-    return _summary(bridge.end(sid)) | {"ended": True}
-
-
-def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    pin = bridge.manager.add_pin(
-        _str(params, "label", 1000),
-        _str(params, "content", MAX_LINE_BYTES),
-        sid,
-        critical=_bool(params, "critical", False),
-        confidence=_number(params, "confidence", 1.0),
-    )
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
-
-
-def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    pin = bridge.manager.remove_pin(_str(params, "label", 1000), sid)
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.manager.list_pins(sid))}
-
-
-def _view(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    pins = bridge.manager.list_pins(sid)
-    return {"session_id": sid, "pins": [p.to_dict() for p in pins], "count": len(pins)}
-
-
-def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    target = _str(params, "target_session_id", 200)
-    sid = bridge.session_for(params)
-    restored = bridge.manager.force_inherit_session(target, sid, actor="openclaw")
-    return _restored(restored) | {"continued_from": target}
-
-
-def _chain(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
-    depth = _number(params, "depth", 5)
-    if depth != int(depth):
-        raise ValidationError("depth must be a whole number, e.g. 5")
-    chain = bridge.manager.get_session_chain(sid, int(depth))
-    return {"session_id": sid, "sessions": [_summary(s) for s in chain]}
-
-
-def _shutdown(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Stop the loop after replying; by default end (capture) every session opened here."""
-    ended = bridge.end_all() if _bool(params, "end_sessions", True) else []
-    bridge.stopping = True
-    return {"ended": ended}
-
-
-METHODS: dict[str, Handler] = {
-    "after_tool_call": _after_tool_call,
-    "agent_end": _agent_end,
-    "before_compaction": _before_compaction,
-    "before_prompt_build": _before_prompt_build,
-    "chain": _chain,
-    "pin": _pin,
-    "ping": _ping,
-    "session_continue": _session_continue,
-    "session_end": _session_end,
-    "session_start": _session_start,
-    "shutdown": _shutdown,
-    "unpin": _unpin,
-    "view": _view,
-}
 
 
 # -- stdio -------------------------------------------------------------------------------------
@@ -501,14 +265,14 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def run(
-    manager: SessionPersistenceManager,
+    services: Services,
     *,
     project: str | None = None,
     workdir: str | None = None,
     agent_id: str | None = None,
 ) -> int:
     """Serve on this process's stdin/stdout; a termination signal is a graceful shutdown."""
-    bridge = Bridge(manager, project=project, workdir=workdir, agent_id=agent_id)
+    bridge = Bridge(services, project=project, workdir=workdir, agent_id=agent_id)
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)
     try:
@@ -518,4 +282,4 @@ def run(
         log.info("%s: ended %d session(s)", exc, len(ended))
         return 0
     finally:
-        manager.store.close()
+        services.close()

@@ -1,0 +1,147 @@
+"""What every CLI command shares: the runtime the global options resolve to, the lazy
+command groups, and the options and helpers commands repeat."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from cortex.clock import Clock, FixedClock, SystemClock, to_iso
+from cortex.config import Config, load_config
+from cortex.services.app import Services
+
+if TYPE_CHECKING:
+    from cortex.services.sessions.manager import SessionPersistenceManager
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+SESSION_HELP = "Session (default: the current active one)."
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def session_option(help: str = SESSION_HELP) -> Callable[[F], F]:
+    """The ``--session-id`` option every session-scoped command takes (its help may differ)."""
+
+    def decorate(command: F) -> F:
+        return click.option("--session-id", help=help)(command)
+
+    return decorate
+
+
+@dataclass
+class Runtime:
+    """What the global options resolve to; opens the store only when a command needs it."""
+
+    home: Path | None
+    now: str | None
+    as_json: bool
+    overrides: dict[str, str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The process environment, as ``run`` passed it in (nothing else reads it)."""
+
+    @cached_property
+    def config(self) -> Config:
+        """Resolved once per command (it reads config.toml and openclaw.json)."""
+        return load_config(self.home, self.env, self.overrides)
+
+    @cached_property
+    def clock(self) -> Clock:
+        return FixedClock(self.now) if self.now else SystemClock()
+
+    def now_iso(self) -> str:
+        """The command's current time (the fixed ``--now`` or the clock), without a database."""
+        return to_iso(self.clock.now())
+
+    @cached_property
+    def services(self) -> Services:
+        """The services over the home's database, opened on first use, closed with the command."""
+        services = Services.open(self.config, self.clock)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(services.close)
+        return services
+
+    @property
+    def sessions(self) -> SessionPersistenceManager:
+        return self.services.sessions
+
+    def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
+        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        shown = text() if callable(text) else text
+        if shown:
+            click.echo(shown)
+
+
+def clean(text: str | None) -> str | None:
+    """Make argv text storable: undecodable bytes become U+FFFD instead of failing later."""
+    if text is None:
+        return None
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def text_or_stdin(text: str) -> str:
+    """The argument, or standard input when it is ``-`` (a long text, a pipe)."""
+    return sys.stdin.read() if text == "-" else clean(text) or ""
+
+
+pass_rt = click.make_pass_decorator(Runtime)
+
+# Commands defined in other modules, loaded only when named (or when help lists them), so that
+# `cortex session start` does not import the memory engine, the MCP layer or the installers.
+LAZY_COMMANDS = {
+    "cortex.adapters.cli.admin": ("task", "metrics", "archive", "config", "db", "demo"),
+    "cortex.adapters.cli.servers": ("mcp", "bridge"),
+    "cortex.adapters.cli.memory": ("memory",),
+    "cortex.adapters.cli.history": (
+        "compact",
+        "session event",
+        "session checkpoint",
+        "session status",
+        "session snapshot",
+    ),
+    "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
+}
+_loaded: set[str] = set()
+
+
+def _load(module: str, ctx: click.Context) -> None:
+    """Import ``module`` and let it register its commands on the root group (once)."""
+    if module not in _loaded:
+        _loaded.add(module)
+        importlib.import_module(module).register(ctx.find_root().command)
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands from ``LAZY_COMMANDS`` are imported on first use."""
+
+    def _lazy(self, ctx: click.Context) -> dict[str, str]:
+        prefix = " ".join(ctx.command_path.split()[1:])
+        found = {}
+        for module, names in LAZY_COMMANDS.items():
+            for name in names:
+                parent, _, leaf = name.rpartition(" ")
+                if parent == prefix:
+                    found[leaf] = module
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in set(self._lazy(ctx).values()):
+            _load(module, ctx)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            module = self._lazy(ctx).get(cmd_name)
+            if module is not None:
+                _load(module, ctx)
+        return super().get_command(ctx, cmd_name)

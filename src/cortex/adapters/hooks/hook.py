@@ -1,0 +1,146 @@
+"""One hook event's unit of work: the ``Hook`` (its session row, read once and passed along;
+its hook-state file; start and ensure-open) and the services it runs on.
+
+``ServicesCache`` keeps the database open between events in the hook server, each event
+getting the services under its own settings and clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cortex.adapters.hooks.events import HookEvent
+from cortex.adapters.hooks.state import read_small_json, session_state_path, write_small_json
+from cortex.clock import Clock
+from cortex.config import Config
+from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
+from cortex.services.app import Services
+from cortex.services.project import ProjectIdentity
+
+if TYPE_CHECKING:
+    from cortex.services.sessions.manager import SessionPersistenceManager
+
+_UNREAD: Any = object()
+"""The session row not read yet in this event (None means read, and there is none)."""
+
+
+@dataclass
+class Hook:
+    """One event being handled: the event, its session and project, and the open services."""
+
+    event: HookEvent
+    session_id: str
+    identity: ProjectIdentity
+    cwd: str
+    home: Path
+    services: Services
+    _state: dict[str, Any] | None = field(default=None, repr=False)
+    _row: SessionState | None = field(default=_UNREAD, repr=False)
+
+    @property
+    def sessions(self) -> SessionPersistenceManager:
+        return self.services.sessions
+
+    @property
+    def hook_state(self) -> dict[str, Any]:
+        """What earlier hook processes noted about this session (``hooks/sessions/<id>.json``)."""
+        if self._state is None:
+            self._state = read_small_json(session_state_path(self.home, self.session_id))
+        return self._state
+
+    def save_hook_state(self, **changes: Any) -> None:
+        state = self.hook_state
+        if any(state.get(k) != v for k, v in changes.items()):
+            state.update(changes)
+            write_small_json(session_state_path(self.home, self.session_id), state)
+
+    def session(self) -> SessionState | None:
+        """The session's row, read once per event (a start, which rewrites it, reads it anew)."""
+        if self._row is _UNREAD:
+            self._row = self.sessions.get_session(self.session_id)
+        return self._row
+
+    def record(self, **signals: Any) -> None:
+        """Capture this turn's signals into the open session, passing along the row read."""
+        self._row = self.sessions.capture.record(self.session_id, current=self.session(), **signals)
+
+    def start(self, extra_keywords: tuple[str, ...] = ()) -> RestoredSessionContext:
+        """``on_session_start`` for this session (a new one, or reopening this id)."""
+        restored = self.sessions.on_session_start(
+            self.session_id,
+            self.event.host,
+            project=self.identity.id,
+            project_name=self.identity.name,
+            keywords=[*_keywords(self.identity), *extra_keywords],
+            workdir=self.cwd,
+        )
+        self._row = _UNREAD
+        return restored
+
+    def ensure_open(self, *, reopen_ended: bool = False) -> bool:
+        """Whether the session is open to record into, opening it first when needed.
+
+        A session no start reached us for is opened, and one closed by crash recovery (its
+        lease lapsed while it was idle) is reopened. One that ended normally stays ended
+        unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
+        SessionEnd, and those must not revive it.
+        """
+        state = self.session()
+        if state is not None and state.is_open:
+            return True
+        if state is not None and state.state == COMPLETE and not reopen_ended:
+            return False
+        self.start()
+        return True
+
+
+class ServicesCache:
+    """The services of the home's database, kept open between events when ``keep`` is set.
+
+    Each event gets them under its own settings and clock. A database file that was moved,
+    replaced or deleted since it was opened is opened anew, so writes never go to a file
+    nobody reads.
+    """
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self._path: Path | None = None
+        self._inode: tuple[int, int] | None = None
+        self._services: Services | None = None
+
+    def open(self, config: Config, clock: Clock) -> Services:
+        path = config.db_path
+        if self._services is not None and (self._path != path or _inode(path) != self._inode):
+            self.close()
+        if self._services is None:
+            self._services = Services.open(config, clock)
+            self._path, self._inode = path, _inode(path)
+            return self._services
+        return self._services.rebind(config, clock)
+
+    def release(self) -> None:
+        if not self.keep:
+            self.close()
+
+    def close(self) -> None:
+        if self._services is not None:
+            services, self._services = self._services, None
+            services.close()
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _keywords(identity: ProjectIdentity) -> list[str]:
+    """Context words a harness knows at start: the project's name and the git branch."""
+    words = [identity.name]
+    if identity.branch:
+        words.append(identity.branch.replace("/", " "))
+    return words

@@ -1,0 +1,187 @@
+"""The bridge's methods: one function per request ``method``, each over the ``Bridge``'s
+services, answering a JSON-ready dict (``METHODS`` is the table ``Bridge.handle`` uses)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cortex import __version__
+from cortex.adapters.openclaw.params import (
+    MAX_LINE_BYTES,
+    MAX_SIGNAL_TEXT,
+    flag,
+    last_reply,
+    message_text,
+    number,
+    obj,
+    opt_str,
+    req_str,
+    str_list,
+)
+from cortex.core.models import RestoredSessionContext, SessionState
+from cortex.errors import ValidationError
+
+if TYPE_CHECKING:
+    from cortex.adapters.openclaw.bridge import Bridge
+
+PROMPT_WEIGHT = 0.5
+"""Design 9.3: prompt keywords count half as much as other text."""
+
+Handler = Callable[["Bridge", Mapping[str, Any]], Any]
+
+
+def _restored(ctx: RestoredSessionContext) -> dict[str, Any]:
+    return ctx.to_dict() | {"cold_start": ctx.preamble is None}
+
+
+def _summary(state: SessionState) -> dict[str, Any]:
+    return {
+        "session_id": state.session_id,
+        "state": state.state,
+        "start_time": state.start_time,
+        "end_time": state.end_time,
+        "project": state.project,
+        "previous_session_id": state.previous_session_id,
+        "pins": [p.to_dict() for p in state.working_memory],
+        "pending_tasks": [t.to_dict() for t in state.pending_tasks],
+        "hot_topics": list(state.hot_topics),
+    }
+
+
+def _ping(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"pong": True, "version": __version__, "pid": os.getpid()}
+
+
+def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Service start (no key): a new session. A conversation's start (a key): bind or start."""
+    key = opt_str(params, "session_key", 500)
+    if key is None:
+        restored = bridge.start(params)
+        bridge.unbound = restored.session_id
+        return _restored(restored) | {"preamble_pending": restored.preamble is not None}
+    adopted = key not in bridge.bindings and bridge.unbound is not None
+    sid = bridge.session_for(params)
+    state = bridge.sessions.resolve(sid)
+    return {
+        "session_id": sid,
+        "adopted": adopted,
+        "preamble_pending": sid in bridge.pending_preamble,
+        "pins": [p.to_dict() for p in state.working_memory],
+    }
+
+
+def _before_prompt_build(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    prompt = opt_str(params, "prompt", MAX_SIGNAL_TEXT)
+    if prompt and prompt.strip():
+        bridge.sessions.record(sid, text=prompt, weight=PROMPT_WEIGHT)
+        bridge.events.append(sid, prompt, role="user")  # for snapshots and checkpoints
+    return bridge.prompt_context(sid, flag(params, "with_pins", True))
+
+
+def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    state = bridge.sessions.record(
+        sid,
+        tool_name=opt_str(params, "tool_name", 200),
+        tool_input=obj(params, "params"),  # record() redacts it before it feeds topics
+        files=str_list(params, "derived_paths"),
+    )
+    return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
+
+
+def _agent_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's incremental ``agent_end`` capture: this turn's text goes to the store now."""
+    sid = bridge.session_for(params)
+    text = message_text(params.get("messages")) or opt_str(params, "text", MAX_SIGNAL_TEXT)
+    categories = str_list(params, "categories")
+    state = bridge.sessions.record(sid, text=text or None, categories=categories)
+    reply = last_reply(params.get("messages"))
+    if reply:
+        bridge.events.append(sid, reply, role="assistant")
+    return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
+
+
+def _before_compaction(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Write-ahead before OpenClaw compacts: capture the turn, then a checkpoint (with a
+    snapshot and a compaction event) whose text the next prompt gets back."""
+    sid = bridge.session_for(params)
+    text = message_text(params.get("messages"))
+    bridge.sessions.record(sid, text=text or None)
+    checkpoint = bridge.compaction.pre_compact(sid, "auto")
+    bridge.reinject.add(sid)
+    return {"session_id": sid, "captured": True, "checkpoint_id": checkpoint.checkpoint_id}
+
+
+def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    """End a conversation's session; a key the bridge never saw ends nothing."""
+    sid = bridge.lookup(params)
+    if sid is None:
+        return {"session_id": None, "ended": False}
+    return _summary(bridge.end(sid)) | {"ended": True}
+
+
+def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    pin = bridge.sessions.add_pin(
+        req_str(params, "label", 1000),
+        req_str(params, "content", MAX_LINE_BYTES),
+        sid,
+        critical=flag(params, "critical", False),
+        confidence=number(params, "confidence", 1.0),
+    )
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
+
+
+def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    pin = bridge.sessions.remove_pin(req_str(params, "label", 1000), sid)
+    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
+
+
+def _view(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    pins = bridge.sessions.list_pins(sid)
+    return {"session_id": sid, "pins": [p.to_dict() for p in pins], "count": len(pins)}
+
+
+def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    target = req_str(params, "target_session_id", 200)
+    sid = bridge.session_for(params)
+    restored = bridge.sessions.force_inherit_session(target, sid, actor="openclaw")
+    return _restored(restored) | {"continued_from": target}
+
+
+def _chain(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    depth = number(params, "depth", 5)
+    if depth != int(depth):
+        raise ValidationError("depth must be a whole number, e.g. 5")
+    chain = bridge.sessions.get_session_chain(sid, int(depth))
+    return {"session_id": sid, "sessions": [_summary(s) for s in chain]}
+
+
+def _shutdown(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Stop the loop after replying; by default end (capture) every session opened here."""
+    ended = bridge.end_all() if flag(params, "end_sessions", True) else []
+    bridge.stopping = True
+    return {"ended": ended}
+
+
+METHODS: dict[str, Handler] = {
+    "after_tool_call": _after_tool_call,
+    "agent_end": _agent_end,
+    "before_compaction": _before_compaction,
+    "before_prompt_build": _before_prompt_build,
+    "chain": _chain,
+    "pin": _pin,
+    "ping": _ping,
+    "session_continue": _session_continue,
+    "session_end": _session_end,
+    "session_start": _session_start,
+    "shutdown": _shutdown,
+    "unpin": _unpin,
+    "view": _view,
+}

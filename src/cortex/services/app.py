@@ -1,0 +1,100 @@
+"""The composition root: one store, one config, one clock, and every service over them.
+
+Adapters (CLI, hooks, MCP, the OpenClaw bridge) open one ``Services`` and call its services;
+none of them touches the store. Each service is built on first use, so a hook that records a
+turn never imports the memory engine::
+
+    with Services.open(load_config()) as app:
+        app.sessions.on_session_start(project="api")
+        app.memory.add("Deploys go to eu-west-1", project="api")
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from cortex.clock import Clock
+from cortex.config import Config
+from cortex.errors import ConfigError
+from cortex.services.base import Service
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from cortex.services.compaction import CompactionService
+    from cortex.services.events import EventLog
+    from cortex.services.memory import MemoryService
+    from cortex.services.metrics import MetricsService
+    from cortex.services.sessions.manager import SessionPersistenceManager
+
+
+class Services(Service):
+    """Every Cortex service over one open store; ``close()`` (or ``with``) closes the store."""
+
+    @cached_property
+    def sessions(self) -> SessionPersistenceManager:
+        """Capture, restore, recover, continue and chain sessions; their pins."""
+        from cortex.services.sessions.manager import SessionPersistenceManager
+
+        return SessionPersistenceManager(self.store, self.config, self.clock)
+
+    @cached_property
+    def memory(self) -> MemoryService:
+        """Layered memories: add, edit, forget, search, context."""
+        from cortex.services.memory import MemoryService
+
+        return MemoryService(self.store, self.config, self.clock)
+
+    @cached_property
+    def events(self) -> EventLog:
+        """A session's events and snapshots."""
+        from cortex.services.events import EventLog
+
+        return EventLog(self.store, self.config, self.clock)
+
+    @cached_property
+    def compaction(self) -> CompactionService:
+        """Checkpoints and compaction (over ``events``)."""
+        from cortex.services.compaction import CompactionService
+
+        return CompactionService(self.store, self.config, self.clock, self.events)
+
+    @cached_property
+    def metrics(self) -> MetricsService:
+        """The tamper-evident metrics chain: list and verify."""
+        from cortex.services.metrics import MetricsService
+
+        return MetricsService(self.store, self.config, self.clock)
+
+    def applied_migrations(self) -> list[tuple[str, str]]:
+        """(name, applied_at) of every migration the database has, oldest first."""
+        return self.store.applied_migrations()
+
+    def rebind(self, config: Config, clock: Clock | None = None) -> Services:
+        """The services of the same open store under another ``config`` and ``clock``.
+
+        For a long-lived process that serves callers with their own settings and time (the
+        hook server); ``config`` must name the same database. Closing either closes the store.
+        """
+        if config.db_path != self.config.db_path:
+            raise ConfigError(
+                f"cannot rebind the services of {self.config.db_path} to {config.db_path}; "
+                "open a new Services for another database"
+            )
+        return Services(self.store, config, clock)
+
+    def close(self) -> None:
+        """Close the store; the services are unusable afterwards."""
+        self.store.close()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,31 @@
+"""What every service holds: the store, the resolved settings and the clock."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from cortex.clock import Clock, SystemClock, to_iso
+from cortex.config import Config
+from cortex.store.protocol import Store
+
+
+class Service:
+    """A use case over one ``Store``, with the settings and the (injected) clock."""
+
+    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock or SystemClock()
+
+    @classmethod
+    def open(cls, config: Config, clock: Clock | None = None, store: Store | None = None) -> Self:
+        """Build the service over ``store``, else over the home's ``brain.db`` (migrated)."""
+        if store is None:
+            from cortex.store import open_store  # the factory imports a backend: only here
+
+            store = open_store(config.db_path)
+        return cls(store, config, clock)
+
+    def now_iso(self) -> str:
+        """The clock's current time as canonical UTC ISO 8601."""
+        return to_iso(self.clock.now())

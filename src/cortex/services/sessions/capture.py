@@ -1,0 +1,149 @@
+"""Capture: every turn's signals go to the store at once, and the final record at the end.
+
+A turn may be a separate process (a hook), so nothing waits in memory: ``record`` folds the
+turn into the stored session in one transaction, and a session killed at any instant loses at
+most the turn in flight. Signals are redacted where they enter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from cortex.clock import parse_time
+from cortex.core.models import COMPLETE, Pin, SessionState
+from cortex.core.redaction import redact, redact_value
+from cortex.core.topics import HotTopicExtractor
+from cortex.errors import ValidationError
+from cortex.services.sessions.context import SessionContext, check_open, with_topics
+from cortex.services.working_memory import load_working_memory
+
+MAX_TURN_TEXT = 20_000
+"""Characters of one turn's text used for topic extraction (a huge prompt costs no more)."""
+
+
+class SessionCapture:
+    """Record turns, update fields and end sessions."""
+
+    def __init__(self, context: SessionContext) -> None:
+        self.context = context
+
+    def record(
+        self,
+        session_id: str | None = None,
+        *,
+        text: str | None = None,
+        workdir: str | None = None,
+        categories: Iterable[str] = (),
+        learning_id: str | None = None,
+        tool_name: str | None = None,
+        tool_input: Mapping[str, Any] | None = None,
+        files: Iterable[str] = (),
+        weight: float = 1.0,
+        current: SessionState | None = None,
+    ) -> SessionState:
+        """Crash-safe per-turn capture: fold this turn's signals into the stored session.
+
+        ``current`` is the session's row as the caller read it inside the same transaction
+        (``SessionPersistenceManager.transaction``); it spares reading it again.
+        """
+        ctx = self.context
+        at = ctx.now_iso()
+        with ctx.tx():
+            state = check_open(current) if current is not None else ctx.resolve_open(session_id)
+            extractor = HotTopicExtractor.from_dict(state.topic_state)
+            # Redacted here, where signals enter: topics, topic_state and projects derive from them.
+            if text:
+                extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
+            if workdir:
+                extractor.record_exec_workdir(redact(workdir))
+            if categories:
+                extractor.record_memory_access([redact(c) for c in categories])
+            if learning_id:
+                extractor.record_learning_id(redact(learning_id))
+            if tool_name:
+                extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
+            for path in files:
+                extractor.record_file_path(redact(path))
+            state = with_topics(
+                state,
+                extractor,
+                pending_tasks=ctx.detect_pending(state.working_memory),
+                last_activity=at,
+                updated_at=at,
+            )
+            return ctx.save(state)
+
+    def update_session_state(self, session_id: str, partial: Mapping[str, Any]) -> SessionState:
+        """UPSERT the FR-003 fields present in ``partial``, keeping all others."""
+        ctx = self.context
+        with ctx.tx():
+            current = ctx.load(session_id).to_dict()
+            unknown = set(partial) - set(current)
+            if unknown:
+                raise ValidationError(
+                    f"unknown SessionState field {sorted(unknown)[0]!r}; see the FR-003 names"
+                )
+            current.update(partial)
+            current["session_id"] = session_id
+            current["updated_at"] = ctx.now_iso()
+            return ctx.save(SessionState.from_dict(current))
+
+    def on_session_end(self, session_id: str | None = None) -> SessionState:
+        """FR-001: the final record (redacted pins, tasks, topics), its mirror and metric."""
+        ctx = self.context
+        at = ctx.now_iso()
+        with ctx.tx():
+            state = ctx.resolve(session_id)
+            if not state.is_open:
+                return state  # ending twice is a no-op
+            pins = self._pins_from_file(state)
+            extractor = HotTopicExtractor.from_dict(state.topic_state)
+            known = {p.label for p in state.working_memory}  # counted when they were pinned
+            for pin in pins:
+                if pin.label not in known:  # pinned through the working-memory file
+                    extractor.record_working_memory_label(pin.label)
+            state = ctx.save(
+                with_topics(
+                    state,
+                    extractor,
+                    end_time=at,
+                    state=COMPLETE,
+                    last_activity=at,
+                    updated_at=at,
+                    working_memory=pins,
+                    pending_tasks=ctx.detect_pending(pins),
+                )
+            )
+            emit_captured(ctx, state)
+        ctx.mirror(state)
+        return state
+
+    def _pins_from_file(self, state: SessionState) -> tuple[Pin, ...]:
+        """The session's pins, taking edits made to its working-memory file into account."""
+        ctx = self.context
+        mirror = load_working_memory(ctx.config.working_memory_path, ctx.now_iso())
+        pins = state.working_memory
+        if mirror is not None and mirror.session_id == state.session_id:
+            pins = mirror.pins[:10]
+        return tuple(replace(p, label=redact(p.label), content=redact(p.content)) for p in pins)
+
+
+def emit_captured(context: SessionContext, state: SessionState) -> None:
+    """Queue the ``session_captured`` metric of a session that just ended (or was recovered)."""
+    start, end = parse_time(state.start_time), parse_time(state.end_time or state.start_time)
+    context.emit(
+        "session_captured",
+        state.session_id,
+        {
+            "session_id": state.session_id,
+            "channel": state.channel,
+            "duration_minutes": round((end - start).total_seconds() / 60, 2),
+            "pin_count": len(state.working_memory),
+            "learning_count": len(state.recent_learnings),
+            "task_count": len(state.pending_tasks),
+            "hot_topic_count": len(state.hot_topics),
+            "crash_recovered": state.crash_recovered,
+        },
+    )

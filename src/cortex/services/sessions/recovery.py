@@ -1,0 +1,101 @@
+"""Crash recovery (FR-012) by lease: an open session is only crashed when it is known dead.
+
+Several sessions run at once, so an open neighbour is never "recovered" because it is not the
+current session: only when its lease lapsed (no activity for ``lease_seconds``) or its
+recorded owner process on this host is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from cortex.clock import parse_time, to_iso
+from cortex.core.models import TERMINATED, SessionState
+from cortex.core.tasks import merge_tasks
+from cortex.services.sessions.capture import emit_captured
+from cortex.services.sessions.context import SessionContext
+
+log = logging.getLogger("cortex")
+
+HOST = os.uname().nodename
+"""This machine's name, recorded with an owner pid: a pid means nothing on another host."""
+
+
+class CrashRecovery:
+    """Finds open sessions whose lease lapsed and closes them with a recovery record."""
+
+    def __init__(self, context: SessionContext) -> None:
+        self.context = context
+
+    def is_lapsed(self, state: SessionState) -> bool:
+        """An open session is crashed when its lease lapsed or its owner process is gone."""
+        last = state.last_activity or state.updated_at or state.start_time
+        idle = (self.context.clock.now() - parse_time(last)).total_seconds()
+        if idle > self.context.config.lease_seconds:
+            return True
+        if state.owner_pid and state.owner_host == HOST:
+            return not _pid_alive(state.owner_pid)
+        return False
+
+    def open_sessions(self) -> list[SessionState]:
+        """Every session with no end yet, live or lapsed."""
+        return self.context.store.open_sessions()
+
+    def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
+        """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
+        ctx = self.context
+        recovered: list[SessionState] = []
+        pipeline: Mapping[str, dict[str, Any]] | None = None
+        with ctx.tx():
+            idle_before = to_iso(ctx.clock.now() - timedelta(seconds=ctx.config.lease_seconds))
+            for state in ctx.store.open_sessions(
+                exclude_id=current_session_id, idle_before=idle_before
+            ):
+                if not self.is_lapsed(state):
+                    continue
+                if pipeline is None:
+                    pipeline = ctx.pipeline() or {}
+                state = ctx.save(self._closed(state, pipeline))
+                emit_captured(ctx, state)
+                recovered.append(state)
+        for state in recovered:
+            ctx.mirror(state)
+            log.info(
+                "recovered crashed session %s (last activity %s)", state.session_id, state.end_time
+            )
+        return recovered
+
+    def _closed(self, state: SessionState, pipeline: Mapping[str, dict[str, Any]]) -> SessionState:
+        """The recovery record: ended at its last activity (else start + 1 h), tasks kept."""
+        ctx = self.context
+        end = state.last_activity or state.updated_at
+        if end is None:
+            end = to_iso(min(ctx.clock.now(), parse_time(state.start_time) + timedelta(hours=1)))
+        return replace(
+            state,
+            end_time=end,
+            state=TERMINATED,
+            crash_recovered=True,
+            pending_tasks=tuple(
+                merge_tasks(
+                    list(state.pending_tasks),
+                    list(ctx.detect_pending(state.working_memory, pipeline)),
+                )
+            ),
+            updated_at=ctx.now_iso(),
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

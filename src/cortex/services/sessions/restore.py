@@ -1,0 +1,138 @@
+"""Restoration's I/O, in order: load the candidates, pick the contributors, load their pins,
+plan (pure, ``cortex.services.restoration``), then record the outcome's chain links and metrics.
+
+A restoration that fails or passes its time budget is a cold start (NFR-004, fail open).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+from cortex.clock import parse_time, to_iso
+from cortex.core.models import SessionState
+from cortex.services.restoration import RestorePlan, plan_restoration, select_contributors
+from cortex.services.sessions.context import SessionContext
+
+log = logging.getLogger("cortex")
+debug_log = logging.getLogger("cortex.debug")
+
+RESTORE_BUDGET_SECONDS = 1.5
+"""Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""
+CANDIDATE_LIMIT = 50
+"""Most recent completed sessions scored at a start (the spec's getRecentSessions(7, 50))."""
+
+
+class Restorer:
+    """Plans a new session's inheritance from the store and records what it inherited."""
+
+    def __init__(self, context: SessionContext) -> None:
+        self.context = context
+
+    def plan(
+        self, state: SessionState, words: list[str], explain: bool = False
+    ) -> RestorePlan | None:
+        """Plan the restoration; any failure or a blown time budget means a cold start."""
+        ctx = self.context
+        started = time.perf_counter()
+        try:
+            plan, fetched = self._plan(state, words, explain or ctx.config.debug)
+        except Exception as exc:  # noqa: BLE001 - NFR-004: restoration never blocks a start
+            if ctx.config.raise_errors:
+                raise
+            log.warning("restoration failed, starting cold: %s", exc)
+            return None
+        elapsed = time.perf_counter() - started
+        if elapsed > RESTORE_BUDGET_SECONDS:
+            log.warning(
+                "restoration took %.0f ms (> %.0f ms budget); starting cold",
+                elapsed * 1000,
+                RESTORE_BUDGET_SECONDS * 1000,
+            )
+            return None
+        if ctx.config.debug:
+            debug_log.info(
+                "[session:debug] Fetched %d sessions from last %d days",
+                fetched,
+                ctx.config.lookback_days,
+            )
+            for line in plan.explain:
+                debug_log.info("%s", line)
+            debug_log.info("[session:debug] Restoration complete in %.1fms", elapsed * 1000)
+        return plan
+
+    def _plan(
+        self, state: SessionState, words: list[str], explain_all: bool
+    ) -> tuple[RestorePlan, int]:
+        """Candidates, contributors, their pins, then the plan; and how many were fetched."""
+        ctx = self.context
+        now = ctx.clock.now()
+        days = max(ctx.config.lookback_days, ctx.config.critical_inheritance_days)
+        candidates = ctx.store.completed_sessions_since(
+            to_iso(now - timedelta(days=days)),
+            state.project,
+            limit=CANDIDATE_LIMIT,
+            exclude_id=state.session_id,
+            all_pins=False,
+        )
+        pipeline = ctx.pipeline()
+        selection = select_contributors(candidates, words, now, ctx.config, explain_all=explain_all)
+        sources = [self._with_pins(s) for s in selection.standard_sources]
+        plan = plan_restoration(selection, sources, state.working_memory, now, ctx.config, pipeline)
+        return plan, len(candidates)
+
+    def _with_pins(self, session: SessionState) -> SessionState:
+        """``session`` with all of its pins (candidates are loaded with CRITICAL ones only)."""
+        full = self.context.store.get_session(session.session_id)
+        return replace(session, working_memory=full.working_memory) if full else session
+
+    def record(self, state: SessionState, plan: RestorePlan) -> None:
+        """Chain links and the FR-013 events of a warm start."""
+        ctx = self.context
+        ids = [s.session_id for s in plan.contributors]
+        ctx.store.mark_continued(ids, state.session_id, ctx.now_iso())
+        ctx.emit(
+            "session_restored",
+            state.session_id,
+            {
+                "new_session_id": state.session_id,
+                "from_session_ids": ids,
+                "pins_inherited": len(plan.inherited),
+                "relevance_scores": [round(plan.score_of(i), 4) for i in ids],
+                "pending_task_count": len(plan.pending_tasks),
+                "cold_start": False,
+            },
+        )
+        for record in plan.decay:
+            ctx.emit(
+                "confidence_decay_applied",
+                state.session_id,
+                {
+                    "memory_id": record.memory_id,
+                    "original_confidence": record.original_confidence,
+                    "decayed_confidence": record.decayed_confidence,
+                    "hours_elapsed": record.hours_elapsed,
+                    "excluded": record.excluded,
+                },
+            )
+        self._record_tasks(state, plan)
+
+    def _record_tasks(self, state: SessionState, plan: RestorePlan) -> None:
+        """One ``pending_task_surfaced`` event per task the preamble names."""
+        now = self.context.clock.now()
+        for task in plan.pending_tasks:
+            since = plan.task_ages.get(task.task_id) or task.updated_at
+            days = (now - parse_time(since)).total_seconds() / 86400 if since else 0.0
+            self.context.emit(
+                "pending_task_surfaced",
+                state.session_id,
+                {
+                    "task_id": task.task_id,
+                    "title": task.title,
+                    "stage": task.stage,
+                    "days_pending": round(max(days, 0.0), 2),
+                    "source": task.source,
+                },
+            )

@@ -1,0 +1,150 @@
+"""Start (FR-002): recover lapsed sessions, open this one and restore what is relevant.
+
+Starting an existing id again (a resume) reopens it and restores idempotently. The new
+session's "current context" (ARCHITECTURE.md) is what the harness knows at start: the
+project's name, the working directory and any keywords (a first prompt, a branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState
+from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
+from cortex.files import check_id
+from cortex.services.project import display_name
+from cortex.services.restoration import RestorePlan
+from cortex.services.sessions.context import SessionContext
+from cortex.services.sessions.recovery import HOST, CrashRecovery
+from cortex.services.sessions.restore import Restorer
+
+
+class SessionStart:
+    """Opens (or reopens) a session with what restoration gives it."""
+
+    def __init__(
+        self, context: SessionContext, restorer: Restorer, recovery: CrashRecovery
+    ) -> None:
+        self.context = context
+        self.restorer = restorer
+        self.recovery = recovery
+
+    def on_session_start(
+        self,
+        session_id: str | None = None,
+        channel: str = "cli",
+        *,
+        project: str | None = None,
+        project_name: str | None = None,
+        keywords: Iterable[str] = (),
+        workdir: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        task_slug: str | None = None,
+        owner_pid: int | None = None,
+        parent_session: str | None = None,
+        explain: bool = False,
+    ) -> RestoredSessionContext:
+        """See ``SessionPersistenceManager.on_session_start``."""
+        ctx = self.context
+        sid = check_id(session_id) if session_id is not None else _new_id()
+        at = ctx.now_iso()
+        name = project_name or display_name(project)
+        words = _context_keywords(name, workdir, keywords)
+        extractor = _seeded_topics(name, workdir)
+        with ctx.tx():
+            existing = ctx.store.get_session(sid)
+            self.recovery.detect_and_recover_crashed(sid)
+            previous = ctx.store.latest_session(project) if existing is None else None
+            state = existing or SessionState(
+                session_id=sid,
+                start_time=at,
+                channel=channel,
+                created_at=at,
+                project=project,
+                user_id=user_id,
+                agent_id=agent_id,
+                task_slug=task_slug,
+                previous_session_id=previous.session_id if previous else None,
+                parent_session=parent_session,
+                topic_state=extractor.to_dict(),
+                hot_topics=tuple(extractor.get_current_topics()),
+                active_projects=tuple(extractor.get_active_projects()),
+            )
+            state = _activated(state, at, owner_pid)
+            plan = self.restorer.plan(state, words, explain) if ctx.config.enabled else None
+            state = self._save(state, plan)
+        ctx.mirror_pins(state)
+        return _restored(sid, plan)
+
+    def _save(self, state: SessionState, plan: RestorePlan | None) -> SessionState:
+        """Store the opened session with the pins it inherits, and record a warm start."""
+        warm = plan is not None and not plan.is_cold
+        if plan is not None and warm:
+            state = replace(state, working_memory=plan.pins)
+        state = self.context.save(state)
+        if plan is not None and warm:
+            self.restorer.record(state, plan)
+        return state
+
+
+def _seeded_topics(name: str | None, workdir: str | None) -> HotTopicExtractor:
+    """A new session's topic accumulator, seeded with its project and working directory."""
+    extractor = HotTopicExtractor()
+    if name:
+        extractor.record_project(name)
+    if workdir:
+        extractor.record_exec_workdir(workdir)
+    return extractor
+
+
+def _activated(state: SessionState, at: str, owner_pid: int | None) -> SessionState:
+    """``state`` (new or reopened) as an open, active session owned by ``owner_pid``."""
+    return replace(
+        state,
+        end_time=None,
+        crash_recovered=False,
+        state=ACTIVE,
+        last_activity=at,
+        updated_at=at,
+        owner_pid=owner_pid,
+        owner_host=HOST if owner_pid else None,
+    )
+
+
+def _restored(session_id: str, plan: RestorePlan | None) -> RestoredSessionContext:
+    """What the caller gets: the preamble and what was inherited (nothing on a cold start)."""
+    if plan is None or plan.is_cold:
+        return RestoredSessionContext(session_id, None, explain=plan.explain if plan else ())
+    return RestoredSessionContext(
+        session_id,
+        plan.preamble,
+        plan.inherited,
+        tuple(s.session_id for s in plan.contributors),
+        tuple(plan.score_of(s.session_id) for s in plan.contributors),
+        len(plan.pending_tasks),
+        plan.explain,
+    )
+
+
+def _context_keywords(
+    project: str | None, workdir: str | None, keywords: Iterable[str]
+) -> list[str]:
+    """The new session's "current context": project, workdir, keywords."""
+    words: list[str] = []
+    if project:
+        words.append(project.lower())
+    if workdir:
+        name = extract_project_name(workdir)
+        if name:
+            words.append(name.lower())
+    text = " ".join(keywords)
+    words += keywords_from_text(text) if text else []
+    return list(dict.fromkeys(words))
+
+
+def _new_id() -> str:
+    import uuid  # lazily: hooks always pass an id, and uuid costs ~8 ms to import
+
+    return str(uuid.uuid4())

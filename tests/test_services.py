@@ -1,0 +1,117 @@
+"""The composition root (``Services``) and the services adapters call instead of the store,
+on real SQLite files; and restoration's two pure steps around the pins the caller loads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from cortex.clock import FixedClock, parse_time
+from cortex.config import Config
+from cortex.core.models import COMPLETE, SessionState
+from cortex.core.pins import make_pin
+from cortex.errors import ConfigError, UnsafeIdError
+from cortex.services.app import Services
+from cortex.services.restoration import plan_restoration, select_contributors
+from cortex.store import migration_names
+
+Factory = Callable[..., Config]
+
+
+def test_services_share_one_store_and_are_built_on_first_use(services: Services) -> None:
+    assert "memory" not in vars(services)
+    memory = services.memory
+    assert services.memory is memory and memory.store is services.store
+    assert services.compaction.events is services.events
+    assert services.sessions.store is services.metrics.store is services.store
+
+
+def test_opening_services_imports_no_engine_until_asked() -> None:
+    code = (
+        "import sys\n"
+        "from cortex import Services, load_config\n"
+        "with Services.open(load_config()) as app:\n"
+        "    app.sessions.list_sessions()\n"
+        "print(sorted(m for m in ('cortex.services.memory', 'cortex.services.compaction')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_session_lookups(services: Services, clock: FixedClock) -> None:
+    sessions = services.sessions
+    a = sessions.on_session_start("a", project="radio").session_id
+    sessions.on_session_end(a)
+    clock.advance(hours=1)
+    b = sessions.on_session_start("b", project="api").session_id
+    assert sessions.get_session("nope") is None
+    found = sessions.get_session(a)
+    assert found is not None and found.state == COMPLETE
+    with pytest.raises(UnsafeIdError):
+        sessions.get_session("../etc/passwd")
+    assert [s.session_id for s in sessions.list_sessions()] == [b, a]
+    assert [s.session_id for s in sessions.list_sessions(project="radio")] == [a]
+    assert [s.session_id for s in sessions.list_sessions(limit=1)] == [b]
+    assert [s.session_id for s in sessions.open_sessions()] == [b]
+
+
+def test_metrics_list_and_verify(services: Services) -> None:
+    sid = services.sessions.on_session_start(project="radio").session_id
+    services.sessions.on_session_end(sid)
+    captured = services.metrics.list(event="session_captured")
+    assert [(m.event, m.session_id) for m in captured] == [("session_captured", sid)]
+    report = services.metrics.verify()
+    assert report.ok and report.checked == len(services.metrics.list())
+
+
+def test_applied_migrations_are_every_migration(services: Services) -> None:
+    assert [name for name, _ in services.applied_migrations()] == list(migration_names())
+
+
+def test_rebind_keeps_the_store_and_takes_the_new_clock(
+    services: Services, make_config: Factory
+) -> None:
+    later = FixedClock("2026-03-01T00:00:00Z")
+    rebound = services.rebind(make_config(lease_seconds=60), later)
+    assert rebound.store is services.store and rebound.config.lease_seconds == 60
+    assert rebound.sessions.now_iso().startswith("2026-03-01")
+    other = replace(make_config(), home=services.config.home / "elsewhere")
+    with pytest.raises(ConfigError, match="cannot rebind"):
+        services.rebind(other)
+
+
+def test_close_closes_the_store(make_config: Factory) -> None:
+    with Services.open(make_config()) as app:
+        app.sessions.list_sessions()
+    with pytest.raises(Exception, match="closed"):
+        app.sessions.list_sessions()
+
+
+def test_restoration_plans_from_the_pins_the_caller_loaded(make_config: Factory) -> None:
+    config = make_config()
+    now = parse_time("2026-02-18T09:00:00Z")
+    pin = make_pin("deploy", "make deploy ENV=staging", "2026-02-17T08:00:00Z")
+    full = SessionState(
+        "a",
+        "2026-02-17T08:00:00Z",
+        "2026-02-17T09:00:00Z",
+        "cli",
+        working_memory=(pin,),
+        hot_topics=("ft991a",),
+        state=COMPLETE,
+        project="radio",
+    )
+    loaded = replace(full, working_memory=())  # candidates come without their standard pins
+    selection = select_contributors([loaded], ["ft991a"], now, config)
+    assert selection.standard_sources == (loaded,)
+    assert [s.session.session_id for s in selection.scored] == ["a"]
+    plan = plan_restoration(selection, [full], (), now, config, None)
+    assert [p.content for p in plan.inherited] == ["make deploy ENV=staging"]
+    assert plan.preamble is not None and "1 pins inherited" in plan.preamble
+    unloaded = plan_restoration(selection, selection.standard_sources, (), now, config, None)
+    assert unloaded.inherited == () and [s.session_id for s in unloaded.contributors] == ["a"]
