@@ -28,9 +28,6 @@ ALLOWED = {
     "services": ("cortex.core", "cortex.store", "cortex.store.protocol", "cortex.services"),
     "adapters": ("cortex.core", "cortex.services"),
 }
-# ``cortex doctor`` checks the database's health itself, opened unmigrated (it changes nothing):
-# the one adapter module that may name the store.
-EXCEPTIONS = {"cortex.adapters.hooks.doctor": ("cortex.store",)}
 BACKENDS = ("cortex.store.sqlite", "cortex.store.postgres")
 # The CLI is the process's front door: it may launch another adapter, lazily (inside a
 # function), through that adapter's entry point only.
@@ -114,7 +111,7 @@ def layer_violations(module: str, tree: ast.AST | None = None) -> list[str]:
             continue
         elif layer == "services" and is_under(name, BACKENDS):
             problems.append(f"imports the backend {name}")
-        elif not is_under(name, ALLOWED[layer] + EXCEPTIONS.get(module, ())):
+        elif not is_under(name, ALLOWED[layer]):
             problems.append(f"imports {name}")
     return problems
 

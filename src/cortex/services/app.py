@@ -11,6 +11,7 @@ turn never imports the memory engine::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService
     from cortex.services.sessions.manager import SessionPersistenceManager
+
+
+@dataclass(frozen=True)
+class DatabaseHealth:
+    """What ``Services.health`` found: damage (empty when healthy) and migrations."""
+
+    url: str
+    damage: tuple[str, ...]
+    applied: tuple[str, ...]
+    pending: tuple[str, ...]
 
 
 class Services(Service):
@@ -70,6 +81,18 @@ class Services(Service):
     def applied_migrations(self) -> list[tuple[str, str]]:
         """(name, applied_at) of every migration the database has, oldest first."""
         return self.store.applied_migrations()
+
+    def health(self) -> DatabaseHealth:
+        """The database's integrity problems and its applied and pending migrations."""
+        from cortex.store.migrations import migration_names
+
+        applied = [name for name, _ in self.store.applied_migrations()]
+        return DatabaseHealth(
+            url=self.store.url,
+            damage=tuple(self.store.check_integrity()),
+            applied=tuple(applied),
+            pending=tuple(name for name in migration_names() if name not in applied),
+        )
 
     def rebind(self, config: Config, clock: Clock | None = None) -> Services:
         """The services of the same open store under another ``config`` and ``clock``.

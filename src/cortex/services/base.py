@@ -18,12 +18,20 @@ class Service:
         self.clock = clock or SystemClock()
 
     @classmethod
-    def open(cls, config: Config, clock: Clock | None = None, store: Store | None = None) -> Self:
-        """Build the service over ``store``, else over the home's ``brain.db`` (migrated)."""
+    def open(
+        cls,
+        config: Config,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        *,
+        migrate: bool = True,
+    ) -> Self:
+        """Build the service over ``store``, else over the home's ``brain.db`` (migrated unless
+        ``migrate`` is False: a diagnosis changes nothing)."""
         if store is None:
             from cortex.store import open_store  # the factory imports a backend: only here
 
-            store = open_store(config.db_path)
+            store = open_store(config.db_path, migrate=migrate)
         return cls(store, config, clock)
 
     def now_iso(self) -> str:

@@ -27,7 +27,6 @@ from cortex.errors import CortexError, ValidationError
 from cortex.services.app import Services
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.services.working_memory import parse_working_memory
-from cortex.store import Store, migration_names, open_store
 
 
 @dataclass
@@ -161,31 +160,29 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
         )
         return
     try:
-        # Opened here, unmigrated (doctor changes nothing), not through ``Services.open``.
-        store = open_store(path, migrate=False)
+        app = Services.open(config, clock, migrate=False)  # doctor changes nothing
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
         return
     try:
-        _database_health(report, store)
-        _open_sessions(report, Services(store, config, clock).sessions)
+        _database_health(report, app)
+        _open_sessions(report, app.sessions)
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
     finally:
-        store.close()
+        app.close()
 
 
-def _database_health(report: Report, store: Store) -> None:
-    damage = store.check_integrity()
-    result = "; ".join(damage[:3]) or "ok"
+def _database_health(report: Report, app: Services) -> None:
+    health = app.health()
+    result = "; ".join(health.damage[:3]) or "ok"
     report.database["quick_check"] = result
-    if damage:
+    if health.damage:
         report.problems.append(
-            f"database {store.url} is damaged ({result}); restore a backup or move it aside"
+            f"database {health.url} is damaged ({result}); restore a backup or move it aside"
         )
-    applied = [name for name, _ in store.applied_migrations()]
-    pending = [name for name in migration_names() if name not in applied]
-    report.database.update(migrations=len(applied), pending_migrations=pending)
+    pending = list(health.pending)
+    report.database.update(migrations=len(health.applied), pending_migrations=pending)
     if pending:
         report.problems.append(
             f"database has {len(pending)} pending migration(s) ({pending[0]}, ...); "
