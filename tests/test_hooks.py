@@ -570,3 +570,20 @@ def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None
     )
     assert (result.returncode, result.stdout) == (0, b"")
     assert manager(home).store.get_session("s1") is not None
+
+
+def test_the_hook_server_sees_a_change_anywhere_in_the_package():
+    """An upgrade that only touches a core or store module still retires a running server."""
+    import os
+
+    import cortex.core.scoring as changed
+    from cortex.adapters.hooks.server import code_stamp
+
+    before = code_stamp()
+    info = os.stat(changed.__file__)
+    try:
+        os.utime(changed.__file__, ns=(info.st_atime_ns, info.st_mtime_ns + 10**12 * 3600))
+        assert code_stamp() != before
+    finally:
+        os.utime(changed.__file__, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert code_stamp() == before
