@@ -34,6 +34,7 @@ from cortex.store.postgres.leases import LeaseRepository
 from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
+from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
 
@@ -49,7 +50,7 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-class PostgresStore:
+class PostgresStore(RegistryMethods):
     """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
 
     Args:
@@ -84,6 +85,7 @@ class PostgresStore:
         self._memories = MemoryRepository(self._db)
         self._embeddings = EmbeddingRepository(self._db)
         self._history = HistoryRepository(self._db)
+        self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:
                 self.migrate()
