@@ -368,3 +368,11 @@ class Store(
         ...
 
     def close(self) -> None: ...
+
+
+class SharedStore(Store, Protocol):
+    """A store on a connection pool that stores of other tenants share (a server's)."""
+
+    def for_tenant(self, tenant: str) -> SharedStore:
+        """``tenant``'s store on the same pool; closing it leaves the pool open."""
+        ...

@@ -59,6 +59,7 @@ class PostgresStore(RegistryMethods):
         pool: a pool to share (the caller closes it); by default the store opens its own
             and closes it in ``close()``.
         migrate: apply pending migrations before returning (the default).
+        pool_size: most connections of the pool the store opens (without ``pool``).
 
     Raises:
         StorageError: the server cannot be reached, or migrating fails.
@@ -72,11 +73,12 @@ class PostgresStore(RegistryMethods):
         *,
         pool: Pool | None = None,
         migrate: bool = True,
+        pool_size: int = 10,
     ) -> None:
         self.tenant = check_tenant(tenant)
         self.url = redacted(str(url))
         self._owns_pool = pool is None
-        self._pool = open_pool(str(url)) if pool is None else pool
+        self._pool = open_pool(str(url), max_size=pool_size) if pool is None else pool
         self._db = Runner(self._pool, self.tenant, self.url)
         self._sessions = SessionRepository(self._db)
         self._leases = LeaseRepository(self._db)
