@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,postgres]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,postgres,server]'
 	touch $(STAMP)
 
 setup: $(STAMP)

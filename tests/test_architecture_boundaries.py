@@ -263,6 +263,7 @@ ENVIRONMENT_READERS = {
     "cortex.adapters.hooks": None,  # the hook fast path
     "cortex.adapters.cli.main": "run",
     "cortex.adapters.hooks.server": "main",
+    "cortex.adapters.server.app": "app_from_env",  # uvicorn's workers' factory
 }
 
 

@@ -6,6 +6,8 @@ The tree::
     ├── ConfigError (400)            a setting is unknown, malformed or out of range
     ├── ValidationError (400)        bad input: an id, a label, a size, a file's content
     │   └── UnsafeIdError (400)      an id that could escape its directory
+    ├── UnauthorizedError (401)      no API key, an unknown or revoked one
+    ├── ForbiddenError (403)         the API key's scopes do not allow the operation
     ├── NotFoundError (404)          no such session, pin, task or memory
     ├── ConflictError (409)          the operation does not fit the current state
     └── StorageError (503)           the database or a file could not be read or written
@@ -38,6 +40,18 @@ class UnsafeIdError(ValidationError):
     """An id that could escape the directory it names a file in."""
 
     status = 400
+
+
+class UnauthorizedError(CortexError):
+    """No API key, or one that is malformed, unknown or revoked (or its tenant's is)."""
+
+    status = 401
+
+
+class ForbiddenError(CortexError):
+    """The API key is valid but its scopes do not allow the operation."""
+
+    status = 403
 
 
 class NotFoundError(CortexError):

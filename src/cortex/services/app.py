@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService
     from cortex.services.sessions.manager import SessionPersistenceManager
+    from cortex.services.tenants import TenantService
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class Services(Service):
         from cortex.services.metrics import MetricsService
 
         return MetricsService(self.store, self.config, self.clock)
+
+    @cached_property
+    def tenants(self) -> TenantService:
+        """The server's tenants and API keys: create, list, revoke, authenticate."""
+        from cortex.services.tenants import TenantService
+
+        return TenantService(self.store, self.config, self.clock)
 
     def applied_migrations(self) -> list[tuple[str, str]]:
         """(name, applied_at) of every migration the database has, oldest first."""

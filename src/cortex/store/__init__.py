@@ -12,12 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 from cortex.errors import ConfigError
 from cortex.store.migrations import SCHEMA_V4, migration_names
-from cortex.store.protocol import Store
+from cortex.store.protocol import SharedStore, Store
 
 if TYPE_CHECKING:
     from cortex.store.sqlite.store import SQLiteStore
 
-__all__ = ["DEFAULT_TENANT", "SCHEMA_V4", "SQLiteStore", "Store", "migration_names", "open_store"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "SCHEMA_V4",
+    "SQLiteStore",
+    "SharedStore",
+    "Store",
+    "migration_names",
+    "open_shared_store",
+    "open_store",
+]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_TENANT = "default"
@@ -68,6 +77,21 @@ def _open_postgres(url: str, tenant: str, migrate: bool) -> Store:
             "PostgreSQL support is not installed; run pip install 'cortex-continuity[postgres]'"
         ) from exc
     store: Store = PostgresStore(url, tenant, migrate=migrate)  # mypy checks the protocol here
+    return store
+
+
+def open_shared_store(url: str, *, pool_size: int = 10) -> SharedStore:
+    """The migrated default-tenant store of a PostgreSQL database, owning a pool of
+    ``pool_size`` connections that ``for_tenant`` stores share (a server process's)."""
+    if not url.startswith(_POSTGRES_SCHEMES):
+        raise ConfigError(f"a shared store needs a postgresql:// URL, not {url!r}")
+    try:
+        from cortex.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(
+            "PostgreSQL support is not installed; run pip install 'cortex-continuity[postgres]'"
+        ) from exc
+    store: SharedStore = PostgresStore(url, DEFAULT_TENANT, pool_size=pool_size)
     return store
 
 

@@ -26,6 +26,8 @@ MIGRATION_NAMES = (
     "m010_checkpoints",
     "m011_compaction_events",
     "m012_memory_embeddings",
+    "m013_tenants_and_keys",
+    "m014_request_ids",
 )
 
 SCHEMA_V4 = "m001_session_states"

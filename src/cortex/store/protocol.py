@@ -42,6 +42,7 @@ from cortex.core.memory_models import (
     SessionSnapshot,
 )
 from cortex.core.models import MetricEvent, SessionState
+from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
 
 class SessionStore(Protocol):
@@ -277,7 +278,65 @@ class HistoryStore(Protocol):
         ...
 
 
+class TenantStore(Protocol):
+    """The server's registry of tenants and API keys, and its admin audit trail.
+
+    The registry belongs to the database, not to the store's tenant: any store of a database
+    reads and writes the same registry (``tenant`` arguments name the row's tenant).
+    """
+
+    def create_tenant(self, tenant: str, at: str) -> TenantRecord:
+        """Register ``tenant``; ``ConflictError`` if it exists."""
+        ...
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None: ...
+
+    def list_tenants(self) -> list[TenantRecord]:
+        """Every tenant, revoked ones too, oldest first."""
+        ...
+
+    def revoke_tenant(self, tenant: str, at: str) -> bool:
+        """Mark ``tenant`` revoked; False if there is no such unrevoked tenant."""
+        ...
+
+    def create_api_key(self, key: ApiKeyRecord) -> None:
+        """Store a key record (only the hash of its secret); ``ConflictError`` on a taken id."""
+        ...
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key ``key_id`` with its tenant's revocation folded in, revoked or not."""
+        ...
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """Keys of ``tenant`` (every tenant's when None), oldest first."""
+        ...
+
+    def revoke_api_key(self, key_id: str, at: str) -> bool:
+        """Mark the key revoked; False if there is no such unrevoked key."""
+        ...
+
+    def append_admin_audit(
+        self, action: str, actor: str, tenant: str, detail: dict[str, Any], at: str
+    ) -> int:
+        """Append one registry change (tenant or key created, revoked); return its id."""
+        ...
+
+
+class RequestStore(Protocol):
+    """Idempotency: a client's request id applies at most once per tenant."""
+
+    def claim_request(self, request_id: str, at: str) -> bool:
+        """Record ``request_id`` for this store's tenant; False if it was already recorded.
+
+        Call it inside the ``transaction()`` that makes the change, so that the claim and the
+        change commit (or roll back) together.
+        """
+        ...
+
+
 class Store(
+    TenantStore,
+    RequestStore,
     SessionStore,
     LeaseStore,
     MetricStore,
@@ -309,3 +368,11 @@ class Store(
         ...
 
     def close(self) -> None: ...
+
+
+class SharedStore(Store, Protocol):
+    """A store on a connection pool that stores of other tenants share (a server's)."""
+
+    def for_tenant(self, tenant: str) -> SharedStore:
+        """``tenant``'s store on the same pool; closing it leaves the pool open."""
+        ...

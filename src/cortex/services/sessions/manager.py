@@ -73,9 +73,13 @@ class SessionPersistenceManager(Service):
         """The named session, or the current active one (newest activity) of this home."""
         return self._context.resolve(session_id, project)
 
-    def list_sessions(self, limit: int = 20, project: str | None = None) -> list[SessionState]:
+    def list_sessions(
+        self, limit: int = 20, project: str | None = None, offset: int = 0
+    ) -> list[SessionState]:
         """Sessions newest first, of ``project`` only when it is given."""
-        return self.store.list_sessions(limit=limit, project=project, any_project=project is None)
+        return self.store.list_sessions(
+            limit=limit, offset=offset, project=project, any_project=project is None
+        )
 
     def open_sessions(self) -> list[SessionState]:
         """Every session with no end yet, live or lapsed (``is_lapsed`` tells which)."""

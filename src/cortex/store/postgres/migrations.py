@@ -344,6 +344,59 @@ def m012_memory_embeddings(conn: Conn) -> None:
     )
 
 
+def m013_tenants_and_keys(conn: Conn) -> None:
+    """The server's registry: tenants, their API keys (only a hash of each secret) and the
+    audit trail of registry changes. The registry belongs to the database, not to a tenant."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE tenants (
+            tenant_id {KEY} PRIMARY KEY,
+            created_at {KEY} NOT NULL,
+            revoked_at {KEY}
+        )
+        """,
+        f"""
+        CREATE TABLE api_keys (
+            key_id {KEY} PRIMARY KEY,
+            tenant_id {KEY} NOT NULL REFERENCES tenants(tenant_id),
+            scopes TEXT NOT NULL,
+            secret_hash TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            created_at {KEY} NOT NULL,
+            revoked_at {KEY}
+        )
+        """,
+        "CREATE INDEX idx_api_keys_tenant ON api_keys(tenant_id, created_at)",
+        f"""
+        CREATE TABLE admin_audit (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            tenant_id {KEY} NOT NULL,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{{}}',
+            created_at {KEY} NOT NULL
+        )
+        """,
+    )
+
+
+def m014_request_ids(conn: Conn) -> None:
+    """Idempotency: each client request id a tenant's change applied, claimed in the change's
+    own transaction."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE request_ids (
+            tenant_id {KEY} NOT NULL,
+            request_id {KEY} NOT NULL,
+            created_at {KEY} NOT NULL,
+            PRIMARY KEY (tenant_id, request_id)
+        )
+        """,
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -357,6 +410,8 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m010_checkpoints", m010_checkpoints),
     ("m011_compaction_events", m011_compaction_events),
     ("m012_memory_embeddings", m012_memory_embeddings),
+    ("m013_tenants_and_keys", m013_tenants_and_keys),
+    ("m014_request_ids", m014_request_ids),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

@@ -34,6 +34,7 @@ from cortex.store.postgres.leases import LeaseRepository
 from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
+from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
 
@@ -49,7 +50,7 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-class PostgresStore:
+class PostgresStore(RegistryMethods):
     """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
 
     Args:
@@ -58,6 +59,7 @@ class PostgresStore:
         pool: a pool to share (the caller closes it); by default the store opens its own
             and closes it in ``close()``.
         migrate: apply pending migrations before returning (the default).
+        pool_size: most connections of the pool the store opens (without ``pool``).
 
     Raises:
         StorageError: the server cannot be reached, or migrating fails.
@@ -71,11 +73,12 @@ class PostgresStore:
         *,
         pool: Pool | None = None,
         migrate: bool = True,
+        pool_size: int = 10,
     ) -> None:
         self.tenant = check_tenant(tenant)
         self.url = redacted(str(url))
         self._owns_pool = pool is None
-        self._pool = open_pool(str(url)) if pool is None else pool
+        self._pool = open_pool(str(url), max_size=pool_size) if pool is None else pool
         self._db = Runner(self._pool, self.tenant, self.url)
         self._sessions = SessionRepository(self._db)
         self._leases = LeaseRepository(self._db)
@@ -84,6 +87,7 @@ class PostgresStore:
         self._memories = MemoryRepository(self._db)
         self._embeddings = EmbeddingRepository(self._db)
         self._history = HistoryRepository(self._db)
+        self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:
                 self.migrate()

@@ -379,6 +379,62 @@ def m012_memory_embeddings(conn: sqlite3.Connection) -> None:
     )
 
 
+def m013_tenants_and_keys(conn: sqlite3.Connection) -> None:
+    """The server's registry (tenants, API keys as hashes, admin audit); a SQLite file serves
+    one person's development server."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS tenants (
+            tenant_id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS api_keys (
+            key_id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL REFERENCES tenants(tenant_id),
+            scopes TEXT NOT NULL,
+            secret_hash TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_api_keys_tenant ON api_keys(tenant_id, created_at)"
+    )
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS admin_audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            tenant_id TEXT NOT NULL,
+            action TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+
+def m014_request_ids(conn: sqlite3.Connection) -> None:
+    """Idempotency: each client request id a change applied, claimed in its transaction."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS request_ids (
+            tenant_id TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, request_id)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -392,4 +448,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m010_checkpoints", m010_checkpoints),
     Migration("m011_compaction_events", m011_compaction_events),
     Migration("m012_memory_embeddings", m012_memory_embeddings),
+    Migration("m013_tenants_and_keys", m013_tenants_and_keys),
+    Migration("m014_request_ids", m014_request_ids),
 )

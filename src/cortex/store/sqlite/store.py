@@ -9,8 +9,12 @@ runs between a caller and the SQL, and mypy checks each one against the protocol
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from cortex.store import DEFAULT_TENANT
+from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.embeddings import EmbeddingRepository
 from cortex.store.sqlite.history import HistoryRepository
@@ -21,7 +25,7 @@ from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 
 
-class SQLiteStore:
+class SQLiteStore(RegistryMethods):
     """The ``Store`` protocol over one SQLite file (or ``:memory:``).
 
     Beyond the protocol, a few SQLite-only methods serve tests and tools: ``count_sessions``,
@@ -44,6 +48,7 @@ class SQLiteStore:
         self._search = MemorySearch(db)
         self._bind_search(self._search)
         self._bind_history(HistoryRepository(db))
+        self.registry = Registry(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
         if migrate:
             try:
                 self.migrate()
@@ -108,6 +113,12 @@ class SQLiteStore:
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event
         self.list_compaction_events = history.list_compaction_events
+
+    def _registry_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._db.rows(sql.replace("%s", "?"), params)
+
+    def _registry_execute(self, sql: str, params: Sequence[Any]) -> int:
+        return self._db.run(sql.replace("%s", "?"), params).rowcount
 
     @property
     def connection(self) -> sqlite3.Connection:

@@ -1,0 +1,187 @@
+"""``cortex serve`` (the team server), ``cortex tenant`` and ``cortex key`` (its registry).
+
+Management works on the database directly (``--db``), never over HTTP. ``serve`` runs uvicorn
+in a child process over the server's app factory, so the CLI never imports FastAPI.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.services.app import Services
+from cortex.services.hosting import ServiceHost
+
+DB = click.option(
+    "--db",
+    "db_url",
+    required=True,
+    envvar="CORTEX_SERVER_DB",
+    help="postgresql:// URL of the server's database (or a SQLite path).",
+)
+
+
+def _registry(rt: Runtime, db_url: str) -> Services:
+    host = ServiceHost(db_url, rt.config.home / "server")
+    app = host.registry()
+    ctx = click.get_current_context()
+    ctx.call_on_close(host.close)
+    ctx.call_on_close(app.close)
+    return app
+
+
+@click.command("serve", context_settings=CONTEXT)
+@DB
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8077, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
+              help="PostgreSQL connections per worker process.")  # fmt: skip
+@pass_rt
+def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int) -> None:
+    """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
+
+    \b
+    Example:
+      cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
+    """
+    env = dict(rt.env) | {
+        "CORTEX_SERVER_DB": db_url,
+        "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
+        "CORTEX_SERVER_POOL": str(pool_size),
+    }
+    args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
+    args += ["--port", str(port), "--workers", str(workers)]
+    code = subprocess.call([sys.executable, "-m", "uvicorn", *args], env=env)
+    click.get_current_context().exit(code)
+
+
+@click.group(context_settings=CONTEXT)
+def tenant() -> None:
+    """The server's tenants: create, list, revoke.
+
+    \b
+    Example:
+      cortex tenant create acme --db postgresql://cortex@db/cortex
+    """
+
+
+@tenant.command("create", context_settings=CONTEXT)
+@click.argument("name")
+@DB
+@pass_rt
+def tenant_create(rt: Runtime, name: str, db_url: str) -> None:
+    """Register a tenant (a-z, 0-9, '_' and '-').
+
+    \b
+    Example:
+      cortex tenant create acme --db postgresql://cortex@db/cortex
+    """
+    record = _registry(rt, db_url).tenants.create_tenant(name)
+    rt.emit(record.to_dict(), f"created tenant {record.tenant}")
+
+
+@tenant.command("list", context_settings=CONTEXT)
+@DB
+@pass_rt
+def tenant_list(rt: Runtime, db_url: str) -> None:
+    """List every tenant, revoked ones too.
+
+    \b
+    Example:
+      cortex --json tenant list --db postgresql://cortex@db/cortex
+    """
+    found = _registry(rt, db_url).tenants.list_tenants()
+    rt.emit(
+        [t.to_dict() for t in found],
+        "\n".join(f"{t.tenant}  {t.created_at}  {t.revoked_at or 'live'}" for t in found)
+        or "no tenants",
+    )
+
+
+@tenant.command("revoke", context_settings=CONTEXT)
+@click.argument("name")
+@DB
+@pass_rt
+def tenant_revoke(rt: Runtime, name: str, db_url: str) -> None:
+    """Revoke a tenant: every key of it fails from its next request on (data is kept).
+
+    \b
+    Example:
+      cortex tenant revoke acme --db postgresql://cortex@db/cortex
+    """
+    record = _registry(rt, db_url).tenants.revoke_tenant(name)
+    rt.emit(record.to_dict(), f"revoked tenant {record.tenant}")
+
+
+@click.group(context_settings=CONTEXT)
+def key() -> None:
+    """API keys of the server's tenants: create (shown once), list, revoke.
+
+    \b
+    Example:
+      cortex key create acme --scopes read,write --db postgresql://cortex@db/cortex
+    """
+
+
+@key.command("create", context_settings=CONTEXT)
+@click.argument("tenant_name")
+@click.option("--scopes", default="read,write", show_default=True, help="read, write, admin.")
+@click.option("--label", default="", help="What the key is for.")
+@DB
+@pass_rt
+def key_create(rt: Runtime, tenant_name: str, scopes: str, label: str, db_url: str) -> None:
+    """Create an API key; it is printed this once and only its hash is stored.
+
+    \b
+    Example:
+      cortex key create acme --scopes read --label ci --db postgresql://cortex@db/cortex
+    """
+    record, plaintext = _registry(rt, db_url).tenants.create_key(tenant_name, scopes, label=label)
+    rt.emit(record.to_dict() | {"key": plaintext}, f"{plaintext}\n(shown once; store it now)")
+
+
+@key.command("list", context_settings=CONTEXT)
+@click.option("--tenant", "tenant_name", help="Only this tenant's keys.")
+@DB
+@pass_rt
+def key_list(rt: Runtime, tenant_name: str | None, db_url: str) -> None:
+    """List keys (never their secrets).
+
+    \b
+    Example:
+      cortex key list --tenant acme --db postgresql://cortex@db/cortex
+    """
+    found = _registry(rt, db_url).tenants.list_keys(tenant_name)
+    rt.emit(
+        [k.to_dict() for k in found],
+        "\n".join(
+            f"{k.key_id}  {k.tenant}  {','.join(k.scopes)}  {k.revoked_at or 'live'}  {k.label}"
+            for k in found
+        )
+        or "no keys",
+    )
+
+
+@key.command("revoke", context_settings=CONTEXT)
+@click.argument("key_id")
+@DB
+@pass_rt
+def key_revoke(rt: Runtime, key_id: str, db_url: str) -> None:
+    """Revoke a key by its id: it fails from its next request on.
+
+    \b
+    Example:
+      cortex key revoke 3f2a9c1e0b7d --db postgresql://cortex@db/cortex
+    """
+    record = _registry(rt, db_url).tenants.revoke_key(key_id)
+    rt.emit(record.to_dict(), f"revoked key {record.key_id}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``serve``, ``tenant`` and ``key`` to the CLI."""
+    for command in (serve, tenant, key):
+        group.add_command(command)

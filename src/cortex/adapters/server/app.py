@@ -1,0 +1,181 @@
+"""``create_app``: the FastAPI application of the team server.
+
+The process keeps two things between requests: the ``ServiceHost`` (one PostgreSQL pool, or
+a SQLite path) and the per-key ``RateLimiter``. Every error leaves as
+``{"error": {"code", "message"}}`` with the status of its ``cortex.errors`` class; bad input
+is a 4xx, never a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from cortex.adapters.server import memory, sessions
+from cortex.adapters.server.auth import RateLimitedError, RateLimiter
+from cortex.errors import (
+    ConfigError,
+    ConflictError,
+    CortexError,
+    ForbiddenError,
+    NotFoundError,
+    StorageError,
+    UnauthorizedError,
+    ValidationError,
+)
+from cortex.services.hosting import ServiceHost
+
+log = logging.getLogger("cortex.server")
+MAX_BODY_BYTES = 1024 * 1024
+ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
+_CODES: tuple[tuple[type[CortexError], str], ...] = (
+    (UnauthorizedError, "unauthorized"),
+    (ForbiddenError, "forbidden"),
+    (NotFoundError, "not_found"),
+    (ConflictError, "conflict"),
+    (ValidationError, "validation_error"),
+    (ConfigError, "validation_error"),
+    (RateLimitedError, "rate_limited"),
+    (StorageError, "unavailable"),
+)
+_HTTP_CODES = {404: "not_found", 405: "not_found", 413: "payload_too_large", 401: "unauthorized"}
+
+
+def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    body = {"error": {"code": code, "message": " ".join(message.split())}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def _cortex_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, CortexError)
+    code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
+    if code == "internal":
+        log.error("request failed: %s", exc)
+    return error(exc.status, code, str(exc), **headers)
+
+
+def _invalid(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    text = f"{where}: {first.get('msg', 'invalid input')}" if where else "invalid input"
+    return error(422, "validation_error", f"{text}; fix the request (see /openapi.json)")
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(
+        exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
+    )
+    return error(exc.status_code, code, f"{exc.detail}; see /openapi.json for the endpoints")
+
+
+def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error", exc_info=exc)
+    return error(500, "internal", f"unexpected {type(exc).__name__}; see the server log")
+
+
+class BodyLimit:
+    """Refuses a request body over ``limit`` bytes with 413, by its length or as it streams."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"request body is over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error(
+            413, "payload_too_large", f"request body is over {self.limit} bytes; send less"
+        )
+        await response(scope, receive, send)
+
+
+def create_app(
+    db_url: str,
+    *,
+    data_dir: Path | None = None,
+    pool_size: int = 10,
+    rate_per_second: float = 50.0,
+    burst: int = 100,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    host: ServiceHost | None = None,
+) -> FastAPI:
+    """The server over ``db_url`` (a postgresql:// URL, or a SQLite path for one person).
+
+    Args:
+        data_dir: where each tenant's home goes (default: ``~/.cortex/server``).
+        pool_size: most PostgreSQL connections of this process.
+        rate_per_second, burst: each API key's token bucket in this process.
+        max_body_bytes: larger request bodies get 413.
+        host: a ready ``ServiceHost`` (tests fix its clock); built from the others otherwise.
+    """
+    data_dir = data_dir or Path.home() / ".cortex" / "server"
+    app = FastAPI(title="Cortex", version="1", summary="Session continuity and memory over HTTP")
+    app.state.host = host or ServiceHost(db_url, data_dir, pool_size=pool_size)
+    app.state.limiter = RateLimiter(rate_per_second, burst)
+    app.add_exception_handler(CortexError, _cortex_error)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.include_router(sessions.router)
+    app.include_router(memory.router)
+    _probes(app)
+    app.router.on_shutdown.append(app.state.host.close)
+    return app
+
+
+def _probes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["probes"])
+    def healthz() -> dict[str, Any]:
+        """The process answers (the database is not asked)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["probes"], response_model=None)
+    def readyz() -> dict[str, Any] | JSONResponse:
+        """The database answers and is migrated: 200, else 503."""
+        problem = app.state.host.ready()
+        if problem is None:
+            return {"status": "ready"}
+        return error(503, "unavailable", problem)
+
+
+def app_from_env() -> FastAPI:
+    """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env)."""
+    url = os.environ.get(ENV_DB)
+    if not url:
+        raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")
+    home = Path(os.environ.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
+    return create_app(
+        url,
+        data_dir=Path(os.environ.get(ENV_DATA) or home / "server"),
+        pool_size=int(os.environ.get(ENV_POOL) or 10),
+    )

@@ -1,0 +1,116 @@
+"""Who is calling: the API key of each request, its scopes, and its rate limit.
+
+The key is checked against the registry on every request (a revoked key fails at once);
+``RateLimiter`` is a token bucket per key held in this process's memory, so with N worker
+processes a key may make up to N times the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Request
+
+from cortex.core.tenancy import ADMIN, READ, WRITE, allows, parse_key
+from cortex.errors import CortexError, ForbiddenError, UnauthorizedError
+from cortex.services.app import Services
+from cortex.services.hosting import ServiceHost
+
+
+class RateLimitedError(CortexError):
+    """The key made more requests than its rate allows; ``retry_after`` seconds to wait."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimiter:
+    """A token bucket per API key: ``rate`` requests a second on average, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key_id: str) -> None:
+        """Spend one token of ``key_id``'s bucket, or raise ``RateLimitedError``."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key_id, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            if tokens < 1:
+                self._buckets[key_id] = (tokens, now)
+                wait = max(1, math.ceil((1 - tokens) / self.rate))
+                raise RateLimitedError(
+                    f"rate limit of {self.rate:g} requests/s exceeded; retry in {wait}s",
+                    retry_after=wait,
+                )
+            self._buckets[key_id] = (tokens - 1, now)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: its tenant and scopes, and the host to open services on."""
+
+    tenant: str
+    scopes: tuple[str, ...]
+    host: ServiceHost
+
+    def services(self) -> Services:
+        """The tenant's services for this request (use as ``with caller.services() as app``)."""
+        return self.host.open(self.tenant)
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthorizedError(
+            "missing API key; send Authorization: Bearer ctx_... (create one with "
+            "`cortex key create TENANT --scopes read,write`)"
+        )
+    return token.strip()
+
+
+def _caller(request: Request, needed: str) -> Caller:
+    host: ServiceHost = request.app.state.host
+    token = _bearer(request)
+    tenant, scopes = host.authenticate(token)
+    parsed = parse_key(token)
+    assert parsed is not None  # authenticate accepted it, so it parses
+    request.app.state.limiter.take(parsed[0])
+    if not allows(scopes, needed):
+        raise ForbiddenError(
+            f"this API key has scopes {','.join(scopes)}; this call needs {needed}: "
+            f"use a key created with --scopes {needed}"
+        )
+    return Caller(tenant, scopes, host)
+
+
+def scope(needed: str) -> Callable[[Request], Caller]:
+    """A dependency that authenticates the request and checks it may do ``needed``."""
+
+    def dependency(request: Request) -> Caller:
+        return _caller(request, needed)
+
+    return dependency
+
+
+reader, writer, admin = scope(READ), scope(WRITE), scope(ADMIN)
+
+Reader = Annotated[Caller, Depends(reader)]
+Writer = Annotated[Caller, Depends(writer)]
+Json = dict[str, Any]
+Id = Annotated[str, Path(min_length=1, max_length=128)]
+"""A session, memory or pin label in a path."""
+DUPLICATE: Json = {"duplicate": True}
+"""The answer to a replayed ``request_id``: nothing was changed."""

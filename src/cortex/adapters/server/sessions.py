@@ -1,0 +1,147 @@
+"""The session endpoints: start, per-turn capture, end, checkpoint, snapshot, list, show,
+continue, chain and pins. Each opens the caller's tenant services for the request only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
+from cortex.adapters.server.models import (
+    CheckpointIn,
+    ContinueIn,
+    EndIn,
+    PinIn,
+    StartIn,
+    TurnIn,
+)
+from cortex.services.hosting import apply_once
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+
+
+@router.post("/sessions/start")
+def start(body: StartIn, caller: Writer) -> Json:
+    """Open a session (or resume one) and restore what is relevant from earlier ones."""
+    with caller.services() as app:
+        fields = body.model_dump(exclude={"request_id", "session_id", "channel"})
+        ctx = apply_once(
+            app,
+            body.request_id,
+            lambda: app.sessions.on_session_start(body.session_id, body.channel, **fields),
+        )
+    if ctx is None:
+        return DUPLICATE
+    return ctx.to_dict() | ({"explain": list(ctx.explain)} if body.explain else {})
+
+
+@router.post("/sessions/{session_id}/turns")
+def turn(session_id: Id, body: TurnIn, caller: Writer) -> Json:
+    """Per-turn capture: fold this turn's signals into the stored session."""
+    with caller.services() as app:
+        fields = body.model_dump(exclude={"request_id"})
+        fields["categories"] = tuple(fields["categories"])
+        state = apply_once(app, body.request_id, lambda: app.sessions.record(session_id, **fields))
+    return {"session_id": session_id, "duplicate": state is None}
+
+
+@router.post("/sessions/end")
+def end(body: EndIn, caller: Writer) -> Json:
+    """End a session: its final record, with redacted pins, tasks and topics."""
+    with caller.services() as app:
+        state = apply_once(
+            app, body.request_id, lambda: app.sessions.on_session_end(body.session_id)
+        )
+    return DUPLICATE if state is None else state.to_dict()
+
+
+@router.post("/sessions/checkpoint")
+def checkpoint(body: CheckpointIn, caller: Writer) -> Json:
+    """Write a checkpoint of what must survive a compaction."""
+    with caller.services() as app:
+        done = apply_once(
+            app,
+            body.request_id,
+            lambda: app.compaction.checkpoint(
+                body.session_id,
+                summary=body.reason,
+                decisions=body.decisions,
+                next_steps=body.next_steps,
+            ),
+        )
+    return DUPLICATE if done is None else done.to_dict()
+
+
+@router.get("/sessions/{session_id}/snapshot")
+def snapshot(session_id: Id, caller: Reader) -> Json:
+    """A markdown transcript of the session's meaningful events (kept as a manual snapshot)."""
+    with caller.services() as app:
+        return app.events.snapshot(session_id, "manual").to_dict()
+
+
+@router.get("/sessions")
+def listing(
+    caller: Reader,
+    project: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 20,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> Json:
+    """Sessions newest first, of one project when it is given."""
+    with caller.services() as app:
+        states = app.sessions.list_sessions(limit, project or None, offset)
+    return {"sessions": [s.to_dict() for s in states]}
+
+
+@router.get("/sessions/{session_id}")
+def show(session_id: Id, caller: Reader) -> Json:
+    with caller.services() as app:
+        return app.sessions.resolve(session_id).to_dict()
+
+
+@router.post("/sessions/{session_id}/continue")
+def continue_(session_id: Id, body: ContinueIn, caller: Writer) -> Json:
+    """Inherit everything from ``target_session_id`` whatever its age or score (audited)."""
+    with caller.services() as app:
+        ctx = apply_once(
+            app,
+            body.request_id,
+            lambda: app.sessions.force_inherit_session(
+                body.target_session_id, session_id, actor="api"
+            ),
+        )
+    return DUPLICATE if ctx is None else ctx.to_dict()
+
+
+@router.get("/sessions/{session_id}/chain")
+def chain(session_id: Id, caller: Reader, depth: Annotated[int, Query(ge=1, le=50)] = 5) -> Json:
+    with caller.services() as app:
+        return {
+            "sessions": [s.to_dict() for s in app.sessions.get_session_chain(session_id, depth)]
+        }
+
+
+@router.get("/sessions/{session_id}/pins")
+def pins(session_id: Id, caller: Reader) -> Json:
+    with caller.services() as app:
+        return {"pins": [p.to_dict() for p in app.sessions.list_pins(session_id)]}
+
+
+@router.put("/sessions/{session_id}/pins/{label}")
+def pin(session_id: Id, label: Id, body: PinIn, caller: Writer) -> Json:
+    """Pin a note in the session's working memory (the same label replaces it)."""
+    with caller.services() as app:
+        added = apply_once(
+            app,
+            body.request_id,
+            lambda: app.sessions.add_pin(
+                label, body.content, session_id, critical=body.critical, confidence=body.confidence
+            ),
+        )
+    return DUPLICATE if added is None else added.to_dict()
+
+
+@router.delete("/sessions/{session_id}/pins/{label}")
+def unpin(session_id: Id, label: Id, caller: Writer) -> Json:
+    with caller.services() as app:
+        return app.sessions.remove_pin(label, session_id).to_dict()

@@ -1,0 +1,119 @@
+"""One database serving many requests of many tenants: the team server's composition root.
+
+A ``ServiceHost`` holds the only state a server process keeps: on PostgreSQL one connection
+pool, on SQLite (one person's development server) just the file's path. Each request gets
+its own ``Services`` bound to its tenant (``open``) and closes it at the end; nothing else
+outlives a request. The database is opened and migrated on first use, so a server whose
+database is down still starts and answers ``/healthz``; ``ready`` says when it can serve.
+
+Each tenant's settings resolve for a home of its own under the host's data directory
+(``<data_dir>/tenants/<tenant>``): the session mirrors, the metrics key and the pipeline file
+a service reads or writes stay inside the tenant's directory, never a shared one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from cortex.clock import Clock, SystemClock, to_iso
+from cortex.config import Config, load_config
+from cortex.core.tenancy import check_request_id, check_tenant_id
+from cortex.errors import StorageError, UnauthorizedError
+from cortex.services.app import Services
+from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
+from cortex.store.migrations import migration_names
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import SharedStore, Store
+
+T = TypeVar("T")
+_POSTGRES = ("postgresql://", "postgres://")
+
+
+class ServiceHost:
+    """The database of a server process and per-request ``Services`` over it.
+
+    Args:
+        url: a PostgreSQL URL (many tenants, one pool) or a SQLite path (tenant ``default``).
+        data_dir: where each tenant's home directory goes.
+        pool_size: most PostgreSQL connections this process holds.
+        clock: the clock of every request (tests fix it).
+    """
+
+    def __init__(
+        self, url: str, data_dir: Path, *, pool_size: int = 10, clock: Clock | None = None
+    ) -> None:
+        self.url = str(url)
+        self.data_dir = data_dir
+        self.pool_size = pool_size
+        self.clock = clock or SystemClock()
+        self.postgres = self.url.startswith(_POSTGRES)
+        self._root: SharedStore | None = None
+        self._migrated = False
+        self._lock = threading.Lock()
+
+    def _store(self, tenant: str) -> Store:
+        """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
+        with self._lock:
+            if self.postgres:
+                if self._root is None:
+                    self._root = open_shared_store(self.url, pool_size=self.pool_size)
+                return self._root.for_tenant(tenant)
+            store = open_store(self.url, migrate=not self._migrated)
+            self._migrated = True
+            return store
+
+    def config(self, tenant: str) -> Config:
+        """``tenant``'s settings: defaults only, for a home inside the data directory."""
+        return load_config(self.data_dir / "tenants" / check_tenant_id(tenant), env={})
+
+    def open(self, tenant: str) -> Services:
+        """``tenant``'s services for one request; the caller closes them."""
+        if not self.postgres and tenant != DEFAULT_TENANT:
+            raise UnauthorizedError(
+                f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use a key of it, "
+                "or serve a postgresql:// database for tenant " + repr(tenant)
+            )
+        return Services(self._store(tenant), self.config(tenant), self.clock)
+
+    def registry(self) -> Services:
+        """Services for the tenant and key registry (authentication, management)."""
+        return Services(self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock)
+
+    def authenticate(self, plaintext: str) -> tuple[str, tuple[str, ...]]:
+        """(tenant, scopes) of a live API key, read from the registry now (no cache)."""
+        with self.registry() as app:
+            return app.tenants.authenticate(plaintext)
+
+    def ready(self) -> str | None:
+        """None when the database answers and is fully migrated, else why not."""
+        try:
+            with self.registry() as app:
+                applied = {name for name, _ in app.applied_migrations()}
+        except StorageError as exc:
+            return str(exc)
+        missing = [name for name in migration_names() if name not in applied]
+        return (
+            f"migration {missing[0]} is not applied; run `cortex db migrate`" if missing else None
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._root is not None:
+                self._root.close()
+                self._root = None
+
+
+def apply_once(app: Services, request_id: str | None, change: Callable[[], T]) -> T | None:
+    """Run ``change``; with a ``request_id``, at most once for the tenant: the claim and the
+    change commit together, and a replay returns None having changed nothing."""
+    if request_id is None:
+        return change()
+    check_request_id(request_id)
+    with app.store.transaction():
+        if not app.store.claim_request(request_id, to_iso(app.clock.now())):
+            return None
+        return change()

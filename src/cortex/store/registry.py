@@ -1,0 +1,171 @@
+"""The tenant and API-key registry and request-id claims, in SQL both backends run.
+
+Both backends hand a ``Runner``-like callable pair: ``rows(sql, params)`` and
+``execute(sql, params) -> rowcount``; the SQL here uses ``%s`` placeholders, which SQLite's
+side rewrites to ``?``. Registry tables belong to the database, not to a store's tenant; each
+row names its tenant in ``tenant_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cortex.core.tenancy import ApiKeyRecord, TenantRecord
+from cortex.errors import ConflictError
+from cortex.store.records import dumps
+
+Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+Execute = Callable[[str, Sequence[Any]], int]
+
+_KEY_COLUMNS = (
+    "k.key_id, k.tenant_id, k.scopes, k.secret_hash, k.created_at, "
+    "COALESCE(k.revoked_at, t.revoked_at), k.label"
+)
+_KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id"
+
+
+def _key(row: Sequence[Any]) -> ApiKeyRecord:
+    key_id, tenant, scopes, secret_hash, created_at, revoked_at, label = row
+    return ApiKeyRecord(
+        key_id=str(key_id),
+        tenant=str(tenant),
+        scopes=tuple(s for s in str(scopes).split(",") if s),
+        secret_hash=str(secret_hash),
+        created_at=str(created_at),
+        revoked_at=revoked_at,
+        label=str(label or ""),
+    )
+
+
+def _tenant(row: Sequence[Any]) -> TenantRecord:
+    return TenantRecord(tenant=str(row[0]), created_at=str(row[1]), revoked_at=row[2])
+
+
+class Registry:
+    """``TenantStore`` and ``RequestStore`` over one backend's ``rows``/``execute``."""
+
+    def __init__(self, rows: Rows, execute: Execute, tenant: str) -> None:
+        self._rows = rows
+        self._execute = execute
+        self.tenant = tenant
+
+    def create_tenant(self, tenant: str, at: str) -> TenantRecord:
+        if self.get_tenant(tenant) is not None:
+            raise ConflictError(f"tenant {tenant!r} exists; pick another id or use it")
+        self._execute("INSERT INTO tenants (tenant_id, created_at) VALUES (%s, %s)", (tenant, at))
+        return TenantRecord(tenant, at)
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        found = self._rows(
+            "SELECT tenant_id, created_at, revoked_at FROM tenants WHERE tenant_id = %s",
+            (tenant,),
+        )
+        return _tenant(found[0]) if found else None
+
+    def list_tenants(self) -> list[TenantRecord]:
+        rows = self._rows(
+            "SELECT tenant_id, created_at, revoked_at FROM tenants "
+            "WHERE tenant_id IS NOT NULL ORDER BY created_at, tenant_id",
+            (),
+        )
+        return [_tenant(row) for row in rows]
+
+    def revoke_tenant(self, tenant: str, at: str) -> bool:
+        return (
+            self._execute(
+                "UPDATE tenants SET revoked_at = %s WHERE tenant_id = %s AND revoked_at IS NULL",
+                (at, tenant),
+            )
+            > 0
+        )
+
+    def create_api_key(self, key: ApiKeyRecord) -> None:
+        if self.get_tenant(key.tenant) is None:
+            raise ConflictError(
+                f"tenant {key.tenant!r} does not exist; run `cortex tenant create {key.tenant}`"
+            )
+        self._execute(
+            "INSERT INTO api_keys (key_id, tenant_id, scopes, secret_hash, label, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            (key.key_id, key.tenant, ",".join(key.scopes), key.secret_hash, key.label,
+             key.created_at),
+        )  # fmt: skip
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        found = self._rows(f"{_KEYS} WHERE k.key_id = %s", (key_id,))
+        return _key(found[0]) if found else None
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        where = "" if tenant is None else " WHERE k.tenant_id = %s"
+        params = () if tenant is None else (tenant,)
+        rows = self._rows(f"{_KEYS}{where} ORDER BY k.created_at, k.key_id", params)
+        return [_key(row) for row in rows]
+
+    def revoke_api_key(self, key_id: str, at: str) -> bool:
+        return (
+            self._execute(
+                "UPDATE api_keys SET revoked_at = %s "
+                "WHERE key_id = %s AND revoked_at IS NULL AND tenant_id IS NOT NULL",
+                (at, key_id),
+            )
+            > 0
+        )
+
+    def append_admin_audit(
+        self, action: str, actor: str, tenant: str, detail: dict[str, Any], at: str
+    ) -> int:
+        found = self._rows(
+            "INSERT INTO admin_audit (tenant_id, action, actor, detail, created_at) "
+            "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (tenant, action, actor, dumps(detail), at),
+        )
+        return int(found[0][0])
+
+    def claim_request(self, request_id: str, at: str) -> bool:
+        return (
+            self._execute(
+                "INSERT INTO request_ids (tenant_id, request_id, created_at) "
+                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.tenant, request_id, at),
+            )
+            == 1
+        )
+
+
+class RegistryMethods:
+    """The ``TenantStore`` and ``RequestStore`` methods of a store, over its ``registry``."""
+
+    registry: Registry
+
+    def create_tenant(self, tenant: str, at: str) -> TenantRecord:
+        return self.registry.create_tenant(tenant, at)
+
+    def get_tenant(self, tenant: str) -> TenantRecord | None:
+        return self.registry.get_tenant(tenant)
+
+    def list_tenants(self) -> list[TenantRecord]:
+        return self.registry.list_tenants()
+
+    def revoke_tenant(self, tenant: str, at: str) -> bool:
+        return self.registry.revoke_tenant(tenant, at)
+
+    def create_api_key(self, key: ApiKeyRecord) -> None:
+        self.registry.create_api_key(key)
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        return self.registry.get_api_key(key_id)
+
+    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        return self.registry.list_api_keys(tenant)
+
+    def revoke_api_key(self, key_id: str, at: str) -> bool:
+        return self.registry.revoke_api_key(key_id, at)
+
+    def append_admin_audit(
+        self, action: str, actor: str, tenant: str, detail: dict[str, Any], at: str
+    ) -> int:
+        return self.registry.append_admin_audit(action, actor, tenant, detail, at)
+
+    def claim_request(self, request_id: str, at: str) -> bool:
+        return self.registry.claim_request(request_id, at)

@@ -1,0 +1,205 @@
+"""The HTTP API over real PostgreSQL (FastAPI's TestClient): every endpoint, tenant
+isolation, scopes, revocation, limits, error shapes and idempotent replays."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cortex.adapters.server.app import create_app  # noqa: E402
+from cortex.services.hosting import ServiceHost  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
+    served = ServiceHost(pg_url, tmp_path_factory.mktemp("data"), pool_size=4)
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def client(host: ServiceHost) -> TestClient:
+    return TestClient(create_app(host.url, host=host, burst=10_000, rate_per_second=10_000))
+
+
+def new_key(host: ServiceHost, scopes: str = "write", tenant: str | None = None) -> str:
+    with host.registry() as app:
+        if tenant is None:
+            tenant = f"t-{secrets.token_hex(5)}"
+            app.tenants.create_tenant(tenant)
+        return app.tenants.create_key(tenant, scopes)[1]
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def call(client: TestClient, key: str, method: str, path: str, body: Any = None) -> Any:
+    response = client.request(method, path, json=body, headers=auth(key))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def seed(client: TestClient, key: str) -> tuple[str, str]:
+    """A session with a pin, a turn and a checkpoint, and a memory: (session id, memory id)."""
+    sid = call(client, key, "POST", "/v1/sessions/start", {"project": "api"})["session_id"]
+    call(client, key, "POST", f"/v1/sessions/{sid}/turns", {"text": "auth refactor in api"})
+    call(client, key, "PUT", f"/v1/sessions/{sid}/pins/deploy", {"content": "make deploy"})
+    call(client, key, "POST", "/v1/sessions/checkpoint", {"session_id": sid, "reason": "half"})
+    added = call(
+        client, key, "POST", "/v1/memories/add", {"content": "Deploys go to eu-west-1",
+                                                  "project": "api", "upsert_key": "region"}
+    )  # fmt: skip
+    return sid, added["id"]
+
+
+def test_every_endpoint_answers_its_happy_path(client: TestClient, host: ServiceHost) -> None:
+    key = new_key(host)
+    sid, mid = seed(client, key)
+    assert call(client, key, "GET", f"/v1/sessions/{sid}")["session_id"] == sid
+    assert [p["label"] for p in call(client, key, "GET", f"/v1/sessions/{sid}/pins")["pins"]] == [
+        "deploy"
+    ]
+    listed = call(client, key, "GET", "/v1/sessions?project=api&limit=5&offset=0")["sessions"]
+    assert [s["session_id"] for s in listed] == [sid]
+    snap = call(client, key, "GET", f"/v1/sessions/{sid}/snapshot")
+    assert snap["session_id"] == sid and "half" in snap["transcript_md"]
+    context = call(client, key, "POST", "/v1/context/get", {"session_id": sid, "query": "deploy"})
+    assert "eu-west-1" in context["text"] and context["latest_checkpoint_id"]
+    hits = call(client, key, "POST", "/v1/memories/search", {"query": "deploys", "project": "api"})
+    assert hits["results"][0]["id"] == mid
+    change = {"upsert_key": "region", "project": "api", "tags": ["infra"]}
+    edited = call(client, key, "POST", "/v1/memories/edit", change)
+    assert edited["id"] == mid and edited["tags"] == ["infra"]
+    assert call(client, key, "GET", f"/v1/memories/{mid}")["content"] == "Deploys go to eu-west-1"
+    ended = call(client, key, "POST", "/v1/sessions/end", {"session_id": sid})
+    assert ended["end_time"]
+    nxt = call(client, key, "POST", "/v1/sessions/start", {"project": "api"})["session_id"]
+    cont = call(client, key, "POST", f"/v1/sessions/{nxt}/continue", {"target_session_id": sid})
+    assert cont["session_id"] == nxt
+    chain = call(client, key, "GET", f"/v1/sessions/{nxt}/chain?depth=5")["sessions"]
+    assert chain[-1]["session_id"] == nxt
+    removed = call(client, key, "DELETE", f"/v1/sessions/{nxt}/pins/deploy")
+    assert removed["content"] == "make deploy"
+    assert call(client, key, "DELETE", f"/v1/memories/{mid}") == {"deleted": True}
+    assert call(client, key, "GET", "/v1/metrics/verify")["ok"] is True
+
+
+def snapshot_of(client: TestClient, key: str, sid: str, mid: str) -> Any:
+    return (
+        call(client, key, "GET", f"/v1/sessions/{sid}"),
+        call(client, key, "GET", f"/v1/memories/{mid}"),
+    )
+
+
+def test_another_tenant_can_neither_read_nor_change_a_tenants_records(
+    client: TestClient, host: ServiceHost
+) -> None:
+    key_a, key_b = new_key(host), new_key(host)
+    sid, mid = seed(client, key_a)
+    before = snapshot_of(client, key_a, sid, mid)
+    attempts = [
+        ("GET", f"/v1/sessions/{sid}", None),
+        ("GET", f"/v1/sessions/{sid}/pins", None),
+        ("GET", f"/v1/sessions/{sid}/chain", None),
+        ("GET", f"/v1/sessions/{sid}/snapshot", None),
+        ("POST", f"/v1/sessions/{sid}/turns", {"text": "intruder"}),
+        ("PUT", f"/v1/sessions/{sid}/pins/x", {"content": "intruder"}),
+        ("DELETE", f"/v1/sessions/{sid}/pins/deploy", None),
+        ("POST", "/v1/sessions/end", {"session_id": sid}),
+        ("POST", "/v1/sessions/checkpoint", {"session_id": sid}),
+        ("POST", "/v1/context/get", {"session_id": sid}),
+        ("GET", f"/v1/memories/{mid}", None),
+        ("POST", "/v1/memories/edit", {"id": mid, "content": "intruder"}),
+        ("DELETE", f"/v1/memories/{mid}", None),
+    ]
+    for method, path, body in attempts:
+        response = client.request(method, path, json=body, headers=auth(key_b))
+        assert response.status_code == 404, (method, path, response.text)
+        assert response.json()["error"]["code"] == "not_found"
+    other = call(client, key_b, "POST", "/v1/sessions/start", {"project": "api"})["session_id"]
+    response = client.post(
+        f"/v1/sessions/{other}/continue", json={"target_session_id": sid}, headers=auth(key_b)
+    )
+    assert response.status_code == 404
+    assert call(client, key_b, "POST", "/v1/memories/search", {"query": "deploy"}) == {
+        "results": []
+    }
+    assert call(client, key_b, "GET", "/v1/sessions")["sessions"][0]["session_id"] == other
+    assert snapshot_of(client, key_a, sid, mid) == before
+
+
+def test_read_keys_cannot_write_and_revoked_keys_stop_at_once(
+    client: TestClient, host: ServiceHost
+) -> None:
+    writer = new_key(host, "write")
+    sid, _ = seed(client, writer)
+    with host.registry() as app:
+        tenant = app.tenants.authenticate(writer)[0]
+    reader = new_key(host, "read", tenant)
+    assert call(client, reader, "GET", f"/v1/sessions/{sid}")["session_id"] == sid
+    response = client.post(f"/v1/sessions/{sid}/turns", json={"text": "x"}, headers=auth(reader))
+    assert response.status_code == 403 and response.json()["error"]["code"] == "forbidden"
+    with host.registry() as app:
+        app.tenants.revoke_key(writer.split("_")[1])
+    response = client.get(f"/v1/sessions/{sid}", headers=auth(writer))
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+    assert client.get("/v1/sessions").status_code == 401
+
+
+def test_bad_input_gets_the_error_shape_never_a_500(client: TestClient, host: ServiceHost) -> None:
+    key = new_key(host)
+    headers = auth(key) | {"Content-Type": "application/json"}
+    malformed = client.post("/v1/sessions/start", content=b"{not json", headers=headers)
+    assert malformed.status_code == 422
+    assert malformed.json()["error"]["code"] == "validation_error"
+    big = client.post("/v1/memories/add", content=b"x" * (1024 * 1024 + 1), headers=headers)
+    assert big.status_code == 413 and big.json()["error"]["code"] == "payload_too_large"
+    long = client.post("/v1/memories/add", json={"content": "x" * 30_000}, headers=auth(key))
+    assert long.status_code == 422
+    bad_id = client.post("/v1/memories/add", json={"content": "x", "request_id": "a b"},
+                         headers=auth(key))  # fmt: skip
+    assert bad_id.status_code == 422
+    missing = client.get("/v1/nowhere", headers=auth(key))
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+def test_a_replayed_request_id_changes_nothing(client: TestClient, host: ServiceHost) -> None:
+    key = new_key(host)
+    body = {"content": "Use tabs", "request_id": "req-1"}
+    first = call(client, key, "POST", "/v1/memories/add", body)
+    assert "duplicate" not in first
+    assert call(client, key, "POST", "/v1/memories/add", body) == {"duplicate": True}
+    hits = call(client, key, "POST", "/v1/memories/search", {"query": "tabs"})["results"]
+    assert [h["id"] for h in hits] == [first["id"]]
+    sid = call(client, key, "POST", "/v1/sessions/start", {})["session_id"]
+    turn = {"text": "hello", "request_id": "turn-1"}
+    assert call(client, key, "POST", f"/v1/sessions/{sid}/turns", turn)["duplicate"] is False
+    assert call(client, key, "POST", f"/v1/sessions/{sid}/turns", turn)["duplicate"] is True
+
+
+def test_rate_limit_answers_429_with_retry_after(host: ServiceHost) -> None:
+    limited = TestClient(create_app(host.url, host=host, rate_per_second=0.01, burst=2))
+    key = new_key(host)
+    codes = [limited.get("/v1/sessions", headers=auth(key)).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+    response = limited.get("/v1/sessions", headers=auth(key))
+    assert response.json()["error"]["code"] == "rate_limited"
+    assert int(response.headers["Retry-After"]) >= 1
+
+
+def test_probes_and_openapi(client: TestClient, tmp_path: Path) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}
+    assert "/v1/sessions/start" in client.get("/openapi.json").json()["paths"]
+    down = TestClient(create_app("postgresql://postgres@127.0.0.1:1/none", data_dir=tmp_path))
+    assert down.get("/healthz").status_code == 200
+    response = down.get("/readyz")
+    assert response.status_code == 503 and response.json()["error"]["code"] == "unavailable"
