@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cortex.core.memory_models import (
@@ -145,6 +145,12 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
         return None
 
 
+def sessions_from_rows(rows: Iterable[Sequence[Any]]) -> list[SessionState]:
+    """The readable sessions among ``rows``, in order (an unreadable one is logged and skipped)."""
+    states = (session_from_row(row) for row in rows)
+    return [s for s in states if s is not None]
+
+
 # -- memories --------------------------------------------------------------------------------
 MEMORY_COLUMNS = (
     "id",
@@ -199,6 +205,37 @@ def memory_values(m: Memory) -> tuple[Any, ...]:
     )
 
 
+MEMORY_EDITABLE = (
+    "content",
+    "type",
+    "memory_layer",
+    "tags",
+    "upsert_key",
+    "remember_intent",
+    "confidence",
+    "expires_at",
+    "last_confirmed_at",
+    "updated_at",
+)
+"""The columns an edit rewrites; the rest (identity, scope, lineage) never change in place."""
+
+
+def memory_edit_values(m: Memory) -> tuple[Any, ...]:
+    """``m`` as the values of ``MEMORY_EDITABLE``."""
+    return (
+        m.content,
+        m.type,
+        m.layer,
+        tags_text(m.tags),
+        m.upsert_key,
+        m.remember_intent,
+        m.confidence,
+        m.expires_at,
+        m.last_confirmed_at,
+        m.updated_at,
+    )
+
+
 def memory_from_row(row: Sequence[Any]) -> Memory:
     """The first ``len(MEMORY_COLUMNS)`` values of ``row`` as a ``Memory``."""
     data = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)], strict=True))
@@ -223,6 +260,11 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
         updated_at=str(data["updated_at"]),
         deleted_at=data["deleted_at"],
     )
+
+
+def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
+    """Rows that start with ``MEMORY_COLUMNS`` as memories, in order."""
+    return [memory_from_row(r) for r in rows]
 
 
 # -- session history -------------------------------------------------------------------------
@@ -270,7 +312,7 @@ def event_values(e: SessionEvent) -> tuple[Any, ...]:
         e.content,
         e.token_count,
         e.turn_index,
-        e.is_meaningful,
+        bool(e.is_meaningful),  # any truthy value is meaningful (SQLite stores 1/0)
         e.created_at,
     )
 
