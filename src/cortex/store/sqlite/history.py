@@ -17,18 +17,18 @@ from cortex.core.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.store.records import (
+from cortex.store.log_records import (
     COMPACTION_COLUMNS,
     EVENT_COLUMNS,
     SNAPSHOT_COLUMNS,
     compaction_from_row,
     compaction_values,
-    dumps,
     event_from_row,
     event_values,
     snapshot_from_row,
     snapshot_values,
 )
+from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
 
 _EVENTS = ", ".join(EVENT_COLUMNS)

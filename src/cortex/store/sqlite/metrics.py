@@ -6,13 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
-from cortex.store.records import (
-    AUDIT_COLUMNS,
-    METRIC_COLUMNS,
-    audit_from_row,
-    dumps,
-    metric_from_row,
-)
+from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
+from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
 
 _METRICS = ", ".join(METRIC_COLUMNS)
