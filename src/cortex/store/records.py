@@ -1,4 +1,5 @@
-"""Rows and records: the column lists and row mappings every backend shares.
+"""Rows and records: the column lists and row mappings every backend shares (sessions and
+memories here; the append-only tables' in ``cortex.store.log_records``).
 
 A backend selects these columns in this order and hands each row to a ``*_from_row``
 function; it writes the values ``session_values``/``memory_values`` give. JSON columns may
@@ -11,24 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cortex.core.memory_models import (
-    CompactionEvent,
-    Memory,
-    SessionEvent,
-    SessionSnapshot,
-)
-from cortex.core.models import (
-    AuditEntry,
-    ConfidenceUpdate,
-    MetricEvent,
-    PendingTask,
-    Pin,
-    SessionState,
-    SOPInteraction,
-)
+from cortex.core.memory_models import Memory
+from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SessionState, SOPInteraction
 
 log = logging.getLogger("cortex.store")
 
@@ -145,6 +133,12 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
         return None
 
 
+def sessions_from_rows(rows: Iterable[Sequence[Any]]) -> list[SessionState]:
+    """The readable sessions among ``rows``, in order (an unreadable one is logged and skipped)."""
+    states = (session_from_row(row) for row in rows)
+    return [s for s in states if s is not None]
+
+
 # -- memories --------------------------------------------------------------------------------
 MEMORY_COLUMNS = (
     "id",
@@ -199,6 +193,27 @@ def memory_values(m: Memory) -> tuple[Any, ...]:
     )
 
 
+MEMORY_EDITABLE = (
+    "content",
+    "type",
+    "memory_layer",
+    "tags",
+    "upsert_key",
+    "remember_intent",
+    "confidence",
+    "expires_at",
+    "last_confirmed_at",
+    "updated_at",
+)
+"""The columns an edit rewrites; the rest (identity, scope, lineage) never change in place."""
+
+
+def memory_edit_values(m: Memory) -> tuple[Any, ...]:
+    """``m`` as the values of ``MEMORY_EDITABLE``."""
+    values = dict(zip(MEMORY_COLUMNS, memory_values(m), strict=True))
+    return tuple(values[c] for c in MEMORY_EDITABLE)
+
+
 def memory_from_row(row: Sequence[Any]) -> Memory:
     """The first ``len(MEMORY_COLUMNS)`` values of ``row`` as a ``Memory``."""
     data = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)], strict=True))
@@ -225,154 +240,9 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     )
 
 
-# -- session history -------------------------------------------------------------------------
-EVENT_COLUMNS = (
-    "id",
-    "session_id",
-    "role",
-    "kind",
-    "content",
-    "token_count",
-    "turn_index",
-    "is_meaningful",
-    "created_at",
-)
-SNAPSHOT_COLUMNS = (
-    "id",
-    "session_id",
-    "slug",
-    "source_trigger",
-    "transcript_md",
-    "message_count",
-    "created_at",
-)
-COMPACTION_COLUMNS = (
-    "id",
-    "session_id",
-    "trigger_type",
-    "reason",
-    "token_count_before",
-    "turn_count_before",
-    "summary_tokens",
-    "checkpoint_id",
-    "created_at",
-    "completed_at",
-)
-
-
-def event_values(e: SessionEvent) -> tuple[Any, ...]:
-    """``e`` as the values of ``EVENT_COLUMNS``."""
-    return (
-        e.id,
-        e.session_id,
-        e.role,
-        e.kind,
-        e.content,
-        e.token_count,
-        e.turn_index,
-        e.is_meaningful,
-        e.created_at,
-    )
-
-
-def event_from_row(row: Sequence[Any]) -> SessionEvent:
-    return SessionEvent(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        role=str(row[2]),
-        kind=str(row[3]),
-        content=str(row[4]),
-        token_count=int(row[5] or 0),
-        turn_index=None if row[6] is None else int(row[6]),
-        is_meaningful=bool(row[7]),
-        created_at=str(row[8]),
-    )
-
-
-def snapshot_values(s: SessionSnapshot) -> tuple[Any, ...]:
-    """``s`` as the values of ``SNAPSHOT_COLUMNS``."""
-    return (
-        s.id,
-        s.session_id,
-        s.slug,
-        s.source_trigger,
-        s.transcript_md,
-        s.message_count,
-        s.created_at,
-    )
-
-
-def snapshot_from_row(row: Sequence[Any]) -> SessionSnapshot:
-    return SessionSnapshot(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        slug=str(row[2]),
-        source_trigger=str(row[3]),
-        transcript_md=str(row[4]),
-        message_count=int(row[5]),
-        created_at=str(row[6]),
-    )
-
-
-def compaction_values(c: CompactionEvent) -> tuple[Any, ...]:
-    """``c`` as the values of ``COMPACTION_COLUMNS``."""
-    return (
-        c.id,
-        c.session_id,
-        c.trigger_type,
-        c.reason,
-        c.token_count_before,
-        c.turn_count_before,
-        c.summary_tokens,
-        c.checkpoint_id,
-        c.created_at,
-        c.completed_at,
-    )
-
-
-def compaction_from_row(row: Sequence[Any]) -> CompactionEvent:
-    return CompactionEvent(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        trigger_type=str(row[2]),
-        reason=str(row[3]),
-        token_count_before=int(row[4] or 0),
-        turn_count_before=int(row[5] or 0),
-        summary_tokens=None if row[6] is None else int(row[6]),
-        checkpoint_id=row[7],
-        created_at=str(row[8]),
-        completed_at=row[9],
-    )
-
-
-# -- metrics and audit -----------------------------------------------------------------------
-METRIC_COLUMNS = ("seq", "event", "session_id", "payload", "created_at", "prev_hash", "hash")
-AUDIT_COLUMNS = ("id", "action", "actor", "target", "detail", "created_at")
-
-
-def metric_from_row(row: Sequence[Any]) -> MetricEvent:
-    seq, event, session_id, payload, created_at, prev_hash, hash_ = row
-    return MetricEvent(
-        seq=int(seq),
-        event=str(event),
-        session_id=session_id,
-        payload=json_value(payload, dict, f"metrics event {seq} payload"),
-        created_at=str(created_at),
-        prev_hash=str(prev_hash),
-        hash=str(hash_),
-    )
-
-
-def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    id_, action, actor, target, detail, created_at = row
-    return AuditEntry(
-        id=int(id_),
-        action=str(action),
-        actor=str(actor),
-        target=target,
-        detail=json_value(detail, dict, f"audit entry {id_} detail"),
-        created_at=str(created_at),
-    )
+def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
+    """Rows that start with ``MEMORY_COLUMNS`` as memories, in order."""
+    return [memory_from_row(r) for r in rows]
 
 
 def dumps(value: Any) -> str:

@@ -17,8 +17,7 @@ from cortex.core.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.store.postgres.db import Runner
-from cortex.store.records import (
+from cortex.store.log_records import (
     COMPACTION_COLUMNS,
     EVENT_COLUMNS,
     SNAPSHOT_COLUMNS,
@@ -29,6 +28,7 @@ from cortex.store.records import (
     snapshot_from_row,
     snapshot_values,
 )
+from cortex.store.postgres.db import Runner
 
 _EVENTS = ", ".join(EVENT_COLUMNS)
 _SNAPSHOTS = ", ".join(SNAPSHOT_COLUMNS)

@@ -12,7 +12,8 @@ from typing import Any
 
 from cortex.core.models import SessionState
 from cortex.store.postgres.db import Runner
-from cortex.store.postgres.sessions import SELECT, project_clause, sessions_of
+from cortex.store.postgres.sessions import SELECT, project_clause
+from cortex.store.records import sessions_from_rows
 
 
 class LeaseRepository:
@@ -42,7 +43,7 @@ class LeaseRepository:
             )
             params += (idle_before,)
             claim = " FOR UPDATE SKIP LOCKED" if self.db.in_transaction else ""
-        return sessions_of(
+        return sessions_from_rows(
             self.db.rows(f"{SELECT} WHERE {where} ORDER BY start_time, id{claim}", params)
         )
 
@@ -50,7 +51,7 @@ class LeaseRepository:
         """The open session with the newest ``last_activity`` (of ``project`` unless
         ``any_project``); a session with no activity yet comes last, as in SQLite."""
         where, params = ("TRUE", ()) if any_project else project_clause(project)
-        found = sessions_of(
+        found = sessions_from_rows(
             self.db.rows(
                 f"{SELECT} WHERE tenant_id = %s AND end_time IS NULL AND {where} "
                 "ORDER BY last_activity DESC NULLS LAST LIMIT 1",

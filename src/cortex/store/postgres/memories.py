@@ -17,12 +17,22 @@ from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.retrieval import like_patterns
 from cortex.store.filters import memory_filter_sql
 from cortex.store.postgres.db import LOCK_UPSERT_KEY, Runner
-from cortex.store.records import MEMORY_COLUMNS, memory_from_row, memory_values, tags_text
+from cortex.store.records import (
+    MEMORY_COLUMNS,
+    MEMORY_EDITABLE,
+    memory_edit_values,
+    memory_from_row,
+    memory_values,
+)
 
 SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _INSERT = (
     f"INSERT INTO memories (tenant_id, {', '.join(MEMORY_COLUMNS)}) "
     f"VALUES (%s, {', '.join('%s' for _ in MEMORY_COLUMNS)})"
+)
+_UPDATE = (
+    f"UPDATE memories SET {', '.join(f'{c} = %s' for c in MEMORY_EDITABLE)} "
+    "WHERE tenant_id = %s AND id = %s"
 )
 # The same expressions as idx_memories_upsert_live, so the lookup is served by that index.
 _LIVE_KEY = (
@@ -108,25 +118,7 @@ class MemoryRepository:
 
     def update(self, memory: Memory) -> None:
         """Rewrite the editable columns (the search vector follows: it is generated)."""
-        self.db.execute(
-            "UPDATE memories SET content = %s, type = %s, memory_layer = %s, tags = %s, "
-            "upsert_key = %s, remember_intent = %s, confidence = %s, expires_at = %s, "
-            "last_confirmed_at = %s, updated_at = %s WHERE tenant_id = %s AND id = %s",
-            (
-                memory.content,
-                memory.type,
-                memory.layer,
-                tags_text(memory.tags),
-                memory.upsert_key,
-                memory.remember_intent,
-                memory.confidence,
-                memory.expires_at,
-                memory.last_confirmed_at,
-                memory.updated_at,
-                self.db.tenant,
-                memory.id,
-            ),
-        )
+        self.db.execute(_UPDATE, (*memory_edit_values(memory), self.db.tenant, memory.id))
 
     def delete(self, memory_id: str, at: str) -> bool:
         """Soft delete: set ``deleted_at``; False if there is no such undeleted memory."""

@@ -13,14 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
+from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
 from cortex.store.postgres.db import LOCK_METRICS_CHAIN, Runner
-from cortex.store.records import (
-    AUDIT_COLUMNS,
-    METRIC_COLUMNS,
-    audit_from_row,
-    dumps,
-    metric_from_row,
-)
+from cortex.store.records import dumps
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 # One round trip: bump the tenant's counter, then insert the event under the new number.

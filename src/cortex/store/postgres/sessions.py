@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from cortex.core.models import SessionState
-from cortex.store.postgres.db import Row, Runner
+from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
-    session_from_row,
     session_values,
+    sessions_from_rows,
 )
 
 _JSON_COLUMNS = frozenset((*SESSION_JSON_LISTS, "topic_state"))
@@ -48,12 +47,6 @@ _UPSERT = (
     "ON CONFLICT (tenant_id, id) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in SESSION_COLUMNS[1:])
 )
-
-
-def sessions_of(rows: Sequence[Row]) -> list[SessionState]:
-    """The readable sessions among ``rows`` (an unreadable one is logged and skipped)."""
-    states = (session_from_row(row) for row in rows)
-    return [s for s in states if s is not None]
 
 
 def project_clause(project: str | None) -> tuple[str, tuple[Any, ...]]:
@@ -170,4 +163,4 @@ class SessionRepository:
 
     def _sessions(self, sql: str, params: tuple[Any, ...] = ()) -> list[SessionState]:
         """Run a SELECT whose first placeholder is the tenant."""
-        return sessions_of(self.db.rows(sql, (self.db.tenant, *params)))
+        return sessions_from_rows(self.db.rows(sql, (self.db.tenant, *params)))

@@ -10,8 +10,6 @@ broken uniqueness rule becomes a ``ConflictError`` where the caller names one.
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import os
 import sqlite3
 import time
@@ -23,9 +21,8 @@ from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, StorageError
 from cortex.files import ensure_dir
 from cortex.store.migrations import MIGRATIONS_TABLE
+from cortex.store.records import one_line
 from cortex.store.sqlite.migrations import MIGRATIONS, Migration
-
-log = logging.getLogger("cortex.store")
 
 MEMORY = ":memory:"
 Params = Sequence[Any]
@@ -61,10 +58,6 @@ def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.002)
-
-
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def storage_error(exc: sqlite3.Error, url: str) -> StorageError:
@@ -113,26 +106,6 @@ def _prepare_file(path: Path) -> None:
             "or set CORTEX_HOME"
         ) from exc
     os.close(fd)
-
-
-def dumps(value: Any) -> str:
-    """A JSON column value: compact, UTF-8 kept as is."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def loads(text: Any, kind: type, where: str) -> Any:
-    """Decode one JSON column; a corrupt value reads as empty so the rest of the row survives."""
-    if text is None or text == "[]" or text == "{}":  # the common empty case, no parse
-        return kind()
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        log.warning("%s is not valid JSON; read as empty", where)
-        return kind()
-    if not isinstance(value, kind):
-        log.warning("%s is not a JSON %s; read as empty", where, kind.__name__)
-        return kind()
-    return value
 
 
 class Database:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import Memory, MemoryFilter
+from cortex.store.records import memories_from_rows, memory_from_row
 from cortex.store.sqlite.db import Database
-from cortex.store.sqlite.memory_rows import COLUMNS, filter_sql, memories_from, memory_from_row
+from cortex.store.sqlite.memories import COLUMNS, filter_sql
 
 
 class EmbeddingRepository:
@@ -45,4 +46,4 @@ class EmbeddingRepository:
             "ORDER BY m.seq LIMIT ?",
             (model, limit),
         )
-        return memories_from(rows)
+        return memories_from_rows(rows)

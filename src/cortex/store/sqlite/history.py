@@ -17,58 +17,28 @@ from cortex.core.memory_models import (
     SessionEvent,
     SessionSnapshot,
 )
-from cortex.store.sqlite.db import Database, dumps
+from cortex.store.log_records import (
+    COMPACTION_COLUMNS,
+    EVENT_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    compaction_from_row,
+    compaction_values,
+    event_from_row,
+    event_values,
+    snapshot_from_row,
+    snapshot_values,
+)
+from cortex.store.records import dumps
+from cortex.store.sqlite.db import Database
 
-_EVENT_COLUMNS = (
-    "id, session_id, role, kind, content, token_count, turn_index, is_meaningful, created_at"
-)
-_SNAPSHOT_COLUMNS = "id, session_id, slug, source_trigger, transcript_md, message_count, created_at"
-_COMPACTION_COLUMNS = (
-    "id, session_id, trigger_type, reason, token_count_before, turn_count_before, "
-    "summary_tokens, checkpoint_id, created_at, completed_at"
-)
+_EVENTS = ", ".join(EVENT_COLUMNS)
+_SNAPSHOTS = ", ".join(SNAPSHOT_COLUMNS)
+_COMPACTIONS = ", ".join(COMPACTION_COLUMNS)
 _CONFLICT = "session history record conflicts with a stored one ({}); use a new id"
 
 
-def _event(row: Sequence[Any]) -> SessionEvent:
-    return SessionEvent(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        role=str(row[2]),
-        kind=str(row[3]),
-        content=str(row[4]),
-        token_count=int(row[5] or 0),
-        turn_index=None if row[6] is None else int(row[6]),
-        is_meaningful=bool(row[7]),
-        created_at=str(row[8]),
-    )
-
-
-def _snapshot(row: Sequence[Any]) -> SessionSnapshot:
-    return SessionSnapshot(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        slug=str(row[2]),
-        source_trigger=str(row[3]),
-        transcript_md=str(row[4]),
-        message_count=int(row[5]),
-        created_at=str(row[6]),
-    )
-
-
-def _compaction(row: Sequence[Any]) -> CompactionEvent:
-    return CompactionEvent(
-        id=str(row[0]),
-        session_id=str(row[1]),
-        trigger_type=str(row[2]),
-        reason=str(row[3]),
-        token_count_before=int(row[4] or 0),
-        turn_count_before=int(row[5] or 0),
-        summary_tokens=None if row[6] is None else int(row[6]),
-        checkpoint_id=row[7],
-        created_at=str(row[8]),
-        completed_at=row[9],
-    )
+def _insert(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
 
 
 def _checkpoint(body: str) -> Checkpoint:
@@ -86,20 +56,7 @@ class HistoryRepository:
 
     # -- events ------------------------------------------------------------------------------
     def append_session_event(self, event: SessionEvent) -> None:
-        self._insert(
-            f"INSERT INTO session_events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.id,
-                event.session_id,
-                event.role,
-                event.kind,
-                event.content,
-                event.token_count,
-                event.turn_index,
-                1 if event.is_meaningful else 0,
-                event.created_at,
-            ),
-        )
+        self._insert(_insert("session_events", EVENT_COLUMNS), event_values(event))
 
     def list_session_events(
         self,
@@ -114,11 +71,11 @@ class HistoryRepository:
             " AND is_meaningful = 1" if meaningful_only else ""
         )
         rows = self._db.rows(
-            f"SELECT {_EVENT_COLUMNS} FROM (SELECT seq, {_EVENT_COLUMNS} FROM session_events "
+            f"SELECT {_EVENTS} FROM (SELECT seq, {_EVENTS} FROM session_events "
             f"WHERE {where} ORDER BY seq DESC LIMIT ?) ORDER BY seq",
             (session_id, since or "", -1 if limit is None else limit),
         )
-        return [_event(r) for r in rows]
+        return [event_from_row(r) for r in rows]
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         """Token sum, distinct turns and count of a session's events after ``since``."""
@@ -134,33 +91,22 @@ class HistoryRepository:
 
     # -- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
-        self._insert(
-            f"INSERT INTO session_snapshots ({_SNAPSHOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                snapshot.id,
-                snapshot.session_id,
-                snapshot.slug,
-                snapshot.source_trigger,
-                snapshot.transcript_md,
-                snapshot.message_count,
-                snapshot.created_at,
-            ),
-        )
+        self._insert(_insert("session_snapshots", SNAPSHOT_COLUMNS), snapshot_values(snapshot))
 
     def get_snapshot(self, snapshot_id: str) -> SessionSnapshot | None:
         rows = self._db.rows(
-            f"SELECT {_SNAPSHOT_COLUMNS} FROM session_snapshots WHERE id = ?", (snapshot_id,)
+            f"SELECT {_SNAPSHOTS} FROM session_snapshots WHERE id = ?", (snapshot_id,)
         )
-        return _snapshot(rows[0]) if rows else None
+        return snapshot_from_row(rows[0]) if rows else None
 
     def list_snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
         """Snapshots of a session, newest first."""
         rows = self._db.rows(
-            f"SELECT {_SNAPSHOT_COLUMNS} FROM session_snapshots WHERE session_id = ? "
+            f"SELECT {_SNAPSHOTS} FROM session_snapshots WHERE session_id = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             (session_id, limit),
         )
-        return [_snapshot(r) for r in rows]
+        return [snapshot_from_row(r) for r in rows]
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
@@ -205,22 +151,7 @@ class HistoryRepository:
 
     # -- compaction events -------------------------------------------------------------------
     def append_compaction_event(self, event: CompactionEvent) -> None:
-        self._insert(
-            f"INSERT INTO compaction_events ({_COMPACTION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.id,
-                event.session_id,
-                event.trigger_type,
-                event.reason,
-                event.token_count_before,
-                event.turn_count_before,
-                event.summary_tokens,
-                event.checkpoint_id,
-                event.created_at,
-                event.completed_at,
-            ),
-        )
+        self._insert(_insert("compaction_events", COMPACTION_COLUMNS), compaction_values(event))
 
     def complete_compaction_event(self, event_id: str, summary_tokens: int, at: str) -> None:
         """Record the summary size and completion time of a compaction."""
@@ -232,8 +163,8 @@ class HistoryRepository:
     def list_compaction_events(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """Compaction events of a session, newest first."""
         rows = self._db.rows(
-            f"SELECT {_COMPACTION_COLUMNS} FROM compaction_events WHERE session_id = ? "
+            f"SELECT {_COMPACTIONS} FROM compaction_events WHERE session_id = ? "
             "ORDER BY seq DESC LIMIT ?",
             (session_id, limit),
         )
-        return [_compaction(r) for r in rows]
+        return [compaction_from_row(r) for r in rows]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from cortex.core.models import SessionState
+from cortex.store.records import sessions_from_rows
 from cortex.store.sqlite.db import Database
-from cortex.store.sqlite.session_rows import SELECT, sessions_from
+from cortex.store.sqlite.sessions import SELECT
 
 
 class LeaseRepository:
@@ -32,7 +33,7 @@ class LeaseRepository:
             )
             params += (idle_before,)
         rows = self._db.rows(f"{SELECT} WHERE {where} ORDER BY start_time, id", params)
-        return sessions_from(rows)
+        return sessions_from_rows(rows)
 
     def latest_open_session(
         self, project: str | None = None, *, any_project: bool = False
@@ -43,7 +44,7 @@ class LeaseRepository:
         params: tuple[Any, ...] = () if any_project else (project,)
         # Served by idx_session_open (end_time, last_activity), read backwards: no sort.
         rows = self._db.rows(f"{SELECT} WHERE {where} ORDER BY last_activity DESC LIMIT 1", params)
-        found = sessions_from(rows)
+        found = sessions_from_rows(rows)
         return found[0] if found else None
 
     def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:

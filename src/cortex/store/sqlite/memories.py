@@ -1,32 +1,50 @@
 """Memories over SQLite: writes with the live-upsert rule, filtered reads, links.
 
-The FTS5 index follows every write by trigger (``m006_memory_fts``); search is in
-``cortex.store.sqlite.search``.
+The row mapping and the filter are shared (``cortex.store.records``, ``cortex.store.filters``);
+here is the SQL text. The FTS5 index follows every write by trigger (``m006_memory_fts``);
+search is in ``cortex.store.sqlite.search``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
-from cortex.store.sqlite.db import Database
-from cortex.store.sqlite.memory_rows import (
-    COLUMNS,
-    CONFLICT,
-    INSERT,
-    filter_sql,
-    marks,
-    memories_from,
-    memory_row,
-    tags_text,
+from cortex.store.filters import memory_filter_sql
+from cortex.store.records import (
+    MEMORY_COLUMNS,
+    MEMORY_EDITABLE,
+    memories_from_rows,
+    memory_edit_values,
+    memory_values,
 )
+from cortex.store.sqlite.db import Database
 
+COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+"""Every memory column over alias ``m``, in the order ``memory_from_row`` reads."""
+_INSERT = (
+    f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
+)
+_UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
+_CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
 _LIVE_KEY = (
     "SELECT id FROM memories WHERE scope = ? AND IFNULL(project_id, '') = IFNULL(?, '') "
     "AND IFNULL(user_id, '') = IFNULL(?, '') AND type = ? AND upsert_key = ? "
     "AND deleted_at IS NULL AND superseded_at IS NULL"
 )
 _LINK = "INSERT OR IGNORE INTO memory_links (from_id, to_id, kind, created_at) VALUES (?, ?, ?, ?)"
+
+
+def filter_sql(flt: MemoryFilter, now: str) -> tuple[str, list[Any]]:
+    """The WHERE clause (over alias ``m``) of what ``flt`` may see at ``now``."""
+    return memory_filter_sql(flt, now, mark="?", find="instr")
+
+
+def marks(values: Sequence[Any]) -> str:
+    """``?, ?, ?``: one placeholder per value."""
+    return ", ".join("?" for _ in values)
 
 
 class MemoryRepository:
@@ -44,9 +62,9 @@ class MemoryRepository:
         """
         superseded: list[str | None] = [None] * len(memories)
         with self._db.transaction():
-            plain = [memory_row(m) for m in memories if m.upsert_key is None]
+            plain = [memory_values(m) for m in memories if m.upsert_key is None]
             if plain:
-                self._db.run_many(INSERT, plain, conflict=CONFLICT)
+                self._db.run_many(_INSERT, plain, conflict=_CONFLICT)
             for index, m in enumerate(memories):
                 if m.upsert_key is not None:
                     superseded[index] = self._upsert_one(m)
@@ -62,38 +80,20 @@ class MemoryRepository:
                 "WHERE id = ?",
                 (m.id, m.created_at, m.created_at, old_id),
             )
-        self._db.run(INSERT, memory_row(m), conflict=CONFLICT)
+        self._db.run(_INSERT, memory_values(m), conflict=_CONFLICT)
         if old_id is not None:
             self._db.run(_LINK, (m.id, old_id, "supersedes", m.created_at))
         return old_id
 
     def get_memory(self, memory_id: str) -> Memory | None:
-        found = memories_from(
+        found = memories_from_rows(
             self._db.rows(f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,))
         )
         return found[0] if found else None
 
     def update_memory(self, memory: Memory) -> None:
         """Rewrite the editable columns of ``memory.id`` (the FTS index follows by trigger)."""
-        self._db.run(
-            "UPDATE memories SET content = ?, type = ?, memory_layer = ?, tags = ?, "
-            "upsert_key = ?, remember_intent = ?, confidence = ?, expires_at = ?, "
-            "last_confirmed_at = ?, updated_at = ? WHERE id = ?",
-            (
-                memory.content,
-                memory.type,
-                memory.layer,
-                tags_text(memory.tags),
-                memory.upsert_key,
-                memory.remember_intent,
-                memory.confidence,
-                memory.expires_at,
-                memory.last_confirmed_at,
-                memory.updated_at,
-                memory.id,
-            ),
-            conflict=CONFLICT,
-        )
+        self._db.run(_UPDATE, (*memory_edit_values(memory), memory.id), conflict=_CONFLICT)
 
     def delete_memory(self, memory_id: str, at: str) -> bool:
         """Soft delete: set ``deleted_at``; False if there is no such live row."""
@@ -113,7 +113,7 @@ class MemoryRepository:
             f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY m.seq DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
-        return memories_from(rows)
+        return memories_from_rows(rows)
 
     def count_memories(self, flt: MemoryFilter, now: str) -> int:
         """How many memories ``flt`` sees at ``now`` (SQLite only: tests and tools)."""
@@ -159,7 +159,7 @@ class MemoryRepository:
             f"WHERE m.seq IN ({marks(seqs)}) AND {where}",
             (*(r[0] for r in seqs), *params),
         )
-        found = {m.id: m for m in memories_from(rows)}
+        found = {m.id: m for m in memories_from_rows(rows)}
         return [
             (str(seed), str(kind), found[str(other)])
             for seed, other, kind in links

@@ -6,23 +6,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
-from cortex.store.sqlite.db import Database, dumps, loads
+from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
+from cortex.store.records import dumps
+from cortex.store.sqlite.db import Database
 
-_METRIC_COLUMNS = "seq, event, session_id, payload, created_at, prev_hash, hash"
+_METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
-
-
-def _metric_from_row(row: tuple[Any, ...]) -> MetricEvent:
-    seq, event, session_id, payload, created_at, prev_hash, hash_ = row
-    return MetricEvent(
-        seq=int(seq),
-        event=str(event),
-        session_id=session_id,
-        payload=loads(payload, dict, f"metrics event {seq} payload"),
-        created_at=str(created_at),
-        prev_hash=str(prev_hash),
-        hash=str(hash_),
-    )
 
 
 def _inserted_id(db: Database, sql: str, params: tuple[Any, ...]) -> int:
@@ -38,8 +27,8 @@ class MetricRepository:
         self._db = db
 
     def last_metric(self) -> MetricEvent | None:
-        rows = self._db.rows(f"SELECT {_METRIC_COLUMNS} FROM metrics ORDER BY seq DESC LIMIT 1")
-        return _metric_from_row(rows[0]) if rows else None
+        rows = self._db.rows(f"SELECT {_METRICS} FROM metrics ORDER BY seq DESC LIMIT 1")
+        return metric_from_row(rows[0]) if rows else None
 
     def append_metric(
         self,
@@ -66,10 +55,10 @@ class MetricRepository:
         params: tuple[Any, ...] = (after_seq,) if event is None else (after_seq, event)
         # LIMIT -1 is SQLite's "no limit".
         rows = self._db.rows(
-            f"SELECT {_METRIC_COLUMNS} FROM metrics WHERE {where} ORDER BY seq LIMIT ?",
+            f"SELECT {_METRICS} FROM metrics WHERE {where} ORDER BY seq LIMIT ?",
             (*params, -1 if limit is None else limit),
         )
-        return [_metric_from_row(row) for row in rows]
+        return [metric_from_row(row) for row in rows]
 
     def iter_metrics(self) -> Iterator[MetricEvent]:
         """Every event in ``seq`` order, streamed (for ``metrics verify``)."""
@@ -99,18 +88,6 @@ class AuditRepository:
     def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
         """Newest first."""
         rows = self._db.rows(
-            "SELECT id, action, actor, target, detail, created_at FROM audit_log "
-            "ORDER BY id DESC LIMIT ?",
-            (limit,),
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log ORDER BY id DESC LIMIT ?", (limit,)
         )
-        return [
-            AuditEntry(
-                id=int(id_),
-                action=str(action),
-                actor=str(actor),
-                target=target,
-                detail=loads(detail, dict, f"audit entry {id_} detail"),
-                created_at=str(created_at),
-            )
-            for id_, action, actor, target, detail, created_at in rows
-        ]
+        return [audit_from_row(row) for row in rows]

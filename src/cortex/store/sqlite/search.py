@@ -27,8 +27,9 @@ from cortex.core.retrieval import (
     pruned_relevance,
     relevances,
 )
+from cortex.store.records import memories_from_rows
 from cortex.store.sqlite.db import Database
-from cortex.store.sqlite.memory_rows import COLUMNS, filter_sql, marks, memories_from
+from cortex.store.sqlite.memories import COLUMNS, filter_sql, marks
 
 MAX_CANDIDATES = 1 << 12
 """Deepest full-text candidate list filtered by scope: bounds the cost of a narrow filter."""
@@ -153,7 +154,7 @@ class MemorySearch:
         )
         order = {seq: index for index, seq in enumerate(best)}
         rows.sort(key=lambda r: order[int(r[-1])])
-        memories = memories_from(rows)
+        memories = memories_from_rows(rows)
         return [(m, scores[int(r[-1])]) for m, r in zip(memories, rows, strict=True)], len(passed)
 
     def like_memories(
@@ -181,4 +182,4 @@ class MemorySearch:
             "ORDER BY m.seq DESC LIMIT ?",
             (*params, *[p for p in patterns for _ in (0, 1)], limit),
         )
-        return memories_from(rows)
+        return memories_from_rows(rows)

@@ -1,21 +1,64 @@
-"""Session records over SQLite: save, read, list and archive ``session_states`` rows."""
+"""Session records over SQLite: save, read, list and archive ``session_states`` rows.
+
+The row mapping is ``cortex.store.records``'; here are the SQL text and the JSON columns'
+encoding (SQLite keeps JSON as TEXT).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cortex.core.models import SessionState
-from cortex.store.sqlite.db import Database
-from cortex.store.sqlite.session_rows import (
-    SELECT,
-    SELECT_FOR_RESTORE,
-    SELECT_FOR_RESTORE_LIGHT,
-    UPSERT,
-    session_row,
-    sessions_from,
+from cortex.store.records import (
+    SESSION_COLUMNS,
+    SESSION_JSON_LISTS,
+    dumps,
+    session_values,
+    sessions_from_rows,
 )
+from cortex.store.sqlite.db import Database
 
 _PAGE = 500
+_JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")
+
+
+def _select(replaced: dict[str, str]) -> str:
+    """SELECT of every session column, with some replaced by SQL expressions."""
+    columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
+    return f"SELECT {columns} FROM session_states"
+
+
+SELECT = _select({})
+# Restoration reads many rows and never uses these columns: skip decoding them.
+_NOT_FOR_RESTORE = {
+    "topic_state": "'{}'",
+    "recent_learnings": "'[]'",
+    "confidence_updates": "'[]'",
+    "sop_interactions": "'[]'",
+}
+_SELECT_FOR_RESTORE = _select(_NOT_FOR_RESTORE)
+# Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
+_SELECT_FOR_RESTORE_LIGHT = _select(
+    _NOT_FOR_RESTORE
+    | {
+        "working_memory": "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 "
+        "THEN working_memory ELSE '[]' END"
+    }
+)
+_UPSERT = (
+    f"INSERT INTO session_states ({', '.join(SESSION_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in SESSION_COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in SESSION_COLUMNS[1:])
+)
+
+
+def _session_row(state: SessionState) -> tuple[Any, ...]:
+    """``state`` as the values of ``SESSION_COLUMNS``, JSON columns as text."""
+    data = session_values(state)
+    for name in _JSON_COLUMNS:
+        data[name] = dumps(data[name])
+    data["crash_recovered"] = 1 if state.crash_recovered else 0
+    return tuple(data[c] for c in SESSION_COLUMNS)
 
 
 class SessionRepository:
@@ -25,11 +68,11 @@ class SessionRepository:
         self._db = db
 
     def _sessions(self, sql: str, params: tuple[Any, ...] = ()) -> list[SessionState]:
-        return sessions_from(self._db.rows(sql, params))
+        return sessions_from_rows(self._db.rows(sql, params))
 
     def save_session(self, state: SessionState) -> None:
         """Insert or replace the whole row of ``state.session_id`` (UPSERT)."""
-        self._db.run(UPSERT, session_row(state))
+        self._db.run(_UPSERT, _session_row(state))
 
     def get_session(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE id = ?", (session_id,))
@@ -45,7 +88,7 @@ class SessionRepository:
         all_pins: bool = True,
     ) -> list[SessionState]:
         """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
-        select = SELECT_FOR_RESTORE if all_pins else SELECT_FOR_RESTORE_LIGHT
+        select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
         # Served by idx_session_project_end: a range scan read backwards, stopped by LIMIT.
         return self._sessions(
             f"{select} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "

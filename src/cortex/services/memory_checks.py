@@ -1,0 +1,79 @@
+"""What a memory may hold and how it may be asked for: the limits and their checks.
+
+Each check returns the value to use (normalized where it says so) or raises a one-line
+``ValidationError`` that names an accepted value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cortex.core.memory_models import INTENTS, LAYERS, MODES
+from cortex.core.redaction import redact
+from cortex.errors import ValidationError
+
+MAX_CONTENT_BYTES = 65_536
+"""Largest memory (UTF-8 bytes, before redaction): a memory is a fact, not a document."""
+MAX_KEY_CHARS = 200
+MAX_TYPE_CHARS = 64
+MAX_LIMIT = 1000
+
+
+def check_layer(layer: str) -> str:
+    if layer not in LAYERS:
+        raise ValidationError(f"unknown layer {layer!r}; use one of {', '.join(LAYERS)}")
+    return layer
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValidationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode
+
+
+def check_limit(limit: int, what: str = "limit") -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError(f"{what} {limit} is out of range; use 1-{MAX_LIMIT}")
+    return limit
+
+
+def check_content(content: object, what: str = "memory content") -> str:
+    """Non-empty text of at most ``MAX_CONTENT_BYTES``, redacted."""
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationError(f"{what} is empty; give the text to store")
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONTENT_BYTES:
+        raise ValidationError(
+            f"{what} is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} bytes (64 KB): "
+            "store a summary or split it"
+        )
+    return redact(content.strip())
+
+
+def check_layers(layer: str | Sequence[str] | None) -> tuple[str, ...]:
+    """One layer or several, each checked; none (or an empty list) means every layer."""
+    if layer is None:
+        return LAYERS
+    items = (layer,) if isinstance(layer, str) else tuple(layer)
+    return tuple(check_layer(item) for item in items) or LAYERS
+
+
+def check_confidence(confidence: float) -> float:
+    if not 0.0 <= confidence <= 1.0:
+        raise ValidationError(f"confidence {confidence} is out of range; use 0-1")
+    return float(confidence)
+
+
+def check_intent(intent: str) -> str:
+    if intent not in INTENTS:
+        raise ValidationError(f"unknown remember_intent {intent!r}; use explicit or implicit")
+    return intent
+
+
+def check_type(value: str) -> str:
+    text = value.strip().lower()
+    if not text or len(text) > MAX_TYPE_CHARS or not all(c.isalnum() or c in "_-" for c in text):
+        raise ValidationError(
+            f"invalid memory type {value!r}; use 1-{MAX_TYPE_CHARS} letters, digits, - or _"
+        )
+    return text

@@ -1,0 +1,273 @@
+"""Reading memories: by id, by filter, by query (ranked) and as context within a budget.
+
+Search asks the store for candidates holding any of the query's words (stop words dropped):
+full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches when the index
+finds nothing. The reader re-ranks them by confidence, layer and recency, and adds memories
+linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine, fused by
+reciprocal rank). SQL and the way to candidates are in the store, the formulas in
+``cortex.core.retrieval`` and ``cortex.core.budgets``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from cortex.clock import Clock
+from cortex.config import Config
+from cortex.core.budgets import fill_budget
+from cortex.core.memory_models import (
+    LONG_TERM,
+    MODE_LAYERS,
+    RULE,
+    WORKING,
+    ContextResult,
+    Memory,
+    MemoryFilter,
+    MemoryLink,
+    ScoredMemory,
+)
+from cortex.core.retrieval import (
+    matched_terms,
+    memory_text,
+    normalize_tags,
+    query_terms,
+    rank_score,
+)
+from cortex.core.tokens import estimate_tokens
+from cortex.errors import NotFoundError, ValidationError
+from cortex.files import check_id
+from cortex.services.base import Service
+from cortex.services.memory_checks import (
+    check_layers,
+    check_limit,
+    check_mode,
+    check_type,
+)
+from cortex.store.protocol import Store
+
+if TYPE_CHECKING:
+    from cortex.services.embeddings import Embedder
+
+RULE_LIMIT = 100
+ITEM_OVERHEAD_TOKENS = 4
+"""Tokens a context line costs beyond its content (bullet, layer tag, newline)."""
+EXPAND_SEEDS = 5
+LINK_DISCOUNT = 0.5
+
+
+class MemoryReader(Service):
+    """Get, list, search and assemble context over one ``Store`` (with an optional embedder)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(store, config, clock)
+        self.embedder = embedder
+
+    # -- reads ---------------------------------------------------------------------------------
+    def get(self, memory_id: str) -> Memory:
+        """Any memory by id (also deleted or superseded ones, for history)."""
+        memory = self.store.get_memory(memory_id)
+        if memory is None:
+            raise NotFoundError(f"no memory {memory_id!r}; see `cortex memory list`")
+        return memory
+
+    def links(self, memory_id: str) -> list[MemoryLink]:
+        """The memory's links (supersedes, conflicts, relates), either direction."""
+        return self.store.memory_links(memory_id)
+
+    def _session_project(self, session_id: str | None, cache: dict[str, str | None]) -> str | None:
+        """The project of the source session (memories made in a session belong to its
+        project)."""
+        if session_id is None:
+            return None
+        if session_id not in cache:
+            state = self.store.get_session(session_id)
+            cache[session_id] = state.project if state else None
+        return cache[session_id]
+
+    def scope_filter(
+        self,
+        *,
+        layer: str | Sequence[str] | None = None,
+        project: str | None = None,
+        user_id: str | None = None,
+        types: Sequence[str] = (),
+        tags: str | Sequence[str] | None = None,
+        session_id: str | None = None,
+        all_projects: bool = False,
+        include_history: bool = False,
+    ) -> MemoryFilter:
+        """A validated ``MemoryFilter``; a session's memories are seen with its project."""
+        if session_id and not project:
+            project = self._session_project(check_id(session_id), {})
+        return MemoryFilter(
+            layers=check_layers(layer),
+            project=project or None,
+            user_id=user_id or None,
+            types=tuple(check_type(t) for t in types),
+            tags=normalize_tags(tags),
+            session_id=check_id(session_id) if session_id else None,
+            all_projects=all_projects,
+            include_history=include_history,
+        )
+
+    def list(self, *, limit: int = 50, offset: int = 0, **scope: object) -> builtins.list[Memory]:
+        """Live memories (``scope``: the ``scope_filter`` arguments), newest first."""
+        check_limit(limit)
+        if offset < 0:
+            raise ValidationError(f"offset {offset} is negative; use 0 or more")
+        flt = self.scope_filter(**scope)  # type: ignore[arg-type]
+        return self.store.list_memories(flt, self.now_iso(), limit=limit, offset=offset)
+
+    def search(
+        self, query: str, *, limit: int = 10, expand: bool = True, **scope: object
+    ) -> builtins.list[ScoredMemory]:
+        """Best memories for ``query`` (see the module docstring), best first."""
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("search query is empty; give words to look for")
+        check_limit(limit)
+        flt = self.scope_filter(**scope)  # type: ignore[arg-type]
+        hits = self._lexical(query, flt, max(limit * 2, 20))
+        if self.embedder is not None:
+            from cortex.services.embeddings import hybrid_rerank
+
+            hits = hybrid_rerank(self.store, self.embedder, query, flt, self.now_iso(), hits)
+        hits = hits[:limit]
+        if expand and hits:
+            hits = self._expand(hits, flt, limit)
+        return hits
+
+    def _lexical(self, query: str, flt: MemoryFilter, pool: int) -> builtins.list[ScoredMemory]:
+        """The store's candidates re-ranked: full-text ones by relevance, the unranked ones
+        (substring or newest matches) by the share of query terms they hold."""
+        now_dt, now = self.clock.now(), self.now_iso()
+        terms = query_terms(query)
+        if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
+            return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
+        found = self.store.search_memories(terms, flt, now, limit=pool)
+        ranked = [
+            ScoredMemory(m, rank_score(r, m, now_dt), f"full-text match (relevance {r:.3g})")
+            for m, r in found
+            if r > 0
+        ]
+        unranked = [m for m, r in found if r <= 0]
+        ranked += self._overlap_ranked(terms, unranked, "text contains ")
+        ranked.sort(key=lambda s: -s.score)
+        return ranked[:pool]
+
+    def _overlap_ranked(
+        self, terms: Sequence[str], memories: Iterable[Memory], why: str = "shares terms: "
+    ) -> builtins.list[ScoredMemory]:
+        """Memories that share query terms, ranked by the share of terms they hold."""
+        now_dt, out = self.clock.now(), []
+        for m in memories:
+            matched = matched_terms(terms, memory_text(m))
+            if matched:
+                reason = why + ", ".join(repr(t) for t in matched[:3])
+                overlap = len(matched) / len(terms)
+                out.append(ScoredMemory(m, rank_score(overlap, m, now_dt), reason))
+        out.sort(key=lambda s: -s.score)
+        return out
+
+    def _expand(
+        self, hits: builtins.list[ScoredMemory], flt: MemoryFilter, limit: int
+    ) -> builtins.list[ScoredMemory]:
+        """Add live memories linked one hop from the best hits, at half their seed's score."""
+        seeds = {h.memory.id: h for h in hits[:EXPAND_SEEDS]}
+        present = {h.memory.id for h in hits}
+        extra: dict[str, ScoredMemory] = {}
+        for seed, kind, other in self.store.linked_memories(list(seeds), flt, self.now_iso()):
+            if other.id in present or other.id in extra:
+                continue
+            why = f"{kind} link from {seed}"
+            extra[other.id] = ScoredMemory(other, seeds[seed].score * LINK_DISCOUNT, why)
+        merged = hits + list(extra.values())
+        merged.sort(key=lambda s: -s.score)
+        return merged[:limit]
+
+    # -- context -------------------------------------------------------------------------------
+    def get_context(
+        self,
+        query: str | None = None,
+        *,
+        mode: str = "all",
+        budget_tokens: int | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+        user_id: str | None = None,
+        limit: int = 20,
+    ) -> ContextResult:
+        """Rules, then working, then long-term memories (RFC parity matrix), within budget.
+
+        Args:
+            query: what the agent is working on; without one, memories come by confidence
+                and recency.
+            mode: ``rules_only`` | ``working`` | ``long_term`` | ``all``.
+            budget_tokens: most tokens of content to return (None: no limit); items are taken
+                in rank order and one too large for what is left is skipped.
+            session_id: adds the ``session`` block (compaction hints, latest checkpoint) and
+                defaults ``project``/``user_id`` to the session's.
+            limit: most memories per layer before the budget applies.
+        """
+        check_mode(mode)
+        check_limit(limit)
+        if budget_tokens is not None and budget_tokens < 0:
+            raise ValidationError(
+                f"budget_tokens {budget_tokens} is negative; give 0 or more, e.g. 4000"
+            )
+        block = None
+        if session_id is not None:
+            from cortex.services.compaction import session_block
+
+            state = self.store.get_session(check_id(session_id))
+            if state is None:
+                raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            project, user_id = project or state.project, user_id or state.user_id
+            block = session_block(self.store, self.config, self.clock, state)
+        ranked = self._context_candidates(query, mode, project, user_id, limit)
+        costs = [estimate_tokens(s.memory.content) + ITEM_OVERHEAD_TOKENS for s in ranked]
+        chosen, used, skipped = fill_budget(list(range(len(ranked))), costs, budget_tokens)
+        sized = [replace(ranked[i], tokens=costs[i]) for i in chosen]
+        return ContextResult(
+            mode=mode,
+            query=query,
+            rules=tuple(s for s in sized if s.memory.layer == RULE),
+            memories=tuple(s for s in sized if s.memory.layer != RULE),
+            budget_tokens=budget_tokens,
+            used_tokens=used,
+            dropped=skipped,
+            session=block,
+        )
+
+    def _context_candidates(
+        self, query: str | None, mode: str, project: str | None, user_id: str | None, limit: int
+    ) -> builtins.list[ScoredMemory]:
+        """Every candidate in rank order: rules, then each layer the mode includes."""
+        now_dt, now = self.clock.now(), self.now_iso()
+        terms = query_terms(query) if query and query.strip() else []
+        ranked: builtins.list[ScoredMemory] = []
+        for layer in (RULE, *MODE_LAYERS[mode]):
+            if layer == LONG_TERM and terms:
+                assert query is not None
+                ranked += self.search(query, limit=limit, layer=layer, project=project,
+                                      user_id=user_id)  # fmt: skip
+                continue
+            # Rules always, and the working scratchpad always: query matches first, then by
+            # confidence and recency.
+            flt = self.scope_filter(layer=layer, project=project, user_id=user_id)
+            rows = self.store.list_memories(flt, now, limit=RULE_LIMIT if layer == RULE else limit)
+            matched = {s.memory.id: s for s in self._overlap_ranked(terms, rows)}
+            why = "rule: always included" if layer == RULE else "recent"
+            rest = [ScoredMemory(m, rank_score(0.5, m, now_dt), why) for m in rows]
+            rest = [s for s in rest if s.memory.id not in matched]
+            rest.sort(key=lambda s: -s.score)
+            ranked += [*matched.values(), *rest]
+        return ranked
