@@ -110,6 +110,7 @@ LAZY_COMMANDS = {
         "session snapshot",
     ),
     "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
+    "cortex.adapters.cli.client": ("sync",),
 }
 _loaded: set[str] = set()
 
