@@ -24,7 +24,13 @@ START = "2026-02-16T09:00:00Z"
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("CORTEX_HOME", str(home))
-    for name in ("CORTEX_NOW", "CORTEX_SESSION_DEBUG", "CORTEX_LOOKBACK_DAYS"):
+    for name in (
+        "CORTEX_NOW",
+        "CORTEX_SESSION_DEBUG",
+        "CORTEX_LOOKBACK_DAYS",
+        "CORTEX_SERVER",
+        "CORTEX_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     return home
 

@@ -29,16 +29,22 @@ class Setting:
     maximum: float | None = None
     legacy_env: tuple[str, ...] = ()
     """Older variable names read after ``CORTEX_<NAME>``, in this order (RFC migration notes)."""
+    env: str | None = None
+    """The variable read instead of ``CORTEX_<NAME>``, when the setting has a shorter one."""
+    secret: bool = False
+    """Never shown: ``cortex config show`` masks it."""
 
     @property
     def env_var(self) -> str:
-        return "CORTEX_" + self.name.upper()
+        return self.env or "CORTEX_" + self.name.upper()
 
     def range_text(self) -> str:
         if self.kind is bool:
             return "true/false"
         if self.kind is Path:
             return "path"
+        if self.kind is str:
+            return "text"
         return f"{self.minimum:g}-{self.maximum:g}"
 
 
@@ -160,6 +166,30 @@ SETTINGS: tuple[Setting, ...] = (
         "Re-raise unexpected errors with their traceback instead of failing open (a failed "
         "restoration starts cold, a bridge request answers an error): for debugging and tests.",
     ),
+    Setting(
+        "server_url",
+        str,
+        "",
+        "A Cortex team server (http[s]://host:port): when set, hooks, CLI, MCP and the bridge "
+        "talk to it instead of the local database (client mode).",
+        env="CORTEX_SERVER",
+    ),
+    Setting(
+        "api_key",
+        str,
+        "",
+        "The API key (ctx_<id>_<secret>) sent to server_url as a Bearer token; never shown.",
+        secret=True,
+    ),
+    Setting(
+        "server_timeout_seconds",
+        float,
+        2.0,
+        "Connect and read timeout of each request to server_url; a request that takes longer "
+        "is spooled to the local journal and the call returns.",
+        0.05,
+        60,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -189,17 +219,37 @@ class Config:
     compaction_turn_budget: int
     compaction_inactivity_minutes: int
     raise_errors: bool
+    server_url: str
+    api_key: str
+    server_timeout_seconds: float
 
     @property
     def db_path(self) -> Path:
         return self.home / "brain.db"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, reveal: bool = False) -> dict[str, Any]:
+        """Every value, JSON-ready; secrets masked unless ``reveal``."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             out[f.name] = str(value) if isinstance(value, Path) else value
+            setting = SETTINGS_BY_NAME.get(f.name)
+            if setting is not None and setting.secret and not reveal:
+                out[f.name] = mask(str(value))
         return out
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"Config({shown})"
+
+
+def mask(secret: str) -> str:
+    """A secret as shown: its key id part at most (``ctx_abc_****``), never the secret."""
+    if not secret:
+        return ""
+    prefix, _, rest = secret.partition("_")
+    key_id = rest.partition("_")[0] if prefix == "ctx" and "_" in rest else ""
+    return f"ctx_{key_id}_****" if key_id else "****"
 
 
 def default_home(env: Mapping[str, str]) -> Path:
@@ -223,6 +273,8 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
     if setting.kind is Path:
         text = str(raw).replace("{home}", str(home))
         return Path(os.path.expanduser(text))
+    if setting.kind is str:
+        return str(raw).strip()
     try:
         value = setting.kind(raw) if not isinstance(raw, bool) else None
     except (TypeError, ValueError):

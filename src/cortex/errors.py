@@ -11,6 +11,7 @@ The tree::
     ├── NotFoundError (404)          no such session, pin, task or memory
     ├── ConflictError (409)          the operation does not fit the current state
     └── StorageError (503)           the database or a file could not be read or written
+        └── UnavailableError (503)   the Cortex server cannot take a request now
 
 Every class carries an HTTP ``status`` so that the server maps errors in one handler.
 """
@@ -68,5 +69,14 @@ class ConflictError(CortexError):
 
 class StorageError(CortexError):
     """The database or a file could not be read or written."""
+
+    status = 503
+
+
+class UnavailableError(StorageError):
+    """The Cortex server cannot take a request now: unreachable, too slow, or overloaded.
+
+    A client keeps the writes that meet it in its journal and delivers them later.
+    """
 
     status = 503

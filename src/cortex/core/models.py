@@ -317,6 +317,17 @@ class RestoredSessionContext:
             "pending_task_count": self.pending_task_count,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RestoredSessionContext:
+        return cls(
+            session_id=str(data["session_id"]),
+            preamble=data.get("preamble"),
+            inherited_pins=tuple(Pin.from_dict(p) for p in data.get("inherited_pins") or ()),
+            session_ids=tuple(str(i) for i in data.get("session_ids") or ()),
+            relevance_scores=tuple(float(s) for s in data.get("relevance_scores") or ()),
+            pending_task_count=int(data.get("pending_task_count") or 0),
+        )
+
 
 @dataclass(frozen=True)
 class MetricEvent:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cortex.services.metrics import MetricsService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
+    from cortex.store.protocol import Store
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,23 @@ class DatabaseHealth:
 
 class Services(Service):
     """Every Cortex service over one open store; ``close()`` (or ``with``) closes the store."""
+
+    @classmethod
+    def open(
+        cls,
+        config: Config,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        *,
+        migrate: bool = True,
+    ) -> Services:
+        """The services over ``store``, else over the home's database, else (when the settings
+        name a ``server_url`` and no store is given) over that Cortex server."""
+        if store is None and config.server_url:
+            from cortex.services.remote.app import RemoteServices  # only in client mode
+
+            return RemoteServices(config, clock)
+        return super().open(config, clock, store, migrate=migrate)
 
     @cached_property
     def sessions(self) -> SessionPersistenceManager:

@@ -111,6 +111,7 @@ LAZY_COMMANDS = {
     ),
     "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
     "cortex.adapters.cli.tenancy": ("serve", "tenant", "key"),
+    "cortex.adapters.cli.client": ("sync",),
 }
 _loaded: set[str] = set()
 

@@ -169,7 +169,7 @@ def on_prompt(hook: Hook) -> str | None:
         text = restored_context(hook.start(_prompt_keywords(prompt)))
         hook.save_hook_state(primed=text is not None)
     elif not (hook.hook_state.get("primed") or hook.hook_state.get("prompted")):
-        if hook.event.host in ev.PROMPT_CONTEXT_HOSTS:
+        if hook.event.host in ev.PROMPT_CONTEXT_HOSTS and not hook.offline:
             # The start injected nothing: a second pass, with the prompt's words as context.
             text = restored_context(hook.start(_prompt_keywords(prompt)))
     hook.ensure_open(reopen_ended=True)  # a prompt means the conversation goes on

@@ -16,6 +16,7 @@ from cortex.adapters.hooks.state import read_small_json, session_state_path, wri
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
+from cortex.errors import UnavailableError
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity
 
@@ -38,6 +39,8 @@ class Hook:
     services: Services
     _state: dict[str, Any] | None = field(default=None, repr=False)
     _row: SessionState | None = field(default=_UNREAD, repr=False)
+    offline: bool = False
+    """The Cortex server (client mode) could not be asked about the session in this event."""
 
     @property
     def sessions(self) -> SessionPersistenceManager:
@@ -59,8 +62,20 @@ class Hook:
     def session(self) -> SessionState | None:
         """The session's row, read once per event (a start, which rewrites it, reads it anew)."""
         if self._row is _UNREAD:
-            self._row = self.sessions.get_session(self.session_id)
+            try:
+                self._row = self.sessions.get_session(self.session_id)
+            except UnavailableError:
+                self.offline = True
+                self._row = self._assumed()
         return self._row
+
+    def _assumed(self) -> SessionState | None:
+        """The session while the server cannot be asked: open when a start went out from
+        this home (its writes wait in the journal), else unknown (the event starts it)."""
+        if not self.hook_state:
+            return None
+        now = self.sessions.now_iso()
+        return SessionState(session_id=self.session_id, start_time=now, last_activity=now)
 
     def record(self, **signals: Any) -> None:
         """Capture this turn's signals into the open session, passing along the row read."""

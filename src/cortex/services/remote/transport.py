@@ -1,0 +1,167 @@
+"""HTTP to a Cortex server with the standard library: one keep-alive connection per process.
+
+``Transport.request`` sends one JSON request and returns the JSON answer. Errors, each one
+line that never carries the API key:
+
+- ``UnavailableError``: no connection, a timeout, a 5xx, a 408 or a 429. Worth retrying;
+  the client spools a mutation that met one. After one, the transport fails fast for a few seconds
+  (``RETRY_AFTER_SECONDS``, or the server's ``Retry-After``) instead of waiting again.
+- ``ConfigError`` for 401/403 (the key), ``ValidationError`` for 400/413/422,
+  ``NotFoundError`` for 404, ``ConflictError`` for 409: the server's own one-line message.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from cortex.errors import (
+    ConfigError,
+    ConflictError,
+    CortexError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
+
+RETRY_AFTER_SECONDS = 5.0
+"""How long a process stops trying a server that just failed (a hook must not wait twice)."""
+RETRYABLE = frozenset({408, 429})
+ERRORS: dict[int, type[CortexError]] = {
+    400: ValidationError,
+    401: ConfigError,
+    403: ConfigError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: ValidationError,
+    422: ValidationError,
+}
+
+
+def segment(value: str) -> str:
+    """One path segment, escaped (a label may hold ``/`` or spaces)."""
+    return quote(value, safe="")
+
+
+class Transport:
+    """Requests to one server: ``Authorization: Bearer`` and JSON, over a reused connection."""
+
+    def __init__(self, url: str, api_key: str, timeout: float) -> None:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"server_url {url!r} is not an http(s)://host[:port] address; fix CORTEX_SERVER"
+            )
+        self.url = f"{parts.scheme}://{parts.netloc}"
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        self._key = api_key
+        self.timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+        self._down_until = 0.0
+        self.connections = 0
+        """How many connections this transport opened (keep-alive keeps it at 1)."""
+
+    def same_server(self, url: str, api_key: str) -> bool:
+        parts = urlsplit(url.strip())
+        return f"{parts.scheme}://{parts.netloc}" == self.url and api_key == self._key
+
+    def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, force: bool = False
+    ) -> dict[str, Any]:
+        """Send one request; the decoded JSON object answered. ``force`` ignores the back-off."""
+        if not force and time.monotonic() < self._down_until:
+            raise UnavailableError(
+                f"server {self.url} failed moments ago; not retried yet (run `cortex sync` later)"
+            )
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json", "Connection": "keep-alive"}
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        status, retry_after, raw = self._exchange(method, self._prefix + path, payload, headers)
+        return self._answer(status, retry_after, raw)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def _exchange(
+        self, method: str, path: str, payload: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str | None, bytes]:
+        """One round trip; a reused connection the server closed meanwhile is retried once."""
+        for attempt in (1, 2):
+            reused = self._conn is not None
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()
+                if reused and attempt == 1:
+                    continue  # the server closed an idle keep-alive connection
+                raise self._down(f"{type(exc).__name__}: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                why = "timed out" if isinstance(exc, socket.timeout) else str(exc) or type(exc)
+                raise self._down(f"{why}") from exc
+            if response.will_close:
+                self.close()
+            return response.status, response.getheader("Retry-After"), raw
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = kind(self._host, self._port, timeout=self.timeout)
+            self.connections += 1
+        return self._conn
+
+    def _down(self, why: str, retry_after: float = RETRY_AFTER_SECONDS) -> UnavailableError:
+        self._down_until = time.monotonic() + retry_after
+        return UnavailableError(
+            f"server {self.url} is unavailable ({why}); writes are kept in the local journal "
+            "until `cortex sync` or the next call delivers them"
+        )
+
+    def _answer(self, status: int, retry_after: str | None, raw: bytes) -> dict[str, Any]:
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = None
+        if 200 <= status < 300 and isinstance(data, dict):
+            return data
+        message = _error_message(data) or f"HTTP {status}"
+        if status >= 500 or status in RETRYABLE:
+            return_after = _seconds(retry_after) if status in RETRYABLE else RETRY_AFTER_SECONDS
+            raise self._down(f"{status}: {message}", return_after)
+        if 200 <= status < 300:
+            raise UnavailableError(f"server {self.url} answered {status} without a JSON object")
+        error = ERRORS.get(status, ValidationError)
+        if status in (401, 403):
+            message += "; check CORTEX_API_KEY (a key looks like ctx_<id>_<secret>)"
+        raise error(f"server {self.url} refused the request ({status}): {message}")
+
+
+def _error_message(data: object) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        message = data["error"].get("message")
+        if isinstance(message, str) and message.strip():
+            return " ".join(message.split())[:300]
+    return None
+
+
+def _seconds(header: str | None) -> float:
+    try:
+        return min(max(float(header or ""), 0.0), 300.0)
+    except ValueError:
+        return RETRY_AFTER_SECONDS

@@ -1,0 +1,155 @@
+"""Client mode against a real HTTP peer (``fake_server``): transport, spooling, drains."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from cortex.clock import FixedClock
+from cortex.config import load_config
+from cortex.errors import ConfigError, UnavailableError
+from cortex.services.app import Services
+from cortex.services.remote.app import RemoteServices
+from fake_server import Peer, serve
+
+KEY = "ctx_k1_s3cret"
+
+
+def client(home: Path, url: str, timeout: float = 0.5) -> RemoteServices:
+    env = {
+        "CORTEX_SERVER": url,
+        "CORTEX_API_KEY": KEY,
+        "CORTEX_SERVER_TIMEOUT_SECONDS": str(timeout),
+    }
+    services = Services.open(load_config(home, env), FixedClock("2026-01-01T00:00:00Z"))
+    assert isinstance(services, RemoteServices)
+    return services
+
+
+def journal_lines(home: Path) -> list[dict[str, object]]:
+    path = home / "spool" / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def free_url() -> str:
+    with serve() as (url, _):
+        pass
+    return url  # nothing listens there any more
+
+
+def test_start_turn_end_reach_the_server_over_one_kept_alive_connection(home: Path) -> None:
+    with serve() as (url, peer):
+        app = client(home, url)
+        restored = app.sessions.on_session_start("s1", "claude-code", project="p")
+        app.sessions.capture.record("s1", text="hello")
+        ended = app.sessions.on_session_end("s1")
+        app.close()
+    assert restored.preamble == "restored s1"
+    assert ended.end_time is not None
+    assert peer.paths() == ["/v1/sessions/start", "/v1/sessions/s1/turns", "/v1/sessions/end"]
+    assert len({r["port"] for r in peer.requests}) == 1  # keep-alive: one connection
+    assert all(r["auth"] == f"Bearer {KEY}" for r in peer.requests)
+    ids = [r["body"]["request_id"] for r in peer.requests]
+    assert len(set(ids)) == 3 and all(len(i) == 32 for i in ids)
+
+
+def test_server_down_spools_and_a_start_is_cold(home: Path) -> None:
+    app = client(home, free_url())
+    restored = app.sessions.on_session_start("s1", "cli")
+    app.sessions.capture.record("s1", text="token=sk-live-abcdefghijklmnop1234")
+    assert restored.preamble is None and restored.session_id == "s1"
+    lines = journal_lines(home)
+    assert [line["path"] for line in lines] == ["/v1/sessions/start", "/v1/sessions/s1/turns"]
+    assert "sk-live-abcdefghijklmnop1234" not in (home / "spool" / "journal.jsonl").read_text()
+    assert (home / "spool").stat().st_mode & 0o777 == 0o700
+    assert (home / "spool" / "journal.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("mode", ["500", "429"])
+def test_5xx_and_429_spool(home: Path, mode: str) -> None:
+    with serve(Peer(mode=mode)) as (url, _):
+        client(home, url).sessions.capture.record("s1", text="x")
+    assert [line["path"] for line in journal_lines(home)] == ["/v1/sessions/s1/turns"]
+
+
+def test_a_slow_server_times_out_spools_and_is_not_waited_for_again(home: Path) -> None:
+    with serve(Peer(mode="slow", slow_seconds=3)) as (url, _):
+        app = client(home, url, timeout=0.3)
+        began = time.monotonic()
+        app.sessions.capture.record("s1", text="one")
+        app.sessions.capture.record("s1", text="two")  # fails fast: the server just failed
+        elapsed = time.monotonic() - began
+    assert elapsed < 1.5
+    assert len(journal_lines(home)) == 2
+
+
+def test_401_is_one_line_naming_the_key_and_never_shows_it(home: Path) -> None:
+    with serve(Peer(mode="401")) as (url, _):
+        with pytest.raises(ConfigError) as caught:
+            client(home, url).sessions.list_pins("s1")
+    message = str(caught.value)
+    assert "\n" not in message and "CORTEX_API_KEY" in message and "s3cret" not in message
+
+
+def test_the_next_call_drains_the_journal_first_in_order_and_replays_dedupe(home: Path) -> None:
+    dead = free_url()
+    app = client(home, dead)
+    app.sessions.on_session_start("s1", "cli")
+    for n in range(3):
+        app.sessions.capture.record("s1", text=f"turn {n}")
+    spooled = [line["body"]["request_id"] for line in journal_lines(home)]
+    port = int(dead.rsplit(":", 1)[1])
+    with serve(port=port) as (url, peer):
+        peer.applied.append(str(spooled[0]))  # the start had reached it before the timeout
+        app = client(home, url)
+        app.sessions.capture.record("s1", text="live")
+    paths = peer.paths()
+    assert paths == ["/v1/sessions/start"] + ["/v1/sessions/s1/turns"] * 4
+    assert [r["body"]["request_id"] for r in peer.requests[:4]] == spooled
+    assert peer.applied == spooled + [peer.requests[4]["body"]["request_id"]]  # each once
+    assert journal_lines(home) == []
+
+
+def test_a_permanent_rejection_moves_aside_and_the_drain_goes_on(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = free_url()
+    app = client(home, dead)
+    app.sessions.capture.record("bad", text="x")
+    app.sessions.capture.record("s1", text="y")
+    port = int(dead.rsplit(":", 1)[1])
+    with serve(Peer(reject={"/v1/sessions/bad/turns"}), port=port) as (url, peer):
+        report = client(home, url).sync()
+    assert (report.sent, report.left, report.rejected) == (1, 0, 1)
+    assert peer.applied == [
+        journal_body["request_id"] for journal_body in [peer.requests[1]["body"]]
+    ]
+    rejected = (home / "spool" / "rejected.jsonl").read_text().splitlines()
+    assert len(rejected) == 1 and "bad input" in json.loads(rejected[0])["error"]
+    assert "rejected for good" in caplog.text
+
+
+def test_sync_reports_what_is_left_while_the_server_is_down(home: Path) -> None:
+    app = client(home, free_url())
+    app.sessions.capture.record("s1", text="x")
+    report = client(home, app.client.transport.url).sync()
+    assert (report.sent, report.left, report.rejected) == (0, 1, 0)
+    assert report.error is not None
+
+
+def test_operations_the_contract_lacks_name_the_local_store(home: Path) -> None:
+    app = client(home, free_url())
+    with pytest.raises(ConfigError, match="needs a local store"):
+        app.sessions.detect_and_recover_crashed("")
+    with pytest.raises(UnavailableError):
+        app.sessions.get_session("s1")
+
+
+def test_config_show_masks_the_key() -> None:
+    config = load_config(Path("/tmp/h"), {"CORTEX_API_KEY": KEY, "CORTEX_SERVER": "http://x"})
+    assert config.as_dict()["api_key"] == "ctx_k1_****"
+    assert "s3cret" not in repr(config)
+    assert config.as_dict(reveal=True)["api_key"] == KEY
