@@ -1,17 +1,19 @@
 """``cortex serve`` (the team server), ``cortex tenant`` and ``cortex key`` (its registry).
 
-Management works on the database directly (``--db``), never over HTTP. ``serve`` runs uvicorn
-in a child process over the server's app factory, so the CLI never imports FastAPI.
+Management works on the database directly (``--db``), never over HTTP. ``serve`` replaces
+its process with uvicorn over the server's app factory (so the CLI never imports FastAPI, and
+a SIGTERM to it reaches uvicorn, which stops its workers).
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 
 import click
 
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.errors import ConfigError
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
 
@@ -22,6 +24,9 @@ DB = click.option(
     envvar="CORTEX_SERVER_DB",
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
+
+
+ENV_SECRET = "CORTEX_SERVER_SECRET"
 
 
 def _registry(rt: Runtime, db_url: str) -> Services:
@@ -44,10 +49,19 @@ def _registry(rt: Runtime, db_url: str) -> Services:
 def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
 
+    On PostgreSQL, CORTEX_SERVER_SECRET (from the environment, never a flag) must hold the
+    server secret every tenant's metrics key is derived from: give every server the same one.
+
     \b
     Example:
-      cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
+      CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
+        cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
     """
+    if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
+        raise ConfigError(
+            f"{ENV_SECRET} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
+            "the same on every server) before `cortex serve`"
+        )
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
@@ -55,8 +69,9 @@ def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_siz
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
-    code = subprocess.call([sys.executable, "-m", "uvicorn", *args], env=env)
-    click.get_current_context().exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "uvicorn", *args], env)
 
 
 @click.group(context_settings=CONTEXT)
