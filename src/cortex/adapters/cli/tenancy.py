@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -196,7 +197,58 @@ def key_revoke(rt: Runtime, key_id: str, db_url: str) -> None:
     rt.emit(record.to_dict(), f"revoked key {record.key_id}")
 
 
+@click.group("server", context_settings=CONTEXT)
+def server() -> None:
+    """Server data: import a local brain.db into a tenant.
+
+    \b
+    Example:
+      cortex server import ~/.cortex/brain.db --tenant acme --db postgresql://cortex@db/cortex
+    """
+
+
+@server.command("import", context_settings=CONTEXT)
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tenant", "tenant_name", required=True, help="The tenant to import into.")
+@DB
+@pass_rt
+def server_import(rt: Runtime, path: Path, tenant_name: str, db_url: str) -> None:
+    """Copy everything of a local SQLite brain.db into a tenant, once (a re-run adds nothing).
+
+    Sessions, memories (with their supersession links), memory links, session events,
+    snapshots, checkpoints, compaction events and audit rows are copied verbatim. Metrics
+    events are re-chained under the tenant's key (derived from CORTEX_SERVER_SECRET, which
+    must be set): same names, sessions, payloads and times, new seq and hashes, so that
+    `metrics verify` passes on the server. Progress goes to stderr; --json prints the counts.
+
+    \b
+    Example:
+      CORTEX_SERVER_SECRET=... cortex --json server import ~/.cortex/brain.db \\
+        --tenant acme --db postgresql://cortex@db/cortex
+    """
+    from cortex.services.transfer import import_file
+
+    secret = rt.env.get(ENV_SECRET)
+    if not secret:
+        raise ConfigError(
+            f"{ENV_SECRET} is not set; export the servers' secret (metrics are re-chained "
+            "under the tenant's key derived from it)"
+        )
+    host = ServiceHost(db_url, rt.config.home / "server", secret=secret)
+    click.get_current_context().call_on_close(host.close)
+
+    def progress(table: str, done: int) -> None:
+        click.echo(f"import: {table}: {done} rows", err=True)
+
+    summary = import_file(path.expanduser(), host, tenant_name, progress)
+    counts = summary.to_dict()
+    rt.emit(
+        {"tenant": tenant_name, "source": str(path), "tables": counts},
+        "\n".join(f"{t}: {c['added']} added of {c['read']}" for t, c in counts.items()),
+    )
+
+
 def register(group: click.Group) -> None:
-    """Add ``serve``, ``tenant`` and ``key`` to the CLI."""
-    for command in (serve, tenant, key):
+    """Add ``serve``, ``tenant``, ``key`` and ``server`` to the CLI."""
+    for command in (serve, tenant, key, server):
         group.add_command(command)
