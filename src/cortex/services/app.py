@@ -19,6 +19,7 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.errors import ConfigError
 from cortex.services.base import Service
+from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
-    from cortex.services.metrics import MetricsService
+    from cortex.services.metrics import MetricsService, MetricsWriter
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
@@ -43,7 +44,30 @@ class DatabaseHealth:
 
 
 class Services(Service):
-    """Every Cortex service over one open store; ``close()`` (or ``with``) closes the store."""
+    """Every Cortex service over one open store; ``close()`` (or ``with``) closes the store.
+
+    ``metrics_key``: the metrics chain's key when it comes from elsewhere than the home's
+    ``metrics.key`` file (a server derives each tenant's from its secret); the chain then keeps
+    no local head file, so that every server process verifies the same chain alike.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock | None = None,
+        *,
+        metrics_key: bytes | None = None,
+    ) -> None:
+        super().__init__(store, config, clock)
+        self.metrics_key = metrics_key
+
+    def _writer(self) -> MetricsWriter | None:
+        if self.metrics_key is None:
+            return None
+        from cortex.services.metrics import MetricsWriter
+
+        return MetricsWriter(self.store, self.metrics_key)
 
     @classmethod
     def open(
@@ -67,7 +91,7 @@ class Services(Service):
         """Capture, restore, recover, continue and chain sessions; their pins."""
         from cortex.services.sessions.manager import SessionPersistenceManager
 
-        return SessionPersistenceManager(self.store, self.config, self.clock)
+        return SessionPersistenceManager(self.store, self.config, self.clock, self._writer())
 
     @cached_property
     def memory(self) -> MemoryService:
@@ -95,7 +119,7 @@ class Services(Service):
         """The tamper-evident metrics chain: list and verify."""
         from cortex.services.metrics import MetricsService
 
-        return MetricsService(self.store, self.config, self.clock)
+        return MetricsService(self.store, self.config, self.clock, key=self.metrics_key)
 
     @cached_property
     def tenants(self) -> TenantService:
@@ -131,7 +155,7 @@ class Services(Service):
                 f"cannot rebind the services of {self.config.db_path} to {config.db_path}; "
                 "open a new Services for another database"
             )
-        return Services(self.store, config, clock)
+        return Services(self.store, config, clock, metrics_key=self.metrics_key)
 
     def close(self) -> None:
         """Close the store; the services are unusable afterwards."""

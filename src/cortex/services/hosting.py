@@ -7,8 +7,11 @@ outlives a request. The database is opened and migrated on first use, so a serve
 database is down still starts and answers ``/healthz``; ``ready`` says when it can serve.
 
 Each tenant's settings resolve for a home of its own under the host's data directory
-(``<data_dir>/tenants/<tenant>``): the session mirrors, the metrics key and the pipeline file
-a service reads or writes stay inside the tenant's directory, never a shared one.
+(``<data_dir>/tenants/<tenant>``): the session mirrors and the pipeline file a service reads or
+writes stay inside the tenant's directory, never a shared one. With a server ``secret`` each
+tenant's metrics key is derived from it (``tenant_key``), never stored, so that every process
+behind a load balancer writes and verifies one chain per tenant; without one (a development
+server) the key is a file in the tenant's home, as on a laptop.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from cortex.config import Config, load_config
 from cortex.core.tenancy import check_request_id, check_tenant_id
 from cortex.errors import StorageError, UnauthorizedError
 from cortex.services.app import Services
+from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
 from cortex.store.migrations import migration_names
 
@@ -41,10 +45,17 @@ class ServiceHost:
         data_dir: where each tenant's home directory goes.
         pool_size: most PostgreSQL connections this process holds.
         clock: the clock of every request (tests fix it).
+        secret: the server secret each tenant's metrics key is derived from.
     """
 
     def __init__(
-        self, url: str, data_dir: Path, *, pool_size: int = 10, clock: Clock | None = None
+        self,
+        url: str,
+        data_dir: Path,
+        *,
+        pool_size: int = 10,
+        clock: Clock | None = None,
+        secret: str | None = None,
     ) -> None:
         self.url = str(url)
         self.data_dir = data_dir
@@ -54,6 +65,7 @@ class ServiceHost:
         self._root: SharedStore | None = None
         self._migrated = False
         self._lock = threading.Lock()
+        self._secret = secret
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
@@ -77,7 +89,8 @@ class ServiceHost:
                 f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use a key of it, "
                 "or serve a postgresql:// database for tenant " + repr(tenant)
             )
-        return Services(self._store(tenant), self.config(tenant), self.clock)
+        key = tenant_key(self._secret, tenant) if self._secret else None
+        return Services(self._store(tenant), self.config(tenant), self.clock, metrics_key=key)
 
     def registry(self) -> Services:
         """Services for the tenant and key registry (authentication, management)."""

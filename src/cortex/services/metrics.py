@@ -29,6 +29,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from cortex.clock import Clock
+from cortex.config import Config
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
@@ -312,12 +314,40 @@ def verify(store: Store, key: bytes, head_path: Path | None = None) -> VerifyRep
     return VerifyReport(ok=not problems, checked=walk.checked, problems=problems)
 
 
+def tenant_key(secret: str, tenant: str) -> bytes:
+    """A server tenant's chain key: HMAC-SHA256(secret, "metrics:" + tenant).
+
+    Every server process given the same secret derives the same key, and the key is never
+    stored, in the database or anywhere else.
+    """
+    if not secret:
+        raise ValidationError("the server secret is empty; set CORTEX_SERVER_SECRET")
+    return hmac.new(secret.encode(), f"metrics:{tenant}".encode(), hashlib.sha256).digest()
+
+
 class MetricsService(Service):
-    """The metrics chain of one home: list its events, verify it, append to it."""
+    """The metrics chain of one home: list its events, verify it, append to it.
+
+    With ``key`` (a server tenant's, ``tenant_key``) the chain has no head file: the newest
+    stored event is its head, whichever process wrote it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock | None = None,
+        *,
+        key: bytes | None = None,
+    ) -> None:
+        super().__init__(store, config, clock)
+        self.key = key
 
     @cached_property
     def writer(self) -> MetricsWriter:
         """The chain's writer (its key is loaded, or created, on first use)."""
+        if self.key is not None:
+            return MetricsWriter(self.store, self.key)
         return open_writer(self.store, self.config.home)
 
     def list(self, *, event: str | None = None, limit: int = 50) -> builtins.list[MetricEvent]:
@@ -326,5 +356,7 @@ class MetricsService(Service):
 
     def verify(self) -> VerifyReport:
         """Walk the chain with the home's key and head file (see ``verify``)."""
+        if self.key is not None:
+            return verify(self.store, self.key)
         home = self.config.home
         return verify(self.store, load_or_create_key(home / KEY_FILE), home / HEAD_FILE)

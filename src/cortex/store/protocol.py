@@ -334,7 +334,23 @@ class RequestStore(Protocol):
         ...
 
 
+class TransferStore(Protocol):
+    """Verbatim copies of whole tables (``cortex.store.transfer.TRANSFER_TABLES``), to move one
+    home into another store. Rows are column -> value dicts as a SQLite file holds them (JSON
+    as text), without the tenant column."""
+
+    def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every row of ``table`` (this tenant's), oldest first, streamed."""
+        ...
+
+    def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert ``rows`` in one transaction as they are, skipping any whose key is already
+        stored (ids of ``KEYLESS_TABLES`` are assigned afresh); return how many were added."""
+        ...
+
+
 class Store(
+    TransferStore,
     TenantStore,
     RequestStore,
     SessionStore,

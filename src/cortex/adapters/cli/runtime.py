@@ -110,7 +110,7 @@ LAZY_COMMANDS = {
         "session snapshot",
     ),
     "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
-    "cortex.adapters.cli.tenancy": ("serve", "tenant", "key"),
+    "cortex.adapters.cli.tenancy": ("serve", "tenant", "key", "server"),
     "cortex.adapters.cli.client": ("sync",),
 }
 _loaded: set[str] = set()

@@ -1,17 +1,20 @@
 """``cortex serve`` (the team server), ``cortex tenant`` and ``cortex key`` (its registry).
 
-Management works on the database directly (``--db``), never over HTTP. ``serve`` runs uvicorn
-in a child process over the server's app factory, so the CLI never imports FastAPI.
+Management works on the database directly (``--db``), never over HTTP. ``serve`` replaces
+its process with uvicorn over the server's app factory (so the CLI never imports FastAPI, and
+a SIGTERM to it reaches uvicorn, which stops its workers).
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
+from pathlib import Path
 
 import click
 
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.errors import ConfigError
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
 
@@ -22,6 +25,9 @@ DB = click.option(
     envvar="CORTEX_SERVER_DB",
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
+
+
+ENV_SECRET = "CORTEX_SERVER_SECRET"
 
 
 def _registry(rt: Runtime, db_url: str) -> Services:
@@ -44,10 +50,19 @@ def _registry(rt: Runtime, db_url: str) -> Services:
 def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
 
+    On PostgreSQL, CORTEX_SERVER_SECRET (from the environment, never a flag) must hold the
+    server secret every tenant's metrics key is derived from: give every server the same one.
+
     \b
     Example:
-      cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
+      CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
+        cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
     """
+    if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
+        raise ConfigError(
+            f"{ENV_SECRET} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
+            "the same on every server) before `cortex serve`"
+        )
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
@@ -55,8 +70,9 @@ def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_siz
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
-    code = subprocess.call([sys.executable, "-m", "uvicorn", *args], env=env)
-    click.get_current_context().exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "uvicorn", *args], env)
 
 
 @click.group(context_settings=CONTEXT)
@@ -181,7 +197,58 @@ def key_revoke(rt: Runtime, key_id: str, db_url: str) -> None:
     rt.emit(record.to_dict(), f"revoked key {record.key_id}")
 
 
+@click.group("server", context_settings=CONTEXT)
+def server() -> None:
+    """Server data: import a local brain.db into a tenant.
+
+    \b
+    Example:
+      cortex server import ~/.cortex/brain.db --tenant acme --db postgresql://cortex@db/cortex
+    """
+
+
+@server.command("import", context_settings=CONTEXT)
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tenant", "tenant_name", required=True, help="The tenant to import into.")
+@DB
+@pass_rt
+def server_import(rt: Runtime, path: Path, tenant_name: str, db_url: str) -> None:
+    """Copy everything of a local SQLite brain.db into a tenant, once (a re-run adds nothing).
+
+    Sessions, memories (with their supersession links), memory links, session events,
+    snapshots, checkpoints, compaction events and audit rows are copied verbatim. Metrics
+    events are re-chained under the tenant's key (derived from CORTEX_SERVER_SECRET, which
+    must be set): same names, sessions, payloads and times, new seq and hashes, so that
+    `metrics verify` passes on the server. Progress goes to stderr; --json prints the counts.
+
+    \b
+    Example:
+      CORTEX_SERVER_SECRET=... cortex --json server import ~/.cortex/brain.db \\
+        --tenant acme --db postgresql://cortex@db/cortex
+    """
+    from cortex.services.transfer import import_file
+
+    secret = rt.env.get(ENV_SECRET)
+    if not secret:
+        raise ConfigError(
+            f"{ENV_SECRET} is not set; export the servers' secret (metrics are re-chained "
+            "under the tenant's key derived from it)"
+        )
+    host = ServiceHost(db_url, rt.config.home / "server", secret=secret)
+    click.get_current_context().call_on_close(host.close)
+
+    def progress(table: str, done: int) -> None:
+        click.echo(f"import: {table}: {done} rows", err=True)
+
+    summary = import_file(path.expanduser(), host, tenant_name, progress)
+    counts = summary.to_dict()
+    rt.emit(
+        {"tenant": tenant_name, "source": str(path), "tables": counts},
+        "\n".join(f"{t}: {c['added']} added of {c['read']}" for t, c in counts.items()),
+    )
+
+
 def register(group: click.Group) -> None:
-    """Add ``serve``, ``tenant`` and ``key`` to the CLI."""
-    for command in (serve, tenant, key):
+    """Add ``serve``, ``tenant``, ``key`` and ``server`` to the CLI."""
+    for command in (serve, tenant, key, server):
         group.add_command(command)

@@ -36,6 +36,7 @@ from cortex.services.hosting import ServiceHost
 log = logging.getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
+ENV_SECRET = "CORTEX_SERVER_SECRET"
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (UnauthorizedError, "unauthorized"),
     (ForbiddenError, "forbidden"),
@@ -127,6 +128,7 @@ def create_app(
     burst: int = 100,
     max_body_bytes: int = MAX_BODY_BYTES,
     host: ServiceHost | None = None,
+    secret: str | None = None,
 ) -> FastAPI:
     """The server over ``db_url`` (a postgresql:// URL, or a SQLite path for one person).
 
@@ -136,10 +138,11 @@ def create_app(
         rate_per_second, burst: each API key's token bucket in this process.
         max_body_bytes: larger request bodies get 413.
         host: a ready ``ServiceHost`` (tests fix its clock); built from the others otherwise.
+        secret: the server secret each tenant's metrics key is derived from.
     """
     data_dir = data_dir or Path.home() / ".cortex" / "server"
     app = FastAPI(title="Cortex", version="1", summary="Session continuity and memory over HTTP")
-    app.state.host = host or ServiceHost(db_url, data_dir, pool_size=pool_size)
+    app.state.host = host or ServiceHost(db_url, data_dir, pool_size=pool_size, secret=secret)
     app.state.limiter = RateLimiter(rate_per_second, burst)
     app.add_exception_handler(CortexError, _cortex_error)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -173,9 +176,13 @@ def app_from_env() -> FastAPI:
     url = os.environ.get(ENV_DB)
     if not url:
         raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")
+    secret = os.environ.get(ENV_SECRET) or None
+    if secret is None and url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"{ENV_SECRET} is not set; export the server secret and restart")
     home = Path(os.environ.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
     return create_app(
         url,
         data_dir=Path(os.environ.get(ENV_DATA) or home / "server"),
         pool_size=int(os.environ.get(ENV_POOL) or 10),
+        secret=secret,
     )

@@ -34,6 +34,7 @@ from cortex.store.postgres.leases import LeaseRepository
 from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
+from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
@@ -87,6 +88,7 @@ class PostgresStore(RegistryMethods):
         self._memories = MemoryRepository(self._db)
         self._embeddings = EmbeddingRepository(self._db)
         self._history = HistoryRepository(self._db)
+        self._transfer = TransferRepository(self._db)
         self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:
@@ -230,6 +232,14 @@ class PostgresStore(RegistryMethods):
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         return self._audit.append(action, actor, target, detail, at)
+
+    def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every row of the tenant's ``table``, oldest first, streamed."""
+        return self._transfer.export_rows(table)
+
+    def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert ``rows`` verbatim into the tenant, skipping taken keys; return how many."""
+        return self._transfer.import_rows(table, rows)
 
     def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
         return self._audit.newest(limit=limit)

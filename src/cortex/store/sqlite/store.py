@@ -23,6 +23,7 @@ from cortex.store.sqlite.memories import MemoryRepository
 from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
 from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
+from cortex.store.sqlite.transfer import TransferRepository
 
 
 class SQLiteStore(RegistryMethods):
@@ -48,6 +49,9 @@ class SQLiteStore(RegistryMethods):
         self._search = MemorySearch(db)
         self._bind_search(self._search)
         self._bind_history(HistoryRepository(db))
+        transfer = TransferRepository(db)
+        self.export_rows = transfer.export_rows
+        self.import_rows = transfer.import_rows
         self.registry = Registry(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
         if migrate:
             try:

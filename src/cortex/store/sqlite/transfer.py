@@ -1,0 +1,61 @@
+"""Whole-table reads and verbatim inserts for copying one home into another store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cortex.store.sqlite.db import Database
+from cortex.store.transfer import KEYLESS_TABLES, check_table
+
+_PAGE = 500
+
+
+class TransferRepository:
+    """Rows of the transferable tables, as column -> value dicts, in insertion order."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _columns(self, table: str) -> list[str]:
+        return [str(row[1]) for row in self.db.rows(f"PRAGMA table_info({check_table(table)})")]
+
+    def _order(self, table: str) -> str:
+        """``rowid`` (insertion order), or the primary key of a WITHOUT ROWID table."""
+        sql = self.db.rows("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
+        if sql and "WITHOUT ROWID" not in str(sql[0][0]).upper():
+            return "rowid"
+        info = self.db.rows(f"PRAGMA table_info({table})")
+        return ", ".join(str(r[1]) for r in sorted(info, key=lambda r: r[5]) if r[5])
+
+    def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every row of ``table``, oldest first, streamed a page at a time."""
+        columns = self._columns(table)
+        order, offset = self._order(table), 0
+        while True:
+            page = self.db.rows(
+                f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order} LIMIT ? OFFSET ?",
+                (_PAGE, offset),
+            )
+            for row in page:
+                yield dict(zip(columns, row, strict=True))
+            if len(page) < _PAGE:
+                return
+            offset += _PAGE
+
+    def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert ``rows`` as they are, skipping any whose key is taken; return how many
+        were inserted."""
+        known = set(self._columns(table))
+        if table in KEYLESS_TABLES:
+            known.discard("id")
+        added = 0
+        with self.db.transaction():
+            for row in rows:
+                names = [name for name in row if name in known]
+                sql = (
+                    f"INSERT OR IGNORE INTO {table} ({', '.join(names)}) "
+                    f"VALUES ({', '.join('?' for _ in names)})"
+                )
+                added += self.db.run(sql, [row[name] for name in names]).rowcount
+        return added

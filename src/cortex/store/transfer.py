@@ -1,0 +1,27 @@
+"""What a copy between stores moves: the tables of one person's (one tenant's) data, in an
+order that keeps every reference valid, and how a row is named in a copy's claim."""
+
+from __future__ import annotations
+
+TRANSFER_TABLES = (
+    "session_states",
+    "memories",
+    "memory_links",
+    "session_events",
+    "session_snapshots",
+    "checkpoints",
+    "compaction_events",
+    "audit_log",
+)
+"""Tables ``export_rows``/``import_rows`` move verbatim (the metrics chain is re-chained
+instead, by ``cortex.services.transfer``; embeddings are recomputed, never copied)."""
+
+KEYLESS_TABLES = ("audit_log",)
+"""Tables whose rows get a fresh id in the target: a copy claims each row once instead."""
+
+
+def check_table(table: str) -> str:
+    """``table`` if it is one a copy moves, else ``ValueError`` (a programming error)."""
+    if table not in TRANSFER_TABLES:
+        raise ValueError(f"not a transferable table: {table!r}")
+    return table

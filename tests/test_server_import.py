@@ -1,0 +1,120 @@
+"""``cortex server import``: a SQLite home made by the real services lands in a PostgreSQL
+tenant record for record (compared through both stores' protocols), its metrics re-chained
+so that the server verifies them, and a second import adds nothing."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from cortex.adapters.cli.main import cli
+from cortex.clock import FixedClock
+from cortex.config import load_config
+from cortex.services.app import Services
+from cortex.services.hosting import ServiceHost
+from cortex.store import SQLiteStore
+from cortex.store.protocol import Store
+
+SECRET = "import-secret"
+
+
+def populate(home: Path) -> None:
+    """Two sessions with turns, pins, events, a checkpoint and a compaction; memories with a
+    superseded one, an edit and a forget (audit rows)."""
+    clock = FixedClock("2026-03-01T09:00:00Z")
+    with Services.open(load_config(home, env={}), clock) as app:
+        for n in range(2):
+            sid = app.sessions.on_session_start(project="api", keywords=["auth"]).session_id
+            app.sessions.record(sid, text=f"auth refactor step {n}")
+            app.sessions.add_pin(f"step{n}", f"finish step {n}", session_id=sid)
+            app.events.append(sid, f"user asks about step {n}")
+            app.events.append(sid, f"answer {n}", role="assistant")
+            app.compaction.checkpoint(sid, summary=f"half {n}", next_steps=[f"step {n + 1}"])
+            app.compaction.run(sid, force=True, summary=f"compacted {n}")
+            app.sessions.on_session_end(sid)
+            clock.advance(hours=1)
+        first = app.memory.add("Deploys go to us-east-1", project="api", upsert_key="region")
+        app.memory.add("Deploys go to eu-west-1", project="api", upsert_key="region")
+        note = app.memory.add("Use ruff", tags=["lint"])
+        app.memory.edit(note.memory.id, tags=["lint", "style"])
+        app.memory.forget(app.memory.add("temporary").memory.id)
+        assert app.store.memory_links(first.memory.id)
+
+
+def cortex(*args: str) -> Any:
+    result = CliRunner().invoke(cli, ["--json", *args], obj={"CORTEX_SERVER_SECRET": SECRET})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def audit(store: Store) -> list[tuple[Any, ...]]:
+    return sorted(
+        (e.action, e.actor, e.target, json.dumps(e.detail), e.created_at)
+        for e in store.list_audit(limit=10_000)  # type: ignore[attr-defined]
+    )
+
+
+def assert_same(source: Store, target: Store) -> None:
+    sessions = source.list_sessions(limit=1000)
+    assert sessions and sessions == target.list_sessions(limit=1000)
+    for s in sessions:
+        sid = s.session_id
+        for read in ("list_session_events", "list_snapshots", "list_checkpoints"):
+            mine = getattr(source, read)(sid)
+            assert mine == getattr(target, read)(sid), read
+        assert source.list_compaction_events(sid) == target.list_compaction_events(sid)
+    ids = [row["id"] for row in source.export_rows("memories")]
+    assert len(ids) == 4
+    for mid in ids:
+        assert source.get_memory(mid) == target.get_memory(mid)
+        assert sorted(map(repr, source.memory_links(mid))) == sorted(
+            map(repr, target.memory_links(mid))
+        )
+    assert audit(source) == audit(target) != []
+    fields = lambda s: [(e.event, e.session_id, e.payload, e.created_at) for e in s.iter_metrics()]  # noqa: E731
+    assert fields(source) == fields(target) != []
+
+
+def test_import_copies_everything_once_and_verifies(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "laptop"
+    populate(home)
+    tenant = f"imp-{secrets.token_hex(4)}"
+    cortex("tenant", "create", tenant, "--db", pg_url)
+    db = str(home / "brain.db")
+
+    first = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
+    assert all(c["added"] == c["read"] for c in first.values()), first
+    assert first["memories"]["read"] == 4 and first["metrics"]["read"] > 0
+    again = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
+    assert all(c["added"] == 0 and c["read"] == first[t]["read"] for t, c in again.items())
+
+    host = ServiceHost(pg_url, tmp_path / "server", secret=SECRET)
+    source = SQLiteStore(db)
+    try:
+        with host.open(tenant) as app:
+            assert_same(source, app.store)
+            report = app.metrics.verify()
+            assert report.ok and report.checked == first["metrics"]["read"], report.problems
+    finally:
+        source.close()
+        host.close()
+
+
+def failure(*args: str, secret: str = SECRET) -> str:
+    result = CliRunner().invoke(cli, list(args), obj={"CORTEX_SERVER_SECRET": secret})
+    assert result.exit_code == 1
+    return str(result.exception)
+
+
+def test_import_names_what_is_missing(pg_url: str, tmp_path: Path) -> None:
+    missing = str(tmp_path / "none.db")
+    message = failure("server", "import", missing, "--tenant", "nobody", "--db", pg_url)
+    assert "no such file" in message and not Path(missing).exists()
+    populate(tmp_path / "h")
+    args = ["server", "import", str(tmp_path / "h" / "brain.db"), "--tenant", "nobody"]
+    assert "cortex tenant create nobody" in failure(*args, "--db", pg_url)
+    assert "CORTEX_SERVER_SECRET" in failure(*args, "--db", pg_url, secret="")

@@ -1,0 +1,137 @@
+"""``cortex serve`` as real processes: uvicorn with two workers on a scratch PostgreSQL
+database, a tenant and key made by the CLI, a session driven over HTTP, a clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+CORTEX = Path(sys.executable).parent / "cortex"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def env_for(home: Path) -> dict[str, str]:
+    return dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_SECRET": "s3cret"}
+
+
+def cli(home: Path, *args: str) -> Any:
+    done = subprocess.run(
+        [str(CORTEX), "--json", *args], env=env_for(home), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def http(base: str, method: str, path: str, body: Any = None, key: str | None = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "cortex serve exited before it was ready"
+        try:
+            if http(base, "GET", "/readyz") == {"status": "ready"}:
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{base}/readyz did not answer ready in {seconds}s")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def server(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+    home, port = tmp_path / "home", free_port()
+    args = ["serve", "--db", pg_url, "--port", str(port), "--workers", "2", "--pool-size", "2"]
+    proc = subprocess.Popen(
+        [str(CORTEX), *args],
+        env=env_for(home),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", home, proc
+    finally:
+        if group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def test_serve_runs_a_session_over_http_and_stops_on_sigterm(
+    server: tuple[str, Path, subprocess.Popen[bytes]], pg_url: str
+) -> None:
+    base, home, proc = server
+    wait_ready(base, proc)
+    tenant = f"proc-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    cli(home, "tenant", "create", tenant, "--db", pg_url)
+    key = cli(home, "key", "create", tenant, "--scopes", "write", "--db", pg_url)["key"]
+
+    start = {"project": "api", "keywords": ["auth", "refactor"]}
+    first = http(base, "POST", "/v1/sessions/start", start, key)
+    sid = first["session_id"]
+    assert first["preamble"] is None
+    for text in ("auth refactor: token rotation", "auth refactor: session cookies"):
+        turn = http(base, "POST", f"/v1/sessions/{sid}/turns", {"text": text}, key)
+        assert turn == {"session_id": sid, "duplicate": False}
+    http(base, "PUT", f"/v1/sessions/{sid}/pins/next", {"content": "finish auth refactor"}, key)
+    assert http(base, "POST", "/v1/sessions/end", {"session_id": sid}, key)["end_time"]
+
+    second = http(base, "POST", "/v1/sessions/start", start, key)
+    assert second["session_id"] != sid and second["session_ids"] == [sid]
+    assert second["preamble"] and "auth refactor" in second["preamble"]
+    assert http(base, "GET", "/v1/metrics/verify", key=key)["ok"] is True
+
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(20) == 0
+    deadline = time.monotonic() + 10
+    while group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(proc.pid), "a uvicorn worker outlived its server"
+
+
+def test_serve_on_postgresql_requires_the_server_secret(pg_url: str, tmp_path: Path) -> None:
+    env = env_for(tmp_path) | {"CORTEX_SERVER_SECRET": ""}
+    done = subprocess.run(
+        [str(CORTEX), "serve", "--db", pg_url, "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0 and "CORTEX_SERVER_SECRET" in done.stderr
