@@ -301,6 +301,34 @@ def test_record_stays_under_50kb(manager: SessionPersistenceManager) -> None:
     assert record_size(state) <= MAX_RECORD_BYTES
 
 
+def test_pins_survive_every_turn_with_300_pending_tasks(
+    manager: SessionPersistenceManager, make_config: Factory, clock: FixedClock
+) -> None:
+    tasks = [
+        {
+            "task_id": f"task-{i:03d}",
+            "title": f"Pipeline task number {i}",
+            "current_stage": "build",
+            "updated_at": f"2026-02-{1 + i % 14:02d}T09:00:00Z",
+        }
+        for i in range(300)
+    ]
+    path = make_config().pipeline_state_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"active_tasks": tasks}))
+    ctx = manager.on_session_start(project="radio")
+    pinned = {f"p{i}": f"note {i} " + "x" * 3000 for i in range(10)}
+    for label, content in pinned.items():
+        manager.add_pin(label, content)
+    for turn in range(5):
+        clock.advance(seconds=60)
+        state = manager.record(ctx.session_id, text=f"turn {turn} on the ft991a")
+        assert {p.label: p.content for p in state.working_memory} == pinned
+        assert 0 < len(state.pending_tasks) < 300
+        assert record_size(state) <= MAX_RECORD_BYTES
+    assert {p.label: p.content for p in manager.list_pins(ctx.session_id)} == pinned
+
+
 def test_archive_moves_old_sessions_without_loss(
     manager: SessionPersistenceManager, clock: FixedClock, home: Path
 ) -> None:
