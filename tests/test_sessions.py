@@ -329,6 +329,26 @@ def test_pins_survive_every_turn_with_300_pending_tasks(
     assert {p.label: p.content for p in manager.list_pins(ctx.session_id)} == pinned
 
 
+def test_hot_topics_of_a_session_on_lbf_ham_radio(manager: SessionPersistenceManager) -> None:
+    ctx = manager.on_session_start(
+        project="lbf-ham-radio",
+        workdir="/home/u/Projects/lbf-ham-radio",
+        keywords=["ham radio"],
+    )
+    started = manager.store.get_session(ctx.session_id)
+    assert started is not None and "ham radio" in started.hot_topics
+    manager.add_pin("ft991a", "CAT control over USB at 38400 baud")
+    for text in (
+        "Wow, great, I moved the dev config and use 5s timeouts; the tests pass now",
+        "The radio answers on the serial port; the radio keys up when asked",
+        "radio firmware notes for the radio menu",
+    ):
+        manager.record(ctx.session_id, text=text)
+    ended = manager.on_session_end(ctx.session_id)
+    assert {"ft991a", "ham radio", "lbf-ham-radio"} <= set(ended.hot_topics)
+    assert not {"wow", "great", "moved", "dev", "use", "5s", "pass"} & set(ended.hot_topics)
+
+
 def test_archive_moves_old_sessions_without_loss(
     manager: SessionPersistenceManager, clock: FixedClock, home: Path
 ) -> None:
