@@ -38,7 +38,8 @@ def test_two_day_story_through_the_cli(home: Path) -> None:
         "PENDING TASKS:\n- [task-7] CAT control (last stage: build, 2d ago)"
     )
     assert text.rstrip().endswith(
-        "WORKING MEMORY RESTORED: 1 pins inherited (use working_memory view to see all)"
+        "WORKING MEMORY RESTORED: 1 pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
     )
     assert later.stderr == "session s2 started\n"
     pins = json.loads(ok(cortex(home, "--json", "pin", "list")))
