@@ -88,10 +88,6 @@ def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
             "(no '/', no '..'), e.g. a UUID\n",
         ),
         (
-            ("--set", "lookback_days=99", "session", "list"),
-            "error: lookback_days='99' (from flag) is out of range; use a value in 1-30\n",
-        ),
-        (
             ("pin", "list"),
             "error: no active session; start one with `cortex session start` or "
             "pass --session-id\n",
@@ -101,6 +97,42 @@ def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
 def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], message: str) -> None:
     result = cortex(home, *args)
     assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--set", "lookback_days=99", "session", "list"),
+            "error: lookback_days='99' (from flag) is out of range; use a value in 1-30\n",
+        ),
+        (
+            ("--set", "lookback_days=abc", "config", "show"),
+            "error: lookback_days='abc' (from flag): expected an integer; use a number in 1-30\n",
+        ),
+        (
+            ("--set", "no_such=1", "config", "show"),
+            "error: unknown setting 'no_such'; see `cortex config show` for names\n",
+        ),
+        (
+            ("task", "add", "task-1", "Title", "--stage", "bogus"),
+            "error: unknown stage 'bogus'; use one of build, verify, validate, design, review, "
+            "test, testing, plan, planning, research, implement, implementation, deploy, "
+            "requirements, spec, draft, done, complete, completed, closed, cancelled, abandoned\n",
+        ),
+        (
+            ("memory", "edit", "3f2a9c1e"),
+            "error: nothing to change; pass --content, --layer, --type, --tags, --confidence, "
+            "--explicit or --upsert-key\n",
+        ),
+    ],
+)
+def test_bad_option_values_are_one_line_usage_errors(
+    home: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", message)
+    assert not (home / "pipeline" / "state.json").exists()
 
 
 def test_env_out_of_range_is_an_error(home: Path) -> None:

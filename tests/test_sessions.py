@@ -349,6 +349,28 @@ def test_hot_topics_of_a_session_on_lbf_ham_radio(manager: SessionPersistenceMan
     assert not {"wow", "great", "moved", "dev", "use", "5s", "pass"} & set(ended.hot_topics)
 
 
+def test_a_clock_set_before_a_sessions_last_activity_does_not_crash_it(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(gone.stdout)
+    clock.advance(hours=1)
+    manager.on_session_start("later", project="radio", owner_pid=dead_pid)
+    clock.advance(hours=-2)  # a replay with an earlier --now
+    manager.on_session_start("earlier", project="radio")
+    later = manager.store.get_session("later")
+    assert later is not None and later.is_open and not later.crash_recovered
+    assert not manager.is_lapsed(later)
+
+
 def test_archive_moves_old_sessions_without_loss(
     manager: SessionPersistenceManager, clock: FixedClock, home: Path
 ) -> None:

@@ -10,6 +10,7 @@ from cortex.adapters.cli.runtime import (
     CONTEXT,
     F,
     Runtime,
+    UsageLine,
     clean,
     pass_rt,
     session_option,
@@ -260,6 +261,12 @@ def memory_edit(
     Example:
       cortex memory edit 3f2a9c1e-... --confidence 0.6 --tags infra,deploy
     """
+    changes = (content, layer, kind, tags, confidence, upsert_key)
+    if all(change is None for change in changes) and not explicit:
+        raise UsageLine(
+            "nothing to change; pass --content, --layer, --type, --tags, --confidence, "
+            "--explicit or --upsert-key"
+        )
     edited = rt.services.memory.edit(
         memory_id,
         actor="cli",
