@@ -83,6 +83,10 @@ def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
         (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
         (("memory", "forget", "nope"), "no memory 'nope'; see `cortex memory list`"),
         (
+            ("memory", "add", "deploys go to eu-west-1", "--session-id", "nope"),
+            "no session 'nope'; see `cortex session list`",
+        ),
+        (
             ("session", "status"),
             "no active session; start one with `cortex session start` or pass --session-id",
         ),
