@@ -73,6 +73,25 @@ def test_two_day_story_through_the_cli(home: Path) -> None:
     assert ok(cortex(home, "metrics", "verify")).startswith("ok: ")
 
 
+def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> None:
+    import sqlite3
+
+    assert ok(cortex(home, "metrics", "verify")) == "ok: 0 events verified\n"
+    assert not (home / "metrics.key").exists()  # verifying creates no chain
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    ok(cortex(home, "session", "end"))
+    assert ok(cortex(home, "metrics", "verify")) == "ok: 1 events verified\n"
+    with sqlite3.connect(home / "brain.db") as db:
+        db.execute("DELETE FROM metrics")
+    (home / "metrics.head").unlink()
+    result = cortex(home, "metrics", "verify")
+    assert (result.returncode, result.stdout) == (
+        1,
+        f"TAMPERED:\n  chain head file {home / 'metrics.head'} is missing and there are no "
+        "events, but the chain was started (all events and the head deleted?)\n",
+    )
+
+
 def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
     result = cortex(home, "session", "start", "--session-id", "only")
     assert (result.returncode, result.stdout) == (0, "")
