@@ -38,7 +38,8 @@ def test_two_day_story_through_the_cli(home: Path) -> None:
         "PENDING TASKS:\n- [task-7] CAT control (last stage: build, 2d ago)"
     )
     assert text.rstrip().endswith(
-        "WORKING MEMORY RESTORED: 1 pins inherited (use working_memory view to see all)"
+        "WORKING MEMORY RESTORED: 1 pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
     )
     assert later.stderr == "session s2 started\n"
     pins = json.loads(ok(cortex(home, "--json", "pin", "list")))
@@ -72,6 +73,25 @@ def test_two_day_story_through_the_cli(home: Path) -> None:
     assert ok(cortex(home, "metrics", "verify")).startswith("ok: ")
 
 
+def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> None:
+    import sqlite3
+
+    assert ok(cortex(home, "metrics", "verify")) == "ok: 0 events verified\n"
+    assert not (home / "metrics.key").exists()  # verifying creates no chain
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    ok(cortex(home, "session", "end"))
+    assert ok(cortex(home, "metrics", "verify")) == "ok: 1 events verified\n"
+    with sqlite3.connect(home / "brain.db") as db:
+        db.execute("DELETE FROM metrics")
+    (home / "metrics.head").unlink()
+    result = cortex(home, "metrics", "verify")
+    assert (result.returncode, result.stdout) == (
+        1,
+        f"TAMPERED:\n  chain head file {home / 'metrics.head'} is missing and there are no "
+        "events, but the chain was started (all events and the head deleted?)\n",
+    )
+
+
 def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
     result = cortex(home, "session", "start", "--session-id", "only")
     assert (result.returncode, result.stdout) == (0, "")
@@ -87,10 +107,6 @@ def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
             "(no '/', no '..'), e.g. a UUID\n",
         ),
         (
-            ("--set", "lookback_days=99", "session", "list"),
-            "error: lookback_days='99' (from flag) is out of range; use a value in 1-30\n",
-        ),
-        (
             ("pin", "list"),
             "error: no active session; start one with `cortex session start` or "
             "pass --session-id\n",
@@ -100,6 +116,42 @@ def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
 def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], message: str) -> None:
     result = cortex(home, *args)
     assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--set", "lookback_days=99", "session", "list"),
+            "error: lookback_days='99' (from flag) is out of range; use a value in 1-30\n",
+        ),
+        (
+            ("--set", "lookback_days=abc", "config", "show"),
+            "error: lookback_days='abc' (from flag): expected an integer; use a number in 1-30\n",
+        ),
+        (
+            ("--set", "no_such=1", "config", "show"),
+            "error: unknown setting 'no_such'; see `cortex config show` for names\n",
+        ),
+        (
+            ("task", "add", "task-1", "Title", "--stage", "bogus"),
+            "error: unknown stage 'bogus'; use one of build, verify, validate, design, review, "
+            "test, testing, plan, planning, research, implement, implementation, deploy, "
+            "requirements, spec, draft, done, complete, completed, closed, cancelled, abandoned\n",
+        ),
+        (
+            ("memory", "edit", "3f2a9c1e"),
+            "error: nothing to change; pass --content, --layer, --type, --tags, --confidence, "
+            "--explicit or --upsert-key\n",
+        ),
+    ],
+)
+def test_bad_option_values_are_one_line_usage_errors(
+    home: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", message)
+    assert not (home / "pipeline" / "state.json").exists()
 
 
 def test_env_out_of_range_is_an_error(home: Path) -> None:

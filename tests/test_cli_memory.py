@@ -32,9 +32,37 @@ def test_memory_story(home: Path) -> None:
     assert [m["content"] for m in recall["memories"]] == ["rotating keys"]  # type: ignore[index]
     text = ok(cortex(home, "memory", "recall", "--mode", "rules_only", "--budget", "100"))
     assert text == (
-        "context (rules_only): 9 tokens, budget 100, 0 dropped\n"
-        "RULES:\n- run make check first\nMEMORIES:\n"
+        "context (rules_only): 9 tokens, budget 100, 0 dropped\nRULES:\n- run make check first\n"
     )
+
+
+def test_recall_prints_no_empty_heading(home: Path) -> None:
+    empty = cortex(home, "memory", "recall")
+    assert (empty.returncode, empty.stdout) == (
+        0,
+        "context (all): 0 tokens, no budget, 0 dropped\n",
+    )
+    ok(cortex(home, "memory", "add", "keys rotate monthly"))
+    text = ok(cortex(home, "memory", "recall"))
+    assert text == (
+        "context (all): 9 tokens, no budget, 0 dropped\n"
+        "MEMORIES:\n- [long_term] keys rotate monthly\n"
+    )
+
+
+def test_memory_list_says_when_project_memories_are_hidden(home: Path) -> None:
+    shared = as_json(home, "memory", "add", "keys rotate monthly")
+    for project in ("api", "web", "api"):
+        ok(cortex(home, "memory", "add", f"a {project} fact", "--project", project))
+    assert ok(cortex(home, "memory", "list")) == (
+        f"{shared['id']}  long_term note       global\n"  # type: ignore[index]
+        "    keys rotate monthly\n"
+        "3 project memories hidden; add --project NAME or --all-projects\n"
+    )
+    listed = ok(cortex(home, "memory", "list", "--project", "web"))
+    assert "hidden" not in listed and "a web fact" in listed
+    assert "hidden" not in ok(cortex(home, "memory", "list", "--all-projects"))
+    assert [m["content"] for m in as_json(home, "memory", "list")] == ["keys rotate monthly"]  # type: ignore[attr-defined]
 
 
 def test_edit_show_and_forget(home: Path) -> None:
@@ -82,6 +110,10 @@ def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
         ),
         (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
         (("memory", "forget", "nope"), "no memory 'nope'; see `cortex memory list`"),
+        (
+            ("memory", "add", "deploys go to eu-west-1", "--session-id", "nope"),
+            "no session 'nope'; see `cortex session list`",
+        ),
         (
             ("session", "status"),
             "no active session; start one with `cortex session start` or pass --session-id",

@@ -60,10 +60,14 @@ def test_precedence(tmp_path: Path) -> None:
     ("name", "value", "message"),
     [
         ("lookback_days", "0", "out of range; use a value in 1-30"),
-        ("relevance_threshold", "abc", "is not a float"),
+        (
+            "relevance_threshold",
+            "abc",
+            "'abc' \\(from flag\\): expected a number; use a number in 0.1-1",
+        ),
         ("max_inherited_pins", "9", "out of range; use a value in 1-8"),
         ("enabled", "maybe", "is not true or false"),
-        ("lookback_days", "2.5", "is not a int"),
+        ("lookback_days", "2.5", "expected an integer; use a number in 1-30"),
     ],
 )
 def test_bad_values_are_one_line_errors(

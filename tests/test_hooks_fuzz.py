@@ -196,3 +196,20 @@ def test_hooks_main_reads_a_real_stdin(
         os.close(saved)
         os.close(read)
     check_intact(home)
+
+
+def test_a_lone_surrogate_in_host_input_is_replaced_not_a_crash(
+    world: tuple[Path, dict[str, str], str],
+) -> None:
+    home, env, cwd = world
+    for data in (
+        {"hook_event_name": "CwdChanged", "session_id": "fz-1", "cwd": "\ud800 lone surrogate"},
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "fz-1",
+            "cwd": cwd,
+            "prompt": "\udfff",
+        },
+    ):
+        check_answer("claude-code", handle("claude-code", json.dumps(data).encode(), env, cwd))
+    check_intact(home)

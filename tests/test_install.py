@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +282,58 @@ def test_doctor_reports_a_failed_event_and_a_broken_database(home: Path, user: P
     broken = cortex(home, user, "doctor")
     assert broken.returncode == 1
     assert "is not a Cortex database or is damaged" in broken.stdout
+
+
+def _damaged_copy(home: Path, user: Path, damage: Callable[[bytearray, Path], None]) -> Path:
+    """A new home whose brain.db is a copy of a working one, then damaged in place."""
+    ok(cortex(home, user, "session", "start", "--session-id", "s1"))
+    ok(cortex(home, user, "memory", "add", "deploys go to eu-west-1"))
+    copy = home.parent / "damaged"
+    copy.mkdir()
+    data = bytearray((home / "brain.db").read_bytes())
+    damage(data, home / "brain.db")
+    (copy / "brain.db").write_bytes(data)
+    return copy
+
+
+def _problems(stdout: str) -> list[str]:
+    return stdout.split("PROBLEMS:\n", 1)[1].splitlines()
+
+
+def test_doctor_reports_a_damaged_schema_page_in_one_line(home: Path, user: Path) -> None:
+    def garble_schema_text(data: bytearray, _db: Path) -> None:
+        start = data.index(b"CREATE TABLE memories")
+        quote = data.rfind(b"'", start, data.index(b"deleted_at TEXT", start))
+        # The last string literal loses its closing quote to non-UTF-8 bytes, which SQLite's
+        # "unrecognized token" error then quotes.
+        data[quote - 3 : quote + 1] = b"\xab" * 4
+
+    damaged = _damaged_copy(home, user, garble_schema_text)
+    result = cortex(damaged, user, "doctor")
+    assert result.returncode == 1 and "unexpected" not in result.stderr
+    assert _problems(result.stdout)[-1] == (
+        f"  - database: {damaged / 'brain.db'} is damaged (SQLite reports unreadable text: "
+        "invalid start byte); move it aside (a new one is created) or restore a backup"
+    )
+
+
+def test_doctor_reports_a_damaged_index_page_in_one_line(home: Path, user: Path) -> None:
+    def garble_index_page(data: bytearray, db: Path) -> None:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            (root,) = conn.execute(
+                "SELECT rootpage FROM sqlite_master WHERE name = 'idx_session_start'"
+            ).fetchone()
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+        start = (root - 1) * size
+        data[start + 8 : start + 200] = b"\xab" * 192
+
+    damaged = _damaged_copy(home, user, garble_index_page)
+    result = cortex(damaged, user, "doctor")
+    assert result.returncode == 1 and "unexpected" not in result.stderr
+    problems = _problems(result.stdout)
+    assert all(line.startswith("  - ") for line in problems)
+    assert problems[-1].startswith(f"  - database {damaged / 'brain.db'} is damaged (")
+    assert problems[-1].endswith("); restore a backup or move it aside")
 
 
 def test_doctor_reports_an_unmigrated_database(home: Path, user: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
@@ -78,6 +79,33 @@ def server_for(
         return server, SessionPersistenceManager.open(config, clock)
 
     return make
+
+
+def test_the_preamble_names_a_cli_command_and_a_tool_that_exist(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from cli_helpers import cortex, ok
+    from cortex.core.models import Pin
+    from cortex.core.preamble import format_preamble
+
+    text = format_preamble(
+        session_count=1,
+        inherited_pins=[Pin("a", "b", "2026-02-16T09:00:00Z")],
+        pending_tasks=[],
+        hot_topics=[],
+        active_projects=[],
+        now=datetime(2026, 2, 16, 10, tzinfo=UTC),
+    )
+    assert text is not None
+    line = text.splitlines()[-1]
+    assert line == (
+        "WORKING MEMORY RESTORED: 1 pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
+    )
+    (command,) = re.findall(r"`cortex ([^`]+)`", line)
+    assert ok(cortex(tmp_path, *command.split(), "--help")).startswith("Usage: cortex pin list")
+    (tool,) = re.findall(r"the (\w+) tool", line)
+    assert tool in TOOLS
 
 
 def test_lists_every_tool_with_honest_annotations_and_schemas(server_for: Any) -> None:

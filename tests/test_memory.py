@@ -82,6 +82,15 @@ def test_memory_in_a_session_belongs_to_its_project(
     assert contents(svc.list(session_id="s1")) == ["the api uses JWT"]  # the session's project
 
 
+def test_a_memory_from_an_unknown_session_is_refused_not_stored_as_global(
+    svc: MemoryService,
+) -> None:
+    with pytest.raises(NotFoundError) as err:
+        svc.add("the api uses JWT", session_id="nope")
+    assert str(err.value) == "no session 'nope'; see `cortex session list`"
+    assert svc.list(all_projects=True) == []
+
+
 # -- bad input -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "message"),

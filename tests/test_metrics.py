@@ -19,6 +19,7 @@ from cortex.services.metrics import (
     ZERO_HASH,
     MetricsWriter,
     load_or_create_key,
+    open_writer,
     verify,
 )
 from cortex.store import SQLiteStore
@@ -160,6 +161,26 @@ def test_deleted_newest_event_is_reported_with_head(
     assert verify(store, key, head).problems == [
         "chain head is seq 5 but there are no events (all events deleted)"
     ]
+
+
+def test_every_event_and_the_head_deleted_is_reported(store: SQLiteStore, home: Path) -> None:
+    writer = open_writer(store, home)  # a new chain: key and a head at seq 0
+    head = home / "metrics.head"
+    assert json.loads(head.read_text())["seq"] == 0
+    assert verify(store, writer.key, head, expect_head=True).ok
+    writer.emit("session_captured", "s1", {}, AT)
+    writer.emit("session_captured", "s2", {}, AT)
+    store.connection.execute("DELETE FROM metrics")
+    head.unlink()
+    report = verify(store, writer.key, head, expect_head=True)
+    assert (report.ok, report.checked, report.problems) == (
+        False,
+        0,
+        [
+            f"chain head file {head} is missing and there are no events, but the chain "
+            "was started (all events and the head deleted?)"
+        ],
+    )
 
 
 def test_different_key_is_reported(store: SQLiteStore, key: bytes, home: Path) -> None:

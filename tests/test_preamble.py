@@ -64,7 +64,8 @@ def test_the_api_guide_example_exactly():
         "\n"
         "HOT TOPICS: cortex, session, persistence, brain.db, pipeline, hooks\n"
         "\n"
-        "WORKING MEMORY RESTORED: 3 pins inherited (use working_memory view to see all)"
+        "WORKING MEMORY RESTORED: 3 pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
     )
 
 
@@ -88,7 +89,8 @@ def test_empty_sections_are_left_out_with_their_blank_line():
         "\n"
         "ACTIVE PROJECTS: helios/extensions/cortex, lbf-ham-radio\n"
         "\n"
-        "WORKING MEMORY RESTORED: 1 pins inherited (use working_memory view to see all)"
+        "WORKING MEMORY RESTORED: 1 pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
     )
 
 

@@ -113,7 +113,7 @@ def test_serve_runs_a_session_over_http_and_stops_on_sigterm(
 
     second = http(base, "POST", "/v1/sessions/start", start, key)
     assert second["session_id"] != sid and second["session_ids"] == [sid]
-    assert second["preamble"] and "auth refactor" in second["preamble"]
+    assert second["preamble"] and "HOT TOPICS: auth, refactor" in second["preamble"]
     assert http(base, "GET", "/v1/metrics/verify", key=key)["ok"] is True
 
     os.kill(proc.pid, signal.SIGTERM)

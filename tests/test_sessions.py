@@ -301,6 +301,76 @@ def test_record_stays_under_50kb(manager: SessionPersistenceManager) -> None:
     assert record_size(state) <= MAX_RECORD_BYTES
 
 
+def test_pins_survive_every_turn_with_300_pending_tasks(
+    manager: SessionPersistenceManager, make_config: Factory, clock: FixedClock
+) -> None:
+    tasks = [
+        {
+            "task_id": f"task-{i:03d}",
+            "title": f"Pipeline task number {i}",
+            "current_stage": "build",
+            "updated_at": f"2026-02-{1 + i % 14:02d}T09:00:00Z",
+        }
+        for i in range(300)
+    ]
+    path = make_config().pipeline_state_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"active_tasks": tasks}))
+    ctx = manager.on_session_start(project="radio")
+    pinned = {f"p{i}": f"note {i} " + "x" * 3000 for i in range(10)}
+    for label, content in pinned.items():
+        manager.add_pin(label, content)
+    for turn in range(5):
+        clock.advance(seconds=60)
+        state = manager.record(ctx.session_id, text=f"turn {turn} on the ft991a")
+        assert {p.label: p.content for p in state.working_memory} == pinned
+        assert 0 < len(state.pending_tasks) < 300
+        assert record_size(state) <= MAX_RECORD_BYTES
+    assert {p.label: p.content for p in manager.list_pins(ctx.session_id)} == pinned
+
+
+def test_hot_topics_of_a_session_on_lbf_ham_radio(manager: SessionPersistenceManager) -> None:
+    ctx = manager.on_session_start(
+        project="lbf-ham-radio",
+        workdir="/home/u/Projects/lbf-ham-radio",
+        keywords=["ham radio"],
+    )
+    started = manager.store.get_session(ctx.session_id)
+    assert started is not None and "ham radio" in started.hot_topics
+    manager.add_pin("ft991a", "CAT control over USB at 38400 baud")
+    for text in (
+        "Wow, great, I moved the dev config and use 5s timeouts; the tests pass now",
+        "The radio answers on the serial port; the radio keys up when asked",
+        "radio firmware notes for the radio menu",
+    ):
+        manager.record(ctx.session_id, text=text)
+    ended = manager.on_session_end(ctx.session_id)
+    assert {"ft991a", "ham radio", "lbf-ham-radio"} <= set(ended.hot_topics)
+    assert not {"wow", "great", "moved", "dev", "use", "5s", "pass"} & set(ended.hot_topics)
+
+
+def test_a_clock_set_before_a_sessions_last_activity_does_not_crash_it(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(gone.stdout)
+    clock.advance(hours=1)
+    manager.on_session_start("later", project="radio", owner_pid=dead_pid)
+    clock.advance(hours=-2)  # a replay with an earlier --now
+    manager.on_session_start("earlier", project="radio")
+    later = manager.store.get_session("later")
+    assert later is not None and later.is_open and not later.crash_recovered
+    assert not manager.is_lapsed(later)
+
+
 def test_archive_moves_old_sessions_without_loss(
     manager: SessionPersistenceManager, clock: FixedClock, home: Path
 ) -> None:

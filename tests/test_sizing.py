@@ -23,6 +23,7 @@ from cortex.core.sizing import (
     fit_record,
     record_size,
 )
+from cortex.errors import ValidationError
 
 T0 = "2026-02-18T09:00:00.000000Z"
 
@@ -35,13 +36,10 @@ def updates(n: int) -> tuple[ConfidenceUpdate, ...]:
     return tuple(ConfidenceUpdate(f"mem-{i}", 0.5, 0.6, "sop_boost", T0) for i in range(n))
 
 
-def test_record_size_is_compact_json_bytes():
-    s = state(hot_topics=("héllo",))
-    expected = json.dumps(s.to_dict(), separators=(",", ":"))
-    assert record_size(s) == len(expected.encode("utf-8"))
-    assert record_size(s) >= len(
-        json.dumps(s.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
-    )
+def test_record_size_is_the_utf8_bytes_the_store_writes():
+    s = state(hot_topics=("héllo", "中文"))
+    stored = json.dumps(s.to_dict(), separators=(",", ":"), ensure_ascii=False)
+    assert record_size(s) == len(stored.encode("utf-8"))
 
 
 def test_a_record_that_fits_is_returned_unchanged():
@@ -95,15 +93,55 @@ def test_critical_pins_are_trimmed_when_normal_trimming_is_not_enough():
     assert [p.content for p in fitted.working_memory] == ["short", "c" * 4000 + TRIMMED]
 
 
-def test_pins_are_dropped_lowest_importance_and_confidence_first():
+def test_pins_that_cannot_fit_are_refused_never_dropped():
     normal = tuple(Pin(f"n{i}", "x" * 50, T0, confidence=i / 1000) for i in range(600))
     critical = tuple(Pin(f"c{i}", "y" * 50, T0, importance=CRITICAL) for i in range(3))
-    fitted = fit_record(state(working_memory=normal + critical))
+    with pytest.raises(ValidationError) as caught:
+        fit_record(state(working_memory=normal + critical))
+    assert str(caught.value) == (
+        "session s-1 would exceed 50,000 bytes even with its 603 pins cut to 200 characters; "
+        "remove a pin with `cortex pin remove LABEL`"
+    )
+
+
+def test_pending_tasks_go_before_any_pin_is_touched():
+    pins = tuple(Pin(f"pin {i}", f"note {i} " + "p" * 3000, T0) for i in range(10))
+    tasks = tuple(
+        PendingTask(f"task-{i}", f"Task number {i} of the pipeline", "build", updated_at=f"{i:04d}")
+        for i in range(300)
+    )
+    flagged = PendingTask("task-pin", "from a pin", "in-progress", flagged_incomplete=True)
+    fitted = fit_record(state(working_memory=pins, pending_tasks=(flagged, *tasks)))
     assert record_size(fitted) <= MAX_RECORD_BYTES
-    labels = [p.label for p in fitted.working_memory]
-    assert labels[-3:] == ["c0", "c1", "c2"]
-    assert "n0" not in labels and "n599" in labels
-    assert labels[:-3] == sorted(labels[:-3], key=lambda label: int(label[1:]))  # order kept
+    assert fitted.working_memory == pins
+    kept = fitted.pending_tasks
+    assert kept[0] == flagged and 0 < len(kept) < 301
+    assert kept[1:] == tasks[-(len(kept) - 1) :]  # the oldest pipeline tasks went first
+
+
+def test_non_ascii_pins_are_cut_evenly_after_topics_and_learnings():
+    pins = tuple(Pin(f"note {i}", "é" * 4000, T0) for i in range(10))
+    s = state(
+        working_memory=pins,
+        hot_topics=tuple(f"topic{i}" for i in range(20)),
+        recent_learnings=tuple(f"mem-{i}" for i in range(50)),
+    )
+    fitted = fit_record(s)
+    assert MAX_RECORD_BYTES - 1000 < record_size(fitted) <= MAX_RECORD_BYTES
+    assert [p.label for p in fitted.working_memory] == [p.label for p in pins]
+    lengths = {len(p.content) for p in fitted.working_memory}
+    assert len(lengths) == 1  # every pin cut to the same length
+    (length,) = lengths
+    assert 2000 < length < 2500 and fitted.working_memory[0].content.endswith(TRIMMED)
+    assert fitted.hot_topics == () and fitted.recent_learnings == ()
+
+
+def test_only_the_longest_pins_are_cut():
+    short = Pin("short", "s" * 300, T0)
+    pins = (short, *(Pin(f"long {i}", "l" * 30_000, T0) for i in range(2)))
+    fitted = fit_record(state(working_memory=pins))
+    assert fitted.working_memory[0] == short
+    assert len(fitted.working_memory[1].content) == len(fitted.working_memory[2].content) > 4000
 
 
 def test_hot_topics_beyond_twenty_and_long_strings():
@@ -178,7 +216,9 @@ _tasks = st.builds(PendingTask, task_id=_text, title=_big_text, stage=_text)
     updates_count=st.integers(min_value=0, max_value=800),
     max_bytes=st.integers(min_value=MIN_RECORD_BYTES, max_value=120_000),
 )
-def test_fit_record_always_fits(pins, tasks, learnings, topics, updates_count, max_bytes):
+def test_fit_record_fits_or_refuses_and_never_drops_a_pin(
+    pins, tasks, learnings, topics, updates_count, max_bytes
+):
     s = state(
         working_memory=tuple(pins),
         pending_tasks=tuple(tasks),
@@ -187,7 +227,29 @@ def test_fit_record_always_fits(pins, tasks, learnings, topics, updates_count, m
         confidence_updates=updates(updates_count),
         topic_state={"keywords": [["k", 1.0]] * 100},
     )
-    fitted = fit_record(s, max_bytes)
+    try:
+        fitted = fit_record(s, max_bytes)
+    except ValidationError:
+        assert max_bytes < MAX_RECORD_BYTES or len(pins) > 10
+        return
     assert record_size(fitted) <= max_bytes
+    assert len(fitted.working_memory) == len(pins)
     if record_size(s) <= max_bytes:
         assert fitted is s
+
+
+_valid_pins = st.builds(
+    Pin,
+    label=st.text(min_size=1, max_size=200),
+    content=st.text(min_size=1, max_size=4000),
+    pinned_at=st.just(T0),
+    importance=st.sampled_from(["NORMAL", CRITICAL]),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(pins=st.lists(_valid_pins, max_size=10), tasks=st.lists(_tasks, max_size=400))
+def test_pins_a_user_can_add_always_fit_with_any_pipeline(pins, tasks):
+    fitted = fit_record(state(working_memory=tuple(pins), pending_tasks=tuple(tasks)))
+    assert record_size(fitted) <= MAX_RECORD_BYTES
+    assert [p.label for p in fitted.working_memory] == [p.label for p in pins]

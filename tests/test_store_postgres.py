@@ -104,6 +104,25 @@ def test_unmigrated_database_then_migrating_processes_racing(fresh_database: str
     bare.close()
 
 
+def test_a_database_a_newer_cortex_migrated_is_refused_and_left_alone(
+    fresh_database: str,
+) -> None:
+    from cortex.store.postgres.db import redacted
+
+    with _store(fresh_database) as store, store.pool.connection() as conn:
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm012_memory_embeddings'")
+        conn.execute("INSERT INTO _cortex_migrations VALUES ('m099_from_the_future', 'x')")
+    with pytest.raises(StorageError) as err:
+        _store(fresh_database)
+    assert str(err.value) == (
+        f"database {redacted(fresh_database)} was migrated by a newer Cortex (unknown "
+        "migration 'm099_from_the_future'); upgrade Cortex to open it"
+    )
+    with _store(fresh_database, migrate=False) as bare:
+        names = [name for name, _ in bare.applied_migrations()]
+    assert "m012_memory_embeddings" not in names and names[-1] == "m099_from_the_future"
+
+
 REGISTRY = ("tenants", "api_keys", "admin_audit")
 """The server's registry: the database's own tables (each row names its tenant)."""
 

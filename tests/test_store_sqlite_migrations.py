@@ -172,3 +172,20 @@ def test_continuity_columns_added_only_where_missing(tmp_path: Path) -> None:
         assert [s.session_id for s in store.completed_sessions_since(t(1), "kept", limit=5)] == [
             "s1"
         ]
+
+
+def test_a_database_a_newer_cortex_migrated_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    SQLiteStore(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm012_memory_embeddings'")
+        conn.execute("DROP TABLE memory_embeddings")
+        conn.execute("INSERT INTO _cortex_migrations VALUES ('m099_from_the_future', 'x')")
+    before = path.read_bytes()
+    with pytest.raises(StorageError) as err:
+        SQLiteStore(path)
+    assert str(err.value) == (
+        f"database {path} was migrated by a newer Cortex (unknown migration "
+        "'m099_from_the_future'); upgrade Cortex to open it"
+    )
+    assert path.read_bytes() == before  # m012 was not applied either

@@ -280,9 +280,8 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
     except (TypeError, ValueError):
         value = None
     if value is None or (setting.kind is int and isinstance(raw, float) and raw != int(raw)):
-        raise ConfigError(
-            f"{where} is not a {setting.kind.__name__}; use a number in {setting.range_text()}"
-        )
+        kind = "an integer" if setting.kind is int else "a number"
+        raise ConfigError(f"{where}: expected {kind}; use a number in {setting.range_text()}")
     assert setting.minimum is not None and setting.maximum is not None
     if not setting.minimum <= value <= setting.maximum:
         raise ConfigError(f"{where} is out of range; use a value in {setting.range_text()}")

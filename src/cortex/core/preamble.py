@@ -71,8 +71,10 @@ def _pins_line(count: int) -> str | None:
     if not count:
         return None
     return (
-        # The spec's exact wording (API guide 3.6), "1 pins" included: parsers may rely on it.
-        f"WORKING MEMORY RESTORED: {count} pins inherited (use working_memory view to see all)"
+        # The spec's wording up to the parenthesis ("1 pins" included: parsers may rely on it);
+        # the spec's "use working_memory view" names no command, so this names two that exist.
+        f"WORKING MEMORY RESTORED: {count} pins inherited "
+        "(see all with `cortex pin list` or the working_memory_view tool)"
     )
 
 

@@ -1,48 +1,60 @@
 """Keep a session record under its size limit (NFR: at most 50 KB serialized).
 
-``fit_record`` trims the least important content first and always ends within the limit:
+``fit_record`` trims the least valuable content first and stops as soon as the record fits:
 
 1. the serialized topic accumulator (``topic_state``), which the next turn rebuilds;
-2. confidence updates, then SOP interactions, then recent learnings, oldest first;
-3. hot topics beyond 20;
-4. long contents of NORMAL pins (cut, marked ``…[trimmed]``), then of CRITICAL pins;
-5. NORMAL pins, lowest confidence and oldest first;
-6. other long strings (topics, projects, task titles...), then surplus list items;
-7. CRITICAL pins; 8. as a last resort, identity and time strings.
+2. confidence updates, then SOP interactions, oldest first; hot topics beyond 20;
+3. pin content beyond what a pin may hold (``MAX_PIN_CHARS``), NORMAL pins before CRITICAL
+   ones, and labels beyond ``MAX_LABEL_CHARS``: text no ``pin add`` could have stored;
+4. recent learnings, oldest first; very long strings (topics, projects, task titles...);
+5. pending tasks: pipeline tasks, oldest and lowest stage first, before the tasks pins flag
+   (the pipeline file still holds them; every turn re-reads it);
+6. hot topics from the least hot, then active projects; short caps on other strings;
+7. pin content, cut evenly: the longest pins are cut to one common length (marked
+   ``…[trimmed]``), NORMAL pins first, never below ``MIN_PIN_CHARS``;
+8. as a last resort, identity and time strings.
+
+Pins are never dropped: a record that still does not fit is refused with a
+``ValidationError`` (one line, naming the next step), so the write that caused it fails
+instead of losing a pin silently.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from cortex.core.models import PendingTask, Pin, SessionState
+from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS
+from cortex.errors import ValidationError
 
 MAX_RECORD_BYTES = 50_000
 MIN_RECORD_BYTES = 8_192
-"""The smallest limit ``fit_record`` accepts: an emptied record with capped ids fits in it."""
+"""The smallest limit ``fit_record`` accepts."""
 TRIMMED = "…[trimmed]"
 MAX_HOT_TOPICS = 20
-MAX_LABEL_CHARS = 200
-_PIN_CAPS = (4000, 1000, 250, 60)
-_STRING_CAPS = (1000, 200, 50)
+MIN_PIN_CHARS = 200
+"""Pin content is never cut below this; a record that needs more is refused."""
+_STRING_CAPS = (1000, 200)
+_SHORT_CAPS = (50,)
 _LAST_RESORT_CAPS = (64, 16)
 _MAX_INT = 2**53
+_STAGE_RANK = {"build": 0, "verify": 1, "validate": 2}
 
 T = TypeVar("T")
 Step = Callable[[SessionState, int], SessionState]
 
 
 def _json_len(value: Any) -> int:
-    # ensure_ascii (the json default) escapes non-ASCII, so the text is ASCII: chars == bytes,
-    # and it is never smaller than the UTF-8 form a store might write.
-    return len(json.dumps(value, separators=(",", ":"), default=str))
+    """UTF-8 bytes of ``value`` as the stores write it (compact JSON, ``ensure_ascii=False``)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def record_size(state: SessionState) -> int:
-    """Bytes of the record as compact JSON (``state.to_dict()``, ASCII-escaped)."""
+    """Bytes of the record as stored: compact JSON of ``state.to_dict()``, UTF-8."""
     return _json_len(state.to_dict())
 
 
@@ -68,45 +80,58 @@ def _cut(text: str, cap: int, marker: str = TRIMMED) -> str:
     return text if len(text) <= cap else text[:cap] + marker
 
 
-def _trim_pins(critical: bool, cap: int) -> Step:
+def _cut_pins(pins: tuple[Pin, ...], critical: bool, cap: int) -> tuple[Pin, ...]:
+    return tuple(
+        replace(pin, content=_cut(pin.content, cap)) if pin.is_critical == critical else pin
+        for pin in pins
+    )
+
+
+def _over_limit_pins(critical: bool) -> Step:
+    """Cut content no pin may hold (and over-long labels) of NORMAL or CRITICAL pins."""
+
     def step(state: SessionState, overflow: int) -> SessionState:
         pins = tuple(
-            replace(
-                pin,
-                content=_cut(pin.content, cap),
-                label=_cut(pin.label, MAX_LABEL_CHARS, "…"),
-            )
+            replace(pin, label=_cut(pin.label, MAX_LABEL_CHARS, "…"))
             if pin.is_critical == critical
             else pin
-            for pin in state.working_memory
+            for pin in _cut_pins(state.working_memory, critical, MAX_PIN_CHARS)
         )
         return replace(state, working_memory=pins)
 
     return step
 
 
-def _drop_pins(critical: bool) -> Step:
+def _even_cut_pins(critical: bool) -> Step:
+    """Cut the longest pins of one importance to a common length, just enough to fit.
+
+    The largest common cap (not below ``MIN_PIN_CHARS``) whose record fits is found by
+    bisection, so short pins stay whole and no pin is cut to nothing.
+    """
+
     def step(state: SessionState, overflow: int) -> SessionState:
         pins = state.working_memory
-        order = sorted(
-            (i for i, pin in enumerate(pins) if pin.is_critical == critical),
-            key=lambda i: (pins[i].confidence, pins[i].pinned_at),
-        )
-        dropped = set(order[: _count_to_cover(order, pins, overflow)])
-        kept = tuple(pin for i, pin in enumerate(pins) if i not in dropped)
-        return replace(state, working_memory=kept)
+        longest = max((len(p.content) for p in pins if p.is_critical == critical), default=0)
+        if longest <= MIN_PIN_CHARS:
+            return state
+        limit = record_size(state) - overflow  # the byte limit fit_record is aiming for
+
+        def fits(cap: int) -> bool:
+            trimmed = replace(state, working_memory=_cut_pins(pins, critical, cap))
+            return _safe_size(trimmed) <= limit
+
+        if not fits(MIN_PIN_CHARS):
+            return replace(state, working_memory=_cut_pins(pins, critical, MIN_PIN_CHARS))
+        low, high = MIN_PIN_CHARS, longest  # fits(low) holds; find the largest cap that fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(middle):
+                low = middle
+            else:
+                high = middle - 1
+        return replace(state, working_memory=_cut_pins(pins, critical, low))
 
     return step
-
-
-def _count_to_cover(order: Sequence[int], pins: Sequence[Pin], overflow: int) -> int:
-    """How many pins, taken in ``order``, free at least ``overflow`` bytes."""
-    removed = 0
-    for count, index in enumerate(order):
-        if removed >= overflow:
-            return count
-        removed += _json_len(pins[index].to_dict()) + 1
-    return len(order)
 
 
 def _trim_strings(cap: int) -> Step:
@@ -140,20 +165,39 @@ def _trim_strings(cap: int) -> Step:
     return step
 
 
-def _drop_list_items(state: SessionState, overflow: int) -> SessionState:
-    """Drop surplus pending tasks, then projects, then topics, each from the end of its list."""
-    for name in ("pending_tasks", "active_projects", "hot_topics"):
-        items: tuple[Any, ...] = getattr(state, name)
-        size_of: Callable[[Any], int] = (
-            (lambda t: _json_len(t.to_dict())) if name == "pending_tasks" else _json_len
-        )
-        kept = _drop_oldest(items[::-1], overflow, size_of)[::-1]
-        overflow -= sum(size_of(x) + 1 for x in items[len(kept) :])
-        changes: dict[str, Any] = {name: kept}
-        state = replace(state, **changes)
-        if overflow <= 0:
+def _task_value(task: PendingTask) -> tuple[bool, str, int]:
+    """Sort key, least valuable first: pipeline before flagged, oldest, earliest stage."""
+    return (
+        task.flagged_incomplete,
+        task.updated_at or "",
+        _STAGE_RANK.get(task.stage.lower(), -1),
+    )
+
+
+def _drop_tasks(state: SessionState, overflow: int) -> SessionState:
+    """Drop the least valuable pending tasks until ``overflow`` bytes are freed; order kept."""
+    tasks = state.pending_tasks
+    order = sorted(range(len(tasks)), key=lambda i: (_task_value(tasks[i]), -i))
+    dropped: set[int] = set()
+    removed = 0
+    for index in order:
+        if removed >= overflow:
             break
-    return state
+        dropped.add(index)
+        removed += _json_len(tasks[index].to_dict()) + 1
+    kept = tuple(task for i, task in enumerate(tasks) if i not in dropped)
+    return replace(state, pending_tasks=kept)
+
+
+def _drop_from_end(name: str) -> Step:
+    """Drop items from the end of a ranked list (the least hot topic, the last project)."""
+
+    def step(state: SessionState, overflow: int) -> SessionState:
+        items: tuple[str, ...] = getattr(state, name)
+        changes: dict[str, Any] = {name: _drop_oldest(items[::-1], overflow, _json_len)[::-1]}
+        return replace(state, **changes)
+
+    return step
 
 
 def _last_resort(cap: int) -> Step:
@@ -173,7 +217,6 @@ def _last_resort(cap: int) -> Step:
         pid = state.owner_pid
         return replace(
             state,
-            working_memory=(),
             hot_topics=(),
             active_projects=(),
             pending_tasks=(),
@@ -196,19 +239,22 @@ def _drop_front(name: str, size_of: Callable[[Any], int]) -> Step:
 
 
 def _steps() -> list[Step]:
-    """The trimming steps, least important content first (see the module docstring)."""
+    """The trimming steps, least valuable content first (see the module docstring)."""
     return [
         lambda state, _overflow: replace(state, topic_state={}),
         _drop_front("confidence_updates", lambda c: _json_len(c.to_dict())),
         _drop_front("sop_interactions", lambda s: _json_len(s.to_dict())),
-        _drop_front("recent_learnings", _json_len),
         lambda state, _overflow: replace(state, hot_topics=state.hot_topics[:MAX_HOT_TOPICS]),
-        *(_trim_pins(False, cap) for cap in _PIN_CAPS),
-        *(_trim_pins(True, cap) for cap in _PIN_CAPS),
-        _drop_pins(False),
+        _over_limit_pins(False),
+        _over_limit_pins(True),
+        _drop_front("recent_learnings", _json_len),
         *(_trim_strings(cap) for cap in _STRING_CAPS),
-        _drop_list_items,
-        _drop_pins(True),
+        _drop_tasks,
+        _drop_from_end("hot_topics"),
+        _drop_from_end("active_projects"),
+        *(_trim_strings(cap) for cap in _SHORT_CAPS),
+        _even_cut_pins(False),
+        _even_cut_pins(True),
         *(_last_resort(cap) for cap in _LAST_RESORT_CAPS),
     ]
 
@@ -217,9 +263,10 @@ def fit_record(state: SessionState, max_bytes: int = MAX_RECORD_BYTES) -> Sessio
     """``state`` itself if it fits in ``max_bytes``, else a trimmed copy that does.
 
     Trims in the order of the module docstring, re-measuring after each step, and stops as
-    soon as the record fits; it never raises on a record and always ends within the limit.
+    soon as the record fits. Every pin is kept (its content may be cut, evenly).
 
     Raises:
+        ValidationError: even trimmed, the pins do not fit (one line, naming the next step).
         ValueError: ``max_bytes`` is below ``MIN_RECORD_BYTES`` (a programming error).
     """
     if max_bytes < MIN_RECORD_BYTES:
@@ -227,9 +274,15 @@ def fit_record(state: SessionState, max_bytes: int = MAX_RECORD_BYTES) -> Sessio
     size = _safe_size(state)
     for step in _steps():
         if size <= max_bytes:
-            break
+            return state
         trimmed = step(state, size - max_bytes)
         if trimmed != state:  # a step with nothing to trim costs no re-measure
             state = trimmed
             size = _safe_size(state)
+    if size > max_bytes:
+        raise ValidationError(
+            f"session {_cut(state.session_id, 64, '…')} would exceed {max_bytes:,} bytes even "
+            f"with its {len(state.working_memory)} pins cut to {MIN_PIN_CHARS} characters; "
+            "remove a pin with `cortex pin remove LABEL`"
+        )
     return state

@@ -16,14 +16,16 @@ from cortex.errors import ValidationError
 
 PENDING_STAGES = ("build", "verify", "validate")
 DONE_STAGES = ("done", "complete", "completed", "closed", "cancelled", "abandoned")
-KNOWN_STAGES = frozenset(
+STAGES = (
     PENDING_STAGES
-    + DONE_STAGES
     + tuple(
         "design review test testing plan planning research implement implementation deploy "
         "requirements spec draft".split()
     )
+    + DONE_STAGES
 )
+"""Every stage Cortex knows, pending ones first (what ``cortex task add --stage`` accepts)."""
+KNOWN_STAGES = frozenset(STAGES)
 """Words that ``scan_pins_for_tasks`` accepts as a stage in "stage: X" or "X stage"."""
 SOURCE_PIPELINE = "pipeline_state"
 SOURCE_PINS = "working_memory_scan"

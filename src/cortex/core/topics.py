@@ -5,7 +5,9 @@ frequency ("TF-IDF-style" in the spec; with no corpus at hand, the IDF part is a
 dropping stopwords and halving the weight of very generic words). Tokens are lowercased;
 hyphenated, underscored and dotted identifiers stay whole (``lbf-ham-radio``, ``brain.db``);
 tokens mixing letters and digits stay (``ft991a``); pure numbers and hash-like strings go.
-Multi-word labels are kept as phrases (``ham radio``); an adjacent word pair in free text
+Conversational filler, common verbs and bare quantities (``wow``, ``moved``, ``use``, ``5s``)
+are dropped like stopwords. Multi-word labels and start keywords are kept as phrases
+(``ham radio``) that stay topics even when said once; an adjacent word pair in free text
 counts at half weight the first time and in full when it recurs, so recurring pairs rank.
 
 The state is persisted after every turn, so it stays bounded: at most ``PRUNE_AT`` keywords
@@ -39,12 +41,14 @@ PAIR_FACTOR = 0.5
 LABEL_WEIGHT = 2.0
 PHRASE_BOOST = 1.5
 CATEGORY_WEIGHT = 1.0
+KEYWORD_WEIGHT = 2.0
 PROJECT_WEIGHT = 3.0
 SYNAPSE_WEIGHT = 1.5
 FILE_WEIGHT = 0.5
 COMMAND_WEIGHT = 0.3
 GENERIC_FACTOR = 0.5
 MAX_WEIGHT = 1e12
+MAX_PHRASES = 100
 
 ENGLISH_STOPWORDS = frozenset(
     """
@@ -68,7 +72,31 @@ TOOL_STOPWORDS = frozenset(
     opt mnt bin lib src projects repos workspace workspaces
     """.split()
 )
-DEFAULT_STOPWORDS = ENGLISH_STOPWORDS | TOOL_STOPWORDS
+FILLER_WORDS = frozenset(
+    """
+    hey hi hello thanks thank wow cool great awesome amazing nice good glad sure yeah yep yup
+    nope hmm haha lol sorry welcome fine absolutely definitely totally exactly indeed oh ah
+    really actually basically literally pretty quite rather super still already always never
+    often sometimes usually maybe perhaps probably anyway lot lots bit kind sort anything
+    something everything nothing someone anyone everyone things stuff way ways time times
+    day days today tomorrow yesterday week weeks year years moment people person guys
+    go goes going went gone come comes coming came gets getting make makes making made take
+    takes taking took taken give gives giving gave given keep keeps keeping kept put puts
+    putting say says saying said tell tells telling told know knows knowing knew known think
+    thinks thinking thought feel feels feeling felt see sees seeing saw seen look looks
+    looking looked want wants wanting wanted try tries trying tried use uses using used move
+    moves moving moved pass passes passing passed raise raises raising raised seem seems
+    seemed mean means meant love loves loving loved likes liked hope hopes hoping hoped
+    sound sounds sounded happen happens happened let lets done doing went bring brought
+    find finds found show shows showed shown call called calls start starts started
+    stop stopped stops wait waiting waited leave left able different big small little old
+    long short whole real last next first second another many several lots special
+    important excited happy fun glad
+    dev main master trunk develop
+    """.split()
+)
+"""Words that fill sentences in any conversation: never a topic on their own."""
+DEFAULT_STOPWORDS = ENGLISH_STOPWORDS | TOOL_STOPWORDS | FILLER_WORDS
 
 GENERIC_WORDS = frozenset(
     """
@@ -86,6 +114,11 @@ _BROADCAST = frozenset({"all", "*", "everyone", "broadcast"})
 
 _TOKEN = re.compile(r"[^\W_]+(?:[._-][^\W_]+)*")
 _HASHLIKE = re.compile(r"[0-9a-f]+(?:-[0-9a-f]+)*")
+_QUANTITY = re.compile(
+    r"\d+(?:[.,]\d+)*(?:st|nd|rd|th|ms|us|ns|s|sec|secs|m|min|mins|h|hr|hrs|x|k|"
+    r"kb|mb|gb|tb|kib|mib|gib|px|pt|em|rem|fps|hz|khz|mhz|ghz|v|ma|kg|g|mm|cm|km|ft|lb|lbs)"
+)
+"""A number with a unit or ordinal suffix (``5s``, ``10ms``, ``2nd``, ``3x``): no topic."""
 _HAS_LETTER = re.compile(r"[^\W\d_]").search
 _HAS_DIGIT = re.compile(r"\d").search
 _PROVENANCE = re.compile(r"\s*\[inherited from [^\]]*\]", re.IGNORECASE)
@@ -99,6 +132,8 @@ def _shaped_like_a_keyword(token: str) -> bool:
         return False
     has_digit = _HAS_DIGIT(token) is not None
     if len(token) < 3 and not has_digit:
+        return False
+    if has_digit and _QUANTITY.fullmatch(token):
         return False
     return not (has_digit and len(token) >= 12 and _HASHLIKE.fullmatch(token))
 
@@ -195,6 +230,7 @@ class HotTopicExtractor:
         self._weights: dict[str, float] = {}
         self._projects: dict[str, tuple[str, float]] = {}
         self._learning_ids: dict[str, None] = {}
+        self._phrases: dict[str, None] = {}  # said as a label or a start keyword
 
     # -- recording -------------------------------------------------------------------------
 
@@ -213,6 +249,19 @@ class HotTopicExtractor:
     def record_working_memory_label(self, label: str) -> None:
         """Count a pin label; a 2-4 word label also counts as one boosted phrase."""
         self._record_label(label, LABEL_WEIGHT)
+
+    def record_keywords(self, keywords: Iterable[str]) -> None:
+        """Count the keywords given at session start: a short one (up to 4 words) counts like a
+        label, its phrase a topic from the start; a longer one (a first prompt) as text."""
+        if isinstance(keywords, str):
+            keywords = [keywords]
+        for keyword in keywords:
+            if not isinstance(keyword, str):
+                continue
+            if len(_TOKEN.findall(keyword[:MAX_TEXT_CHARS])) > MAX_PHRASE_WORDS:
+                self.record_text(keyword)
+            else:
+                self._record_label(keyword, KEYWORD_WEIGHT)
 
     def record_memory_access(self, categories: Iterable[str]) -> None:
         """Count memory categories accessed (e.g. ``["coding", "meta"]``)."""
@@ -307,7 +356,7 @@ class HotTopicExtractor:
         """A word, or a phrase that recurred (or was a label): a pair of words seen once in
         running text is weaker than its own words and is not a topic on its own."""
         words = keyword.split(" ")
-        if len(words) < 2:
+        if len(words) < 2 or keyword in self._phrases:
             return True
         lightest = min(self._weights.get(w, 0.0) for w in words)
         return lightest == 0.0 or weight >= RECURRING_PAIR_RATIO * lightest
@@ -338,6 +387,7 @@ class HotTopicExtractor:
             "keywords": [[k, w] for k, w in self._weights.items()],
             "projects": [[name, w] for name, w in self._projects.values()],
             "learning_ids": list(self._learning_ids),
+            "phrases": list(self._phrases),
         }
 
     @classmethod
@@ -360,6 +410,11 @@ class HotTopicExtractor:
             for memory_id in ids:
                 if isinstance(memory_id, str):
                     extractor.record_learning_id(memory_id)
+        phrases = data.get("phrases")
+        if isinstance(phrases, list):
+            for phrase in phrases:
+                if isinstance(phrase, str) and phrase:
+                    extractor._anchor(phrase)
         return extractor
 
     # -- internals -------------------------------------------------------------------------
@@ -371,7 +426,9 @@ class HotTopicExtractor:
             for token in run:
                 self._add(token, weight)
             if 2 <= len(run) <= MAX_PHRASE_WORDS:
-                self._add(" ".join(run), weight * PHRASE_BOOST)
+                phrase = " ".join(run)
+                self._add(phrase, weight * PHRASE_BOOST)
+                self._anchor(phrase)
                 continue
             for first, second in zip(run, run[1:], strict=False):
                 self._add(f"{first} {second}", weight * PAIR_FACTOR)
@@ -381,6 +438,15 @@ class HotTopicExtractor:
         if keyword in GENERIC_WORDS:
             weight *= GENERIC_FACTOR
         self._weights[keyword] = min(MAX_WEIGHT, self._weights.get(keyword, 0.0) + weight)
+
+    def _anchor(self, phrase: str) -> None:
+        """Remember a phrase said as a label or keyword (the most recent ones are kept)."""
+        if len(phrase) > MAX_NAME_CHARS:
+            return
+        self._phrases.pop(phrase, None)
+        self._phrases[phrase] = None
+        while len(self._phrases) > MAX_PHRASES:
+            del self._phrases[next(iter(self._phrases))]
 
     def _bump_project(self, name: str, weight: float) -> None:
         key = name.casefold()

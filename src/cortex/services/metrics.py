@@ -195,8 +195,19 @@ class MetricsWriter:
 
 
 def open_writer(store: Store, home: Path) -> MetricsWriter:
-    """The writer of the chain kept in ``home``: its key (created if missing) and head file."""
-    return MetricsWriter(store, load_or_create_key(home / KEY_FILE), home / HEAD_FILE)
+    """The writer of the chain kept in ``home``: its key (created if missing) and head file.
+
+    A new key comes with a head at seq 0, so that from then on a missing head file means it
+    was deleted (``verify`` reports it even when every event was deleted too).
+    """
+    new_chain = not (home / KEY_FILE).exists()
+    key, head_path = load_or_create_key(home / KEY_FILE), home / HEAD_FILE
+    if new_chain:
+        with file_lock(head_path):
+            if _load_head(head_path) is None:
+                head = {"seq": 0, "hash": ZERO_HASH, "mac": _head_mac(key, 0, ZERO_HASH)}
+                atomic_write_text(head_path, json.dumps(head) + "\n", durable=False)
+    return MetricsWriter(store, key, head_path)
 
 
 def _load_head(path: Path) -> dict[str, Any] | str | None:
@@ -268,9 +279,14 @@ def _walk_chain(store: Store, key: bytes, head_seq: int | None) -> _Walk:
 
 
 def _head_problems(
-    head: dict[str, Any] | str | None, path: Path, key: bytes, walk: _Walk
+    head: dict[str, Any] | str | None, path: Path, key: bytes, walk: _Walk, expect_head: bool
 ) -> list[str]:
     """What the head file says about the newest events."""
+    if head is None and not walk.checked and expect_head:
+        return [
+            f"chain head file {path} is missing and there are no events, but the chain "
+            "was started (all events and the head deleted?)"
+        ]
     if head is None:
         return [f"chain head file {path} is missing (deleted?)"] if walk.checked else []
     if isinstance(head, str):
@@ -290,13 +306,17 @@ def _head_problems(
     return []
 
 
-def verify(store: Store, key: bytes, head_path: Path | None = None) -> VerifyReport:
+def verify(
+    store: Store, key: bytes, head_path: Path | None = None, *, expect_head: bool = False
+) -> VerifyReport:
     """Walk the whole chain and report every edited, deleted or out-of-chain event.
 
     Args:
         store: the store holding the events.
         key: the chain key (``load_or_create_key``).
         head_path: the head file the writers kept, to detect deleted newest events.
+        expect_head: the chain was started (its key existed), so a missing head file is
+            deleted even when there are no events left.
 
     Returns:
         ``VerifyReport(ok, checked, problems)``; problems read like
@@ -307,7 +327,7 @@ def verify(store: Store, key: bytes, head_path: Path | None = None) -> VerifyRep
     walk = _walk_chain(store, key, head_seq)
     problems = walk.problems
     if head_path is not None:
-        problems += _head_problems(head, head_path, key, walk)
+        problems += _head_problems(head, head_path, key, walk, expect_head)
     if len(problems) > _MAX_PROBLEMS:
         extra = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {extra} more problems"]
@@ -359,4 +379,8 @@ class MetricsService(Service):
         if self.key is not None:
             return verify(self.store, self.key)
         home = self.config.home
-        return verify(self.store, load_or_create_key(home / KEY_FILE), home / HEAD_FILE)
+        started = (home / KEY_FILE).exists()
+        if not started and self.store.last_metric() is None:
+            return VerifyReport(ok=True, checked=0)  # no chain yet: nothing to create
+        key = load_or_create_key(home / KEY_FILE)
+        return verify(self.store, key, home / HEAD_FILE, expect_head=started)

@@ -90,7 +90,9 @@ class MemoryReader(Service):
             return None
         if session_id not in cache:
             state = self.store.get_session(session_id)
-            cache[session_id] = state.project if state else None
+            if state is None:  # refused like every command refuses an unknown session
+                raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            cache[session_id] = state.project
         return cache[session_id]
 
     def scope_filter(

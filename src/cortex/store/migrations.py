@@ -11,6 +11,10 @@ shipped; add a new name at the end and a step for it in every backend.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
+from cortex.errors import StorageError
+
 MIGRATIONS_TABLE = "_cortex_migrations"
 
 MIGRATION_NAMES = (
@@ -37,3 +41,17 @@ SCHEMA_V4 = "m001_session_states"
 def migration_names() -> list[str]:
     """Names of every migration, in the order they apply."""
     return list(MIGRATION_NAMES)
+
+
+def refuse_unknown(applied: Iterable[str], known: Collection[str], where: str) -> None:
+    """Refuse a database that a newer Cortex migrated: this version cannot know its schema.
+
+    Raises:
+        StorageError: one line naming the first unknown migration and the next step.
+    """
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise StorageError(
+            f"{where} was migrated by a newer Cortex (unknown migration {unknown[0]!r}); "
+            "upgrade Cortex to open it"
+        )

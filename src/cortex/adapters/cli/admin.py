@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
 from cortex.config import SETTINGS
-from cortex.core.tasks import DONE_STAGES, PENDING_STAGES
+from cortex.core.tasks import DONE_STAGES, KNOWN_STAGES, PENDING_STAGES, STAGES
 from cortex.errors import ValidationError
 
 
@@ -35,6 +35,8 @@ def task_add(rt: Runtime, task_id: str, title: str, stage: str) -> None:
     from cortex.files import check_id
     from cortex.services.pipeline import upsert_task
 
+    if stage.strip().lower() not in KNOWN_STAGES:
+        raise UsageLine(f"unknown stage {stage!r}; use one of {', '.join(STAGES)}")
     added = upsert_task(
         rt.config.pipeline_state_path,
         check_id(task_id, "task id"),

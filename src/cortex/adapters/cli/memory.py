@@ -10,6 +10,7 @@ from cortex.adapters.cli.runtime import (
     CONTEXT,
     F,
     Runtime,
+    UsageLine,
     clean,
     pass_rt,
     session_option,
@@ -126,11 +127,27 @@ def memory_list(rt: Runtime, /, limit: int, offset: int, history: bool, **scope:
     Example:
       cortex memory list --layer long_term --project api
     """
-    found = rt.services.memory.list(limit=limit, offset=offset, include_history=history, **scope)
-    rt.emit(
-        [m.to_dict() for m in found],
-        lambda: "\n".join(format_memory(m) for m in found) or "no memories",
-    )
+    service = rt.services.memory
+    found = service.list(limit=limit, offset=offset, include_history=history, **scope)
+
+    def text() -> str:
+        lines = [format_memory(m) for m in found] or ["no memories"]
+        if not (scope.get("project") or scope.get("session_id") or scope.get("all_projects")):
+            widened = {**scope, "all_projects": True}
+            lines += _hidden_note(service.list(limit=1000, offset=0, **widened))
+        return "\n".join(lines)
+
+    rt.emit([m.to_dict() for m in found], text)
+
+
+def _hidden_note(everything: Sequence[Memory]) -> list[str]:
+    """The line saying how many project memories a list without --project left out."""
+    hidden = sum(m.scope == "project" for m in everything)
+    if not hidden:
+        return []
+    count = f"{hidden:,}+" if len(everything) >= 1000 else f"{hidden:,}"
+    noun = "memory" if hidden == 1 else "memories"
+    return [f"{count} project {noun} hidden; add --project NAME or --all-projects"]
 
 
 @memory.command("search", context_settings=CONTEXT)
@@ -198,8 +215,10 @@ def memory_recall(
 def format_context(r: ContextResult) -> str:
     budget = "no budget" if r.budget_tokens is None else f"budget {r.budget_tokens:,}"
     lines = [f"context ({r.mode}): {r.used_tokens:,} tokens, {budget}, {r.dropped} dropped"]
-    lines += ["RULES:"] + [f"- {s.memory.content}" for s in r.rules]
-    lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in r.memories]
+    if r.rules:  # a heading only over something
+        lines += ["RULES:"] + [f"- {s.memory.content}" for s in r.rules]
+    if r.memories:
+        lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in r.memories]
     if r.session is not None:
         s = r.session
         lines.append(
@@ -260,6 +279,12 @@ def memory_edit(
     Example:
       cortex memory edit 3f2a9c1e-... --confidence 0.6 --tags infra,deploy
     """
+    changes = (content, layer, kind, tags, confidence, upsert_key)
+    if all(change is None for change in changes) and not explicit:
+        raise UsageLine(
+            "nothing to change; pass --content, --layer, --type, --tags, --confidence, "
+            "--explicit or --upsert-key"
+        )
     edited = rt.services.memory.edit(
         memory_id,
         actor="cli",

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cortex.clock import Clock, FixedClock, SystemClock, to_iso
-from cortex.config import Config, load_config
+from cortex.config import SETTINGS_BY_NAME, Config, coerce, load_config
+from cortex.errors import ConfigError
 from cortex.services.app import Services
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class Runtime:
     @cached_property
     def config(self) -> Config:
         """Resolved once per command (it reads config.toml and openclaw.json)."""
+        check_assignments(self.overrides)
         return load_config(self.home, self.env, self.overrides)
 
     @cached_property
@@ -80,6 +82,28 @@ class Runtime:
         shown = text() if callable(text) else text
         if shown:
             click.echo(shown)
+
+
+class UsageLine(click.ClickException):
+    """A usage error (a bad option value) shown as one ``error:`` line; exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+def check_assignments(overrides: Mapping[str, str]) -> None:
+    """A ``--set`` naming no setting, or with a value of the wrong type or range, is a
+    usage error (exit 2), caught before any file or database is read."""
+    for name, raw in overrides.items():
+        setting = SETTINGS_BY_NAME.get(name)
+        if setting is None:
+            raise UsageLine(f"unknown setting {name!r}; see `cortex config show` for names")
+        try:
+            coerce(setting, raw, Path("~"), "flag")
+        except ConfigError as exc:
+            raise UsageLine(str(exc)) from exc
 
 
 def clean(text: str | None) -> str | None:

@@ -107,9 +107,14 @@ class HookEvent:
     tool_input: Mapping[str, str] = field(default_factory=dict)
 
 
+def _utf8(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON, not in UTF-8) replaced by ``?``."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _str(data: Mapping[str, Any], key: str, limit: int = MAX_FIELD_CHARS) -> str | None:
     value = data.get(key)
-    return value[:limit] if isinstance(value, str) and value else None
+    return _utf8(value[:limit]) if isinstance(value, str) and value else None
 
 
 def normalize(host: str, data: Mapping[str, Any]) -> HookEvent:
@@ -148,7 +153,7 @@ def _cwd(host: str, kind: str, data: Mapping[str, Any]) -> str | None:
     roots = data.get("workspace_roots")
     if cwd is None and host == "cursor" and isinstance(roots, list) and roots:
         first = roots[0]
-        return first[:MAX_SIGNAL_CHARS] if isinstance(first, str) and first else None
+        return _utf8(first[:MAX_SIGNAL_CHARS]) if isinstance(first, str) and first else None
     return cwd
 
 
@@ -172,7 +177,7 @@ def _signals(raw: Mapping[str, Any]) -> dict[str, str]:
     for key, target in _SIGNAL_KEYS.items():
         value = raw.get(key)
         if isinstance(value, str) and value.strip() and target not in out:
-            out[target] = value[:MAX_SIGNAL_CHARS]
+            out[target] = _utf8(value[:MAX_SIGNAL_CHARS])
     return out
 
 

@@ -36,6 +36,8 @@ class CrashRecovery:
         """An open session is crashed when its lease lapsed or its owner process is gone."""
         last = state.last_activity or state.updated_at or state.start_time
         idle = (self.context.clock.now() - parse_time(last)).total_seconds()
+        if idle < 0:
+            return False  # active after "now" (a clock set back, a replay): live, not crashed
         if idle > self.context.config.lease_seconds:
             return True
         if state.owner_pid and state.owner_host == HOST:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState
+from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
 from cortex.files import check_id
 from cortex.services.project import display_name
@@ -51,8 +52,9 @@ class SessionStart:
         sid = check_id(session_id) if session_id is not None else _new_id()
         at = ctx.now_iso()
         name = project_name or display_name(project)
+        keywords = tuple(redact(k) for k in keywords if isinstance(k, str))  # stored as topics
         words = _context_keywords(name, workdir, keywords)
-        extractor = _seeded_topics(name, workdir)
+        extractor = _seeded_topics(name, workdir, keywords)
         with ctx.tx():
             existing = ctx.store.get_session(sid)
             self.recovery.detect_and_recover_crashed(sid)
@@ -89,13 +91,17 @@ class SessionStart:
         return state
 
 
-def _seeded_topics(name: str | None, workdir: str | None) -> HotTopicExtractor:
-    """A new session's topic accumulator, seeded with its project and working directory."""
+def _seeded_topics(
+    name: str | None, workdir: str | None, keywords: Iterable[str]
+) -> HotTopicExtractor:
+    """A new session's topic accumulator, seeded with its project, working directory and the
+    keywords given at start (so ``--keywords "ham radio"`` is a topic from the first turn)."""
     extractor = HotTopicExtractor()
     if name:
         extractor.record_project(name)
     if workdir:
         extractor.record_exec_workdir(workdir)
+    extractor.record_keywords(keywords)
     return extractor
 
 

@@ -26,6 +26,7 @@ from cortex.core.memory_models import (
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
 from cortex.errors import ValidationError
 from cortex.store import DEFAULT_TENANT
+from cortex.store.migrations import refuse_unknown
 from cortex.store.postgres import migrations
 from cortex.store.postgres.db import Pool, Runner, open_pool, redacted
 from cortex.store.postgres.embeddings import EmbeddingRepository
@@ -116,6 +117,9 @@ class PostgresStore(RegistryMethods):
     def migrate(self) -> list[str]:
         """Apply pending migrations in order (for the whole database); return those applied."""
         with self._db.connection() as conn:
+            applied = (name for name, _ in migrations.applied_migrations(conn))
+            known = {name for name, _ in migrations.MIGRATIONS}
+            refuse_unknown(applied, known, f"database {self.url}")
             return migrations.migrate(conn)
 
     def applied_migrations(self) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from typing import Any
 from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, StorageError
 from cortex.files import ensure_dir
-from cortex.store.migrations import MIGRATIONS_TABLE
+from cortex.store.migrations import MIGRATIONS_TABLE, refuse_unknown
 from cortex.store.records import one_line
 from cortex.store.sqlite.migrations import MIGRATIONS, Migration
 
@@ -137,6 +137,11 @@ class Database:
             if type(exc) is sqlite3.DatabaseError or isinstance(exc, sqlite3.OperationalError):
                 raise storage_error(exc, self.url) from exc
             raise
+        except UnicodeDecodeError as exc:  # SQLite's own message quoted garbage: a damaged file
+            raise StorageError(
+                f"{self.url} is damaged (SQLite reports unreadable text: {exc.reason}); "
+                "move it aside (a new one is created) or restore a backup"
+            ) from exc
 
     def run(self, sql: str, params: Params = (), *, conflict: str | None = None) -> sqlite3.Cursor:
         with self.translated(conflict):
@@ -180,7 +185,11 @@ class Database:
     def check_integrity(self) -> list[str]:
         """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""
         found = [str(row[0]) for row in self.rows("PRAGMA quick_check")]
-        return [] if found == ["ok"] else found
+        if found == ["ok"]:
+            return []
+        # A report row may span lines under a "*** in database main ***" header: one a line.
+        lines = (" ".join(line.split()) for row in found for line in row.splitlines())
+        return [line for line in lines if line and not line.startswith("***")]
 
     def close(self) -> None:
         self.connection.close()
@@ -208,6 +217,7 @@ class Database:
         if self.connection.in_transaction:
             raise RuntimeError("migrate() needs a connection outside any transaction")
         done = {name for name, _ in self.applied_migrations()}
+        refuse_unknown(done, {m.name for m in MIGRATIONS}, f"database {self.url}")
         with self.translated():
             return [m.name for m in MIGRATIONS if m.name not in done and self._apply(m)]
 
