@@ -1,0 +1,105 @@
+"""The team server's own cost per request, without HTTP: authenticate a key, open the tenant's
+services, apply one idempotent turn (the work every captured turn does on a server).
+
+Run: ``.venv/bin/python bench/server_path.py`` (``--runs N``; needs PostgreSQL at
+``CORTEX_TEST_POSTGRES_URL`` or 127.0.0.1:5432). A scratch database is created and dropped.
+Prints medians against a floor (a whole ``python -c "import sqlite3"`` process) timed in the
+same run, so a figure can be compared across machines and loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from cortex.services.hosting import ServiceHost, apply_once
+
+ADMIN_URL = os.environ.get(
+    "CORTEX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def median_ms(action: Callable[[int], object], runs: int) -> float:
+    samples = []
+    for i in range(runs):
+        started = time.perf_counter()
+        action(i)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def floor_ms(runs: int = 15) -> float:
+    return median_ms(
+        lambda _: subprocess.run([sys.executable, "-c", "import sqlite3"], check=True), runs
+    )
+
+
+def measure(url: str, runs: int) -> dict[str, float]:
+    host = ServiceHost(
+        url, Path(tempfile.mkdtemp(prefix="cortex-bench-")), pool_size=4, secret="bench"
+    )
+    try:
+        with host.registry() as app:
+            app.tenants.create_tenant("bench")
+            key = app.tenants.create_key("bench", "write")[1]
+        with host.open("bench") as app:
+            sid = app.sessions.on_session_start(project="api").session_id
+
+        def turn(i: int) -> None:
+            tenant, _ = host.authenticate(key)
+            with host.open(tenant) as app:
+                record = lambda: app.sessions.record(sid, text=f"auth refactor step {i}")  # noqa: E731
+                apply_once(app, f"turn-{i}-{time.time_ns()}", record)
+
+        def start(i: int) -> None:
+            with host.open("bench") as app:
+                app.sessions.on_session_start(project="api")
+
+        for i in range(20):  # warm the pool and the code paths
+            turn(i)
+        return {
+            "authenticate_ms": median_ms(lambda _: host.authenticate(key), runs),
+            "turn_ms": median_ms(turn, runs),
+            "start_ms": median_ms(start, max(20, runs // 4)),
+        }
+    finally:
+        host.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    name = f"cortex_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        try:
+            figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs)
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    figures["floor_ms"] = floor_ms()
+    figures["loadavg_1m"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps({k: round(v, 3) for k, v in figures.items()}, indent=2))
+        return
+    floor = figures["floor_ms"]
+    print(f"floor (python -c 'import sqlite3'): {floor:.1f} ms; load {figures['loadavg_1m']:.2f}")
+    for label in ("authenticate_ms", "turn_ms", "start_ms"):
+        value = figures[label]
+        print(f"{label[:-3]:<13} median {value:6.2f} ms  ({value / floor:.3f} floors)")
+
+
+if __name__ == "__main__":
+    main()
