@@ -54,7 +54,9 @@ def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_T
         return _open_postgres(text, tenant, migrate)
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        raise ConfigError(f"unsupported store URL scheme {scheme!r}; use a SQLite path")
+        raise ConfigError(
+            f"unsupported store URL scheme {scheme!r}; use a SQLite path or a postgresql:// URL"
+        )
     if tenant != DEFAULT_TENANT:
         raise ConfigError(
             f"tenant {tenant!r} needs a postgresql:// store; a SQLite file holds one "

@@ -88,6 +88,28 @@ def json_value(value: Any, kind: type, where: str) -> Any:
     return value
 
 
+def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str, str]:
+    """The three SELECTs of ``session_states`` every backend runs, in its own SQL: every
+    column; for restoration, without the columns it never reads (``empty_json`` formats an
+    empty JSON literal, e.g. ``"'{}'"``); and the same with only CRITICAL pins decoded
+    (``critical_pins_only`` is the backend's expression for ``working_memory``)."""
+
+    def select(replaced: dict[str, str]) -> str:
+        columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
+        return f"SELECT {columns} FROM session_states"
+
+    # Restoration reads many rows and never uses these columns: skip sending and decoding them.
+    skipped = {
+        "topic_state": empty_json.format("{}"),
+        "recent_learnings": empty_json.format("[]"),
+        "confidence_updates": empty_json.format("[]"),
+        "sop_interactions": empty_json.format("[]"),
+    }
+    # Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs.
+    light = skipped | {"working_memory": critical_pins_only}
+    return select({}), select(skipped), select(light)
+
+
 def session_values(state: SessionState) -> dict[str, Any]:
     """``state`` by column name; JSON columns hold Python values for the backend to encode."""
     data = state.to_dict()

@@ -11,6 +11,7 @@ from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    session_selects,
     session_values,
     sessions_from_rows,
 )
@@ -18,28 +19,10 @@ from cortex.store.records import (
 _JSON_COLUMNS = frozenset((*SESSION_JSON_LISTS, "topic_state"))
 
 
-def _select(replaced: dict[str, str]) -> str:
-    """SELECT of every session column, some replaced by SQL expressions."""
-    columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
-    return f"SELECT {columns} FROM session_states"
-
-
-SELECT = _select({})
-# Restoration reads many rows and never uses these columns: skip sending and decoding them.
-_NOT_FOR_RESTORE = {
-    "topic_state": "'{}'::jsonb",
-    "recent_learnings": "'[]'::jsonb",
-    "confidence_updates": "'[]'::jsonb",
-    "sop_interactions": "'[]'::jsonb",
-}
-_SELECT_FOR_RESTORE = _select(_NOT_FOR_RESTORE)
-# Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
-_SELECT_FOR_RESTORE_LIGHT = _select(
-    _NOT_FOR_RESTORE
-    | {
-        "working_memory": 'CASE WHEN working_memory @> \'[{"importance": "CRITICAL"}]\' '
-        "THEN working_memory ELSE '[]'::jsonb END"
-    }
+SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
+    "'{}'::jsonb",
+    'CASE WHEN working_memory @> \'[{"importance": "CRITICAL"}]\' '
+    "THEN working_memory ELSE '[]'::jsonb END",
 )
 _UPSERT = (
     f"INSERT INTO session_states (tenant_id, {', '.join(SESSION_COLUMNS)}) "

@@ -13,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     dumps,
+    session_selects,
     session_values,
     sessions_from_rows,
 )
@@ -22,28 +23,9 @@ _PAGE = 500
 _JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")
 
 
-def _select(replaced: dict[str, str]) -> str:
-    """SELECT of every session column, with some replaced by SQL expressions."""
-    columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
-    return f"SELECT {columns} FROM session_states"
-
-
-SELECT = _select({})
-# Restoration reads many rows and never uses these columns: skip decoding them.
-_NOT_FOR_RESTORE = {
-    "topic_state": "'{}'",
-    "recent_learnings": "'[]'",
-    "confidence_updates": "'[]'",
-    "sop_interactions": "'[]'",
-}
-_SELECT_FOR_RESTORE = _select(_NOT_FOR_RESTORE)
-# Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs here.
-_SELECT_FOR_RESTORE_LIGHT = _select(
-    _NOT_FOR_RESTORE
-    | {
-        "working_memory": "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 "
-        "THEN working_memory ELSE '[]' END"
-    }
+SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
+    "'{}'",
+    "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 THEN working_memory ELSE '[]' END",
 )
 _UPSERT = (
     f"INSERT INTO session_states ({', '.join(SESSION_COLUMNS)}) "
