@@ -23,6 +23,7 @@ import argparse
 import bisect
 import itertools
 import json
+import os
 import random
 import shutil
 import statistics
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from compare import floor_ms  # noqa: E402 - bench/compare.py, the shared floor
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
@@ -214,6 +216,14 @@ def main() -> int:
         "source_memory_in_top10": round(found / len(calls), 3),
         "add_with_upsert_per_second": round(write_rate(path, args.batches, rng)),
     }
+    # The floor of this run: a whole `python -c "import sqlite3"` process (bench/compare.py).
+    floor = floor_ms()
+    report["floor_ms"] = round(floor, 2)
+    for key in ("search_limit10", "get_context_4000"):
+        row = report[key]
+        assert isinstance(row, dict)
+        row["p95_x_floor"] = round(row["p95_ms"] / floor, 4)
+    report["loadavg_1m"] = round(os.getloadavg()[0], 2)
     (RESULTS / "memory.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     return 0

@@ -47,8 +47,11 @@ def ensure_dir(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def file_lock(target: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``<target>.lock`` for the block."""
+def file_lock(target: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``<target>.lock`` for the block.
+
+    With ``wait=False`` a lock held elsewhere raises ``BlockingIOError`` at once.
+    """
     ensure_dir(target.parent)
     lock_path = target.with_name(target.name + ".lock")
     try:
@@ -58,7 +61,7 @@ def file_lock(target: Path) -> Iterator[None]:
             f"cannot lock {target} ({exc.strerror}); check permissions on its directory"
         ) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         yield
     finally:
         os.close(fd)

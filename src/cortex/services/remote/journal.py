@@ -21,17 +21,16 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cortex.core.redaction import redact_value
 from cortex.errors import StorageError
+from cortex.files import atomic_write_text, ensure_dir, file_lock
 
 JOURNAL = "journal.jsonl"
 REJECTED = "rejected.jsonl"
@@ -75,7 +74,7 @@ class Journal:
             "created_at": created_at,
         }
         line = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        with self._locked("journal.lock"):
+        with file_lock(self.dir / "journal"):
             fd = self._open(self.path, os.O_RDWR | os.O_APPEND)
             try:
                 size = os.fstat(fd).st_size
@@ -114,7 +113,7 @@ class Journal:
         """
         sent = rejected = 0
         try:
-            with self._locked("drain.lock", wait=wait):
+            with file_lock(self.dir / "drain", wait=wait):
                 while True:
                     offset = self._offset()
                     batch = self._read_from(offset)
@@ -168,20 +167,13 @@ class Journal:
             return 0
 
     def _commit(self, offset: int) -> None:
-        """Record ``offset`` as delivered: write a temp file, fsync, rename over."""
-        temp = self.dir / f"{OFFSET}.{os.getpid()}.tmp"
-        fd = self._open(temp, os.O_WRONLY | os.O_TRUNC)
-        try:
-            _write_all(fd, json.dumps({"offset": offset}).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.dir / OFFSET)
+        """Record ``offset`` as delivered: an atomic, fsynced rewrite, then the directory."""
+        atomic_write_text(self.dir / OFFSET, json.dumps({"offset": offset}))
         _fsync_dir(self.dir)
 
     def _reset_if_drained(self) -> None:
         """Empty a fully delivered journal (offset first: a crash then only replays)."""
-        with self._locked("journal.lock"):
+        with file_lock(self.dir / "journal"):
             offset = self._offset()
             try:
                 size = self.path.stat().st_size
@@ -209,22 +201,13 @@ class Journal:
 
     def _open(self, path: Path, flags: int) -> int:
         try:
-            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            ensure_dir(self.dir)
             return os.open(path, flags | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StorageError(
                 f"cannot write the client journal {path} ({exc.strerror}); "
                 "check the permissions of the Cortex home"
             ) from exc
-
-    @contextlib.contextmanager
-    def _locked(self, name: str, *, wait: bool = True) -> Iterator[None]:
-        fd = self._open(self.dir / name, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
