@@ -29,20 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from cortex.core.memory_models import (
-    Checkpoint,
-    CompactionEvent,
-    EventTotals,
-    Memory,
-    MemoryFilter,
-    MemoryLink,
-    SessionEvent,
-    SessionSnapshot,
-)
-from cortex.core.models import MetricEvent, SessionState
-from cortex.core.tenancy import ApiKeyRecord, TenantRecord
+if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
+    from cortex.core.memory_models import (
+        Checkpoint,
+        CompactionEvent,
+        EventTotals,
+        Memory,
+        MemoryFilter,
+        MemoryLink,
+        SessionEvent,
+        SessionSnapshot,
+    )
+    from cortex.core.models import MetricEvent, SessionState
+    from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
 
 class SessionStore(Protocol):
