@@ -59,6 +59,16 @@ class RemoteClient:
             self._spool(method, path, body, "the server refused the API key")
             raise  # kept for when the key is fixed, and said at once
 
+    def waiting(self, path: str, **fields: object) -> bool:
+        """Whether a write to ``path`` whose body holds ``fields`` still waits in the journal
+        after one more attempt to deliver it (the server is unavailable)."""
+        if self._catch_up():
+            return False
+        return any(
+            entry.get("path") == path and all(entry["body"].get(k) == v for k, v in fields.items())
+            for entry in self.journal.entries()
+        )
+
     def sync(self) -> DrainReport:
         """Deliver the journal now, waiting for a drain running elsewhere to finish."""
         return self.journal.drain(lambda entry: self._send(entry, force=True), wait=True)

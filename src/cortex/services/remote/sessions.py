@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import COMPLETE, Pin, RestoredSessionContext, SessionState
-from cortex.errors import NotFoundError
+from cortex.errors import NotFoundError, UnavailableError
 from cortex.services.remote.client import RemoteClient, request_id
 from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.transport import segment
@@ -30,6 +30,9 @@ from cortex.services.sessions.manager import SessionPersistenceManager
 def _compact(**fields: Any) -> dict[str, Any]:
     """The fields that carry something (the server applies its defaults to the others)."""
     return {k: v for k, v in fields.items() if v is not None and v != [] and v != ()}
+
+
+_START = "/v1/sessions/start"
 
 
 class RemoteSessions(SessionPersistenceManager):
@@ -47,10 +50,17 @@ class RemoteSessions(SessionPersistenceManager):
 
     # -- lookups -------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionState | None:
+        """The server's row; while the server is unavailable, a session whose start waits in
+        the journal is open (its writes follow the start there), any other is unknown."""
         try:
             return SessionState.from_dict(self.client.read("GET", _session(session_id)))
         except NotFoundError:
             return None
+        except UnavailableError:
+            if not self.client.waiting(_START, session_id=session_id):
+                raise
+            now = self.now_iso()
+            return SessionState(session_id=session_id, start_time=now, last_activity=now)
 
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
         if session_id:
@@ -96,6 +106,9 @@ class RemoteSessions(SessionPersistenceManager):
         ``owner_pid`` is a local process: the server keeps sessions alive by their lease.
         """
         session_id = session_id or _new_session_id()
+        if self.client.waiting(_START, session_id=session_id):
+            # Its start already waits in the journal: a second one would only start it twice.
+            return RestoredSessionContext(session_id=session_id, preamble=None)
         body = _compact(
             session_id=session_id,
             channel=channel,
@@ -109,7 +122,7 @@ class RemoteSessions(SessionPersistenceManager):
             parent_session=parent_session,
             explain=explain or None,
         )
-        answer = self.client.write("POST", "/v1/sessions/start", body)
+        answer = self.client.write("POST", _START, body)
         if answer is None:
             return RestoredSessionContext(session_id=session_id, preamble=None)
         return RestoredSessionContext.from_dict({"session_id": session_id, **answer})
