@@ -1,4 +1,4 @@
-"""Core engine benchmarks: the spec's five (API guide 14.3) and ARCHITECTURE.md's budgets.
+"""Core engine benchmarks: the five original budgets and the project's goals (docs/benchmarks.md).
 
 Run: ``.venv/bin/python bench/core.py`` (``--quick`` for a smaller store). Prints a table and
 writes bench/results/core.json. Every figure is a median (and p95) over repeated runs on a

@@ -1,4 +1,4 @@
-"""Confidence decay (FR-004, API guide 3.3): the spec's table is the test data."""
+"""Confidence decay: the spec's table is the test data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cortex.core.decay import apply_decay, decay_factor, should_inherit
 
-# API guide 3.3: hours, decay factor, original 1.0 ->, original 0.8 -> (3 decimals).
+# The spec's decay table: hours, decay factor, original 1.0 ->, original 0.8 -> (3 decimals).
 SPEC_TABLE = [
     (0, 1.000, 1.000, 0.800),
     (24, 0.943, 0.943, 0.754),
@@ -30,7 +30,7 @@ def test_spec_table(hours_elapsed: int, factor: float, from_one: float, from_poi
 
 
 def test_200h_follows_the_formula_not_the_spec_row():
-    # Spec contradiction: API guide 3.3's table (and 14.1's "min factor 0.3 at 200h") gives
+    # Spec contradiction: the decay table (and the test plan's "min factor 0.3 at 200h") gives
     # 0.300 at 200 h, but its own formula max(0.3, 1 - 200/168 * 0.4) gives 0.5238. The
     # formula wins; the floor is only reached from 294 h on.
     assert decay_factor(200) == pytest.approx(1 - (200 / 168) * 0.4)
@@ -66,7 +66,7 @@ def test_zero_hours_is_exactly_no_decay():
 @pytest.mark.parametrize(
     ("original", "hours_elapsed", "expected"),
     [
-        (0.3, 200, False),  # API guide 14.1: 0.3 x 0.524 = 0.157 < 0.3
+        (0.3, 200, False),  # 0.3 x 0.524 = 0.157 < 0.3
         (1.0, 48, True),
         (1.0, 10_000, True),  # 1.0 x 0.3 = 0.3, exactly the floor
         (0.5, 168, True),  # 0.5 x 0.6 = 0.30

@@ -1,4 +1,4 @@
-"""The metrics hash chain (FR-013): it verifies, and every kind of tampering is reported."""
+"""The metrics hash chain: it verifies, and every kind of tampering is reported."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The continuity preamble (FR-010, API guide 3.6) and the pins block."""
+"""The continuity preamble and the pins block."""
 
 from __future__ import annotations
 

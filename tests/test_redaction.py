@@ -1,4 +1,4 @@
-"""Credential redaction (API guide 13.3, 14.2). Fake tokens are built from pieces."""
+"""Credential redaction. Fake tokens are built from pieces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Relevance scoring (FR-006, API guide 3.4, 13.4, 14.1)."""
+"""Relevance scoring."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_api_guide_four_pending_tasks_at_160h_reaches_threshold():
 
 
 def test_three_pending_tasks_alone_do_not_restore_an_old_session():
-    # Spec contradiction: FR-006 says 3 pending tasks trigger restoration "regardless of age",
+    # Spec contradiction: the spec says 3 pending tasks trigger restoration "regardless of age",
     # but its formula gives min(1, 3 * 0.25) * 0.25 = 0.1875 at 168 h with no overlap, below
     # the 0.25 threshold. The formula wins.
     assert score(session(n_tasks=3), [], 168) == pytest.approx(0.1875)
@@ -177,7 +177,7 @@ def test_score_all_skips_a_session_with_no_readable_time():
 
 
 def test_format_breakdown_matches_the_debug_layout():
-    # API guide 13.4 prints "recency: 0.886" at 48 h, which is the decay factor, not the
+    # The spec's debug example prints "recency: 0.886" at 48 h, which is the decay factor, not the
     # recency weight; the formula gives 1 - 48/168 = 0.714, and the total follows from it.
     b = score_breakdown(session(topics=TWENTY, n_tasks=2), ["topic0", "topic1", "topic2"], 48)
     assert format_breakdown(b, "a1b2c3d4-5678-90ab") == (

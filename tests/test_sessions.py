@@ -1,4 +1,4 @@
-"""SessionPersistenceManager against real SQLite files (API guide 14.2, design 11)."""
+"""SessionPersistenceManager against real SQLite files."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
 from cortex.store.sqlite.migrations import MIGRATIONS
 from store_contract import full_session, t
 
-# The spec's own statement (API guide section 8), comments and all, as an older brain.db has it.
+# The spec's own statement, comments and all, as an older brain.db has it.
 SPEC_SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_states (
     -- Primary identity

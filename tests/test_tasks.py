@@ -1,4 +1,4 @@
-"""Pending-task detection (FR-008, design 5.8): the pure parts."""
+"""Pending-task detection: the pure parts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hot topic extraction (FR-005, API guide 3.5, 9.3, design 5.7)."""
+"""Hot topic extraction."""
 
 from __future__ import annotations
 

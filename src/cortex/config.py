@@ -28,7 +28,7 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
     legacy_env: tuple[str, ...] = ()
-    """Older variable names read after ``CORTEX_<NAME>``, in this order (RFC migration notes)."""
+    """Older variable names read after ``CORTEX_<NAME>``, in this order."""
     env: str | None = None
     """The variable read instead of ``CORTEX_<NAME>``, when the setting has a shorter one."""
     secret: bool = False
@@ -128,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
         "working_memory_ttl_hours",
         float,
         24.0,
-        "Hours a working-layer memory lives before it expires (RFC phase 1; also read from "
+        "Hours a working-layer memory lives before it expires (also read from "
         "MEMORIES_WORKING_MEMORY_TTL_HOURS, then MCP_WORKING_MEMORY_TTL_HOURS).",
         0.01,
         8760,

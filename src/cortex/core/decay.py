@@ -1,4 +1,4 @@
-"""Confidence decay of inherited memories (FR-004): pure functions of the hours elapsed.
+"""Confidence decay of inherited memories: pure functions of the hours elapsed.
 
 Decay softens what a new session inherits; it is applied at restore time only and never
 written back to the stored confidence.
@@ -16,7 +16,7 @@ DEFAULT_FLOOR = 0.3
 def decay_factor(hours_elapsed: float, floor: float = DEFAULT_FLOOR) -> float:
     """The multiplier applied to an inherited confidence after ``hours_elapsed`` hours.
 
-    Formula (FR-004)::
+    Formula::
 
         decay_factor(h) = max(floor, 1.0 - (h / 168) * 0.4)
 
@@ -44,5 +44,5 @@ def apply_decay(
 def should_inherit(
     original_confidence: float, hours_elapsed: float, floor: float = DEFAULT_FLOOR
 ) -> bool:
-    """True when the decayed confidence is still at or above ``floor`` (FR-004's drop rule)."""
+    """True when the decayed confidence is still at or above ``floor`` (the drop rule)."""
     return apply_decay(original_confidence, hours_elapsed, floor) >= floor

@@ -1,6 +1,6 @@
-"""The records of the memory lifecycle (RFC phases 1-3), as frozen dataclasses.
+"""The records of the memory lifecycle, as frozen dataclasses.
 
-A ``Memory`` is one row of ``memories`` (the RFC's columns); session events, snapshots,
+A ``Memory`` is one row of ``memories`` (its lifecycle columns); session events, snapshots,
 checkpoints and compaction events belong to a session (``session_states.id``, the one session
 entity). ``to_dict()`` gives the JSON form the CLI, MCP and HTTP adapters print.
 """
@@ -23,7 +23,7 @@ EXPLICIT = "explicit"
 IMPLICIT = "implicit"
 INTENTS = (EXPLICIT, IMPLICIT)
 
-# Context modes of the RFC's parity matrix: which layers besides rules each one returns.
+# Context modes (the same on the CLI, MCP and HTTP): which layers besides rules each one returns.
 MODE_LAYERS: dict[str, tuple[str, ...]] = {
     "rules_only": (),
     "working": (WORKING,),
@@ -37,13 +37,13 @@ LINK_KINDS = ("supersedes", "conflicts", "relates")
 ROLES = ("user", "assistant", "tool")
 EVENT_KINDS = ("message", "checkpoint", "summary", "event")
 SNAPSHOT_TRIGGERS = ("new_session", "reset", "manual", "auto_compaction")
-# The RFC's count|time|semantic, plus manual for a compaction a person or harness forced.
+# Triggers count|time|semantic, plus manual for a compaction a person or harness forced.
 TRIGGER_TYPES = ("count", "time", "semantic", "manual")
 
 
 @dataclass(frozen=True)
 class Memory:
-    """One memory: its content, layer, scope and lifecycle columns (RFC phase 1)."""
+    """One memory: its content, layer, scope and lifecycle columns."""
 
     id: str
     content: str
@@ -145,7 +145,7 @@ class ScoredMemory:
 
 @dataclass(frozen=True)
 class SessionBlock:
-    """The ``session`` block of a context result (RFC ``ContextResult.session``)."""
+    """The ``session`` block of a context result (``ContextResult.session``)."""
 
     session_id: str
     compaction_required: bool
@@ -191,7 +191,7 @@ class ContextResult:
 
 @dataclass(frozen=True)
 class SessionEvent:
-    """One event of a session: a message, checkpoint, summary or other event (RFC phase 2)."""
+    """One event of a session: a message, checkpoint, summary or other event."""
 
     id: str
     session_id: str
@@ -219,7 +219,7 @@ class SessionEvent:
 
 @dataclass(frozen=True)
 class SessionSnapshot:
-    """A markdown transcript of a session's meaningful events (RFC phase 2)."""
+    """A markdown transcript of a session's meaningful events."""
 
     id: str
     session_id: str
@@ -296,7 +296,7 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class CompactionEvent:
-    """One compaction of a session (RFC phase 3 ``memory_compaction_events``)."""
+    """One compaction of a session (table ``compaction_events``)."""
 
     id: str
     session_id: str

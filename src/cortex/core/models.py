@@ -1,6 +1,6 @@
 """The records Cortex keeps: a session and what it carries, as frozen dataclasses.
 
-``to_dict()`` gives the spec's wire names (FR-003 for ``SessionState``; the OpenClaw
+``to_dict()`` gives the wire names (the session record's for ``SessionState``; the OpenClaw
 ``working_memory.json`` names, e.g. ``pinnedAt``, for ``Pin``); ``from_dict()`` reads them back
 and tolerates missing optional keys, so records written by older versions still load.
 """
@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
-"""``session_states.schema_version`` of the records this version writes (NFR-005)."""
+"""``session_states.schema_version`` of the records this version writes."""
 
 CRITICAL = "CRITICAL"
 NORMAL = "NORMAL"
@@ -30,7 +30,7 @@ class Pin:
     """A working-memory pin: a short labelled note the agent keeps in view.
 
     ``source_session_id`` and ``inherited_at`` are set only on pins inherited from a prior
-    session; ``label`` then carries the provenance suffix of FR-007.
+    session; ``label`` then carries the provenance suffix ``[inherited from ...]``.
     """
 
     label: str
@@ -76,7 +76,7 @@ class Pin:
 
 @dataclass(frozen=True)
 class PendingTask:
-    """An unfinished task carried across sessions (FR-003 ``PendingTask``).
+    """An unfinished task carried across sessions (``PendingTask`` in the session record).
 
     ``updated_at`` is the last activity seen for the task (for "{days}d ago"); ``source`` is
     ``pipeline_state`` or ``working_memory_scan`` (the metrics event's field).
@@ -106,7 +106,7 @@ class PendingTask:
 
 @dataclass(frozen=True)
 class ConfidenceUpdate:
-    """A confidence change made during a session (FR-003)."""
+    """A confidence change made during a session."""
 
     memory_id: str
     old_score: float
@@ -130,7 +130,7 @@ class ConfidenceUpdate:
 
 @dataclass(frozen=True)
 class SOPInteraction:
-    """An SOP injected during a session and whether it was acknowledged (FR-003)."""
+    """An SOP injected during a session and whether it was acknowledged."""
 
     sop_path: str
     injected_at: str
@@ -152,7 +152,7 @@ class SOPInteraction:
 
 @dataclass(frozen=True)
 class SessionState:
-    """One session: the FR-003 record plus the columns ARCHITECTURE.md adds.
+    """One session: the session record plus the continuity columns.
 
     ``end_time`` is None while the session is live (or crashed and not yet recovered).
     ``topic_state`` is the serialized ``HotTopicExtractor`` so that each turn may be a
@@ -177,7 +177,7 @@ class SessionState:
     schema_version: int = SCHEMA_VERSION
     created_at: str = ""
     updated_at: str | None = None
-    # Columns ARCHITECTURE.md adds (protocol metadata, scope, lease, accumulator).
+    # Continuity columns (protocol metadata, scope, lease, accumulator).
     state: str = ACTIVE
     scope: str = "project"
     project: str | None = None
@@ -196,7 +196,7 @@ class SessionState:
         return self.end_time is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The FR-003 wire form (plus the added columns), JSON-ready."""
+        """The wire form (plus the added columns), JSON-ready."""
         return {
             "session_id": self.session_id,
             "start_time": self.start_time,
@@ -270,7 +270,7 @@ class SessionState:
 
 @dataclass(frozen=True)
 class ScoreBreakdown:
-    """One prior session's relevance score and its three weighted parts (FR-006)."""
+    """One prior session's relevance score and its three weighted parts."""
 
     recency: float
     topic_overlap: float
@@ -294,7 +294,7 @@ class ScoredSession:
 
 @dataclass(frozen=True)
 class RestoredSessionContext:
-    """What ``on_session_start`` restored (API guide 3.1), plus a human-readable ``explain``.
+    """What ``on_session_start`` restored , plus a human-readable ``explain``.
 
     ``preamble`` is None on a cold start. ``inherited_pins`` carry their decayed confidence.
     """
@@ -331,7 +331,7 @@ class RestoredSessionContext:
 
 @dataclass(frozen=True)
 class MetricEvent:
-    """One stored metrics event: a link of the keyed hash chain (FR-013)."""
+    """One stored metrics event: a link of the keyed hash chain."""
 
     seq: int
     event: str

@@ -1,4 +1,4 @@
-"""Working-memory pin rules (FR-007, design 9.2), as pure functions over tuples of pins.
+"""Working-memory pin rules, as pure functions over tuples of pins.
 
 - Working memory holds at most ``WORKING_MEMORY_CAP`` (10) pins.
 - An inherited pin's label carries its provenance: ``{label} [inherited from {id} @ {time}]``.
@@ -35,7 +35,7 @@ def label_key(label: str) -> str:
 
 
 def provenance_label(label: str, session_id: str, at: str) -> str:
-    """``{label} [inherited from {session_id} @ {at}]`` (FR-007)."""
+    """``{label} [inherited from {session_id} @ {at}]`` ."""
     return f"{base_label(label)} [inherited from {session_id} @ {at}]"
 
 
@@ -105,7 +105,7 @@ def merge_inherited(
     max_inherited: int,
     cap: int = WORKING_MEMORY_CAP,
 ) -> tuple[tuple[Pin, ...], list[InheritDecision]]:
-    """Append inherited candidates to ``current`` under FR-007's rules.
+    """Append inherited candidates to ``current``: at most 5 inherited, 10 in all.
 
     Candidates arrive already decayed and provenance-labelled, best first. A candidate is
     skipped when its label collides with a pin already present (current wins; this also makes

@@ -1,4 +1,4 @@
-"""The session-continuity preamble (FR-010, API guide 3.6) and the pins re-injection block.
+"""The session-continuity preamble and the pins re-injection block.
 
 Both are plain text built from plain values; the current time is a parameter. Output is capped
 in characters: the least important lines go first, and the cap is never exceeded.
@@ -144,7 +144,7 @@ def format_preamble(
     max_chars: int = 8000,
     crash_recovered: Sequence[str] = (),
 ) -> str | None:
-    """The continuity preamble of API guide 3.6, or None on a cold start.
+    """The continuity preamble, or None on a cold start.
 
     Sections in order: header (plus ``RECOVERED AFTER CRASH: ...`` when sessions were
     recovered), ``PENDING TASKS``, ``ACTIVE PROJECTS``, ``HOT TOPICS``, ``WORKING MEMORY

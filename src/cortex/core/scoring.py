@@ -1,7 +1,7 @@
-"""Relevance of a prior session to the current one (FR-006): pure functions.
+"""Relevance of a prior session to the current one: pure functions.
 
 The score mixes recency, topic overlap (Jaccard) and pending work. ``score_all`` filters and
-ranks a batch; ``format_breakdown`` renders the debug text of API guide 13.4.
+ranks a batch; ``format_breakdown`` renders the debug text of `--explain`.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def score_breakdown(
 ) -> ScoreBreakdown:
     """Score one prior session against the current context keywords.
 
-    Formula (FR-006)::
+    Formula::
 
         score = recency * 0.4 + jaccard * 0.35 + min(1, tasks * 0.25) * 0.25
         recency = max(0, 1 - hours_elapsed / 168)
@@ -173,7 +173,7 @@ def format_breakdown(
     session_id: str,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> str:
-    """The debug text of API guide 13.4 for one session (first 8 characters of its id).
+    """The `--explain` debug text for one session (first 8 characters of its id).
 
     Example (48 h, 3 of 20 topics shared, 2 pending tasks)::
 

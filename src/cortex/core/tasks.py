@@ -1,4 +1,4 @@
-"""Pending-task detection (FR-008, design 5.8): the pure parts.
+"""Pending-task detection: the pure parts.
 
 The session service reads ``pipeline/state.json`` and passes the parsed JSON here; these
 functions normalise it, turn in-progress tasks and task-like pins into ``PendingTask``s, and
@@ -195,7 +195,7 @@ def _refreshed(task: PendingTask, current: Mapping[str, Any]) -> PendingTask:
 def still_pending(
     tasks: Iterable[PendingTask], pipeline: Mapping[str, Mapping[str, Any]] | None
 ) -> list[PendingTask]:
-    """The surfaced tasks that are still pending now (design 5.8, "filter on restore").
+    """The surfaced tasks that are still pending now (filtered on restore).
 
     ``pipeline`` is ``pipeline_tasks(...)`` of the current file, or None when the file is
     missing. Pipeline-sourced tasks are dropped when done or absent (or when there is no

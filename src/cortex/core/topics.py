@@ -1,4 +1,4 @@
-"""Hot topics of a session (FR-005): a small accumulator of weighted keywords and projects.
+"""Hot topics of a session: a small accumulator of weighted keywords and projects.
 
 ``HotTopicExtractor`` takes signals through ``record_*`` methods and ranks keywords by weighted
 frequency ("TF-IDF-style" in the spec; with no corpus at hand, the IDF part is approximated by

@@ -1,4 +1,4 @@
-"""Retention (NFR-004): sessions ended long ago move to JSON cold storage, nothing lost.
+"""Retention: sessions ended long ago move to JSON cold storage, nothing lost.
 
 Each session is written to ``{sessions_dir}/archive/YYYY-MM/{id}.json`` (atomic, fsynced) and
 read back before its row is deleted, batch by batch, each batch in one transaction: a failure

@@ -1,4 +1,4 @@
-"""CompactionService: checkpoints, the compaction trigger, and the compaction itself (RFC 3).
+"""CompactionService: checkpoints, the compaction trigger, and the compaction itself.
 
 Write-ahead: before a harness compacts its context, ``pre_compact`` writes a checkpoint that
 carries what must survive (pins, pending tasks, rules, the latest decisions, working memories,
@@ -105,7 +105,7 @@ class CompactionRun:
 
 
 def derived_status(state: SessionState, compactions: int) -> str:
-    """The RFC's session status from the one session row: closed, compacted or active."""
+    """The session status from the one session row: closed, compacted or active."""
     if not state.is_open:
         return "closed"
     return "compacted" if compactions else "active"

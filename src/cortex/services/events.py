@@ -1,4 +1,4 @@
-"""EventLog: a session's events and snapshots (RFC phase 2), on the one session entity.
+"""EventLog: a session's events and snapshots, on the one session entity.
 
 Each event (a message, checkpoint, summary or other event) is appended as it happens, with its
 role, kind, estimated token count and turn index, so a session killed at any moment keeps
@@ -26,7 +26,7 @@ from cortex.files import check_id
 from cortex.services.base import Service
 
 MAX_EVENT_CHARS = 65_536
-"""Characters of one event's content that are stored (the RFC's bounded payload); the token
+"""Characters of one event's content that are stored (a bounded payload); the token
 count is estimated on the whole content, so budgets stay right."""
 SNAPSHOT_EVENT_LIMIT = 5000
 TRUNCATED = "\n…[truncated {n:,} characters]"

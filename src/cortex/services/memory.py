@@ -1,4 +1,4 @@
-"""MemoryService: layered memories with upsert, search and context assembly (RFC phase 1).
+"""MemoryService: layered memories with upsert, search and context assembly.
 
 Layers: ``rule`` (always injected), ``working`` (expires after ``working_memory_ttl_hours``)
 and ``long_term``. A memory with an ``upsert_key`` replaces the live memory with the same
@@ -48,7 +48,7 @@ __all__ = ["MAX_CONTENT_BYTES", "MAX_KEY_CHARS", "AddResult", "MemoryService", "
 
 @dataclass(frozen=True)
 class NewMemory:
-    """What ``add``/``add_many`` accept; unset fields take the RFC's defaults."""
+    """What ``add``/``add_many`` accept; unset fields take the documented defaults."""
 
     content: str
     layer: str | None = None

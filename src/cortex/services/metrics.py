@@ -1,4 +1,4 @@
-"""Tamper-evident metrics (FR-013): every event is a link of a keyed hash chain.
+"""Tamper-evident metrics: every event is a link of a keyed hash chain.
 
 The chain::
 
@@ -44,7 +44,7 @@ EVENT_NAMES = (
     "pending_task_surfaced",
     "session_chain_traversal",
 )
-"""The five events of the spec (API guide section 11); ``emit`` accepts other names too."""
+"""The five standard events; ``emit`` accepts other names too."""
 
 ZERO_HASH = "0" * 64
 KEY_FILE = "metrics.key"

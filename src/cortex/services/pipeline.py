@@ -1,4 +1,4 @@
-"""The pipeline state file (``pipeline/state.json``): where pending tasks come from (FR-008).
+"""The pipeline state file (``pipeline/state.json``): where pending tasks come from.
 
 Cortex reads it at capture and restore, and ``cortex task`` edits it for users without a
 pipeline of their own. Edits keep every field Cortex does not know, so a real pipeline's file

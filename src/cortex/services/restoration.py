@@ -1,4 +1,4 @@
-"""Restoration planning (FR-002, FR-006, FR-007, FR-008, FR-010): what a new session inherits.
+"""Restoration planning: what a new session inherits.
 
 Pure, in two steps with the session service's I/O between them: ``select_contributors``
 scores the candidate prior sessions (loaded with their CRITICAL pins only) against the new
@@ -26,7 +26,7 @@ from cortex.core.scoring import format_breakdown, score_all, session_age_hours
 from cortex.core.tasks import merge_tasks, still_pending
 
 STANDARD_PIN_MIN_SCORE = 0.4
-"""FR-007: standard pins of sessions other than the most recent qualifying one need this."""
+"""Standard pins of sessions other than the most recent qualifying one need this score."""
 
 UNKNOWN_PIPELINE: Mapping[str, dict[str, Any]] = {"__unknown__": {}}
 """Pass as ``pipeline`` when the pipeline file is unreadable: tasks are then kept unfiltered."""
@@ -136,9 +136,9 @@ def _pending(
 def _standard_sources(scored: Sequence[ScoredSession], explain: list[str]) -> list[SessionState]:
     """Sessions whose standard pins may be inherited, in priority order.
 
-    The most recent qualifying session always gives its pins (FR-002, FR-007's first rule,
-    and the 48 h round trip of AC-010); the other contributors only when they score at
-    least 0.4 (FR-007's second rule). See docs/spec-decisions.md.
+    The most recent qualifying session always gives its pins (so pins survive a 48 h gap,
+    when recency alone scores 0.286); the other contributors only when they score at
+    least 0.4. See docs/spec-decisions.md.
     """
     if not scored:
         return []
@@ -307,7 +307,7 @@ def plan_forced(
     config: Config,
     pipeline: Mapping[str, dict[str, Any]] | None,
 ) -> RestorePlan:
-    """FR-011: inherit everything from ``target`` whatever its age or score (pin cap holds)."""
+    """inherit everything from ``target`` whatever its age or score (pin cap holds)."""
     candidates, decay = _candidate_pins([target], now, config, kind="all", use_floor=False)
     candidates.sort(key=lambda p: (not p.is_critical, -p.confidence))
     pins, decisions = merge_inherited(

@@ -207,7 +207,7 @@ class MemoryReader(Service):
         user_id: str | None = None,
         limit: int = 20,
     ) -> ContextResult:
-        """Rules, then working, then long-term memories (RFC parity matrix), within budget.
+        """Rules, then working, then long-term memories, within budget.
 
         Args:
             query: what the agent is working on; without one, memories come by confidence

@@ -6,7 +6,7 @@ step in ``_cortex_migrations(name, applied_at)`` in the same transaction as the 
 step is either fully applied and recorded or not at all. Never edit or reorder a step that has
 shipped; add a new name at the end and a step for it in every backend.
 
-``m001_session_states`` is the spec's "brain.db migration v4" (API guide section 8).
+``m001_session_states`` is the session table at schema version 4.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def task_done(rt: Runtime, task_id: str) -> None:
 
 @click.group(context_settings=CONTEXT)
 def metrics() -> None:
-    """Tamper-evident session metrics (FR-013)."""
+    """Tamper-evident session metrics: show, verify."""
 
 
 @metrics.command("list", context_settings=CONTEXT)

@@ -173,7 +173,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
 @click.option(
     "--layer",
     type=click.Choice(["rule", "working", "long_term"]),
-    help="The RFC's layer filter: rule, working or long_term (same as the matching --mode).",
+    help="Layer filter: rule, working or long_term (same as the matching --mode).",
 )
 @click.option("--budget", "budget_tokens", type=int, help="Most tokens of memory to return.")
 @session_option("Add the session block; the session's project by default.")

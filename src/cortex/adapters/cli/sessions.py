@@ -127,7 +127,7 @@ def session_end(rt: Runtime, session_id: str | None) -> None:
 @session_option("Session that inherits (default: the current active one).")
 @pass_rt
 def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> None:
-    """Inherit everything from TARGET_ID, whatever its age or score (FR-011).
+    """Inherit everything from TARGET_ID, whatever its age or score.
 
     \b
     Example:

@@ -76,14 +76,15 @@ class SessionCapture:
             return ctx.save(state)
 
     def update_session_state(self, session_id: str, partial: Mapping[str, Any]) -> SessionState:
-        """UPSERT the FR-003 fields present in ``partial``, keeping all others."""
+        """UPSERT the session-record fields present in ``partial``, keeping all others."""
         ctx = self.context
         with ctx.tx():
             current = ctx.load(session_id).to_dict()
             unknown = set(partial) - set(current)
             if unknown:
                 raise ValidationError(
-                    f"unknown SessionState field {sorted(unknown)[0]!r}; see the FR-003 names"
+                    f"unknown SessionState field {sorted(unknown)[0]!r}; "
+                    "see `cortex --json session show` for the names"
                 )
             current.update(partial)
             current["session_id"] = session_id
@@ -91,7 +92,7 @@ class SessionCapture:
             return ctx.save(SessionState.from_dict(current))
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
-        """FR-001: the final record (redacted pins, tasks, topics), its mirror and metric."""
+        """the final record (redacted pins, tasks, topics), its mirror and metric."""
         ctx = self.context
         at = ctx.now_iso()
         with ctx.tx():

@@ -142,7 +142,7 @@ class SessionContext(Service):
 
     # -- mirrors -------------------------------------------------------------------------------
     def mirror(self, state: SessionState) -> None:
-        """Best effort: the session's JSON mirror in ``sessions_dir`` (FR-001)."""
+        """Best effort: the session's JSON mirror in ``sessions_dir``."""
         try:
             write_json(
                 self.config.sessions_dir / f"{check_id(state.session_id)}.json",
@@ -176,7 +176,7 @@ class SessionContext(Service):
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
     ) -> tuple[PendingTask, ...]:
-        """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
+        """pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """

@@ -1,11 +1,11 @@
-"""SessionPersistenceManager: capture and restore sessions (FR-001..FR-013).
+"""SessionPersistenceManager: capture and restore sessions.
 
 The public facade over the session use cases, each its own object sharing one unit of work
 (``SessionContext``: store, settings, clock, the transaction whose metrics join it at commit):
 ``starts`` (start + restore), ``capture`` (turns, field updates, end), ``recovery`` (leases),
 ``continuation`` (manual continue, chains) and ``pins``. Formulas live in the pure core and
 SQL in the store. A session with no end is only crashed when its lease lapsed or its owning
-process is gone (ARCHITECTURE.md).
+process is gone.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class SessionPersistenceManager(Service):
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
     ) -> tuple[PendingTask, ...]:
-        """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
+        """pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """
@@ -111,7 +111,7 @@ class SessionPersistenceManager(Service):
         parent_session: str | None = None,
         explain: bool = False,
     ) -> RestoredSessionContext:
-        """Recover lapsed sessions, open this one and restore what is relevant (FR-002).
+        """Recover lapsed sessions, open this one and restore what is relevant.
 
         ``project`` scopes restoration (a canonical id such as ``git:host/org/repo#root``);
         ``project_name`` is how the project appears in topics and keywords (default: the
@@ -162,11 +162,11 @@ class SessionPersistenceManager(Service):
         )
 
     def update_session_state(self, session_id: str, partial: Mapping[str, Any]) -> SessionState:
-        """UPSERT the FR-003 fields present in ``partial``, keeping all others."""
+        """UPSERT the session-record fields present in ``partial``, keeping all others."""
         return self.capture.update_session_state(session_id, partial)
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
-        """FR-001: the final record (redacted pins, tasks, topics), its mirror and metric."""
+        """the final record (redacted pins, tasks, topics), its mirror and metric."""
         return self.capture.on_session_end(session_id)
 
     # -- crash recovery ------------------------------------------------------------------------
@@ -175,18 +175,18 @@ class SessionPersistenceManager(Service):
         return self.recovery.is_lapsed(state)
 
     def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
-        """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
+        """close lapsed sessions with an estimated end and ``crash_recovered``."""
         return self.recovery.detect_and_recover_crashed(current_session_id)
 
     # -- manual continue and chain -------------------------------------------------------------
     def force_inherit_session(
         self, target_session_id: str, session_id: str | None = None, *, actor: str = "cli"
     ) -> RestoredSessionContext:
-        """FR-011: inherit everything from a session whatever its age or score (audited)."""
+        """inherit everything from a session whatever its age or score (audited)."""
         return self.continuation.force_inherit_session(target_session_id, session_id, actor=actor)
 
     def get_session_chain(self, session_id: str, depth: int = 5) -> list[SessionState]:
-        """FR-009: up to ``depth`` sessions ending at ``session_id``, oldest first."""
+        """up to ``depth`` sessions ending at ``session_id``, oldest first."""
         return self.continuation.get_session_chain(session_id, depth)
 
     # -- pins ----------------------------------------------------------------------------------
@@ -214,6 +214,6 @@ class SessionPersistenceManager(Service):
 
     # -- retention -----------------------------------------------------------------------------
     def archive(self, older_than_days: int = 30, batch: int = 500) -> ArchiveReport:
-        """NFR-004: move sessions ended more than N days ago to JSON, then drop their rows."""
+        """move sessions ended more than N days ago to JSON, then drop their rows."""
         before = to_iso(self.clock.now() - timedelta(days=older_than_days))
         return archive_sessions(self.store, self.config.sessions_dir, before, batch)

@@ -1,4 +1,4 @@
-"""Crash recovery (FR-012) by lease: an open session is only crashed when it is known dead.
+"""Crash recovery by lease: an open session is only crashed when it is known dead.
 
 Several sessions run at once, so an open neighbour is never "recovered" because it is not the
 current session: only when its lease lapsed (no activity for ``lease_seconds``) or its
@@ -49,7 +49,7 @@ class CrashRecovery:
         return self.context.store.open_sessions()
 
     def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
-        """FR-012: close lapsed sessions with an estimated end and ``crash_recovered``."""
+        """close lapsed sessions with an estimated end and ``crash_recovered``."""
         ctx = self.context
         recovered: list[SessionState] = []
         pipeline: Mapping[str, dict[str, Any]] | None = None

@@ -1,7 +1,7 @@
 """Restoration's I/O, in order: load the candidates, pick the contributors, load their pins,
 plan (pure, ``cortex.services.restoration``), then record the outcome's chain links and metrics.
 
-A restoration that fails or passes its time budget is a cold start (NFR-004, fail open).
+A restoration that fails or passes its time budget is a cold start (fail open).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Restorer:
         started = time.perf_counter()
         try:
             plan, fetched = self._plan(state, words, explain or ctx.config.debug)
-        except Exception as exc:  # noqa: BLE001 - NFR-004: restoration never blocks a start
+        except Exception as exc:  # noqa: BLE001 - restoration never blocks a start
             if ctx.config.raise_errors:
                 raise
             log.warning("restoration failed, starting cold: %s", exc)
@@ -89,7 +89,7 @@ class Restorer:
         return replace(session, working_memory=full.working_memory) if full else session
 
     def record(self, state: SessionState, plan: RestorePlan) -> None:
-        """Chain links and the FR-013 events of a warm start."""
+        """Chain links and the metrics events of a warm start."""
         ctx = self.context
         ids = [s.session_id for s in plan.contributors]
         ctx.store.mark_continued(ids, state.session_id, ctx.now_iso())

@@ -1,7 +1,7 @@
-"""Start (FR-002): recover lapsed sessions, open this one and restore what is relevant.
+"""Start: recover lapsed sessions, open this one and restore what is relevant.
 
 Starting an existing id again (a resume) reopens it and restores idempotently. The new
-session's "current context" (ARCHITECTURE.md) is what the harness knows at start: the
+session's "current context" is what the harness knows at start: the
 project's name, the working directory and any keywords (a first prompt, a branch).
 """
 

@@ -148,9 +148,9 @@ def m004_audit_log(conn: Conn) -> None:
 
 
 def m005_memories(conn: Conn) -> None:
-    """Memories with the RFC's phase-1 columns, their indexes and the live-upsert invariant.
+    """Memories with their lifecycle columns, their indexes and the live-upsert invariant.
 
-    The unique index is the RFC's ``idx_memories_upsert_live`` with NULLs folded to '' (a
+    The unique index ``idx_memories_upsert_live`` is with NULLs folded to '' (a
     unique index treats NULLs as distinct, which would let two global truths coexist).
     """
     _run(
@@ -227,7 +227,7 @@ def m007_memory_links(conn: Conn) -> None:
 
 
 def m008_session_events(conn: Conn) -> None:
-    """The RFC's session events, on ``session_states.id`` (the one session entity).
+    """Session events, on ``session_states.id`` (the one session entity).
 
     No foreign key: archiving a session row must keep (not cascade-delete) its history.
     """
@@ -300,7 +300,7 @@ def m010_checkpoints(conn: Conn) -> None:
 
 
 def m011_compaction_events(conn: Conn) -> None:
-    """The RFC's compaction events (its ``checkpoint_memory_id`` is ``checkpoint_id`` here)."""
+    """Compaction events (``checkpoint_id`` names the checkpoint written first)."""
     _run(
         conn,
         f"""

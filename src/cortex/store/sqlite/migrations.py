@@ -106,7 +106,7 @@ CONTINUITY_INDEXES = (
 
 
 def m002_session_continuity_columns(conn: sqlite3.Connection) -> None:
-    """The columns ARCHITECTURE.md adds to ``session_states`` (only those missing) + indexes."""
+    """The continuity columns of ``session_states`` (only those missing) and their indexes."""
     present = _columns(conn, "session_states")
     for name, decl in CONTINUITY_COLUMNS:
         if name not in present:
@@ -119,7 +119,7 @@ METRICS_COLUMNS = {"seq", "event", "session_id", "payload", "created_at", "prev_
 
 
 def m003_metrics(conn: sqlite3.Connection) -> None:
-    """The metrics hash chain (FR-013); AUTOINCREMENT so a deleted ``seq`` is never reused."""
+    """The metrics hash chain; AUTOINCREMENT so a deleted ``seq`` is never reused."""
     _set_aside_foreign_table(conn, "metrics", METRICS_COLUMNS)
     conn.execute(
         """
@@ -157,12 +157,12 @@ def m004_audit_log(conn: sqlite3.Connection) -> None:
     )
 
 
-# -- memory lifecycle (RFC phases 1-3) ----------------------------------------------------------
+# -- memory lifecycle ----------------------------------------------------------
 def m005_memories(conn: sqlite3.Connection) -> None:
-    """Memories with the RFC's phase-1 columns, its four indexes and the live-upsert invariant.
+    """Memories with their lifecycle columns, its four indexes and the live-upsert invariant.
 
     ``seq`` is an INTEGER PRIMARY KEY so the FTS index can point at a rowid VACUUM never moves.
-    The unique index is the RFC's ``idx_memories_upsert_live`` with NULLs folded to '' (SQLite
+    The unique index ``idx_memories_upsert_live`` is with NULLs folded to '' (SQLite
     treats NULLs in a unique index as distinct, which would let two global truths coexist).
     """
     conn.execute(
@@ -270,7 +270,7 @@ def m007_memory_links(conn: sqlite3.Connection) -> None:
 
 
 def m008_session_events(conn: sqlite3.Connection) -> None:
-    """The RFC's session events, on ``session_states.id`` (the one session entity).
+    """Session events, on ``session_states.id`` (the one session entity).
 
     No foreign key: archiving a session row must keep (not cascade-delete) its history.
     """
@@ -339,7 +339,7 @@ def m010_checkpoints(conn: sqlite3.Connection) -> None:
 
 
 def m011_compaction_events(conn: sqlite3.Connection) -> None:
-    """The RFC's compaction events (its ``checkpoint_memory_id`` is ``checkpoint_id`` here)."""
+    """Compaction events (``checkpoint_id`` names the checkpoint written first)."""
     conn.execute(
         """
         CREATE TABLE IF NOT EXISTS compaction_events (
