@@ -129,3 +129,129 @@ def test_turns_spooled_while_the_server_is_down_arrive_once_after_sync(
         # Every spooled request id was applied: the server refuses to claim it again.
         for entry in spooled:
             assert app.store.claim_request(entry["body"]["request_id"], T2) is False
+
+
+def cortex_json(home: Path, url: str, key: str, *args: str) -> object:
+    """``cortex --json ARGS`` in client mode (a real process); its parsed output."""
+    env = child_env(home, T1, CORTEX_SERVER=url, CORTEX_API_KEY=key)
+    env["CORTEX_SERVER_TIMEOUT_SECONDS"] = "3"
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "--json", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_memory_commands_in_client_mode_reach_the_tenant(
+    host: ServiceHost, home: Path, tmp_path: Path
+) -> None:
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    port = free_port()
+    with running(host, port) as url:
+        keyed = ("--project", "api", "--upsert-key", "deploy-region")
+        first = cortex_json(
+            home, url, key, "memory", "add", "Deploys go to eu-west-1", *keyed, "--tags", "ops"
+        )
+        second = cortex_json(home, url, key, "memory", "add", "Deploys go to us-east-2", *keyed)
+        assert isinstance(first, dict) and isinstance(second, dict)
+        assert second["superseded_id"] == first["id"]
+        found = cortex_json(
+            home, url, key, "memory", "search", "deploys region", "--project", "api"
+        )
+        assert isinstance(found, list) and [hit["id"] for hit in found] == [second["id"]]
+        listed = cortex_json(home, url, key, "memory", "list", "--project", "api", "--history")
+        assert isinstance(listed, list) and {m["id"] for m in listed} == {first["id"], second["id"]}
+        recalled = cortex_json(home, url, key, "memory", "recall", "deploy", "--project", "api")
+        assert isinstance(recalled, dict)
+        assert [m["id"] for m in recalled["memories"]] == [second["id"]]
+        edited = cortex_json(home, url, key, "memory", "edit", second["id"], "--tags", "ops,prod")
+        assert isinstance(edited, dict) and edited["tags"] == ["ops", "prod"]
+        shown = cortex_json(home, url, key, "memory", "show", first["id"])
+        assert isinstance(shown, dict) and shown["superseded_by"] == second["id"]
+        cortex_json(home, url, key, "memory", "forget", second["id"])
+        after = cortex_json(home, url, key, "memory", "search", "deploys", "--project", "api")
+        assert after == []
+    with host.open(tenant) as app:  # the tenant holds them; nothing was written locally
+        assert app.memory.get(second["id"]).deleted_at is not None
+        assert app.memory.get(first["id"]).superseded_by == second["id"]
+    assert not (home / "brain.db").exists()
+
+
+def test_a_memory_added_while_the_server_is_down_arrives_after_sync(
+    host: ServiceHost, home: Path
+) -> None:
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    offline = cortex_json(
+        home, url, key, "memory", "add", "The lab rig is on COM7", "--tags", "lab"
+    )
+    assert isinstance(offline, dict) and offline["id"] == ""  # waiting in the journal
+    with running(host, port):
+        synced = cortex_json(home, url, key, "sync")
+        assert isinstance(synced, dict) and synced["sent"] == 1
+        found = cortex_json(home, url, key, "memory", "search", "lab rig")
+    assert isinstance(found, list) and [hit["content"] for hit in found] == [
+        "The lab rig is on COM7"
+    ]
+
+
+def test_the_mcp_server_in_client_mode_keeps_memories_in_the_tenant(
+    host: ServiceHost, home: Path, tmp_path: Path
+) -> None:
+    anyio = pytest.importorskip("anyio")
+    from mcp import Client, StdioServerParameters
+
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    outcomes: dict[str, object] = {}
+    with running(host, free_port()) as url:
+        env = child_env(home, T1, CORTEX_SERVER=url, CORTEX_API_KEY=key)
+        env["CLAUDE_PROJECT_DIR"] = str(tmp_path)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "cortex.entry", "mcp"], env=env, cwd=str(tmp_path)
+        )
+
+        async def body(client: Client) -> None:
+            async def call(tool: str, args: dict[str, object]) -> dict[str, object]:
+                result = await client.call_tool(tool, args)
+                text = [getattr(b, "text", b) for b in result.content]
+                assert not result.is_error, (tool, text)
+                assert result.structured_content is not None
+                return result.structured_content
+
+            sid = (await call("start_session", {}))["session_id"]
+            first = await call(
+                "add_memory", {"content": "CI runs on port 8443", "upsert_key": "ci"}
+            )
+            second = await call("add_memory", {"content": "CI moved to 9443", "upsert_key": "ci"})
+            outcomes["superseded"] = second["superseded_id"] == first["memory"]["id"]  # type: ignore[index]
+            found = await call("search_memories", {"query": "CI port"})
+            outcomes["found"] = [r["memory"]["content"] for r in found["results"]]  # type: ignore[attr-defined]
+            await call("working_memory_pin", {"label": "step", "content": "2 of 3"})
+            checkpoint = await call("checkpoint_session", {"summary": "moved CI"})
+            context = await call("get_context", {"query": "CI"})
+            outcomes["context"] = context["text"]
+            outcomes["checkpoint"] = context["latest_checkpoint_id"] == checkpoint["checkpoint_id"]
+            outcomes["sid"] = sid
+
+        async def main() -> None:
+            async with Client(params) as client:
+                await body(client)
+
+        anyio.run(main)
+    assert outcomes["superseded"] is True
+    assert outcomes["found"] == ["CI moved to 9443"]
+    assert outcomes["context"] == "- [long_term] CI moved to 9443"
+    assert outcomes["checkpoint"] is True
+    with host.open(tenant) as app:
+        live = app.memory.list(all_projects=True)
+        assert [m.content for m in live] == ["CI moved to 9443"]
+        assert app.sessions.get_session(str(outcomes["sid"])) is not None
+    assert not (home / "brain.db").exists()

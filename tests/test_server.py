@@ -88,7 +88,11 @@ def test_every_endpoint_answers_its_happy_path(client: TestClient, host: Service
     assert chain[-1]["session_id"] == nxt
     removed = call(client, key, "DELETE", f"/v1/sessions/{nxt}/pins/deploy")
     assert removed["content"] == "make deploy"
-    assert call(client, key, "DELETE", f"/v1/memories/{mid}") == {"deleted": True}
+    listed = call(client, key, "POST", "/v1/memories/list", {"project": "api"})["memories"]
+    assert [m["id"] for m in listed] == [mid]
+    gone = call(client, key, "DELETE", f"/v1/memories/{mid}")
+    assert gone["deleted"] is True and gone["id"] == mid and gone["deleted_at"]
+    assert call(client, key, "POST", "/v1/memories/list", {"project": "api"})["memories"] == []
     assert call(client, key, "GET", "/v1/metrics/verify")["ok"] is True
 
 

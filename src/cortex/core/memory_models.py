@@ -96,6 +96,14 @@ class Memory:
             "deleted_at": self.deleted_at,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Memory:
+        """Read ``to_dict``'s form back (a server's answer); unknown keys are ignored."""
+        names = cls.__dataclass_fields__
+        fields = {k: v for k, v in data.items() if k in names}
+        fields["tags"] = tuple(fields.get("tags") or ())
+        return cls(**fields)
+
 
 @dataclass(frozen=True)
 class MemoryFilter:
@@ -142,6 +150,12 @@ class ScoredMemory:
             "tokens": self.tokens,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScoredMemory:
+        """Read ``to_dict``'s flat form back."""
+        score, why, tokens = data.get("score", 0.0), data.get("why", ""), data.get("tokens", 0)
+        return cls(Memory.from_dict(data), float(score), str(why), int(tokens or 0))
+
 
 @dataclass(frozen=True)
 class SessionBlock:
@@ -161,6 +175,17 @@ class SessionBlock:
             "latestCheckpointId": self.latest_checkpoint_id,
             "status": self.status,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionBlock:
+        """Read ``to_dict``'s form back."""
+        return cls(
+            session_id=str(data["sessionId"]),
+            compaction_required=bool(data.get("compactionRequired")),
+            trigger_hint=data.get("triggerHint"),
+            latest_checkpoint_id=data.get("latestCheckpointId"),
+            status=str(data.get("status") or "active"),
+        )
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
-from cortex.adapters.server.models import ContextIn, MemoryAddIn, MemoryEditIn, MemorySearchIn
+from cortex.adapters.server.models import (
+    ContextIn,
+    MemoryAddIn,
+    MemoryEditIn,
+    MemoryListIn,
+    MemorySearchIn,
+)
 from cortex.core.memory_models import ContextResult, ScoredMemory
 from cortex.errors import NotFoundError, ValidationError
 from cortex.services.app import Services
@@ -33,6 +39,9 @@ def context_out(result: ContextResult) -> Json:
         "dropped": result.dropped,
         "compaction_required": block.compaction_required if block else None,
         "latest_checkpoint_id": block.latest_checkpoint_id if block else None,
+        "query": result.query,
+        "budget_tokens": result.budget_tokens,
+        "session": block.to_dict() if block else None,
     }
 
 
@@ -49,6 +58,8 @@ def get_context(body: ContextIn, caller: Reader) -> Json:
             budget_tokens=body.budget_tokens,
             session_id=body.session_id if body.include_session_summary else None,
             project=project,
+            user_id=body.user_id,
+            limit=body.limit,
         )
     return context_out(result)
 
@@ -92,11 +103,19 @@ def edit(body: MemoryEditIn, caller: Writer) -> Json:
 @router.post("/memories/search")
 def search(body: MemorySearchIn, caller: Reader) -> Json:
     """Memories best matching ``query`` (the same ranking as ``cortex memory search``)."""
+    scope = body.model_dump(exclude={"query", "limit", "expand"})
     with caller.services() as app:
-        hits = app.memory.search(
-            body.query, limit=body.limit, project=body.project, layer=body.layer
-        )
+        hits = app.memory.search(body.query, limit=body.limit, expand=body.expand, **scope)
     return {"results": [h.to_dict() for h in hits]}
+
+
+@router.post("/memories/list")
+def list_memories(body: MemoryListIn, caller: Reader) -> Json:
+    """Live memories newest first (with ``include_history``, superseded and expired too)."""
+    scope = body.model_dump(exclude={"limit", "offset"})
+    with caller.services() as app:
+        found = app.memory.list(limit=body.limit, offset=body.offset, **scope)
+    return {"memories": [m.to_dict() for m in found]}
 
 
 @router.get("/memories/{memory_id}")
@@ -110,8 +129,8 @@ def show(memory_id: Id, caller: Reader) -> Json:
 def forget(memory_id: Id, caller: Writer) -> Json:
     """Forget a memory: never returned again; the row stays for the audit trail."""
     with caller.services() as app:
-        app.memory.forget(memory_id, actor="api")
-    return {"deleted": True}
+        gone = app.memory.forget(memory_id, actor="api")
+    return gone.to_dict() | {"deleted": True}
 
 
 @router.get("/metrics/verify", tags=["metrics"])

@@ -80,6 +80,8 @@ class ContextIn(Body):
     budget_tokens: Annotated[int, Field(ge=0, le=200_000)] | None = None
     query: Annotated[str, Field(max_length=2000)] | None = None
     include_session_summary: bool = True
+    user_id: Short | None = None
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
 
 
 Layer = Literal["rule", "working", "long_term"]
@@ -89,8 +91,12 @@ class MemoryAddIn(Mutation):
     content: Annotated[str, Field(min_length=1, max_length=20_000)]
     type: Short | None = None
     layer: Layer | None = None
+    scope: Literal["global", "project"] | None = None
     tags: Words = []
     project: Short | None = None
+    user_id: Short | None = None
+    confidence: Annotated[float, Field(ge=0, le=1)] = 1.0
+    expires_at: Short | None = None
     upsert_key: Short | None = None
     session_id: Id | None = None
     remember_intent: Literal["explicit", "implicit"] | None = None
@@ -108,8 +114,25 @@ class MemoryEditIn(Mutation):
     remember_intent: Literal["explicit", "implicit"] | None = None
 
 
-class MemorySearchIn(Body):
-    query: Annotated[str, Field(min_length=1, max_length=2000)]
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
+class MemoryScopeIn(Body):
+    """Which memories a list or search sees (a project's plus global ones by default)."""
+
     project: Short | None = None
     layer: Layer | None = None
+    user_id: Short | None = None
+    session_id: Id | None = None
+    types: Words = []
+    tags: Words = []
+    all_projects: bool = False
+
+
+class MemorySearchIn(MemoryScopeIn):
+    query: Annotated[str, Field(min_length=1, max_length=2000)]
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    expand: bool = True
+
+
+class MemoryListIn(MemoryScopeIn):
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    offset: Annotated[int, Field(ge=0)] = 0
+    include_history: bool = False

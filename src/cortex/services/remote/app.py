@@ -25,6 +25,7 @@ from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.sessions import RemoteSessions
 
 if TYPE_CHECKING:
+    from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
 
 
@@ -40,6 +41,12 @@ class RemoteServices(Services):
     @cached_property
     def sessions(self) -> SessionPersistenceManager:
         return RemoteSessions(self.client, self.config, self.clock)
+
+    @cached_property
+    def memory(self) -> MemoryService:
+        from cortex.services.remote.memory import RemoteMemory
+
+        return RemoteMemory(self.client, self.config, self.clock)
 
     @cached_property
     def compaction(self) -> CompactionService:
