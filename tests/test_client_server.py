@@ -255,3 +255,34 @@ def test_the_mcp_server_in_client_mode_keeps_memories_in_the_tenant(
         assert [m.content for m in live] == ["CI moved to 9443"]
         assert app.sessions.get_session(str(outcomes["sid"])) is not None
     assert not (home / "brain.db").exists()
+
+
+def test_compaction_in_client_mode_reinjects_the_servers_checkpoint(
+    host: ServiceHost, home: Path, tmp_path: Path
+) -> None:
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    with running(host, free_port()) as url:
+        hook(home, url, key, tmp_path, T1, hook_event_name="SessionStart", session_id="s1",
+             source="startup")  # fmt: skip
+        cortex_json(
+            home, url, key, "pin", "add", "goal", "ship the CAT driver", "--session-id", "s1"
+        )
+        hook(home, url, key, tmp_path, T1, hook_event_name="PreCompact", session_id="s1",
+             trigger="auto", custom_instructions="")  # fmt: skip
+        hook(home, url, key, tmp_path, T1, hook_event_name="PostCompact", session_id="s1",
+             trigger="auto", compact_summary="Wired CAT; tests next.")  # fmt: skip
+        out = hook(home, url, key, tmp_path, T1, hook_event_name="SessionStart", session_id="s1",
+                   source="compact")  # fmt: skip
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("[CORTEX CHECKPOINT ckpt-") and "pre_compaction" in context
+    assert "PINS:\n- goal: ship the CAT driver" in context
+    assert "LAST COMPACTION SUMMARY" in context and "Wired CAT; tests next." in context
+    with host.open(tenant) as app:
+        [event] = app.compaction.compactions("s1")
+        assert event.completed_at is not None and event.checkpoint_id
+        assert [c.type for c in app.compaction.checkpoints("s1")] == ["pre_compaction"]
+        summaries = [e.content for e in app.events.events("s1") if e.kind == "summary"]
+        assert summaries == ["Wired CAT; tests next."]
+        assert [s.source_trigger for s in app.events.snapshots("s1")] == ["auto_compaction"]
+    assert not (home / "brain.db").exists()

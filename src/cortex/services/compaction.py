@@ -261,10 +261,14 @@ class CompactionService(Service):
             "active_projects": list(state.active_projects),
         }
 
+    def checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
+        """The session's checkpoints, newest first."""
+        self.events.session(session_id)
+        return self.store.list_checkpoints(session_id, limit=limit)
+
     def latest_checkpoint(self, session_id: str) -> Checkpoint | None:
         """The session's newest checkpoint, or None."""
-        self.events.session(session_id)
-        found = self.store.list_checkpoints(session_id, limit=1)
+        found = self.checkpoints(session_id, limit=1)
         return found[0] if found else None
 
     def format_checkpoint(self, checkpoint: Checkpoint) -> str:

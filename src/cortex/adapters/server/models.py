@@ -63,6 +63,11 @@ class CheckpointIn(Mutation):
     next_steps: Lines = []
 
 
+class CompactionIn(Mutation):
+    trigger: Literal["auto", "manual"] = "auto"
+    summary: Annotated[str, Field(max_length=20_000)] = ""
+
+
 class ContinueIn(Mutation):
     target_session_id: Id
 

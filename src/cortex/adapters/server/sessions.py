@@ -3,22 +3,30 @@ continue, chain and pins. Each opens the caller's tenant services for the reques
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query
 
-from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
+from cortex.adapters.server.auth import DUPLICATE, Caller, Id, Json, Reader, Writer
 from cortex.adapters.server.models import (
     CheckpointIn,
+    CompactionIn,
     ContinueIn,
     EndIn,
+    Mutation,
     PinIn,
     StartIn,
     TurnIn,
 )
+from cortex.services.app import Services
 from cortex.services.hosting import apply_once
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
+
+
+class Record(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 @router.post("/sessions/start")
@@ -70,6 +78,37 @@ def checkpoint(body: CheckpointIn, caller: Writer) -> Json:
                 next_steps=body.next_steps,
             ),
         )
+    return DUPLICATE if done is None else done.to_dict()
+
+
+@router.get("/sessions/{session_id}/checkpoints")
+def checkpoints(
+    session_id: Id, caller: Reader, limit: Annotated[int, Query(ge=1, le=100)] = 20
+) -> Json:
+    """The session's checkpoints, newest first."""
+    with caller.services() as app:
+        found = app.compaction.checkpoints(session_id, limit=limit)
+    return {"checkpoints": [c.to_dict() for c in found]}
+
+
+@router.post("/sessions/{session_id}/precompact")
+def precompact(session_id: Id, body: CompactionIn, caller: Writer) -> Json:
+    """Write-ahead before the harness compacts: checkpoint, snapshot and compaction event."""
+    return _once(caller, body, lambda app: app.compaction.pre_compact(
+        session_id, body.trigger, body.summary))  # fmt: skip
+
+
+@router.post("/sessions/{session_id}/postcompact")
+def postcompact(session_id: Id, body: CompactionIn, caller: Writer) -> Json:
+    """The harness's compaction summary: completes the compaction event, joins the log."""
+    return _once(caller, body, lambda app: app.compaction.post_compact(
+        session_id, body.summary, body.trigger))  # fmt: skip
+
+
+def _once(caller: Caller, body: Mutation, work: Callable[[Services], Record]) -> Json:
+    """``work`` applied once per request id in the caller's tenant; its record as JSON."""
+    with caller.services() as app:
+        done = apply_once(app, body.request_id, lambda: work(app))
     return DUPLICATE if done is None else done.to_dict()
 
 

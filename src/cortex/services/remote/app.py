@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.memory_models import Checkpoint
+from cortex.core.memory_models import Checkpoint, CompactionEvent
 from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
@@ -22,7 +22,7 @@ from cortex.services.metrics import MetricsService, VerifyReport
 from cortex.services.remote.client import RemoteClient
 from cortex.services.remote.journal import DrainReport
 from cortex.services.remote.local_only import LocalOnly
-from cortex.services.remote.sessions import RemoteSessions
+from cortex.services.remote.sessions import RemoteSessions, session_path
 
 if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
@@ -121,9 +121,29 @@ class RemoteCompaction(CompactionService):
         )
 
     def pre_compact(self, session_id: str, trigger: str = "auto", summary: str = "") -> Checkpoint:
-        """The write-ahead checkpoint before a host compacts, as a server checkpoint."""
-        reason = f"before {trigger} compaction" + (f": {summary}" if summary else "")
-        return self.checkpoint(session_id, type="pre_compact", summary=reason)
+        """``POST /v1/sessions/{id}/precompact``: the server writes the checkpoint (from the
+        session it holds), the snapshot and the compaction event; while it is unavailable the
+        request waits in the journal and this returns the checkpoint as asked for."""
+        body = {"trigger": trigger, "summary": summary}
+        answer = self.client.write("POST", f"{session_path(session_id)}/precompact", body)
+        if answer is not None and "checkpoint_id" in answer:
+            return Checkpoint.from_dict(answer)
+        return Checkpoint("", session_id, self.now_iso(), "pre_compaction", summary)
+
+    def post_compact(self, session_id: str, summary: str, trigger: str = "auto") -> CompactionEvent:
+        """``POST /v1/sessions/{id}/postcompact``: the host's summary completes the event."""
+        body = {"trigger": trigger, "summary": summary}
+        answer = self.client.write("POST", f"{session_path(session_id)}/postcompact", body)
+        if answer is not None and "id" in answer:
+            return CompactionEvent(**answer)
+        now = self.now_iso()
+        return CompactionEvent("", session_id, "manual", "waiting for the server", 0, 0, None,
+                               None, now, now)  # fmt: skip
+
+    def checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
+        """``GET /v1/sessions/{id}/checkpoints``, newest first."""
+        data = self.client.read("GET", f"{session_path(session_id)}/checkpoints?limit={int(limit)}")
+        return [Checkpoint.from_dict(c) for c in data.get("checkpoints") or ()]
 
 
 class RemoteMetrics(MetricsService):

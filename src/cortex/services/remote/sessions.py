@@ -53,7 +53,7 @@ class RemoteSessions(SessionPersistenceManager):
         """The server's row; while the server is unavailable, a session whose start waits in
         the journal is open (its writes follow the start there), any other is unknown."""
         try:
-            return SessionState.from_dict(self.client.read("GET", _session(session_id)))
+            return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
         except NotFoundError:
             return None
         except UnavailableError:
@@ -64,7 +64,7 @@ class RemoteSessions(SessionPersistenceManager):
 
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
         if session_id:
-            return SessionState.from_dict(self.client.read("GET", _session(session_id)))
+            return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
         for state in self.list_sessions(20, project):
             if state.is_open:
                 return state
@@ -81,7 +81,7 @@ class RemoteSessions(SessionPersistenceManager):
         return [SessionState.from_dict(s) for s in data.get("sessions") or ()]
 
     def get_session_chain(self, session_id: str, depth: int = 5) -> list[SessionState]:
-        data = self.client.read("GET", f"{_session(session_id)}/chain?depth={int(depth)}")
+        data = self.client.read("GET", f"{session_path(session_id)}/chain?depth={int(depth)}")
         return [SessionState.from_dict(s) for s in data.get("sessions") or ()]
 
     # -- start, capture, end -------------------------------------------------------------------
@@ -164,7 +164,7 @@ class RemoteSessions(SessionPersistenceManager):
     def send_turn(self, session_id: str, signals: Mapping[str, Any]) -> bool:
         """POST one turn; whether the server took it now (False: it waits in the journal)."""
         body = _compact(**{name: _plain(value) for name, value in signals.items()})
-        answer = self.client.write("POST", f"{_session(session_id)}/turns", body)
+        answer = self.client.write("POST", f"{session_path(session_id)}/turns", body)
         return answer is not None
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
@@ -186,7 +186,7 @@ class RemoteSessions(SessionPersistenceManager):
     ) -> RestoredSessionContext:
         sid = session_id or self.resolve(None).session_id
         body = {"target_session_id": target_session_id}
-        answer = self.client.write("POST", f"{_session(sid)}/continue", body)
+        answer = self.client.write("POST", f"{session_path(sid)}/continue", body)
         if answer is None:
             return RestoredSessionContext(session_id=sid, preamble=None)
         return RestoredSessionContext.from_dict({"session_id": sid, **answer})
@@ -218,7 +218,7 @@ class RemoteSessions(SessionPersistenceManager):
 
     def list_pins(self, session_id: str | None = None) -> tuple[Pin, ...]:
         sid = session_id or self.resolve(None).session_id
-        data = self.client.read("GET", f"{_session(sid)}/pins")
+        data = self.client.read("GET", f"{session_path(sid)}/pins")
         return tuple(Pin.from_dict(p) for p in data.get("pins") or ())
 
 
@@ -255,12 +255,12 @@ def _plain(value: Any) -> Any:
     return list(value)
 
 
-def _session(session_id: str) -> str:
+def session_path(session_id: str) -> str:
     return f"/v1/sessions/{segment(session_id)}"
 
 
 def _pin(session_id: str, label: str) -> str:
-    return f"{_session(session_id)}/pins/{segment(label)}"
+    return f"{session_path(session_id)}/pins/{segment(label)}"
 
 
 def _new_session_id() -> str:
