@@ -286,3 +286,52 @@ def test_compaction_in_client_mode_reinjects_the_servers_checkpoint(
         assert summaries == ["Wired CAT; tests next."]
         assert [s.source_trigger for s in app.events.snapshots("s1")] == ["auto_compaction"]
     assert not (home / "brain.db").exists()
+
+
+def test_the_openclaw_bridge_in_client_mode_captures_into_the_tenant(
+    host: ServiceHost, home: Path
+) -> None:
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    with running(host, free_port()) as url:
+        env = child_env(home, T1, CORTEX_SERVER=url, CORTEX_API_KEY=key)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cortex.entry", "bridge", "--project", "radio"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+
+        def ask(method: str, **params: object) -> dict[str, object]:
+            assert proc.stdin is not None and proc.stdout is not None
+            request = {"id": method, "method": method, "params": params}
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())
+            assert "error" not in answer, answer
+            return dict(answer["result"])
+
+        sid = str(ask("session_start", session_key="k")["session_id"])
+        ask("pin", session_key="k", label="step", content="3 of 5")
+        ask("before_prompt_build", session_key="k", prompt="tune the ft991a cat timeouts")
+        ask("agent_end", session_key="k", messages=[
+            {"role": "assistant", "content": "Raised the CAT timeout to 5 s."}])  # fmt: skip
+        compacted = ask("before_compaction", session_key="k", messages=[])
+        after = ask("before_prompt_build", session_key="k", with_pins=False)
+        ended = ask("session_end", session_key="k")
+        ask("shutdown")
+        assert proc.wait(timeout=20) == 0
+    assert compacted["checkpoint_id"] and after["prepend_context"] == after["checkpoint"]
+    assert "PINS:\n- step: 3 of 5" in str(after["checkpoint"])
+    assert ended["ended"] is True
+    with host.open(tenant) as app:
+        state = app.sessions.get_session(sid)
+        assert state is not None and state.end_time is not None and "ft991a" in state.hot_topics
+        log = [(e.role, e.content) for e in app.events.events(sid)]
+        assert ("user", "tune the ft991a cat timeouts") in log
+        assert ("assistant", "Raised the CAT timeout to 5 s.") in log
+        assert [c.checkpoint_id for c in app.compaction.checkpoints(sid)] == [
+            compacted["checkpoint_id"]
+        ]
+    assert not (home / "brain.db").exists()

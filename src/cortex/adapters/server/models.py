@@ -68,6 +68,18 @@ class CompactionIn(Mutation):
     summary: Annotated[str, Field(max_length=20_000)] = ""
 
 
+class EventIn(Mutation):
+    content: Annotated[str, Field(min_length=1, max_length=64_000)]
+    role: Literal["user", "assistant", "tool"] = "user"
+    kind: Literal["message", "checkpoint", "summary", "event"] = "message"
+    meaningful: bool = True
+
+
+class SnapshotIn(Mutation):
+    trigger: Literal["new_session", "reset", "manual", "auto_compaction"] = "manual"
+    slug: Short | None = None
+
+
 class ContinueIn(Mutation):
     target_session_id: Id
 

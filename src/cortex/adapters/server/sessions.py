@@ -14,8 +14,10 @@ from cortex.adapters.server.models import (
     CompactionIn,
     ContinueIn,
     EndIn,
+    EventIn,
     Mutation,
     PinIn,
+    SnapshotIn,
     StartIn,
     TurnIn,
 )
@@ -117,6 +119,44 @@ def snapshot(session_id: Id, caller: Reader) -> Json:
     """A markdown transcript of the session's meaningful events (kept as a manual snapshot)."""
     with caller.services() as app:
         return app.events.snapshot(session_id, "manual").to_dict()
+
+
+@router.post("/sessions/{session_id}/snapshots")
+def take_snapshot(session_id: Id, body: SnapshotIn, caller: Writer) -> Json:
+    """Keep a markdown transcript of the session's meaningful events (``trigger`` says why)."""
+    return _once(caller, body, lambda app: app.events.snapshot(
+        session_id, body.trigger, slug=body.slug))  # fmt: skip
+
+
+@router.get("/sessions/{session_id}/snapshots")
+def snapshots(
+    session_id: Id, caller: Reader, limit: Annotated[int, Query(ge=1, le=100)] = 20
+) -> Json:
+    """The session's snapshots, newest first."""
+    with caller.services() as app:
+        found = app.events.snapshots(session_id, limit=limit)
+    return {"snapshots": [s.to_dict() for s in found]}
+
+
+@router.post("/sessions/{session_id}/events")
+def append_event(session_id: Id, body: EventIn, caller: Writer) -> Json:
+    """Append one event (a message, checkpoint note or summary) to the session's log."""
+    return _once(caller, body, lambda app: app.events.append(
+        session_id, body.content, role=body.role, kind=body.kind,
+        meaningful=body.meaningful))  # fmt: skip
+
+
+@router.get("/sessions/{session_id}/events")
+def list_events(
+    session_id: Id,
+    caller: Reader,
+    limit: Annotated[int, Query(ge=1, le=10_000)] | None = None,
+    meaningful_only: bool = False,
+) -> Json:
+    """The session's events in order (the newest ``limit`` of them)."""
+    with caller.services() as app:
+        found = app.events.events(session_id, meaningful_only=meaningful_only, limit=limit)
+    return {"events": [e.to_dict() for e in found]}
 
 
 @router.get("/sessions")

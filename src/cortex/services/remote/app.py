@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.memory_models import Checkpoint, CompactionEvent
+from cortex.core.memory_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.models import SessionState
+from cortex.errors import UnavailableError
 from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
@@ -49,6 +52,10 @@ class RemoteServices(Services):
         return RemoteMemory(self.client, self.config, self.clock)
 
     @cached_property
+    def events(self) -> EventLog:
+        return RemoteEvents(self.client, self.config, self.clock)
+
+    @cached_property
     def compaction(self) -> CompactionService:
         return RemoteCompaction(self.client, self.config, self.clock, self.events)
 
@@ -76,6 +83,63 @@ class RemoteServices(Services):
 
     def close(self) -> None:
         self.client.close()
+
+
+class RemoteEvents(EventLog):
+    """A session's event log and snapshots on the server."""
+
+    def __init__(self, client: RemoteClient, config: Config, clock: Clock) -> None:
+        super().__init__(LocalOnly.store(client.transport.url), config, clock)
+        self.client = client
+
+    def session(self, session_id: str) -> SessionState:
+        return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
+
+    def append(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        role: str = "user",
+        kind: str = "message",
+        turn_index: int | None = None,
+        meaningful: bool = True,
+        token_count: int | None = None,
+    ) -> SessionEvent:
+        """``POST /v1/sessions/{id}/events`` (the server numbers the turn and counts tokens);
+        while it is unavailable the event waits in the journal."""
+        body = {"content": content, "role": role, "kind": kind, "meaningful": meaningful}
+        answer = self.client.write("POST", f"{session_path(session_id)}/events", body)
+        if answer is not None and "id" in answer:
+            return SessionEvent(**answer)
+        return SessionEvent("", session_id, role, kind, content, token_count or 0, turn_index,
+                            meaningful, self.now_iso())  # fmt: skip
+
+    def events(
+        self, session_id: str, *, meaningful_only: bool = False, limit: int | None = None
+    ) -> list[SessionEvent]:
+        fields: dict[str, object] = {"meaningful_only": str(meaningful_only).lower()}
+        if limit:
+            fields["limit"] = limit
+        query = urlencode(fields)
+        data = self.client.read("GET", f"{session_path(session_id)}/events?{query}")
+        return [SessionEvent(**e) for e in data.get("events") or ()]
+
+    def snapshot(
+        self, session_id: str, trigger: str = "manual", *, slug: str | None = None
+    ) -> SessionSnapshot:
+        """``POST /v1/sessions/{id}/snapshots``: the server writes it from the log it holds."""
+        body = {"trigger": trigger, **({"slug": slug} if slug else {})}
+        answer = self.client.write("POST", f"{session_path(session_id)}/snapshots", body)
+        if answer is None or "id" not in answer:
+            raise UnavailableError(
+                "the server is unreachable, so no snapshot was written; run it again later"
+            )
+        return SessionSnapshot(**answer)
+
+    def snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
+        data = self.client.read("GET", f"{session_path(session_id)}/snapshots?limit={int(limit)}")
+        return [SessionSnapshot(**s) for s in data.get("snapshots") or ()]
 
 
 class RemoteCompaction(CompactionService):
