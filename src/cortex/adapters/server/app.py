@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import memory, sessions
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
+from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.errors import (
     ConfigError,
     ConflictError,
@@ -141,7 +142,12 @@ def create_app(
         secret: the server secret each tenant's metrics key is derived from.
     """
     data_dir = data_dir or Path.home() / ".cortex" / "server"
-    app = FastAPI(title="Cortex", version="1", summary="Session continuity and memory over HTTP")
+    app = FastAPI(
+        title="Cortex",
+        version="1",
+        summary="Session continuity and memory over HTTP",
+        responses=ERROR_RESPONSES,
+    )
     app.state.host = host or ServiceHost(db_url, data_dir, pool_size=pool_size, secret=secret)
     app.state.limiter = RateLimiter(rate_per_second, burst)
     app.add_exception_handler(CortexError, _cortex_error)

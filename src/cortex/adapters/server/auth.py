@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 
+from cortex.adapters.server.models import ID_PATTERN
 from cortex.core.tenancy import ADMIN, READ, WRITE, allows, parse_key
 from cortex.errors import CortexError, ForbiddenError, UnauthorizedError
 from cortex.services.app import Services
@@ -110,7 +111,8 @@ reader, writer, admin = scope(READ), scope(WRITE), scope(ADMIN)
 Reader = Annotated[Caller, Depends(reader)]
 Writer = Annotated[Caller, Depends(writer)]
 Json = dict[str, Any]
-Id = Annotated[str, Path(min_length=1, max_length=128)]
+Id = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
+Label = Annotated[str, Path(min_length=1, max_length=1000)]
 """A session, memory or pin label in a path."""
 DUPLICATE: Json = {"duplicate": True}
 """The answer to a replayed ``request_id``: nothing was changed."""

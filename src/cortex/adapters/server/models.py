@@ -11,12 +11,47 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cortex.core.tenancy import REQUEST_ID_PATTERN
 
-Id = Annotated[str, Field(min_length=1, max_length=128)]
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$"
+"""A safe id (no '/'); '..' inside one is refused with 400 (the pattern cannot say it)."""
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Short = Annotated[str, Field(max_length=200)]
+Kind = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+"""A memory type: 1-64 letters, digits, - or _ (e.g. note, preference, decision)."""
+Kinds = Annotated[list[Kind], Field(max_length=20)]
 Text = Annotated[str, Field(max_length=20_000)]
 Words = Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=100)]
 Lines = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=100)]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(
+        description="Stable: unauthorized, forbidden, not_found, conflict, "
+        "validation_error, payload_too_large, rate_limited, unavailable, internal."
+    )
+    message: str = Field(description="One line naming the next step.")
+
+
+class ErrorOut(BaseModel):
+    """Every error's body."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": why}
+    for status, why in (
+        (400, "Bad input the schema cannot express (e.g. '..' in an id, an unknown session)"),
+        (401, "Missing, unknown or revoked API key"),
+        (403, "The key's scopes do not allow this"),
+        (404, "No such session, memory or pin in this tenant"),
+        (409, "Conflicts with the current state"),
+        (413, "Request body too large"),
+        (422, "The body or a parameter fails the schema"),
+        (429, "Rate limited: wait Retry-After seconds"),
+        (503, "The database is unavailable"),
+    )
+}  # fmt: skip
 
 
 class Body(BaseModel):
@@ -106,7 +141,7 @@ Layer = Literal["rule", "working", "long_term"]
 
 class MemoryAddIn(Mutation):
     content: Annotated[str, Field(min_length=1, max_length=20_000)]
-    type: Short | None = None
+    type: Kind | None = None
     layer: Layer | None = None
     scope: Literal["global", "project"] | None = None
     tags: Words = []
@@ -125,7 +160,7 @@ class MemoryEditIn(Mutation):
     project: Short | None = None
     content: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
     tags: Words | None = None
-    type: Short | None = None
+    type: Kind | None = None
     layer: Layer | None = None
     confidence: Annotated[float, Field(ge=0, le=1)] | None = None
     remember_intent: Literal["explicit", "implicit"] | None = None
@@ -138,7 +173,7 @@ class MemoryScopeIn(Body):
     layer: Layer | None = None
     user_id: Short | None = None
     session_id: Id | None = None
-    types: Words = []
+    types: Kinds = []
     tags: Words = []
     all_projects: bool = False
 

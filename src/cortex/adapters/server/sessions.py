@@ -8,7 +8,7 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query
 
-from cortex.adapters.server.auth import DUPLICATE, Caller, Id, Json, Reader, Writer
+from cortex.adapters.server.auth import DUPLICATE, Caller, Id, Json, Label, Reader, Writer
 from cortex.adapters.server.models import (
     CheckpointIn,
     CompactionIn,
@@ -207,7 +207,7 @@ def pins(session_id: Id, caller: Reader) -> Json:
 
 
 @router.put("/sessions/{session_id}/pins/{label}")
-def pin(session_id: Id, label: Id, body: PinIn, caller: Writer) -> Json:
+def pin(session_id: Id, label: Label, body: PinIn, caller: Writer) -> Json:
     """Pin a note in the session's working memory (the same label replaces it)."""
     with caller.services() as app:
         added = apply_once(
@@ -221,6 +221,6 @@ def pin(session_id: Id, label: Id, body: PinIn, caller: Writer) -> Json:
 
 
 @router.delete("/sessions/{session_id}/pins/{label}")
-def unpin(session_id: Id, label: Id, caller: Writer) -> Json:
+def unpin(session_id: Id, label: Label, caller: Writer) -> Json:
     with caller.services() as app:
         return app.sessions.remove_pin(label, session_id).to_dict()
