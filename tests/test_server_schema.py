@@ -5,7 +5,6 @@ in the documented shape."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: 
 
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
-    served = ServiceHost(pg_url, tmp_path_factory.mktemp("data"), pool_size=4)
-    yield served
-    served.close()
+from test_server import host  # noqa: E402, F401 - the module's server host fixture
 
 
 @pytest.fixture(scope="module")
