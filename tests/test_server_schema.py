@@ -14,9 +14,11 @@ schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 
+import test_server  # noqa: E402
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
-from test_server import host  # noqa: E402, F401 - the module's server host fixture
+
+host = test_server.host  # the module-scoped server host fixture
 
 
 @pytest.fixture(scope="module")
