@@ -335,3 +335,43 @@ def test_the_openclaw_bridge_in_client_mode_captures_into_the_tenant(
             compacted["checkpoint_id"]
         ]
     assert not (home / "brain.db").exists()
+
+
+def _database_down(url: str, down: bool) -> None:
+    """Refuse (or allow again) new connections to ``url``'s database and, going down, cut
+    the open ones: what a PostgreSQL restart or failover looks like to the server."""
+    from pg_helpers import admin
+
+    name = url.rsplit("/", 1)[1]
+    admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if down else "true"}')
+    if down:
+        admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+
+
+def test_a_database_outage_mid_load_loses_and_duplicates_nothing(
+    fresh_database: str, home: Path, tmp_path: Path
+) -> None:
+    served = ServiceHost(fresh_database, tmp_path / "server-data", pool_size=2)
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(served, tenant)
+    facts = [f"fact number {n} about the antenna tuner" for n in range(9)]
+    answers = []
+    try:
+        with running(served, free_port()) as url:
+            for n, fact in enumerate(facts):
+                if n in (3, 6):  # down for facts 3-5, back for 6-8
+                    _database_down(fresh_database, down=n == 3)
+                answers.append(cortex_json(home, url, key, "memory", "add", fact))
+            synced = cortex_json(home, url, key, "sync")
+        assert isinstance(synced, dict) and synced["left"] == 0 and synced["rejected"] == 0
+        waited = [a["content"] for a in answers if isinstance(a, dict) and a["id"] == ""]
+        assert waited, "the outage sent nothing to the journal: it did not happen"
+        with served.open(tenant) as app:
+            stored = sorted(m.content for m in app.memory.list(limit=100))
+        assert stored == sorted(facts)  # every fact once: none lost, none twice
+    finally:
+        _database_down(fresh_database, down=False)
+        served.close()
