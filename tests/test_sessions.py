@@ -119,6 +119,26 @@ def test_critical_pin_from_six_day_old_session_is_inherited(
     assert later.inherited_pins == () and later.preamble is None
 
 
+def test_a_session_whose_critical_pin_did_not_fit_is_not_counted_as_inherited(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    # Six old sessions each hold one CRITICAL pin; five are inherited (the cap), so the
+    # preamble names the five sessions that gave one, not six.
+    # They ran side by side (six terminals), so none inherited another's pin.
+    sources = [manager.on_session_start(project="radio").session_id for _ in range(6)]
+    for n, sid in enumerate(sources):
+        manager.add_pin(f"crit {n}", f"keep {n}", sid, critical=True)
+        manager.on_session_end(sid)
+        clock.advance(hours=1)
+    clock.advance(hours=5 * 24)
+    ctx = manager.on_session_start(project="radio", keywords=["unrelated words"])
+    givers = {p.source_session_id for p in ctx.inherited_pins}
+    assert len(ctx.inherited_pins) == 5 and len(givers) == 5
+    assert set(ctx.session_ids) == givers
+    assert ctx.preamble is not None
+    assert ctx.preamble.startswith("[SESSION CONTINUITY — inherited from 5 prior session(s)]")
+
+
 def test_cold_start_is_silent_and_emits_no_metrics(manager: SessionPersistenceManager) -> None:
     ctx = manager.on_session_start(project="radio")
     assert ctx.preamble is None

@@ -1,4 +1,4 @@
-"""Keep a session record under its size limit (NFR: at most 50 KB serialized).
+"""Keep a session record under its size limit (at most 50 KB serialized).
 
 ``fit_record`` trims the least valuable content first and stops as soon as the record fits:
 

@@ -219,15 +219,15 @@ def plan_restoration(
         if hours_between(s.end_time or s.start_time, now) <= config.critical_inheritance_days * 24
     ]
     critical, critical_decay = _candidate_pins(critical_window, now, config, kind="critical")
-    critical_sources = [
-        s for s in critical_window if any(p.source_session_id == s.session_id for p in critical)
-    ]
-    for session in critical_sources:
-        if session not in contributors:
-            contributors.append(session)
     pins, decisions = merge_inherited(
         current_pins, critical + standard, max_inherited=config.max_inherited_pins
     )
+    # A session outside the scored ones contributes only when one of its CRITICAL pins was
+    # actually inherited (one whose pins all collided or hit the cap gave nothing).
+    given = {d.source_session_id for d in decisions if d.outcome == "added"}
+    for session in critical_window:
+        if session.session_id in given and session not in contributors:
+            contributors.append(session)
     explain += [
         f"pin {d.label!r} from {d.source_session_id[:8]}: {d.outcome} "
         f"(confidence {d.confidence:.3f})"
