@@ -73,6 +73,27 @@ def test_two_day_story_through_the_cli(home: Path) -> None:
     assert ok(cortex(home, "metrics", "verify")).startswith("ok: ")
 
 
+def test_continue_prints_what_it_inherited(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "old", "--project", "radio"))
+    ok(cortex(home, "pin", "add", "baud", "38400"))
+    ok(cortex(home, "task", "add", "task-7", "CAT control", "--stage", "build"))
+    ok(cortex(home, "session", "record", "--text", "hamlib ft991a cat control"))
+    ok(cortex(home, "session", "end"))
+    later = "2026-03-30T09:00:00Z"  # six weeks on: too old for a restore, not for a continue
+    ok(cortex(home, "session", "start", "--session-id", "new", "--project", "other", now=later))
+    text = ok(cortex(home, "session", "continue", "old", now=later))
+    topics = json.loads(ok(cortex(home, "--json", "session", "show", "old")))["hot_topics"]
+    assert text == (
+        "Inherited from session old (2026-02-16 09:00 UTC):\n"
+        "- 1 working memory pins restored\n"
+        "- 1 pending tasks surfaced\n"
+        f"- {len(topics)} hot topics loaded\n"
+        "Pins written to working memory.\n"
+    )
+    again = ok(cortex(home, "session", "continue", "old", now=later))
+    assert "- 0 working memory pins restored" in again and "nothing written" in again
+
+
 def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> None:
     import sqlite3
 

@@ -170,6 +170,8 @@ def test_session_lifecycle_and_restore_through_tools(server_for: Any, clock: Fix
         cont = data(await client.call_tool("cortex_session_continue", {"session_id": sid}))
         assert cont["continued_from"] == sid and cont["session_id"] == second["session_id"]
         assert cont["inherited_pins"] == []  # already inherited: idempotent
+        assert cont["summary"].startswith(f"Inherited from session {sid[:8]} (")
+        assert "- 0 working memory pins restored" in cont["summary"]
         view = data(await client.call_tool("working_memory_view", {}))
         assert view["count"] == 1 and "[inherited from" in view["pins"][0]["label"]
 

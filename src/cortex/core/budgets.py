@@ -2,7 +2,7 @@
 
 Pure: counts, times and limits in; a decision out.
 
-Compaction trigger , checked in order:
+Compaction trigger, checked in order:
 
 1. ``count``: tokens since the last compaction >= ``token_budget``;
 2. ``count``: turns since the last compaction >= ``turn_budget``;

@@ -294,7 +294,7 @@ class ScoredSession:
 
 @dataclass(frozen=True)
 class RestoredSessionContext:
-    """What ``on_session_start`` restored , plus a human-readable ``explain``.
+    """What ``on_session_start`` restored, plus a human-readable ``explain``.
 
     ``preamble`` is None on a cold start. ``inherited_pins`` carry their decayed confidence.
     """

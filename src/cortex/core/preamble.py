@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cortex.clock import parse_time
-from cortex.core.models import PendingTask, Pin
+from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
 from cortex.errors import ValidationError
 
 MAX_TITLE_CHARS = 120
@@ -207,3 +207,27 @@ def format_pins_block(pins: Sequence[Pin], max_chars: int = 2000) -> str | None:
         length += 1 + len(line)
     text = "\n".join(lines)
     return text if len(text) <= max_chars else text[: max_chars - 1] + ELLIPSIS
+
+
+def format_continue_summary(target: SessionState, restored: RestoredSessionContext) -> str:
+    """What a manual continue from ``target`` inherited (``restored``), as
+    ``cortex session continue`` prints it and the MCP tool returns it::
+
+        Inherited from session a1b2c3d4 (2026-02-14 09:23 UTC):
+        - 4 working memory pins restored
+        - 2 pending tasks surfaced
+        - 15 hot topics loaded
+        Pins written to working memory.
+
+    The time is when ``target`` ended (or started, if it never ended).
+    """
+    moment = parse_time(target.end_time or target.start_time).strftime("%Y-%m-%d %H:%M")
+    pins = len(restored.inherited_pins)
+    lines = [
+        f"Inherited from session {target.session_id[:8]} ({moment} UTC):",
+        f"- {pins} working memory pins restored",
+        f"- {restored.pending_task_count} pending tasks surfaced",
+        f"- {len(target.hot_topics)} hot topics loaded",
+        "Pins written to working memory." if pins else "No pin was new: nothing written.",
+    ]
+    return "\n".join(lines)

@@ -9,6 +9,7 @@ import click
 
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, clean, pass_rt, session_option
 from cortex.core.models import Pin, SessionState
+from cortex.core.preamble import format_continue_summary
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -134,7 +135,8 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
       cortex session continue 3f2a9c1e-...
     """
     ctx = rt.sessions.force_inherit_session(target_id, session_id)
-    rt.emit(ctx.to_dict(), ctx.preamble or f"nothing to inherit from {target_id}")
+    summary = format_continue_summary(rt.sessions.resolve(target_id), ctx)
+    rt.emit(ctx.to_dict() | {"summary": summary}, summary)
 
 
 @session.command("chain", context_settings=CONTEXT)

@@ -13,6 +13,7 @@ from typing_extensions import TypedDict
 from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, tool_errors
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS, WORKING_MEMORY_CAP
+from cortex.core.preamble import format_continue_summary
 
 LabelArg = Annotated[
     str,
@@ -78,6 +79,7 @@ class ContinueResult(TypedDict):
     session_id: str
     continued_from: str
     preamble: str | None
+    summary: str
     inherited_pins: list[PinOut]
     pending_task_count: int
 
@@ -215,15 +217,18 @@ class SessionTools:
         the session's age and relevance score. Pins are added with provenance labels (at most
         5 inherited, 10 in all; your current pins win on a label clash), so calling it twice
         adds nothing more. The override is recorded in the audit log. Returns the preamble
-        describing what was inherited, the inherited pins and the pending-task count.
+        describing what was inherited, a short summary (pins, tasks, topics), the inherited
+        pins and the pending-task count.
         """
         with tool_errors():
             into = await self.context.session_id_for(ctx, into_session_id)
             restored = self.context.sessions.force_inherit_session(session_id, into, actor="mcp")
+            target = self.context.sessions.resolve(session_id)
         return {
             "session_id": restored.session_id,
             "continued_from": session_id,
             "preamble": restored.preamble,
+            "summary": format_continue_summary(target, restored),
             "inherited_pins": [pin_out(p) for p in restored.inherited_pins],
             "pending_task_count": restored.pending_task_count,
         }
