@@ -307,7 +307,7 @@ def plan_forced(
     config: Config,
     pipeline: Mapping[str, dict[str, Any]] | None,
 ) -> RestorePlan:
-    """inherit everything from ``target`` whatever its age or score (pin cap holds)."""
+    """Inherit everything from ``target`` whatever its age or score (pin cap holds)."""
     candidates, decay = _candidate_pins([target], now, config, kind="all", use_floor=False)
     candidates.sort(key=lambda p: (not p.is_critical, -p.confidence))
     pins, decisions = merge_inherited(

@@ -92,7 +92,7 @@ class SessionCapture:
             return ctx.save(SessionState.from_dict(current))
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
-        """the final record (redacted pins, tasks, topics), its mirror and metric."""
+        """The final record (redacted pins, tasks, topics), its mirror and metric."""
         ctx = self.context
         at = ctx.now_iso()
         with ctx.tx():

@@ -176,7 +176,7 @@ class SessionContext(Service):
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
     ) -> tuple[PendingTask, ...]:
-        """pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
+        """Pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """

@@ -22,7 +22,7 @@ class Continuation:
     def force_inherit_session(
         self, target_session_id: str, session_id: str | None = None, *, actor: str = "cli"
     ) -> RestoredSessionContext:
-        """inherit everything from a session whatever its age or score (audited)."""
+        """Inherit everything from a session whatever its age or score (audited)."""
         ctx = self.context
         with ctx.tx():
             target = ctx.load(target_session_id)
@@ -65,7 +65,7 @@ class Continuation:
         )
 
     def get_session_chain(self, session_id: str, depth: int = 5) -> list[SessionState]:
-        """up to ``depth`` sessions ending at ``session_id``, oldest first."""
+        """Up to ``depth`` sessions ending at ``session_id``, oldest first."""
         ctx = self.context
         if depth < 1:
             raise ConflictError(f"depth {depth} must be at least 1; e.g. --depth 5")

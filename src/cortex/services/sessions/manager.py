@@ -88,7 +88,7 @@ class SessionPersistenceManager(Service):
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
     ) -> tuple[PendingTask, ...]:
-        """pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
+        """Pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """
@@ -166,7 +166,7 @@ class SessionPersistenceManager(Service):
         return self.capture.update_session_state(session_id, partial)
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
-        """the final record (redacted pins, tasks, topics), its mirror and metric."""
+        """The final record (redacted pins, tasks, topics), its mirror and metric."""
         return self.capture.on_session_end(session_id)
 
     # -- crash recovery ------------------------------------------------------------------------
@@ -175,18 +175,18 @@ class SessionPersistenceManager(Service):
         return self.recovery.is_lapsed(state)
 
     def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
-        """close lapsed sessions with an estimated end and ``crash_recovered``."""
+        """Close lapsed sessions with an estimated end and ``crash_recovered``."""
         return self.recovery.detect_and_recover_crashed(current_session_id)
 
     # -- manual continue and chain -------------------------------------------------------------
     def force_inherit_session(
         self, target_session_id: str, session_id: str | None = None, *, actor: str = "cli"
     ) -> RestoredSessionContext:
-        """inherit everything from a session whatever its age or score (audited)."""
+        """Inherit everything from a session whatever its age or score (audited)."""
         return self.continuation.force_inherit_session(target_session_id, session_id, actor=actor)
 
     def get_session_chain(self, session_id: str, depth: int = 5) -> list[SessionState]:
-        """up to ``depth`` sessions ending at ``session_id``, oldest first."""
+        """Up to ``depth`` sessions ending at ``session_id``, oldest first."""
         return self.continuation.get_session_chain(session_id, depth)
 
     # -- pins ----------------------------------------------------------------------------------
@@ -214,6 +214,6 @@ class SessionPersistenceManager(Service):
 
     # -- retention -----------------------------------------------------------------------------
     def archive(self, older_than_days: int = 30, batch: int = 500) -> ArchiveReport:
-        """move sessions ended more than N days ago to JSON, then drop their rows."""
+        """Move sessions ended more than N days ago to JSON, then drop their rows."""
         before = to_iso(self.clock.now() - timedelta(days=older_than_days))
         return archive_sessions(self.store, self.config.sessions_dir, before, batch)

@@ -49,7 +49,7 @@ class CrashRecovery:
         return self.context.store.open_sessions()
 
     def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
-        """close lapsed sessions with an estimated end and ``crash_recovered``."""
+        """Close lapsed sessions with an estimated end and ``crash_recovered``."""
         ctx = self.context
         recovered: list[SessionState] = []
         pipeline: Mapping[str, dict[str, Any]] | None = None
