@@ -94,6 +94,18 @@ def test_continue_prints_what_it_inherited(home: Path) -> None:
     assert "- 0 working memory pins restored" in again and "nothing written" in again
 
 
+def test_memories_added_in_a_session_are_its_recent_learnings(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "radio"))
+    added = [
+        json.loads(ok(cortex(home, "--json", "memory", "add", text, "--session-id", "s1")))["id"]
+        for text in ("the rig wants 38400 baud", "CAT needs RTS off")
+    ]
+    ok(cortex(home, "memory", "add", "a global fact from no session"))
+    ok(cortex(home, "session", "end"))
+    ended = json.loads(ok(cortex(home, "--json", "session", "show", "s1")))
+    assert ended["recent_learnings"] == added
+
+
 def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> None:
     import sqlite3
 

@@ -12,9 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from cortex.clock import parse_time
+from cortex.core.memory_models import MemoryFilter
 from cortex.core.models import COMPLETE, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
-from cortex.core.topics import HotTopicExtractor
+from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError
 from cortex.services.sessions.context import SessionContext, check_open, with_topics
 from cortex.services.working_memory import load_working_memory
@@ -105,6 +106,8 @@ class SessionCapture:
             for pin in pins:
                 if pin.label not in known:  # pinned through the working-memory file
                     extractor.record_working_memory_label(pin.label)
+            for memory_id in self._learned(state.session_id, at):
+                extractor.record_learning_id(memory_id)
             state = ctx.save(
                 with_topics(
                     state,
@@ -120,6 +123,12 @@ class SessionCapture:
             emit_captured(ctx, state)
         ctx.mirror(state)
         return state
+
+    def _learned(self, session_id: str, now: str) -> list[str]:
+        """Ids of the live memories this session added, oldest first (its learnings)."""
+        flt = MemoryFilter(session_id=session_id, all_projects=True)
+        found = self.context.store.list_memories(flt, now, limit=MAX_LEARNING_IDS, offset=0)
+        return [m.id for m in reversed(found)]
 
     def _pins_from_file(self, state: SessionState) -> tuple[Pin, ...]:
         """The session's pins, taking edits made to its working-memory file into account."""
