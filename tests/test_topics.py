@@ -406,3 +406,14 @@ def test_a_word_pair_seen_once_is_not_a_topic_but_a_recurring_one_is() -> None:
     assert "serial" in extractor.get_current_topics()
     extractor.record_text("still debugging serial timeouts")
     assert "debugging serial" in extractor.get_current_topics()
+
+
+def test_a_phrase_said_once_that_names_the_project_is_a_topic() -> None:
+    # The session works on lbf-ham-radio: "ham radio" said once is a topic, as are its words;
+    # a pair of other words said once ("tuning ft991a") is not.
+    extractor = HotTopicExtractor()
+    extractor.record_project("lbf-ham-radio")
+    extractor.record_text("Working on the ham radio project today, tuning ft991a antenna")
+    topics = extractor.get_current_topics(20)
+    assert {"lbf-ham-radio", "ft991a", "ham radio"} <= set(topics)
+    assert "tuning ft991a" not in topics

@@ -151,6 +151,10 @@ def extract_project_name(workdir: str) -> str | None:
     return parts[-1]
 
 
+_ALNUM = re.compile(r"[a-z0-9]+")
+"""The words of a project name (``lbf-ham-radio``: lbf, ham, radio)."""
+
+
 def _weight_pairs(value: Any) -> Iterator[tuple[str, float]]:
     """``[[name, weight], ...]`` (or ``{name: weight}``) entries that are well formed."""
     items = value.items() if isinstance(value, Mapping) else value
@@ -297,13 +301,16 @@ class HotTopicExtractor:
         if n <= 0:
             return []
         ranked = sorted(self._weights.items(), key=lambda item: -item[1])
-        return [keyword for keyword, weight in ranked if self._is_topic(keyword, weight)][:n]
+        named = {w for name, _ in self._projects.values() for w in _ALNUM.findall(name.lower())}
+        return [k for k, weight in ranked if self._is_topic(k, weight, named)][:n]
 
-    def _is_topic(self, keyword: str, weight: float) -> bool:
-        """A word, or a phrase that recurred (or was a label): a pair of words seen once in
-        running text is weaker than its own words and is not a topic on its own."""
+    def _is_topic(self, keyword: str, weight: float, named: set[str]) -> bool:
+        """A word, or a phrase that recurred, was a label or names the project (``named``:
+        the words of the active projects' names, so "ham radio" said once while working on
+        lbf-ham-radio is a topic); any other pair seen once in running text is weaker than
+        its own words and is not a topic on its own."""
         words = keyword.split(" ")
-        if len(words) < 2 or keyword in self._phrases:
+        if len(words) < 2 or keyword in self._phrases or named.issuperset(words):
             return True
         lightest = min(self._weights.get(w, 0.0) for w in words)
         return lightest == 0.0 or weight >= RECURRING_PAIR_RATIO * lightest
