@@ -59,3 +59,48 @@ def test_the_repository_cites_nothing_a_reader_cannot_open() -> None:
                     if cited.search(line) and path.name != "test_docs.py":
                         found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
     assert found == [], "\n".join(found)
+
+
+def test_the_hook_table_lists_exactly_the_installed_events() -> None:
+    from cortex.adapters.hooks.install_hosts import (
+        CLAUDE_HOOKS,
+        CODEX_HOOKS,
+        CURSOR_EVENTS,
+        GEMINI_HOOKS,
+    )
+
+    text = (DOCS / "hooks.md").read_text().split("## What each event does", 1)[1]
+    rows = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| ")][2:]
+    columns: list[set[str]] = [set(), set(), set(), set()]
+    for row in rows:
+        for column, cell in zip(columns, row, strict=True):
+            for name in re.split(r"[,/]", cell.replace("(Failure)", ", PostToolUseFailure")):
+                if name.strip():
+                    column.add(name.strip())
+    installed = [
+        {h.event for h in CLAUDE_HOOKS},
+        {h.event for h in CODEX_HOOKS},
+        {h.event for h in GEMINI_HOOKS},
+        set(CURSOR_EVENTS),
+    ]
+    assert columns == installed
+
+
+def test_the_bridge_methods_in_the_docs_are_the_bridge_methods() -> None:
+    from cortex.adapters.openclaw.methods import METHODS
+
+    text = (DOCS / "mcp.md").read_text().split("## `cortex bridge` (OpenClaw)", 1)[1]
+    listed = text.split("Methods:", 1)[1].split(".\n", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", listed)) == set(METHODS)
+
+
+def test_exit_codes_are_as_documented(tmp_path: Path) -> None:
+    def run(*args: str) -> int:
+        env = {"CORTEX_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        command = [sys.executable, "-m", "cortex.entry", *args]
+        return subprocess.run(command, capture_output=True, env=env).returncode
+
+    assert "exits 2" in (DOCS / "cli.md").read_text()
+    assert run("session", "show", "nope") == 1
+    assert run("session", "start", "--no-such-option") == 2
+    assert run("pin", "add") == 2
