@@ -305,6 +305,29 @@ def test_arguments_failing_the_schema_are_tool_errors(server_for: Any) -> None:
     run_client(server, body)
 
 
+def test_errors_speak_to_the_agent_in_one_sentence(server_for: Any) -> None:
+    server, _ = server_for()
+    calls = [
+        ("working_memory_pin", {"label": 3, "content": "x"}, "`label`"),
+        ("working_memory_pin", {"label": "x"}, "`content` is required"),
+        ("session_chain", {"depth": "deep"}, "`depth`"),
+        ("add_memory", {"content": "x", "layer": "bogus"}, "`layer`"),
+        ("session_chain", {"session_id": "nope"}, "start_session or session_chain"),
+        ("forget_memory", {"memory_id": "nope"}, "search_memories"),
+        ("snapshot_session", {"session_id": "zzz"}, "start_session"),
+    ]
+
+    async def body(client: Client) -> None:
+        data(await client.call_tool("start_session", {}))
+        for name, args, names in calls:
+            text = error_text(await client.call_tool(name, args))
+            assert names in text, (name, text)
+            assert "\n" not in text and "http" not in text and "`cortex " not in text, text
+            assert "validation error" not in text and "Error executing" not in text, text
+
+    run_client(server, body)
+
+
 def test_client_roots_name_the_project_directory(server_for: Any) -> None:
     server, _ = server_for(project_dir=None)
 

@@ -27,6 +27,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from cortex.adapters.mcp.errors import for_agent
 from cortex.errors import CortexError, NotFoundError
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity, project_identity
@@ -53,7 +54,7 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except CortexError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(for_agent(str(exc))) from exc
 
 
 @dataclass

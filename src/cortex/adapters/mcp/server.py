@@ -18,6 +18,7 @@ from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 
 from cortex import __version__
+from cortex.adapters.mcp.errors import CortexMCPServer
 from cortex.adapters.mcp.memory_tools import MemoryTools
 from cortex.adapters.mcp.scope import ProjectScope, ToolContext
 from cortex.adapters.mcp.session_tools import SessionTools
@@ -59,7 +60,7 @@ def build_server(
     scope: ProjectScope | None = None,
 ) -> MCPServer[Any]:
     """The MCP server with every Cortex tool registered; the services open on first use."""
-    server: MCPServer[Any] = MCPServer("cortex", instructions=INSTRUCTIONS, version=__version__)
+    server = CortexMCPServer("cortex", instructions=INSTRUCTIONS, version=__version__)
     context = ToolContext(open_services, scope or ProjectScope())
     tools = SessionTools(context)
     memory = MemoryTools(context)
