@@ -165,6 +165,16 @@ def test_a_session_end_captures_it_and_cleans_up(home: Path, repo: Path) -> None
     assert (home / "sessions" / "s1.json").exists()  # the engine's JSON mirror
 
 
+def test_hook_state_of_sessions_that_never_ended_is_pruned(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "crashed", repo, source="startup"))
+    run_hook(home, event("SessionStart", "live", repo, source="startup"))
+    states = home / "hooks" / "sessions"
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(states / "crashed.json", (two_days_ago, two_days_ago))  # its host never ended it
+    run_hook(home, event("SessionStart", "next", repo, source="startup"))
+    assert sorted(p.name for p in states.iterdir()) == ["live.json", "next.json"]
+
+
 def test_late_async_events_do_not_revive_an_ended_session(home: Path, repo: Path) -> None:
     run_hook(home, event("SessionStart", "s1", repo, source="startup"))
     run_hook(home, event("SessionEnd", "s1", repo, reason="other"))

@@ -45,7 +45,12 @@ if TYPE_CHECKING:
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
 from cortex.adapters.hooks.hook import Hook, ServicesCache
-from cortex.adapters.hooks.state import log_line, record_status, session_state_path
+from cortex.adapters.hooks.state import (
+    log_line,
+    prune_session_states,
+    record_status,
+    session_state_path,
+)
 from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
@@ -158,6 +163,7 @@ def on_start(hook: Hook) -> str | None:
         pins = format_pins_block(state.working_memory, PINS_BLOCK_CHARS) if state else None
         text = _join(restored.preamble, pins)
     hook.save_hook_state(primed=text is not None, prompted=False)
+    prune_session_states(hook.home)  # the states of sessions that never sent SessionEnd
     return text
 
 

@@ -113,3 +113,26 @@ def read_status(home: Path, host: str) -> dict[str, Any]:
 def session_state_path(home: Path, session_id: str) -> Path:
     """Caller passes an id already checked by ``cortex.files.check_id``."""
     return home / "hooks" / "sessions" / f"{session_id}.json"
+
+
+STATE_IDLE_SECONDS = 24 * 3600
+"""A session's hook state untouched this long belongs to a session that ended without a
+SessionEnd (crashed, killed, or its host never sends one): it is pruned."""
+
+
+def prune_session_states(home: Path, idle_seconds: float = STATE_IDLE_SECONDS) -> int:
+    """Remove ``hooks/sessions/*.json`` files idle for ``idle_seconds``; how many went."""
+    cutoff = time.time() - idle_seconds
+    removed = 0
+    try:
+        entries = list(os.scandir(home / "hooks" / "sessions"))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.name.endswith(".json") and entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to remove
+    return removed
