@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from cortex.clock import hours_between
 from cortex.core.models import ScoreBreakdown, ScoredSession, SessionState
@@ -156,6 +155,8 @@ def score_all(
 
 def _fixed(value: float, places: int) -> str:
     """``value`` with ``places`` decimals, rounding halves up (0.0525 -> 0.053, as people do)."""
+    from decimal import ROUND_HALF_UP, Decimal, InvalidOperation  # explain output only
+
     try:
         quantum = Decimal(1).scaleb(-places)
         return str(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP))

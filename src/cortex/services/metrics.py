@@ -19,10 +19,8 @@ is ever written here.
 from __future__ import annotations
 
 import builtins
-import hashlib
-import hmac
 import json
-import secrets
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +29,7 @@ from typing import Any
 
 from cortex.clock import Clock
 from cortex.config import Config
+from cortex.core.digest import hmac_sha256, hmac_sha256_hex
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
@@ -60,7 +59,7 @@ def load_or_create_key(path: Path) -> bytes:
         with file_lock(path):
             text = _read_text(path)
             if text is None:
-                key = secrets.token_bytes(32)
+                key = os.urandom(32)
                 atomic_write_text(path, key.hex() + "\n")
                 return key
     try:
@@ -104,11 +103,11 @@ def chain_hash(
 ) -> str:
     """HMAC-SHA256(key, prev_hash || canonical JSON), as 64 hex digits."""
     message = (prev_hash + canonical(event, session_id, payload, created_at)).encode("utf-8")
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(key, message)
 
 
 def _head_mac(key: bytes, seq: int, hash_: str) -> str:
-    return hmac.new(key, f"head:{seq}:{hash_}".encode(), hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(key, f"head:{seq}:{hash_}".encode())
 
 
 def _normalized(event: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +291,9 @@ def _head_problems(
     if isinstance(head, str):
         return [head]
     seq, hash_ = int(head["seq"]), str(head["hash"])
-    if not hmac.compare_digest(str(head["mac"]), _head_mac(key, seq, hash_)):
+    from hmac import compare_digest  # verify only: the hook path never loads OpenSSL
+
+    if not compare_digest(str(head["mac"]), _head_mac(key, seq, hash_)):
         return [f"chain head file {path} is not authentic (edited, or another key)"]
     if seq > walk.newest_seq and not walk.checked:
         return [f"chain head is seq {seq} but there are no events (all events deleted)"]
@@ -342,7 +343,7 @@ def tenant_key(secret: str, tenant: str) -> bytes:
     """
     if not secret:
         raise ValidationError("the server secret is empty; set CORTEX_SERVER_SECRET")
-    return hmac.new(secret.encode(), f"metrics:{tenant}".encode(), hashlib.sha256).digest()
+    return hmac_sha256(secret.encode(), f"metrics:{tenant}".encode())
 
 
 class MetricsService(Service):

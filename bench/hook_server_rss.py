@@ -1,0 +1,99 @@
+"""Resident memory of the hook server: idle, then after N events (default 1,000).
+
+Run: ``.venv/bin/python bench/hook_server_rss.py [--events 1000] [--json]``
+
+A real hook server (``python -m cortex.adapters.hooks.server HOME``) on a throwaway home gets
+Claude Code events over its Unix socket, as hook processes send them: sessions of one start,
+98 prompts and one end. Its ``VmRSS`` is read from ``/proc`` (Linux). The floor is the RSS of
+``python -c "import sqlite3"`` held open in the same run: what any Python process costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cortex.adapters.hooks.server import request, socket_path
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def floor_mib() -> float:
+    code = "import sqlite3, sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    try:
+        return rss_mib(proc.pid)
+    finally:
+        proc.communicate("")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    home = tempfile.mkdtemp(prefix="cortex-rss-")
+    env = {**os.environ, "CORTEX_HOME": home, "CORTEX_HOOK_IDLE_SECONDS": "600"}
+    server = subprocess.Popen([sys.executable, "-m", "cortex.adapters.hooks.server", home], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket_path(home)):
+            if time.monotonic() > deadline:
+                raise SystemExit("the hook server did not start")
+            time.sleep(0.05)
+        idle = rss_mib(server.pid)
+        sent = 0
+        while sent < args.events:
+            sid = f"s{sent}"
+            events = [{"hook_event_name": "SessionStart", "source": "startup"}]
+            events += [
+                {"hook_event_name": "UserPromptSubmit", "prompt": f"turn {i} on the ft991a cat"}
+                for i in range(98)
+            ]
+            events.append({"hook_event_name": "SessionEnd"})
+            for event in events[: args.events - sent]:
+                raw = json.dumps({**event, "session_id": sid, "cwd": home}).encode()
+                request(home, "claude-code", raw, {"CORTEX_HOME": home}, home)
+                sent += 1
+            print(f"\r{sent}/{args.events} events", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        after = rss_mib(server.pid)
+    finally:
+        server.terminate()
+        server.wait(10)
+    floor = floor_mib()
+    result = {
+        "events": sent,
+        "floor_mib": round(floor, 1),
+        "idle_mib": round(idle, 1),
+        "after_mib": round(after, 1),
+        "after_ratio_to_floor": round(after / floor, 2),
+        "load": os.getloadavg()[0],
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"hook server RSS: idle {idle:.1f} MiB, after {sent:,} events {after:.1f} MiB "
+            f"({after / floor:.2f}x the floor, python + sqlite3: {floor:.1f} MiB); "
+            f"load {result['load']:.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

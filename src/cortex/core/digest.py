@@ -1,0 +1,57 @@
+"""HMAC-SHA256 on the interpreter's built-in SHA-256, without loading OpenSSL.
+
+``hashlib`` and ``hmac`` load ``_hashlib`` (OpenSSL bindings, about 3.5 MB resident) the first
+time either is imported; the hook server chains a metrics event on almost every start and
+would carry that for its whole life. CPython always builds its own SHA-256 (``_sha2`` from
+3.12, ``_sha256`` before), so the HMAC construction (RFC 2104) is computed on it here: the
+same bytes as ``hmac.new(key, message, hashlib.sha256)``, which the tests check.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def _builtin_sha256() -> Callable[..., Any]:
+    """CPython's own SHA-256 constructor; the standard library's on another interpreter."""
+    for module in ("_sha2", "_sha256"):  # 3.12+, then 3.11
+        try:
+            return importlib.import_module(module).sha256  # type: ignore[no-any-return]
+        except (ImportError, AttributeError):
+            continue
+    from hashlib import sha256
+
+    return sha256
+
+
+_sha256 = _builtin_sha256()
+
+BLOCK = 64
+"""SHA-256's block size in bytes."""
+
+_INNER = bytes(b ^ 0x36 for b in range(256))
+_OUTER = bytes(b ^ 0x5C for b in range(256))
+
+
+def sha256(data: bytes = b"") -> Any:
+    """A SHA-256 hash object (``update``, ``digest``, ``hexdigest``)."""
+    return _sha256(data)
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 of ``message`` under ``key`` (32 bytes)."""
+    if len(key) > BLOCK:
+        key = _sha256(key).digest()
+    key = key.ljust(BLOCK, b"\0")
+    inner = _sha256(key.translate(_INNER))
+    inner.update(message)
+    outer = _sha256(key.translate(_OUTER))
+    outer.update(inner.digest())
+    return bytes(outer.digest())
+
+
+def hmac_sha256_hex(key: bytes, message: bytes) -> str:
+    """``hmac_sha256`` as 64 lower-case hex digits."""
+    return hmac_sha256(key, message).hex()
