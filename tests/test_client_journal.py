@@ -105,10 +105,14 @@ def test_killed_writers_and_drainers_lose_and_duplicate_nothing(home: Path) -> N
         for round_ in range(12):
             writer = spawn(WRITER, str(home), f"w{round_}", "300")
             drainer = spawn(DRAINER, str(home), url)
+            assert writer.stdout is not None
+            # Kill mid-work, not mid-start: on a loaded machine an interpreter can take longer
+            # to start than the whole random delay, so wait for the writer's first append.
+            first = writer.stdout.readline().strip()
             time.sleep(rng.uniform(0.05, 0.4))
             for process in (writer, drainer):
                 process.send_signal(signal.SIGKILL)
-            acked += acknowledged(writer)
+            acked += [first, *acknowledged(writer)] if first else acknowledged(writer)
             drainer.communicate(timeout=30)
         final = spawn(DRAINER, str(home), url)
         final.communicate(timeout=60)
