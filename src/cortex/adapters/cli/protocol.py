@@ -92,14 +92,22 @@ def task_start(
     from cortex.services.protocol.rituals import start_task
 
     report = start_task(
-        rt.services.protocol, slug, session_id=session_id, from_gate=from_gate,
-        goal=clean(goal) or "", project=_project(rt, project), agent_id=clean(agent_id),
+        rt.services.protocol,
+        slug,
+        session_id=session_id,
+        from_gate=from_gate,
+        goal=clean(goal) or "",
+        project=_project(rt, project),
+        agent_id=clean(agent_id),
         workdir=Path(os.getcwd()),
-    )  # fmt: skip
+    )
     rt.emit(report.to_dict(), report.text)
     if not report.healthy:
-        click.echo(f"error: health check failed ({report.health.get('detail')}); fix it, then "
-                   f"rerun `cortex task start {slug}`", err=True)  # fmt: skip
+        click.echo(
+            f"error: health check failed ({report.health.get('detail')}); fix it, then "
+            f"rerun `cortex task start {slug}`",
+            err=True,
+        )
         ctx.exit(1)
 
 
@@ -111,16 +119,27 @@ def task_start(
 @click.option("--next-step", "next_steps", multiple=True, help="A next step (repeatable).")
 @click.option("--decision", "decisions", multiple=True, help="A decision to memorize (repeatable).")
 @click.option("--goal", default="", help="What was attempted (default: the start's goal).")
-@click.option("--status", type=click.Choice(["in-progress", "complete", "blocked"]),
-              help="Task status (default: from the outcome).")  # fmt: skip
+@click.option(
+    "--status",
+    type=click.Choice(["in-progress", "complete", "blocked"]),
+    help="Task status (default: from the outcome).",
+)
 @click.option("--resume", default="", help="Resume instructions for the next session.")
 @SESSION_OPTION
 @pass_rt
 def task_end(
-    rt: Runtime, slug: str, outcome: str, completed: str, blocked: str,
-    next_steps: tuple[str, ...], decisions: tuple[str, ...], goal: str, status: str | None,
-    resume: str, session_id: str | None,
-) -> None:  # fmt: skip
+    rt: Runtime,
+    slug: str,
+    outcome: str,
+    completed: str,
+    blocked: str,
+    next_steps: tuple[str, ...],
+    decisions: tuple[str, ...],
+    goal: str,
+    status: str | None,
+    resume: str,
+    session_id: str | None,
+) -> None:
     """The shutdown ritual: log entry, session-end checkpoint, decisions, status, event.
 
     \b
@@ -131,17 +150,31 @@ def task_end(
     from cortex.services.protocol.rituals import end_task
 
     out = end_task(
-        rt.services.protocol, slug, outcome=outcome, goal=clean(goal) or "",
-        completed=clean(completed) or "", blocked=clean(blocked) or "",
+        rt.services.protocol,
+        slug,
+        outcome=outcome,
+        goal=clean(goal) or "",
+        completed=clean(completed) or "",
+        blocked=clean(blocked) or "",
         next_steps=[clean(s) or "" for s in next_steps],
         decisions=[clean(d) or "" for d in decisions],
-        status=status, resume_instructions=clean(resume) or "", session_id=session_id,
-    )  # fmt: skip
+        status=status,
+        resume_instructions=clean(resume) or "",
+        session_id=session_id,
+    )
     failed = [
         f"{d['target']} delivery failed: {d['error']}" for d in out["deliveries"] if not d["ok"]
     ]
-    rt.emit(out, "\n".join([out["log_line"], f"checkpoint {out['checkpoint']['checkpoint_id']}, "
-                            f"task {out['status']}", *failed]))  # fmt: skip
+    rt.emit(
+        out,
+        "\n".join(
+            [
+                out["log_line"],
+                f"checkpoint {out['checkpoint']['checkpoint_id']}, task {out['status']}",
+                *failed,
+            ]
+        ),
+    )
 
 
 @click.command("status", context_settings=CONTEXT)
@@ -156,9 +189,12 @@ def task_status(rt: Runtime, slug: str) -> None:
     """
     out = rt.services.protocol.status(slug)
     st, latest = out["status"], out["latest_checkpoint"]
-    rt.emit(out, f"task {slug}: {st.get('status')} at gate {st.get('current_gate')}, "
-            f"{out['sessions']} session(s), live: {out['live_session'] or '-'}, latest "
-            f"checkpoint: {latest['checkpoint_id'] if latest else '-'}")  # fmt: skip
+    rt.emit(
+        out,
+        f"task {slug}: {st.get('status')} at gate {st.get('current_gate')}, "
+        f"{out['sessions']} session(s), live: {out['live_session'] or '-'}, latest "
+        f"checkpoint: {latest['checkpoint_id'] if latest else '-'}",
+    )
 
 
 @click.command("sweep", context_settings=CONTEXT)
@@ -296,10 +332,18 @@ def checkpoint() -> None:
 @SESSION_OPTION
 @pass_rt
 def checkpoint_create(
-    rt: Runtime, slug: str, kind: str, summary: str, gate: str | None, step: int | None,
-    next_steps: tuple[str, ...], resume: str, state_json: str | None, no_resume: bool,
+    rt: Runtime,
+    slug: str,
+    kind: str,
+    summary: str,
+    gate: str | None,
+    step: int | None,
+    next_steps: tuple[str, ...],
+    resume: str,
+    state_json: str | None,
+    no_resume: bool,
     session_id: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Write a checkpoint of the task's session (store, task folder, index, memory).
 
     \b
@@ -309,11 +353,17 @@ def checkpoint_create(
         "pending": 2}, "decisions": []}'
     """
     made, warnings = rt.services.protocol.create_checkpoint(
-        slug, type=kind, summary=clean(summary) or "", gate=gate, step=step,
-        next_steps=[clean(s) or "" for s in next_steps], resume_instructions=clean(resume) or "",
-        state=_json_object(clean(state_json), "--state-json"), can_resume=not no_resume,
+        slug,
+        type=kind,
+        summary=clean(summary) or "",
+        gate=gate,
+        step=step,
+        next_steps=[clean(s) or "" for s in next_steps],
+        resume_instructions=clean(resume) or "",
+        state=_json_object(clean(state_json), "--state-json"),
+        can_resume=not no_resume,
         session_id=session_id,
-    )  # fmt: skip
+    )
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     rt.emit(
@@ -334,9 +384,13 @@ def checkpoint_list(rt: Runtime, slug: str) -> None:
     found = rt.services.protocol.list_checkpoints(slug)
     rt.emit(
         [c.to_dict() for c in found],
-        "\n".join(f"{c.checkpoint_id}  {c.timestamp[:19]}  {c.type:<15} {c.gate or '-':<4} "
-                  f"{c.summary[:60]}" for c in found) or "no checkpoints",
-    )  # fmt: skip
+        "\n".join(
+            f"{c.checkpoint_id}  {c.timestamp[:19]}  {c.type:<15} {c.gate or '-':<4} "
+            f"{c.summary[:60]}"
+            for c in found
+        )
+        or "no checkpoints",
+    )
 
 
 @checkpoint.command("show", context_settings=CONTEXT)
@@ -365,8 +419,12 @@ def checkpoint_verify(ctx: click.Context, rt: Runtime, slug: str) -> None:
       cortex checkpoint verify --task feat-user-auth
     """
     report = rt.services.protocol.verify(slug)
-    rt.emit(report.to_dict(), f"ok: {report.stored} checkpoints agree" if report.ok
-            else "MISMATCH:\n" + "\n".join(f"  {p}" for p in report.problems))  # fmt: skip
+    rt.emit(
+        report.to_dict(),
+        f"ok: {report.stored} checkpoints agree"
+        if report.ok
+        else "MISMATCH:\n" + "\n".join(f"  {p}" for p in report.problems),
+    )
     if not report.ok:
         ctx.exit(1)
 
@@ -383,8 +441,11 @@ def session_timeline(rt: Runtime, slug: str) -> None:
       cortex session timeline --task feat-user-auth
     """
     rows = rt.services.protocol.timeline(slug)
-    rt.emit(rows, "\n".join(f"{r['at'][:19]}  {r['what']:<26} {r['session_id']}  {r['detail']}"
-                            for r in rows) or f"no sessions of task {slug}")  # fmt: skip
+    rt.emit(
+        rows,
+        "\n".join(f"{r['at'][:19]}  {r['what']:<26} {r['session_id']}  {r['detail']}" for r in rows)
+        or f"no sessions of task {slug}",
+    )
 
 
 @click.command("state", context_settings=CONTEXT)
@@ -411,8 +472,18 @@ def register(group: click.Group) -> None:
     from cortex.adapters.cli.sessions import session
 
     group.add_command(checkpoint)
-    for command in (task_init, task_start, task_end, task_status, task_sweep, task_fail,
-                    task_pass, task_budget, task_safety, task_gates):  # fmt: skip
+    for command in (
+        task_init,
+        task_start,
+        task_end,
+        task_status,
+        task_sweep,
+        task_fail,
+        task_pass,
+        task_budget,
+        task_safety,
+        task_gates,
+    ):
         task.add_command(command)
     for command in (session_timeline, session_state):
         session.add_command(command)
