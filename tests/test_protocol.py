@@ -421,3 +421,40 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
         start(app, repo, from_gate="G12")
     with pytest.raises(NotFoundError, match="no checkpoint"):
         app.protocol.show_checkpoint("ckpt-none")
+
+
+def test_precompact_and_session_end_hooks_checkpoint_a_task_session(
+    open_services: Open, repo: Path, tmp_path: Path, home: Path
+) -> None:
+    from cortex.adapters.hooks.dispatch import handle
+    from cortex.adapters.hooks.hook import ServicesCache
+
+    app = open_services()
+    env = {
+        "CORTEX_HOME": str(home),
+        "CORTEX_NOW": "2026-02-16T09:00:00Z",
+        "CORTEX_TASKS_ROOT": str(tmp_path / "tasks"),
+        "CORTEX_PIPELINE_STATE_PATH": str(tmp_path / "pipeline.json"),
+    }
+
+    def hook(name: str, **fields: Any) -> str:
+        data = {"hook_event_name": name, "session_id": "s1", "cwd": str(repo), **fields}
+        return handle(
+            "claude-code", json.dumps(data).encode(), env, str(repo), ServicesCache(False)
+        )
+
+    hook("SessionStart", source="startup")
+    harness = app.sessions.get_session("s1")
+    assert harness is not None
+    app.protocol.init_task("feat-auth")
+    report = start_task(app.protocol, "feat-auth", project=harness.project, workdir=repo)
+    assert report.session_id == "s1"  # the live harness session of the project takes the task
+    hook("PreCompact", trigger="auto")
+    hook("SessionEnd", reason="exit")
+    kinds = [c.type for c in app.protocol.list_checkpoints("feat-auth")]
+    assert kinds == ["pre_compaction", "session_end"]
+    folder = app.protocol.folder("feat-auth")
+    assert len(folder.checkpoint_files()) == 2 and app.protocol.verify("feat-auth").ok
+    state = app.sessions.get_session("s1")
+    assert state is not None and state.state == COMPLETE
+    assert "Session end: s1 outcome=partial" in (folder.logs_dir / "sessions.log").read_text()

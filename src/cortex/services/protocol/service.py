@@ -470,36 +470,41 @@ class ProtocolService(Service):
 
     # -- timeline ----------------------------------------------------------------------------
     def timeline(self, slug: str) -> list[dict[str, Any]]:
-        """The task's sessions and checkpoints in time order."""
-        rows: list[dict[str, Any]] = []
+        """The task's sessions and checkpoints in time order (at one instant: a session's
+        start, then its checkpoints in the order written, then its end)."""
+        rows: list[tuple[str, int, dict[str, Any]]] = []
         for s in self.sessions_of(slug):
             rows.append(
-                {
-                    "at": s.start_time,
-                    "what": "session.start",
-                    "session_id": s.session_id,
-                    "detail": f"parent {s.parent_session or '-'}",
-                }
+                (
+                    s.start_time,
+                    0,
+                    _row(
+                        s.start_time,
+                        "session.start",
+                        s.session_id,
+                        f"parent {s.parent_session or '-'}",
+                    ),
+                )
             )
             if s.end_time:
+                detail = "crash recovered" if s.crash_recovered else ""
                 rows.append(
-                    {
-                        "at": s.end_time,
-                        "what": f"session.{s.state.lower()}",
-                        "session_id": s.session_id,
-                        "detail": "crash recovered" if s.crash_recovered else "",
-                    }
+                    (
+                        s.end_time,
+                        2,
+                        _row(s.end_time, f"session.{s.state.lower()}", s.session_id, detail),
+                    )
                 )
         for c in self.list_checkpoints(slug):
+            detail = f"{c.checkpoint_id} {c.gate or ''} {c.summary}".strip()
             rows.append(
-                {
-                    "at": c.timestamp,
-                    "what": f"checkpoint.{c.type}",
-                    "session_id": c.session_id,
-                    "detail": f"{c.checkpoint_id} {c.gate or ''} {c.summary}".strip(),
-                }
+                (c.timestamp, 1, _row(c.timestamp, f"checkpoint.{c.type}", c.session_id, detail))
             )
-        return sorted(rows, key=lambda r: (r["at"], r["what"]))
+        return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
+
+
+def _row(at: str, what: str, session_id: str, detail: str) -> dict[str, Any]:
+    return {"at": at, "what": what, "session_id": session_id, "detail": detail}
 
 
 def session_metadata(
