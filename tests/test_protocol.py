@@ -458,3 +458,46 @@ def test_precompact_and_session_end_hooks_checkpoint_a_task_session(
     state = app.sessions.get_session("s1")
     assert state is not None and state.state == COMPLETE
     assert "Session end: s1 outcome=partial" in (folder.logs_dir / "sessions.log").read_text()
+
+
+def test_openclaw_compaction_checkpoints_a_task_session(app: Services, repo: Path) -> None:
+    from cortex.adapters.openclaw.bridge import Bridge
+
+    bridge = Bridge(app, project="proj", workdir=str(repo))
+    response = bridge.handle({"id": 1, "method": "session_start", "params": {"session_key": "k"}})
+    sid = response["result"]["session_id"]
+    app.protocol.init_task("feat-auth")
+    assert start(app, repo, session_id=sid).session_id == sid
+    compacted = bridge.handle(
+        {"id": 2, "method": "before_compaction", "params": {"session_key": "k", "messages": []}}
+    )["result"]
+    files = app.protocol.folder("feat-auth").checkpoint_files()
+    assert list(files) == [compacted["checkpoint_id"]]
+    assert app.protocol.verify("feat-auth").ok
+
+
+def test_an_in_progress_task_is_in_the_next_preamble(
+    app: Services, repo: Path, clock: FixedClock
+) -> None:
+    app.protocol.init_task("feat-auth", "User auth")
+    start(app, repo)
+    end_task(app.protocol, "feat-auth", outcome="partial", completed="half")
+    clock.advance(hours=1)
+    restored = app.sessions.on_session_start(project="proj")
+    assert restored.preamble is not None and "User auth [G0]" in restored.preamble
+
+
+def test_secrets_never_reach_the_task_files(app: Services, repo: Path) -> None:
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    app.protocol.init_task("feat-auth")
+    start(app, repo, goal=f"use token {secret}")
+    end_task(
+        app.protocol,
+        "feat-auth",
+        outcome="partial",
+        completed=f"pushed with {secret}",
+        next_steps=[f"rotate {secret}"],
+    )
+    folder = app.protocol.folder("feat-auth")
+    texts = [p.read_text() for p in folder.path.rglob("*") if p.is_file()]
+    assert texts and not any(secret in text for text in texts)
