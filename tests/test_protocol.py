@@ -501,3 +501,24 @@ def test_secrets_never_reach_the_task_files(app: Services, repo: Path) -> None:
     folder = app.protocol.folder("feat-auth")
     texts = [p.read_text() for p in folder.path.rglob("*") if p.is_file()]
     assert texts and not any(secret in text for text in texts)
+
+
+def test_a_start_recovers_a_crashed_session_as_suspended(app: Services, clock: FixedClock) -> None:
+    app.sessions.on_session_start("crashed", project="proj")
+    clock.advance(seconds=301)
+    app.sessions.on_session_start("next", project="proj")
+    crashed = app.sessions.get_session("crashed")
+    assert crashed is not None and (crashed.state, crashed.crash_recovered) == (SUSPENDED, True)
+    kinds = [c.type for c in app.store.list_checkpoints("crashed")]
+    assert kinds == ["interrupted"]
+    audit = app.store.list_audit()  # type: ignore[attr-defined]
+    assert [e.target for e in audit if e.action == "session.interrupted"] == ["crashed"]
+
+
+def test_a_session_that_never_became_active_ends_suspended(app: Services, repo: Path) -> None:
+    app.protocol.init_task("feat-auth")
+    smoke(repo, "raise SystemExit(1)")
+    report = start(app, repo)
+    assert report.state == INIT
+    ended = app.sessions.on_session_end(report.session_id)
+    assert ended.state == SUSPENDED

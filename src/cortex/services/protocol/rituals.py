@@ -390,18 +390,18 @@ def end_task(
         if next_steps
         else ("task complete" if new_status == "complete" else "resume from the latest checkpoint")
     )
+    checkpoint, _ = protocol.create_checkpoint(
+        slug,
+        type="session_end",
+        summary=completed.strip() or f"Session ended ({outcome})",
+        next_steps=next_steps,
+        resume_instructions=resume_instructions.strip() or hint,
+        state={"decisions": [{"decision": redact(d)} for d in decisions if d.strip()]}
+        if decisions
+        else None,
+        session_id=session.session_id,
+    )
     with protocol.sessions.transaction():
-        checkpoint, _ = protocol.create_checkpoint(
-            slug,
-            type="session_end",
-            summary=completed.strip() or f"Session ended ({outcome})",
-            next_steps=next_steps,
-            resume_instructions=resume_instructions.strip() or hint,
-            state={"decisions": [{"decision": redact(d)} for d in decisions if d.strip()]}
-            if decisions
-            else None,
-            session_id=session.session_id,
-        )
         memorized = [
             protocol.memory.add(
                 d,

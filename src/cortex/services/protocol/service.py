@@ -196,12 +196,12 @@ class ProtocolService(Service):
             )
         gate = check_gate(gate) if gate else None
         extra = dict(state or {})
+        session = self.task_session(slug, session_id)
+        gate = gate or self.folder(slug).status().get("current_gate")
+        probe = self._probe(session)  # an outside command: never inside a write transaction
+        if probe is not None:
+            extra["safety_metrics"] = probe
         with self.sessions.transaction():
-            session = self.task_session(slug, session_id)
-            gate = gate or self.folder(slug).status().get("current_gate")
-            probe = self._probe(session)
-            if probe is not None:
-                extra["safety_metrics"] = probe
             checkpoint = self.compaction.checkpoint(
                 session.session_id,
                 type=type,
