@@ -14,8 +14,6 @@ import os
 import shlex
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +170,9 @@ def deliver(
 def _post(url: str, body: str, timeout: float) -> str | None:
     if not url.startswith(("http://", "https://")):
         return f"webhook {url[:60]!r} is not an http(s) URL"
+    import urllib.error  # only when a webhook is configured: it costs ~100 ms to import
+    import urllib.request
+
     request = urllib.request.Request(
         url, data=body.encode("utf-8"), headers={"Content-Type": "application/json"}, method="POST"
     )
