@@ -473,6 +473,9 @@ def test_openclaw_compaction_checkpoints_a_task_session(app: Services, repo: Pat
     )["result"]
     files = app.protocol.folder("feat-auth").checkpoint_files()
     assert list(files) == [compacted["checkpoint_id"]]
+    bridge.handle({"id": 3, "method": "session_end", "params": {"session_key": "k"}})
+    kinds = [c.type for c in app.protocol.list_checkpoints("feat-auth")]
+    assert kinds == ["pre_compaction", "session_end"]
     assert app.protocol.verify("feat-auth").ok
 
 
@@ -522,3 +525,26 @@ def test_a_session_that_never_became_active_ends_suspended(app: Services, repo: 
     assert report.state == INIT
     ended = app.sessions.on_session_end(report.session_id)
     assert ended.state == SUSPENDED
+
+
+def test_a_damaged_task_folder_never_costs_a_compaction_its_checkpoint(
+    app: Services, repo: Path
+) -> None:
+    app.protocol.init_task("feat-auth")
+    sid = start(app, repo).session_id
+    index = app.protocol.folder("feat-auth").index_path
+    index.write_text("{broken")
+    run = app.compaction.run(sid, force=True)
+    assert run.checkpoint is not None
+    assert app.store.get_checkpoint(run.checkpoint.checkpoint_id) == run.checkpoint
+    assert index.read_text() == "{broken"
+    problems = app.protocol.verify("feat-auth").problems
+    assert problems[0].endswith(
+        "checkpoint-index.json is not valid JSON (Expecting property "
+        "name enclosed in double quotes: line 1 column 2 (char 1)); fix "
+        "it or move it aside (Cortex never overwrites a file it cannot "
+        "read)"
+    )
+    assert problems[1:] == [f"{run.checkpoint.checkpoint_id}: not in checkpoint-index.json"]
+    with pytest.raises(ValidationError, match="checkpoint-index.json is not valid JSON"):
+        app.protocol.create_checkpoint("feat-auth", summary="strict")

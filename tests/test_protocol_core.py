@@ -238,3 +238,26 @@ def test_the_log_entry_template() -> None:
         "## Session 2026-02-16 (1h 05m)\n\n**Goal**: auth\n**Completed**: JWT\n"
         "**Blocked**: none\n**Next**: refresh\n"
     )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_any_json_is_judged_never_crashes(data: Any) -> None:
+    problems = checkpoint_problems(data)
+    assert isinstance(problems, list) and all(isinstance(p, str) for p in problems)
+
+
+@given(st.dictionaries(st.sampled_from(sorted(SPEC_EXAMPLE)), JSON, max_size=11))
+def test_a_mutated_checkpoint_is_judged_never_crashes(changes: dict[str, Any]) -> None:
+    data = SPEC_EXAMPLE | changes
+    problems = checkpoint_problems(data)
+    if not problems:
+        assert validated_checkpoint(data).checkpoint_id == data["checkpoint_id"]
