@@ -367,15 +367,7 @@ def end_task(
     session_id: str | None = None,
 ) -> dict[str, Any]:
     """The shutdown ritual (see the module docstring); returns what it wrote and emitted."""
-    if outcome not in OUTCOMES:
-        raise ValidationError(f"unknown outcome {outcome!r}; use one of {', '.join(OUTCOMES)}")
-    new_status = status or (
-        "complete" if outcome == "success" else "blocked" if outcome == "failed" else "in-progress"
-    )
-    if new_status not in END_STATUSES:
-        raise ValidationError(
-            f"unknown status {new_status!r}; use one of {', '.join(END_STATUSES)}"
-        )
+    new_status = _end_status(outcome, status)
     folder = protocol.folder(slug)
     task = folder.status()
     session = protocol.task_session(slug, session_id)
@@ -385,29 +377,74 @@ def end_task(
     folder.append_log(
         "\n" + format_log_entry(at[:10], duration, goal, completed, blocked, "; ".join(next_steps))
     )
-    hint = (
-        next_steps[0]
-        if next_steps
-        else ("task complete" if new_status == "complete" else "resume from the latest checkpoint")
-    )
+    hint = next_steps[0] if next_steps else _HINTS.get(new_status, _HINTS["in-progress"])
     checkpoint, _ = protocol.create_checkpoint(
         slug,
         type="session_end",
         summary=completed.strip() or f"Session ended ({outcome})",
         next_steps=next_steps,
         resume_instructions=resume_instructions.strip() or hint,
-        state={"decisions": [{"decision": redact(d)} for d in decisions if d.strip()]}
+        state={"decisions": [{"decision": d} for d in decisions if d.strip()]}
         if decisions
         else None,
         session_id=session.session_id,
     )
+    payload = {
+        "session_id": session.session_id,
+        "task_slug": slug,
+        "outcome": outcome,
+        "next_session_hint": redact(hint),
+    }
+    memorized, final = _close(protocol, session, decisions, payload)
+    gate = checkpoint.gate or str(task.get("current_gate") or "G0")
+    folder.update_status(
+        lambda s: s.update(
+            last_session=session.session_id, last_activity=at, status=new_status, current_gate=gate
+        )
+    )
+    title = str(task.get("title") or slug)
+    _pending(protocol, slug, title, gate, "done" if new_status == "complete" else "build")
+    line = end_line(protocol.service_name, session.session_id, outcome)
+    folder.evidence(at, line)
+    return {
+        "session_id": session.session_id,
+        "state": final.state,
+        "status": new_status,
+        "checkpoint": checkpoint.to_dict(),
+        "memorized": memorized,
+        "event": {"event": "session.complete", "payload": payload},
+        "deliveries": _deliver(protocol, folder, payload),
+        "log_line": line,
+    }
+
+
+_HINTS = {"complete": "task complete", "in-progress": "resume from the latest checkpoint"}
+
+
+def _end_status(outcome: str, status: str | None) -> str:
+    """The task status after a session: given, else from the outcome."""
+    if outcome not in OUTCOMES:
+        raise ValidationError(f"unknown outcome {outcome!r}; use one of {', '.join(OUTCOMES)}")
+    chosen = status or {"success": "complete", "failed": "blocked"}.get(outcome, "in-progress")
+    if chosen not in END_STATUSES:
+        raise ValidationError(f"unknown status {chosen!r}; use one of {', '.join(END_STATUSES)}")
+    return chosen
+
+
+def _close(
+    protocol: ProtocolService,
+    session: SessionState,
+    decisions: Sequence[str],
+    payload: dict[str, Any],
+) -> tuple[list[str], SessionState]:
+    """In one transaction: memorize the decisions, end the session, log ``session.complete``."""
     with protocol.sessions.transaction():
         memorized = [
             protocol.memory.add(
                 d,
                 type="decision",
                 project=session.project,
-                tags=["decision", slug],
+                tags=["decision", str(payload["task_slug"])],
                 session_id=session.session_id,
                 actor="protocol",
             ).memory.id
@@ -415,12 +452,6 @@ def end_task(
             if d.strip()
         ]
         final = _finish(protocol, session)
-        payload = {
-            "session_id": session.session_id,
-            "task_slug": slug,
-            "outcome": outcome,
-            "next_session_hint": redact(hint),
-        }
         protocol.compaction.events.append(
             session.session_id,
             "session.complete " + json.dumps(payload, ensure_ascii=False),
@@ -429,30 +460,19 @@ def end_task(
             meaningful=False,
             token_count=0,
         )
+    return memorized, final
 
-    def change(status: dict[str, Any]) -> None:
-        status.update(
-            last_session=session.session_id,
-            last_activity=at,
-            status=new_status,
-            current_gate=checkpoint.gate or status.get("current_gate"),
-        )
 
-    folder.update_status(change)
-    _pending(
-        protocol,
-        slug,
-        str(task.get("title") or slug),
-        checkpoint.gate or "G0",
-        "done" if new_status == "complete" else "build",
-    )
-    line = end_line(protocol.service_name, session.session_id, outcome)
-    folder.evidence(at, line)
+def _deliver(
+    protocol: ProtocolService, folder: TaskFolder, payload: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``session.complete`` to the configured command and webhook; failures are logged."""
+    config = protocol.config
     deliveries = commands.deliver(
         payload,
-        protocol.config.session_complete_command,
-        protocol.config.session_complete_webhook,
-        protocol.config.session_complete_timeout_seconds,
+        config.session_complete_command,
+        config.session_complete_webhook,
+        config.session_complete_timeout_seconds,
     )
     for failed in (d for d in deliveries if not d["ok"]):
         folder.evidence(
@@ -460,16 +480,7 @@ def end_task(
             f"[{protocol.service_name}] session.complete delivery to the {failed['target']} "
             f"failed: {failed['error']}",
         )
-    return {
-        "session_id": session.session_id,
-        "state": final.state,
-        "status": new_status,
-        "checkpoint": checkpoint.to_dict(),
-        "memorized": memorized,
-        "event": {"event": "session.complete", "payload": payload},
-        "deliveries": deliveries,
-        "log_line": line,
-    }
+    return deliveries
 
 
 def _finish(protocol: ProtocolService, session: SessionState) -> SessionState:

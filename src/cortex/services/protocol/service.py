@@ -368,22 +368,19 @@ class ProtocolService(Service):
     def _fork(self, folder: TaskFolder, session: SessionState) -> dict[str, Any]:
         """At the soft cap: suspend this session, start a fresh one of the task that loads the
         latest checkpoint summary instead of the transcript."""
-        from cortex.services.sessions.start import _new_id  # one id scheme for every session
-
         at = self.now_iso()
         folder.evidence(at, budget_line(self.service_name))
         latest = self.latest_checkpoint(folder.slug)
         self.set_state(session.session_id, SUSPENDED)
-        new_id = _new_id()
-        self.sessions.on_session_start(
-            new_id,
+        new_id = self.sessions.on_session_start(
+            None,
             "protocol",
             project=session.project,
             user_id=session.user_id,
             agent_id=session.agent_id,
             task_slug=folder.slug,
             parent_session=session.session_id,
-        )
+        ).session_id
         self._mark(folder, session.session_id, forked_to=new_id)
         folder.update_status(lambda s: s.update(last_session=new_id, last_activity=at))
         return {
