@@ -13,7 +13,7 @@ from cortex.errors import ValidationError
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
 def task() -> None:
     """Tasks: the pipeline state file's pending work, and protocol tasks (task folders, the
-    start and end rituals, retries, budgets; see ``docs/protocol.md``)."""
+    start and end rituals, retries, budgets: see docs/protocol.md)."""
 
 
 @task.command("add", context_settings=CONTEXT)
