@@ -206,6 +206,28 @@ class MemoryStoreContract:
         assert store.bump_checkpoint_count("s1", t(16, 11)) == 2
         assert store.bump_checkpoint_count("missing", t(16)) == 0
 
+    def test_a_checkpoint_belongs_to_the_task_of_its_session_when_written(
+        self, store: Store
+    ) -> None:
+        store.save_session(session("s1", t(16, 9), task_slug="feat-a"))
+        store.save_session(session("s2", t(16, 8), task_slug="feat-a"))
+        store.save_session(session("s3", t(16, 7), task_slug="feat-b"))
+        store.save_session(session("s4", t(16, 6)))
+        made = [
+            Checkpoint(f"c{i}", sid, t(16, 10 + i), "manual", f"n{i}")
+            for i, sid in enumerate(("s1", "s3", "s2", "s4"))
+        ]
+        for checkpoint in made:
+            store.save_checkpoint(checkpoint)
+        assert store.task_checkpoints("feat-a") == [made[0], made[2]]
+        assert store.task_checkpoints("feat-a", limit=1) == [made[0]]
+        assert store.task_checkpoints("feat-b") == [made[1]]
+        assert store.task_checkpoints("nothing") == []
+        assert store.get_checkpoint("c2") == made[2] and store.get_checkpoint("zz") is None
+        assert [s.session_id for s in store.task_sessions("feat-a")] == ["s2", "s1"]
+        assert store.task_sessions("feat-a", limit=1)[0].session_id == "s2"
+        assert store.task_sessions("nothing") == []
+
     def test_compaction_events(self, store: Store) -> None:
         event = CompactionEvent("k1", "s1", "count", "budget", 900, 12, None, "c1", t(16, 9))
         store.append_compaction_event(event)

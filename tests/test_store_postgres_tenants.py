@@ -36,7 +36,9 @@ pytestmark = pytest.mark.usefixtures("pg_driver")
 
 def _seed(store: Any, who: str) -> None:
     """The same ids in every tenant, with contents that tell the tenants apart."""
-    store.save_session(session("s1", t(1), t(2), project=who, hot_topics=(who,)))
+    store.save_session(
+        session("s1", t(1), t(2), project=who, hot_topics=(who,), task_slug="feat-shared")
+    )
     store.save_session(session("open", t(3), project=who, last_activity=t(3)))
     store.add_memories(
         [
@@ -79,6 +81,10 @@ def _sees_only_its_own(store: Any, who: str) -> None:
     assert [e.content for e in store.list_session_events("s1")] == [who]
     assert [s.slug for s in store.list_snapshots("s1")] == [who]
     assert [c.summary for c in store.list_checkpoints("s1")] == [who]
+    assert [c.summary for c in store.task_checkpoints("feat-shared")] == [who]
+    assert [s.project for s in store.task_sessions("feat-shared")] == [who]
+    found_checkpoint = store.get_checkpoint("c1")
+    assert found_checkpoint is not None and found_checkpoint.summary == who
     assert [c.reason for c in store.list_compaction_events("s1")] == [who]
     assert [(m.seq, m.payload) for m in store.list_metrics()] == [(1, {"who": who})]
     assert [a.actor for a in store.list_audit()] == [who]

@@ -59,6 +59,7 @@ def test_migration_names_and_order() -> None:
         "m012_memory_embeddings",
         "m013_tenants_and_keys",
         "m014_request_ids",
+        "m017_protocol",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"
@@ -189,3 +190,27 @@ def test_a_database_a_newer_cortex_migrated_is_refused_and_left_alone(tmp_path: 
         "'m099_from_the_future'); upgrade Cortex to open it"
     )
     assert path.read_bytes() == before  # m012 was not applied either
+
+
+def test_protocol_migration_tags_existing_checkpoints_with_their_task(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.db")
+    for migration in MIGRATIONS:
+        if migration.name == "m017_protocol":
+            break
+        migration.apply(conn)
+    conn.execute(
+        "INSERT INTO session_states (id, start_time, created_at, task_slug) "
+        "VALUES ('s1', ?, ?, 'feat-a')",
+        (t(1), t(1)),
+    )
+    conn.execute(
+        "INSERT INTO checkpoints (id, session_id, type, body, created_at) "
+        "VALUES ('c1', 's1', 'manual', '{}', ?), ('c2', 'gone', 'manual', '{}', ?)",
+        (t(1), t(1)),
+    )
+    step = dict(MIGRATIONS)["m017_protocol"]
+    step(conn)
+    step(conn)  # a step applied twice changes nothing more
+    rows = conn.execute("SELECT id, task_slug FROM checkpoints ORDER BY id").fetchall()
+    assert rows == [("c1", "feat-a"), ("c2", None)]
+    conn.close()

@@ -190,6 +190,73 @@ SETTINGS: tuple[Setting, ...] = (
         0.05,
         60,
     ),
+    Setting(
+        "tasks_root",
+        Path,
+        "{home}/tasks",
+        "Where task folders live (tasks_root/<slug>/json, work, logs); a relative path is "
+        "taken from the working directory.",
+    ),
+    Setting(
+        "protocol_service_name",
+        str,
+        "cortex",
+        "The [<service>] prefix of the session-continuity log lines.",
+    ),
+    Setting(
+        "governance_config_path",
+        Path,
+        ".agentic-governance/config.json",
+        "The repository file whose smoke_command the startup ritual runs as its health check "
+        "(relative: from the working directory).",
+    ),
+    Setting(
+        "smoke_timeout_seconds",
+        float,
+        300.0,
+        "Time limit of the startup ritual's smoke command; a command that runs longer is "
+        "stopped and the health check fails.",
+        1,
+        86400,
+    ),
+    Setting(
+        "session_complete_command",
+        str,
+        "",
+        "A command (split like a shell would, never run through one) that gets each "
+        "session.complete payload as JSON on stdin; empty: none.",
+    ),
+    Setting(
+        "session_complete_webhook",
+        str,
+        "",
+        "An http(s) URL each session.complete payload is POSTed to as JSON; empty: none.",
+    ),
+    Setting(
+        "session_complete_timeout_seconds",
+        float,
+        10.0,
+        "Time limit of the session.complete command and webhook; a failure is logged and the "
+        "event stays in the event log.",
+        0.1,
+        600,
+    ),
+    Setting(
+        "model_context_window",
+        int,
+        200_000,
+        "The model's stable context window in tokens; a session's soft cap is 80 % of it.",
+        1_000,
+        10_000_000,
+    ),
+    Setting(
+        "safety_probe_command",
+        str,
+        "",
+        "A command that gets a session's last 2,000 tokens on stdin and prints JSON "
+        "{refusal_rate_window, baseline_refusal_rate, severity} at each task checkpoint; "
+        "empty: no probe.",
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -222,6 +289,15 @@ class Config:
     server_url: str
     api_key: str
     server_timeout_seconds: float
+    tasks_root: Path
+    protocol_service_name: str
+    governance_config_path: Path
+    smoke_timeout_seconds: float
+    session_complete_command: str
+    session_complete_webhook: str
+    session_complete_timeout_seconds: float
+    model_context_window: int
+    safety_probe_command: str
 
     @property
     def db_path(self) -> Path:

@@ -268,7 +268,7 @@ class SessionSnapshot:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint in the continuity protocol's schema (section 3.2).
+    """A checkpoint in the continuity protocol's schema.
 
     ``state`` carries what must survive a compaction: ``pins``, ``pending_tasks``, ``rules``,
     ``decisions``, ``files_changed``, ``hot_topics`` and ``working_memories``.

@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 CRITICAL = "CRITICAL"
 NORMAL = "NORMAL"
 
-# Session states of the continuity protocol (section 1.1); "compacted" is an event, not a state.
+# Session states of the continuity protocol; "compacted" is an event, not a state.
 INIT = "INIT"
 ACTIVE = "ACTIVE"
 COMPLETE = "COMPLETE"

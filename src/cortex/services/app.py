@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
+    from cortex.services.protocol import ProtocolService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
@@ -113,6 +114,15 @@ class Services(Service):
         from cortex.services.compaction import CompactionService
 
         return CompactionService(self.store, self.config, self.clock, self.events)
+
+    @cached_property
+    def protocol(self) -> ProtocolService:
+        """The session-continuity protocol: task folders, rituals, checkpoints, the sweep."""
+        from cortex.services.protocol import ProtocolService
+
+        return ProtocolService(
+            self.store, self.config, self.clock, self.sessions, self.compaction, self.memory
+        )
 
     @cached_property
     def metrics(self) -> MetricsService:

@@ -14,8 +14,9 @@ through the bridge.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.core.budgets import TriggerDecision, compaction_due
+from cortex.core.checkpoint_schema import CHECKPOINT_TYPES, validated_checkpoint
 from cortex.core.memory_models import (
     RULE,
     WORKING,
@@ -36,26 +38,18 @@ from cortex.core.models import SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import extract_decisions, format_checkpoint
-from cortex.errors import ValidationError
+from cortex.errors import CortexError, ValidationError
 from cortex.services.base import Service
 from cortex.services.events import EventLog
 from cortex.store.protocol import Store
 
-CHECKPOINT_TYPES = (
-    "manual",
-    "pre_compaction",
-    "session_end",
-    "gate_transition",
-    "decision",
-    "error_recovery",
-    "interrupted",
-)
 HARNESS_TRIGGERS = ("auto", "manual")
 DECISION_MEMORY_LIMIT = 5
 CONTEXT_RULE_LIMIT = 50
 CONTEXT_WORKING_LIMIT = 20
 EVENT_SCAN_LIMIT = 500
 COMPACTION_COUNT_LIMIT = 10_000
+log = logging.getLogger("cortex")
 
 
 @dataclass(frozen=True)
@@ -198,9 +192,20 @@ class CompactionService(Service):
         resume_instructions: str = "",
         gate: str | None = None,
         step: int | None = None,
+        extra_state: Mapping[str, Any] | None = None,
+        can_resume: bool = True,
+        strict_mirror: bool = False,
     ) -> Checkpoint:
         """Write a checkpoint of everything that must survive, bump the session's
-        ``checkpoint_count`` and log a ``checkpoint`` event; return it."""
+        ``checkpoint_count`` and log a ``checkpoint`` event; return it.
+
+        The checkpoint must pass the protocol's schema (``cortex.core.checkpoint_schema``);
+        ``extra_state`` adds to (or replaces parts of) its ``state``, e.g. structured
+        ``decisions``, ``tests`` or ``safety_metrics``. A session bound to a task also gets
+        the checkpoint in its task folder (file and index) and in memory; a failure there
+        is logged unless ``strict_mirror``, so that a harness's compaction never loses its
+        checkpoint to a damaged task folder (``cortex checkpoint verify`` finds the gap).
+        """
         if type not in CHECKPOINT_TYPES:
             raise ValidationError(
                 f"unknown checkpoint type {type!r}; use one of {', '.join(CHECKPOINT_TYPES)}"
@@ -208,18 +213,21 @@ class CompactionService(Service):
         with self.store.transaction():
             state = self.events.session(session_id)
             at = self.now_iso()
-            checkpoint = Checkpoint(
-                checkpoint_id=f"ckpt-{at[:10]}-{uuid.uuid4().hex[:8]}",
-                session_id=session_id,
-                timestamp=at,
-                type=type,
-                summary=redact(summary.strip()),
-                state=redact_value(self._survivors(state, decisions, files_changed)),
-                next_steps=tuple(redact(s) for s in next_steps if s.strip()),
-                can_resume=True,
-                resume_instructions=redact(resume_instructions.strip()),
-                gate=gate,
-                step=step,
+            survivors = self._survivors(state, decisions, files_changed) | dict(extra_state or {})
+            checkpoint = validated_checkpoint(
+                Checkpoint(
+                    checkpoint_id=f"ckpt-{at[:10]}-{uuid.uuid4().hex[:8]}",
+                    session_id=session_id,
+                    timestamp=at,
+                    type=type,
+                    summary=redact(summary.strip()),
+                    state=redact_value(survivors),
+                    next_steps=tuple(redact(s) for s in next_steps if s.strip()),
+                    can_resume=can_resume,
+                    resume_instructions=redact(resume_instructions.strip()),
+                    gate=gate,
+                    step=step,
+                ).to_dict()
             )
             self.store.save_checkpoint(checkpoint)
             self.store.bump_checkpoint_count(session_id, at)
@@ -227,7 +235,20 @@ class CompactionService(Service):
                 f": {checkpoint.summary}" if checkpoint.summary else ""
             )
             self.events.append(session_id, text, role="tool", kind="checkpoint", token_count=0)
+            if state.task_slug:
+                self._mirror(state, checkpoint, strict_mirror)
         return checkpoint
+
+    def _mirror(self, state: SessionState, checkpoint: Checkpoint, strict: bool) -> None:
+        """The checkpoint in the session's task folder and in memory."""
+        from cortex.services.protocol.checkpoints import mirror_checkpoint
+
+        try:
+            mirror_checkpoint(self.store, self.config, self.clock, state, checkpoint)
+        except CortexError as exc:
+            if strict:
+                raise
+            log.warning("checkpoint %s kept in the store only: %s", checkpoint.checkpoint_id, exc)
 
     def _survivors(
         self, state: SessionState, decisions: Sequence[str], files: Sequence[str]

@@ -96,6 +96,10 @@ class SessionStore(Protocol):
         """Delete these rows; return how many were deleted."""
         ...
 
+    def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
+        """Sessions whose ``task_slug`` is ``task_slug``, oldest ``start_time`` first."""
+        ...
+
 
 class LeaseStore(Protocol):
     """Open sessions and their leases: what crash recovery and chaining ask."""
@@ -264,6 +268,15 @@ class HistoryStore(Protocol):
 
     def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
         """Newest first."""
+        ...
+
+    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """One checkpoint by id, or None."""
+        ...
+
+    def task_checkpoints(self, task_slug: str, *, limit: int = 1000) -> list[Checkpoint]:
+        """Checkpoints whose session belonged to ``task_slug`` when they were written, oldest
+        first (the task is taken from the session row at insert)."""
         ...
 
     def bump_checkpoint_count(self, session_id: str, at: str) -> int:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine, clean, pass_rt
 from cortex.config import SETTINGS
 from cortex.core.tasks import DONE_STAGES, KNOWN_STAGES, PENDING_STAGES, STAGES
 from cortex.errors import ValidationError
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 def task() -> None:
-    """Tasks of the pipeline state file (pending work that sessions carry)."""
+    """Tasks: the pipeline state file's pending work, and protocol tasks (task folders, the
+    start and end rituals, retries, budgets: see docs/protocol.md)."""
 
 
 @task.command("add", context_settings=CONTEXT)

@@ -136,6 +136,21 @@ LAZY_COMMANDS = {
     "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
     "cortex.adapters.cli.tenancy": ("serve", "tenant", "key", "server"),
     "cortex.adapters.cli.client": ("sync",),
+    "cortex.adapters.cli.protocol": (
+        "checkpoint",
+        "task init",
+        "task start",
+        "task end",
+        "task status",
+        "task sweep",
+        "task fail",
+        "task pass",
+        "task budget",
+        "task safety",
+        "task gates",
+        "session timeline",
+        "session state",
+    ),
 }
 _loaded: set[str] = set()
 

@@ -4,6 +4,7 @@ the working-memory pins of the current one."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -163,14 +164,20 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 @session.command("list", context_settings=CONTEXT)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000))
 @click.option("--project", help="Only sessions of this project.")
+@click.option("--task", "slug", help="Only sessions of this protocol task, oldest first.")
 @pass_rt
-def session_list(rt: Runtime, limit: int, project: str | None) -> None:
-    """List sessions, newest first.
+def session_list(rt: Runtime, limit: int, project: str | None, slug: str | None) -> None:
+    """List sessions, newest first (a task's: oldest first, with their lifecycle state).
 
     \b
-    Example:
+    Examples:
       cortex session list --limit 5
+      cortex session list --task feat-user-auth
     """
+    if slug is not None:
+        rows = rt.services.protocol.session_rows(slug)[-limit:]
+        rt.emit(rows, lambda: format_task_sessions(rows) or f"no sessions of task {slug}")
+        return
     states = rt.sessions.list_sessions(limit, project)
     rt.emit(
         [s.to_dict() for s in states],
@@ -297,6 +304,17 @@ def format_session_rows(states: Sequence[SessionState]) -> str:
             f"tasks={len(s.pending_tasks)}  {', '.join(s.hot_topics[:5])}"
         )
     return "\n".join(rows)
+
+
+def format_task_sessions(rows: Sequence[dict[str, Any]]) -> str:
+    """A task's sessions as the protocol's session metadata, one line each."""
+    return "\n".join(
+        f"{r['session_id']}  {r['started_at'][:16]}  {r['state']:<10} "
+        f"gate={r['current_gate'] or '-'}"
+        f"  checkpoints={r['checkpoint_count']}  parent={r['parent_session'] or '-'}"
+        f"  children={','.join(r['child_sessions']) or '-'}"
+        for r in rows
+    )
 
 
 def format_session(s: SessionState) -> str:

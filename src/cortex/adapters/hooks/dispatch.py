@@ -11,7 +11,9 @@ Events by their Claude Code names (other hosts map onto these in ``events.py``):
 - PostToolUse / PostToolUseFailure: the tool's name, paths, command and cwd as signals.
 - CwdChanged: the new working directory. PreCompact: ``checkpoint_before_compaction``.
 - PostCompact: the summary, recorded as a turn and kept for ``compaction_context``.
-- Stop: the assistant's last message as a half-weight turn. SessionEnd: ``on_session_end``.
+- Stop: the assistant's last message as a half-weight turn. SessionEnd: ``on_session_end``,
+  after a session-end checkpoint when the session works on a protocol task (PreCompact's
+  checkpoint reaches the task folder through the compaction service).
 
 The project rule, shared with every reader: a session's ``project`` is
 ``cortex.services.project.project_identity(d).id`` where ``d`` is the host's project directory
@@ -219,6 +221,8 @@ def on_stop(hook: Hook) -> None:
 def on_end(hook: Hook) -> None:
     state = hook.session()
     if state is not None and state.is_open:
+        if state.task_slug:
+            task_session_end(hook, state)
         hook.sessions.on_session_end(hook.session_id)
     try:
         os.unlink(session_state_path(hook.home, hook.session_id))
@@ -257,6 +261,14 @@ def checkpoint_before_compaction(hook: Hook) -> None:
     """
     hook.record(text=hook.event.text)
     _compaction(hook).pre_compact(hook.session_id, _trigger(hook), hook.event.text or "")
+
+
+def task_session_end(hook: Hook, state: SessionState) -> None:
+    """A session working on a task keeps a session-end checkpoint (file, index, store and
+    memory) when the host ends it, whether or not the agent ran ``cortex task end``."""
+    from cortex.services.protocol.rituals import harness_session_end
+
+    harness_session_end(hook.services.protocol, state)
 
 
 def record_compaction_summary(hook: Hook, summary: str) -> None:

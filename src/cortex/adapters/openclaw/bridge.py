@@ -136,7 +136,13 @@ class Bridge:
         return self.bindings[key]
 
     def end(self, session_id: str) -> SessionState:
-        """Final capture of one session; forget its key."""
+        """Final capture of one session (after a session-end checkpoint when it works on a
+        protocol task); forget its key."""
+        current = self.sessions.get_session(session_id)
+        if current is not None and current.is_open and current.task_slug:
+            from cortex.services.protocol.rituals import harness_session_end
+
+            harness_session_end(self.services.protocol, current)
         state = self.sessions.on_session_end(session_id)
         self.bindings = {k: v for k, v in self.bindings.items() if v != session_id}
         if self.unbound == session_id:

@@ -8,9 +8,9 @@ in one line (``LocalOnly``). ``sync()`` delivers the journal of writes the serve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from cortex.clock import Clock
@@ -163,9 +163,14 @@ class RemoteCompaction(CompactionService):
         resume_instructions: str = "",
         gate: str | None = None,
         step: int | None = None,
+        extra_state: Mapping[str, Any] | None = None,
+        can_resume: bool = True,
+        strict_mirror: bool = False,
     ) -> Checkpoint:
         """``POST /v1/sessions/checkpoint``; while the server is unavailable, the checkpoint
-        waits in the journal and this returns what was asked for."""
+        waits in the journal and this returns what was asked for. The server's checkpoint
+        takes the reason, decisions and next steps; task folders are local only (the
+        protocol's commands need a local store)."""
         body = {
             "session_id": session_id,
             "reason": summary or type,

@@ -12,8 +12,9 @@ from dataclasses import replace
 from typing import Any
 
 from cortex.clock import parse_time
+from cortex.core.lifecycle import can_transition
 from cortex.core.memory_models import MemoryFilter
-from cortex.core.models import COMPLETE, Pin, SessionState
+from cortex.core.models import COMPLETE, SUSPENDED, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError
@@ -113,7 +114,8 @@ class SessionCapture:
                     state,
                     extractor,
                     end_time=at,
-                    state=COMPLETE,
+                    # A session that never became ACTIVE (a failed health check) is suspended.
+                    state=COMPLETE if can_transition(state.state, COMPLETE) else SUSPENDED,
                     last_activity=at,
                     updated_at=at,
                     working_memory=pins,

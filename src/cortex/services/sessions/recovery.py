@@ -3,6 +3,11 @@
 Several sessions run at once, so an open neighbour is never "recovered" because it is not the
 current session: only when its lease lapsed (no activity for ``lease_seconds``) or its
 recorded owner process on this host is gone.
+
+A recovered session is SUSPENDED (the lifecycle's state for an interrupted session), gets an
+``interrupted`` checkpoint from its last known state (continuing its latest checkpoint's
+gate, next steps and resume instructions) and an incident in the audit log (and in its task
+folder when it worked on a task).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from cortex.clock import parse_time, to_iso
-from cortex.core.models import TERMINATED, SessionState
+from cortex.core.lifecycle import can_transition
+from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.tasks import merge_tasks
 from cortex.services.sessions.capture import emit_captured
 from cortex.services.sessions.context import SessionContext
@@ -64,6 +70,7 @@ class CrashRecovery:
                     pipeline = ctx.pipeline() or {}
                 state = ctx.save(self._closed(state, pipeline))
                 emit_captured(ctx, state)
+                self._interrupted(state)
                 recovered.append(state)
         for state in recovered:
             ctx.mirror(state)
@@ -81,7 +88,8 @@ class CrashRecovery:
         return replace(
             state,
             end_time=end,
-            state=TERMINATED,
+            # An open session is INIT or ACTIVE; a row of another state keeps it.
+            state=SUSPENDED if can_transition(state.state, SUSPENDED) else state.state,
             crash_recovered=True,
             pending_tasks=tuple(
                 merge_tasks(
@@ -91,6 +99,54 @@ class CrashRecovery:
             ),
             updated_at=ctx.now_iso(),
         )
+
+    def _interrupted(self, state: SessionState) -> None:
+        """The interrupted checkpoint and the incident of a session recovery just suspended."""
+        from cortex.services.compaction import CompactionService  # only when one crashed
+
+        ctx = self.context
+        compaction = CompactionService(ctx.store, ctx.config, ctx.clock)
+        latest = ctx.store.list_checkpoints(state.session_id, limit=1)
+        last = latest[0] if latest else None
+        checkpoint = compaction.checkpoint(
+            state.session_id,
+            type="interrupted",
+            summary=f"Session interrupted; last known activity at {state.end_time}",
+            next_steps=last.next_steps if last else (),
+            resume_instructions=(last.resume_instructions if last else "")
+            or "Resume from the last known state in this checkpoint",
+            gate=last.gate if last else None,
+            step=last.step if last else None,
+        )
+        detail = {
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "last_activity": state.end_time,
+            "task_slug": state.task_slug,
+        }
+        ctx.store.append_audit(
+            "session.interrupted", "recovery", state.session_id, detail, ctx.now_iso()
+        )
+        if state.task_slug:
+            _task_incident(ctx, state, detail)
+        log.warning("incident: session %s interrupted, suspended (%s)", state.session_id, detail)
+
+
+def _task_incident(ctx: SessionContext, state: SessionState, detail: dict[str, Any]) -> None:
+    """The incident in the task folder too; a damaged folder does not stop recovery."""
+    from cortex.errors import CortexError
+    from cortex.services.protocol.checkpoints import folder_of
+
+    try:
+        folder_of(ctx.config, str(state.task_slug)).incident(
+            {
+                "at": ctx.now_iso(),
+                "action": "session.interrupted",
+                "session_id": state.session_id,
+                **detail,
+            }
+        )
+    except CortexError as exc:
+        log.warning("incident of %s not written to its task folder: %s", state.session_id, exc)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -113,8 +113,10 @@ class HistoryRepository:
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self.db.execute(
-            "INSERT INTO checkpoints (tenant_id, id, session_id, type, summary, body, created_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            "INSERT INTO checkpoints "
+            "(tenant_id, id, session_id, type, summary, body, created_at, task_slug) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, (SELECT task_slug FROM session_states "
+            "WHERE tenant_id = %s AND id = %s))",
             (
                 self.db.tenant,
                 checkpoint.checkpoint_id,
@@ -123,6 +125,8 @@ class HistoryRepository:
                 checkpoint.summary,
                 Jsonb(checkpoint.to_dict()),
                 checkpoint.timestamp,
+                self.db.tenant,
+                checkpoint.session_id,
             ),
         )
 
@@ -139,6 +143,15 @@ class HistoryRepository:
             "SELECT body FROM checkpoints WHERE tenant_id = %s AND session_id = %s "
             "ORDER BY seq DESC LIMIT %s",
             (self.db.tenant, session_id, limit),
+        )
+        return [Checkpoint.from_dict(r[0]) for r in rows]
+
+    def task_checkpoints(self, task_slug: str, *, limit: int) -> list[Checkpoint]:
+        """Checkpoints of a task's sessions, oldest first."""
+        rows = self.db.rows(
+            "SELECT body FROM checkpoints WHERE tenant_id = %s AND task_slug = %s "
+            "ORDER BY seq LIMIT %s",
+            (self.db.tenant, task_slug, limit),
         )
         return [Checkpoint.from_dict(r[0]) for r in rows]
 

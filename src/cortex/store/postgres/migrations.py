@@ -397,6 +397,19 @@ def m014_request_ids(conn: Conn) -> None:
     )
 
 
+def m017_protocol(conn: Conn) -> None:
+    """The continuity protocol: a checkpoint's task (from its session at insert) and lookups of
+    a task's sessions and checkpoints."""
+    _run(
+        conn,
+        "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS task_slug TEXT",
+        "UPDATE checkpoints c SET task_slug = s.task_slug FROM session_states s "
+        "WHERE s.tenant_id = c.tenant_id AND s.id = c.session_id AND c.task_slug IS NULL",
+        "CREATE INDEX idx_checkpoints_task ON checkpoints(tenant_id, task_slug, seq)",
+        "CREATE INDEX idx_session_task ON session_states(tenant_id, task_slug, start_time)",
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -412,6 +425,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m012_memory_embeddings", m012_memory_embeddings),
     ("m013_tenants_and_keys", m013_tenants_and_keys),
     ("m014_request_ids", m014_request_ids),
+    ("m017_protocol", m017_protocol),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

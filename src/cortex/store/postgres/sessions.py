@@ -93,6 +93,13 @@ class SessionRepository:
             (*params, limit, offset),
         )
 
+    def of_task(self, task_slug: str, *, limit: int) -> list[SessionState]:
+        """Sessions of a protocol task, oldest ``start_time`` first."""
+        return self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND task_slug = %s ORDER BY start_time, id LIMIT %s",
+            (task_slug, limit),
+        )
+
     def count(self) -> int:
         row = self.db.one("SELECT count(*) FROM session_states WHERE tenant_id = %s", self._t())
         return int(row[0]) if row else 0

@@ -197,6 +197,9 @@ class PostgresStore(RegistryMethods):
             limit=limit, offset=offset, project=project, any_project=any_project
         )
 
+    def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
+        return self._sessions.of_task(task_slug, limit=limit)
+
     def count_sessions(self) -> int:
         return self._sessions.count()
 
@@ -338,6 +341,9 @@ class PostgresStore(RegistryMethods):
 
     def list_checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
         return self._history.checkpoints(session_id, limit=limit)
+
+    def task_checkpoints(self, task_slug: str, *, limit: int = 1000) -> list[Checkpoint]:
+        return self._history.task_checkpoints(task_slug, limit=limit)
 
     def bump_checkpoint_count(self, session_id: str, at: str) -> int:
         return self._sessions.bump_checkpoint_count(session_id, at)

@@ -112,8 +112,8 @@ class HistoryRepository:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         body = dumps(checkpoint.to_dict())
         self._insert(
-            "INSERT INTO checkpoints (id, session_id, type, summary, body, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO checkpoints (id, session_id, type, summary, body, created_at, task_slug) "
+            "VALUES (?, ?, ?, ?, ?, ?, (SELECT task_slug FROM session_states WHERE id = ?))",
             (
                 checkpoint.checkpoint_id,
                 checkpoint.session_id,
@@ -121,11 +121,12 @@ class HistoryRepository:
                 checkpoint.summary,
                 body,
                 checkpoint.timestamp,
+                checkpoint.session_id,
             ),
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
-        """One checkpoint by id (SQLite only: tests and tools)."""
+        """One checkpoint by id."""
         rows = self._db.rows("SELECT body FROM checkpoints WHERE id = ?", (checkpoint_id,))
         return _checkpoint(rows[0][0]) if rows else None
 
@@ -134,6 +135,14 @@ class HistoryRepository:
         rows = self._db.rows(
             "SELECT body FROM checkpoints WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
             (session_id, limit),
+        )
+        return [_checkpoint(r[0]) for r in rows]
+
+    def task_checkpoints(self, task_slug: str, *, limit: int = 1000) -> list[Checkpoint]:
+        """Checkpoints of a task's sessions, oldest first."""
+        rows = self._db.rows(
+            "SELECT body FROM checkpoints WHERE task_slug = ? ORDER BY seq LIMIT ?",
+            (task_slug, limit),
         )
         return [_checkpoint(r[0]) for r in rows]
 

@@ -435,6 +435,21 @@ def m014_request_ids(conn: sqlite3.Connection) -> None:
     )
 
 
+def m017_protocol(conn: sqlite3.Connection) -> None:
+    """The continuity protocol: a checkpoint's task (from its session at insert) and lookups of
+    a task's sessions and checkpoints."""
+    if "task_slug" not in _columns(conn, "checkpoints"):
+        conn.execute("ALTER TABLE checkpoints ADD COLUMN task_slug TEXT")
+    conn.execute(
+        "UPDATE checkpoints SET task_slug = (SELECT s.task_slug FROM session_states s "
+        "WHERE s.id = checkpoints.session_id) WHERE task_slug IS NULL"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_checkpoints_task ON checkpoints(task_slug, seq)")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_session_task ON session_states(task_slug, start_time)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -450,4 +465,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m012_memory_embeddings", m012_memory_embeddings),
     Migration("m013_tenants_and_keys", m013_tenants_and_keys),
     Migration("m014_request_ids", m014_request_ids),
+    Migration("m017_protocol", m017_protocol),
 )

@@ -101,6 +101,12 @@ class SessionRepository:
             (*params, limit, offset),
         )
 
+    def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
+        """Sessions of a protocol task, oldest ``start_time`` first."""
+        return self._sessions(
+            f"{SELECT} WHERE task_slug = ? ORDER BY start_time, id LIMIT ?", (task_slug, limit)
+        )
+
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""
         return int(self._db.rows("SELECT count(*) FROM session_states")[0][0])

@@ -67,6 +67,7 @@ class SQLiteStore(RegistryMethods):
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
         self.count_sessions = sessions.count_sessions
+        self.task_sessions = sessions.task_sessions
         self.sessions_ended_before = sessions.sessions_ended_before
         self.delete_sessions = sessions.delete_sessions
         self.open_sessions = leases.open_sessions
@@ -113,6 +114,7 @@ class SQLiteStore(RegistryMethods):
         self.save_checkpoint = history.save_checkpoint
         self.get_checkpoint = history.get_checkpoint
         self.list_checkpoints = history.list_checkpoints
+        self.task_checkpoints = history.task_checkpoints
         self.bump_checkpoint_count = history.bump_checkpoint_count
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event

@@ -1,0 +1,242 @@
+"""A task's folder: its status file, implementation log, checkpoint files and index, and logs.
+
+::
+
+    <tasks_root>/<slug>/
+      json/task-status.json           where the task stands (gate, status, last session, retries)
+      json/checkpoint-index.json      one entry per checkpoint, with the SHA-256 of its content
+      json/checkpoints/<id>.json      each checkpoint, in the protocol's schema
+      work/implementation-log.md      one entry per session, in the protocol's template
+      logs/sessions.log               the evidence lines (start, health, checkpoint, end)
+      logs/incidents.jsonl            interrupted sessions found by the orphan sweep
+      logs/long-context/              sandbox runs after a degrade-to-sandbox decision
+
+Every JSON file is written atomically under its lock. A file Cortex cannot read (corrupt JSON)
+is never overwritten: the call fails with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cortex.core.lifecycle import check_slug
+from cortex.core.memory_models import Checkpoint
+from cortex.core.redaction import redact
+from cortex.errors import NotFoundError, StorageError, ValidationError
+from cortex.files import atomic_write_text, check_id, ensure_dir, file_lock, read_json
+
+STATUS_FILE = "task-status.json"
+INDEX_FILE = "checkpoint-index.json"
+LOG_FILE = "implementation-log.md"
+STATUSES = ("pending", "in-progress", "complete", "blocked")
+
+
+def content_hash(data: dict[str, Any]) -> str:
+    """SHA-256 of a checkpoint's canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+class TaskFolder:
+    """The files of one task under ``root``; the slug is checked before any path is built."""
+
+    def __init__(self, root: Path, slug: str) -> None:
+        self.slug = check_slug(slug)
+        self.root = root
+        self.path = root / self.slug
+
+    # -- paths -------------------------------------------------------------------------------
+    @property
+    def status_path(self) -> Path:
+        return self.path / "json" / STATUS_FILE
+
+    @property
+    def index_path(self) -> Path:
+        return self.path / "json" / INDEX_FILE
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "json" / "checkpoints"
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / "work" / LOG_FILE
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    def checkpoint_path(self, checkpoint_id: str) -> Path:
+        return self.checkpoints_dir / f"{check_id(checkpoint_id, 'checkpoint id')}.json"
+
+    def exists(self) -> bool:
+        return self.status_path.is_file()
+
+    # -- init --------------------------------------------------------------------------------
+    def init(self, title: str, at: str) -> tuple[dict[str, Any], bool]:
+        """Create the folder, its status, index and log (existing files are kept); return the
+        status and whether it was created now."""
+        for directory in (self.checkpoints_dir, self.path / "work", self.logs_dir / "long-context"):
+            ensure_dir(directory)
+        created = False
+        with file_lock(self.status_path):
+            status = self._read(self.status_path)
+            if status is None:
+                status = new_status(self.slug, title, at)
+                atomic_write_text(self.status_path, _dump(status))
+                created = True
+        with file_lock(self.index_path):
+            if self._read(self.index_path) is None:
+                atomic_write_text(
+                    self.index_path, _dump({"task_slug": self.slug, "checkpoints": []})
+                )
+        if not self.log_path.exists():
+            self.append_log(f"# Implementation log: {self.slug}\n")
+        return status, created
+
+    # -- status ------------------------------------------------------------------------------
+    def _read(self, path: Path) -> Any:
+        try:
+            return read_json(path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValidationError(
+                f"{path} is not valid JSON ({str(exc)[:80]}); fix it or move it aside "
+                "(Cortex never overwrites a file it cannot read)"
+            ) from exc
+
+    def _require(self) -> None:
+        if not self.exists():
+            raise NotFoundError(
+                f"no task folder {self.path}; create it with `cortex task init {self.slug}`"
+            )
+
+    def status(self) -> dict[str, Any]:
+        """The status file's content; NotFoundError or ValidationError (corrupt) otherwise."""
+        self._require()
+        data = self._read(self.status_path)
+        if not isinstance(data, dict) or data.get("task_slug") != self.slug:
+            raise ValidationError(
+                f"{self.status_path} is not this task's status (expected an object with "
+                f"task_slug {self.slug!r}); fix it or move it aside"
+            )
+        return data
+
+    def update_status(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply ``change`` to the status under its lock and write it back atomically."""
+        self._require()
+        with file_lock(self.status_path):
+            status = self.status()
+            change(status)
+            atomic_write_text(self.status_path, _dump(status))
+        return status
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def write_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        """Write the checkpoint's file, then its index entry; return the entry."""
+        self._require()
+        data = checkpoint.to_dict()
+        path = self.checkpoint_path(checkpoint.checkpoint_id)
+        entry = {
+            "checkpoint_id": checkpoint.checkpoint_id,
+            "session_id": checkpoint.session_id,
+            "timestamp": checkpoint.timestamp,
+            "type": checkpoint.type,
+            "gate": checkpoint.gate,
+            "step": checkpoint.step,
+            "summary": checkpoint.summary[:200],
+            "sha256": content_hash(data),
+        }
+        with file_lock(self.index_path):  # one lock for the file and its entry
+            atomic_write_text(path, _dump(data))
+            index = self.index()
+            kept = [
+                e for e in index["checkpoints"] if e.get("checkpoint_id") != entry["checkpoint_id"]
+            ]
+            index["checkpoints"] = [*kept, entry]
+            atomic_write_text(self.index_path, _dump(index))
+        return entry
+
+    def index(self) -> dict[str, Any]:
+        data = self._read(self.index_path)
+        if data is None:
+            return {"task_slug": self.slug, "checkpoints": []}
+        if not isinstance(data, dict) or not isinstance(data.get("checkpoints"), list):
+            raise ValidationError(
+                f"{self.index_path} is not a checkpoint index; fix it or move it aside"
+            )
+        return data
+
+    def checkpoint_files(self) -> dict[str, Path]:
+        """Checkpoint files by the id their name gives."""
+        if not self.checkpoints_dir.is_dir():
+            return {}
+        return {
+            p.name[: -len(".json")]: p
+            for p in sorted(self.checkpoints_dir.iterdir())
+            if p.name.endswith(".json") and not p.name.startswith(".")
+        }
+
+    def read_checkpoint_file(self, checkpoint_id: str) -> Any:
+        """The parsed file of a checkpoint (None when absent); ValidationError when corrupt."""
+        return self._read(self.checkpoint_path(checkpoint_id))
+
+    # -- logs --------------------------------------------------------------------------------
+    def append_log(self, text: str) -> None:
+        """Append ``text`` (redacted) to the implementation log."""
+        self._append(self.log_path, redact(text) + ("" if text.endswith("\n") else "\n"))
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.log_path} ({exc.strerror})") from exc
+
+    def evidence(self, at: str, line: str) -> None:
+        """Append one evidence line (with its time) to ``logs/sessions.log``."""
+        self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n")
+
+    def incident(self, record: dict[str, Any]) -> None:
+        self._append(
+            self.logs_dir / "incidents.jsonl", json.dumps(record, ensure_ascii=False) + "\n"
+        )
+
+    def _append(self, path: Path, text: str) -> None:
+        ensure_dir(path.parent)
+        with file_lock(path):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                    handle.write(text)
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot append to {path} ({exc.strerror}); check free space and permissions"
+                ) from exc
+
+
+def new_status(slug: str, title: str, at: str) -> dict[str, Any]:
+    """A new task's status: pending at G0, no session yet."""
+    return {
+        "task_slug": slug,
+        "title": redact(title) or slug,
+        "status": "pending",
+        "current_gate": "G0",
+        "last_session": None,
+        "last_activity": at,
+        "created_at": at,
+        "goal": None,
+        "health": None,
+        "retries": {"steps": {}, "history": []},
+        "budget": {},
+        "sandbox": False,
+    }
