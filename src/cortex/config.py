@@ -190,6 +190,38 @@ SETTINGS: tuple[Setting, ...] = (
         0.05,
         60,
     ),
+    Setting(
+        "file_mode_enabled",
+        bool,
+        False,
+        "OpenClaw file mode: the bridge reads memory.md and today's and yesterday's daily logs "
+        "into a new session, appends a checkpoint to the daily log before a compaction, and "
+        "writes a snapshot file on /new or /reset (also MEMORY_OPENCLAW_FILE_MODE_ENABLED).",
+        legacy_env=("MEMORY_OPENCLAW_FILE_MODE_ENABLED",),
+    ),
+    Setting(
+        "file_mode_workspace",
+        Path,
+        "{home}/workspace",
+        "The workspace whose memory files file mode keeps (OpenClaw: ~/.openclaw/workspace; "
+        "the bridge uses its --workspace).",
+    ),
+    Setting(
+        "file_mode_layout",
+        str,
+        "rfc",
+        "rfc: memory.md, memory/daily/YYYY-MM-DD.md, memory/snapshots/YYYY-MM-DD/SLUG.md; "
+        "openclaw: MEMORY.md (or memory.md), memory/YYYY-MM-DD.md, memory/YYYY-MM-DD-SLUG.md.",
+    ),
+    Setting(
+        "file_mode_memory_lines",
+        int,
+        200,
+        "Most lines of the semantic file (memory.md); memories that do not fit stay in the "
+        "database, highest ranked first in the file.",
+        20,
+        100000,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -222,6 +254,10 @@ class Config:
     server_url: str
     api_key: str
     server_timeout_seconds: float
+    file_mode_enabled: bool
+    file_mode_workspace: Path
+    file_mode_layout: str
+    file_mode_memory_lines: int
 
     @property
     def db_path(self) -> Path:
