@@ -160,12 +160,17 @@ class _Building:
         if not stripped.strip():
             return
         self.digest.update(_MARKER.sub("", stripped).encode("utf-8", "surrogatepass") + b"\n")
-        size = len(stripped.encode("utf-8", "surrogatepass")) + 1
-        if self.dropped or self.size + size > MAX_ENTRY_BYTES:
-            self.dropped += size
+        data = stripped.encode("utf-8", "surrogatepass")
+        room = 0 if self.dropped else MAX_ENTRY_BYTES - self.size
+        if len(data) + 1 > room:
+            kept = data[: max(0, room - 1)].decode("utf-8", "ignore")
+            if kept.strip():
+                self.lines.append(kept)
+            self.dropped += len(data) + 1 - len(kept.encode("utf-8", "surrogatepass"))
+            self.size = MAX_ENTRY_BYTES
             return
         self.lines.append(stripped)
-        self.size += size
+        self.size += len(data) + 1
 
     def entry(self) -> Entry | None:
         joined = "\n".join(self.lines)

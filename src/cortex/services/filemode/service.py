@@ -31,7 +31,7 @@ from cortex.core.filemode import (
 from cortex.core.memory_models import EXPLICIT, LONG_TERM, SessionSnapshot
 from cortex.core.redaction import redact
 from cortex.core.transcripts import format_checkpoint
-from cortex.errors import ConfigError, ConflictError, CortexError, NotFoundError, ValidationError
+from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from cortex.services.base import Service
 from cortex.services.filemode.sync import Sync, SyncReport
 from cortex.services.filemode.workspace import Workspace
@@ -270,12 +270,4 @@ class FileModeService(Service):
         return set(entries) if isinstance(entries, dict) else set()
 
 
-def fail_open(action: str, call: Any, *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
-    """Run a trigger for a harness hook: (result, None), or (None, the error) when it fails."""
-    try:
-        return call(*args, **kwargs), None
-    except CortexError as exc:
-        return None, f"file mode {action} failed: {exc}"
-
-
-__all__ = ["Bootstrap", "FileModeService", "Written", "fail_open"]
+__all__ = ["Bootstrap", "FileModeService", "Written"]
