@@ -129,8 +129,9 @@ RESET_REASONS = {"new": "new_session", "reset": "reset"}
 
 
 def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """End a conversation's session; a key the bridge never saw ends nothing. On ``/new`` or
-    ``/reset`` (``reason``) file mode writes the session's snapshot file first."""
+    """End a conversation's session; a key the bridge never saw ends nothing. File mode: on
+    ``/new`` or ``/reset`` (``reason``) the session's snapshot file is written first, and the
+    workspace is synced after."""
     sid = bridge.lookup(params)
     if sid is None:
         return {"session_id": None, "ended": False}
@@ -139,7 +140,10 @@ def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     if trigger is not None and bridge.file_mode:
         written = bridge.file_trigger("snapshot", bridge.filemode.snapshot, sid, trigger)
         snapshot = written.path if written is not None else None
-    return _summary(bridge.end(sid)) | {"ended": True, "snapshot_file": snapshot}
+    summary = _summary(bridge.end(sid))
+    if bridge.file_mode:  # the session's memories reach memory.md, hand edits the database
+        bridge.file_trigger("sync", bridge.filemode.sync, bridge.project)
+    return summary | {"ended": True, "snapshot_file": snapshot}
 
 
 # -- file mode, asked for explicitly (whatever file_mode_enabled says) --------------------------
