@@ -419,3 +419,14 @@ def test_files_deleted_and_recreated_during_syncs_never_duplicate(
         worker.join()
     fm.sync()
     assert contents(app) == ["stable note"]
+
+
+def test_a_bootstrap_never_waits_for_another_sync(fm: FileModeService, ws: Path) -> None:
+    fm.remember("fact kept in the file")
+    with fm.workspace.lock():  # another process is syncing
+        boot = fm.bootstrap()
+    assert boot.sync is None
+    assert boot.notes == (
+        f"sync skipped: another process is syncing {ws}; try again when it is done",
+    )
+    assert "fact kept in the file" in boot.text

@@ -107,6 +107,9 @@ class Sync:
         self.budget = MAX_IMPORTS_PER_SYNC
         self.keep_file = False
         """Something in the semantic file is not in the database yet: do not rewrite it."""
+        self.semantic_stat = ws.stat(self.report.semantic_file)
+        """The semantic file as this sync read it: a file changed since is not rewritten."""
+        self.daily_before = dict(self.state["daily"])
 
     def run(self) -> SyncReport:
         damaged = self.import_semantic()
@@ -160,6 +163,7 @@ class Sync:
         memory, store = self.service.memory, self.service.store
         known = self._imports(FILE_TAG, SEMANTIC_KEY)
         seen: set[str] = set()
+        queued: set[str] = set()
         new: list[tuple[str, Entry]] = []
         for entry in entries:
             marker = entry.marker
@@ -184,7 +188,8 @@ class Sync:
             key = import_key(SEMANTIC_KEY, None, entry.sha)
             if key in known:
                 seen.add(known[key].id)
-            elif key not in dict(new):
+            elif key not in queued:  # the same line twice is one memory
+                queued.add(key)
                 new.append((key, entry))
         self._import(rel, new, None)
         return seen
@@ -210,8 +215,13 @@ class Sync:
                 "(run the sync again)"
             )
             return
-        self._remember_rendering(rendering)
         current = self.ws.stat(rel)
+        if current != self.semantic_stat:
+            self.report.notes.append(
+                f"{rel} changed during the sync; it is left as it is (run the sync again)"
+            )
+            return
+        self._remember_rendering(rendering)
         if current is not None and self._is_current(rel, rendering):
             return
         if damaged:
@@ -267,7 +277,8 @@ class Sync:
                 continue
             if complete:
                 daily[rel] = list(stat)
-        self.ws.write_state(self.state)
+        if daily != self.daily_before:
+            self.ws.write_state(self.state)
 
     def _import_daily_log(self, day: str, rel: str) -> bool:
         known = self._imports(day_tag(day), DAILY_KEY)
