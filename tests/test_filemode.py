@@ -18,6 +18,7 @@ from cortex.errors import ConfigError, UnsafeIdError
 from cortex.services.app import Services
 from cortex.services.filemode import FileModeService
 from cortex.services.filemode.sync import MAX_DAILY_ENTRIES
+from cortex.store.protocol import Store
 
 SECRET = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3
 DAY = "2026-02-16"
@@ -430,3 +431,26 @@ def test_a_bootstrap_never_waits_for_another_sync(fm: FileModeService, ws: Path)
         f"sync skipped: another process is syncing {ws}; try again when it is done",
     )
     assert "fact kept in the file" in boot.text
+
+
+def test_the_sync_rule_on_every_backend(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock, ws: Path
+) -> None:
+    app = Services(store, make_config(file_mode_workspace=str(ws)), clock)
+    fm = app.filemode
+    kept = fm.remember("Deploys go to eu-west-1", project="radio").id
+    fm.remember("Logged a QSO", kind="episodic", project="radio")
+    path = ws / "memory.md"
+    path.write_text(path.read_text().replace("eu-west-1", "eu-central-1") + "- by hand\n")
+    log = ws / "memory" / "daily" / f"{DAY}.md"
+    log.write_text(log.read_text() + "\n- agent note\n")
+    report = fm.sync("radio")
+    assert (report.imported, report.edited, report.forgotten) == (2, 1, 0)
+    assert app.memory.get(kept).content == "Deploys go to eu-central-1"
+    assert not fm.sync("radio").changed
+    assert sorted(m.content for m in live(app)) == [
+        "Deploys go to eu-central-1",
+        "Logged a QSO",
+        "agent note",
+        "by hand",
+    ]
