@@ -454,3 +454,14 @@ def test_the_sync_rule_on_every_backend(
         "agent note",
         "by hand",
     ]
+
+
+def test_a_marker_of_another_project_changes_nothing_there(
+    app: Services, fm: FileModeService, ws: Path
+) -> None:
+    other = app.memory.add("the other project's fact", project="elsewhere").memory
+    ws.mkdir()
+    (ws / "memory.md").write_text(f"- rewritten by a stranger <!-- cortex:{other.id} -->\n")
+    fm.sync("radio")
+    assert app.memory.get(other.id).content == "the other project's fact"
+    assert "rewritten by a stranger" in contents(app)  # kept as this workspace's own memory

@@ -152,19 +152,17 @@ class FileModeService(Service):
                 notes.append(f"sync skipped: {exc}")
         ws = self.workspace
         yesterday = (self.clock.now() - timedelta(days=1)).strftime("%Y-%m-%d")
-        reads = [(ws.semantic_rel(), *ws.read_head(ws.semantic_rel(), BOOTSTRAP_SEMANTIC_BYTES))]
+        semantic = ws.semantic_rel()
+        reads = [(semantic, *ws.read_head(semantic, BOOTSTRAP_SEMANTIC_BYTES), " (its start)")]
         for day in (yesterday, self.today()):
             rel = self.layout.daily(day)
-            reads.append((rel, *ws.read_tail(rel, BOOTSTRAP_DAILY_BYTES)))
+            reads.append((rel, *ws.read_tail(rel, BOOTSTRAP_DAILY_BYTES), " (its newest part)"))
         parts, files = [], []
-        for rel, raw, truncated in reads:
+        for rel, raw, truncated, part in reads:
             text = redact(strip_markers(raw))
-            if not text:
-                continue
-            cut = " (truncated: the newest part)" if truncated and rel != reads[0][0] else ""
-            cut = cut or (" (truncated)" if truncated else "")
-            parts.append(f"## {rel}{cut}\n\n{text}")
-            files.append(FileRead(rel, len(text), truncated))
+            if text:
+                parts.append(f"## {rel}{part if truncated else ''}\n\n{text}")
+                files.append(FileRead(rel, len(text), truncated))
         body = "\n\n".join(parts)
         text = f'<workspace-memory path="{ws.root}">\n{body}\n</workspace-memory>' if body else ""
         return Bootstrap(text, tuple(files), report, tuple(notes))

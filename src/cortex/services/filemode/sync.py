@@ -168,6 +168,8 @@ class Sync:
         for entry in entries:
             marker = entry.marker
             found = store.get_memory(marker) if marker is not None and marker not in seen else None
+            if found is not None and found.project not in (None, self.project):
+                found = None  # another project's memory is never changed from this workspace
             untouched = (
                 rendering is not None
                 and found is not None
