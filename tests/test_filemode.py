@@ -3,15 +3,18 @@ source-of-truth rule, the triggers, the layouts, redaction and bad files."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cortex.clock import FixedClock
-from cortex.config import Config
+from cortex.config import Config, load_config
 from cortex.core.filemode import EPISODE, parse_entries
 from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.errors import ConfigError, UnsafeIdError
@@ -36,7 +39,7 @@ def open_app(
     opened: list[Services] = []
 
     def make(**overrides: object) -> Services:
-        config = make_config(file_mode_workspace=str(ws), **overrides)
+        config = make_config(**{"file_mode_workspace": str(ws), **overrides})
         app = Services.open(config, clock)
         opened.append(app)
         return app
@@ -465,3 +468,55 @@ def test_a_marker_of_another_project_changes_nothing_there(
     fm.sync("radio")
     assert app.memory.get(other.id).content == "the other project's fact"
     assert "rewritten by a stranger" in contents(app)  # kept as this workspace's own memory
+
+
+_PIECES = st.sampled_from(
+    [
+        b"- ",
+        b"* ",
+        b"1. ",
+        b"# ",
+        b"## ",
+        b"```",
+        b"~~~",
+        b"  ",
+        b"\n",
+        b"\n\n",
+        b"<!-- ",
+        b"-->",
+        b"<!-- cortex:",
+        b"<!-- /cortex -->",
+        b"\xff",
+        b"\xc3",
+        b"\r\n",
+        b"\t",
+        b"word",
+        b"caf\xc3\xa9",
+        b"\x00",
+    ]
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    semantic=st.lists(st.one_of(_PIECES, st.binary(max_size=12)), max_size=40).map(b"".join),
+    daily=st.lists(st.one_of(_PIECES, st.binary(max_size=12)), max_size=40).map(b"".join),
+)
+def test_fuzzed_files_sync_without_errors_or_duplicates(
+    semantic: bytes, daily: bytes, tmp_path: Path
+) -> None:
+    root = Path(tempfile.mkdtemp(dir=tmp_path))  # a fresh home and workspace per example
+    config = load_config(root / "home", {}, {"file_mode_workspace": str(root)})
+    (root / "memory" / "daily").mkdir(parents=True)
+    (root / "memory.md").write_bytes(semantic)
+    (root / "memory" / "daily" / f"{DAY}.md").write_bytes(daily)
+    with Services.open(config, FixedClock("2026-02-16T09:00:00Z")) as app:
+        app.filemode.sync()
+        first = sorted((m.type, m.content) for m in live(app))
+        assert len(first) == len(set(first))  # the same text in both files: one of each kind
+        report = app.filemode.sync()
+        assert not report.changed, report.to_dict()
+        assert sorted((m.type, m.content) for m in live(app)) == first
+        app.filemode.bootstrap()
