@@ -11,7 +11,12 @@
 //   after_tool_call      record the tool's signals (workdir, files, command)
 //   before_compaction    capture the turn and write a checkpoint; the next prompt gets it back
 //   agent_end            incremental capture of the turn's messages
-//   session_end          final capture of that conversation's session
+//   session_end          final capture of that conversation's session (its reason, so that
+//                        file mode writes a snapshot file on /new and /reset)
+//
+// With file mode on (session_persistence.file_mode_enabled), the bridge also reads the
+// workspace's memory.md and daily logs into a session's first prompt, appends the checkpoint
+// to today's daily log before a compaction, and keeps memory.md in sync with the database.
 //
 // Every hook fails open: if the bridge is down or slow, the agent carries on without Cortex.
 // The default export has the shape `definePluginEntry` from openclaw/plugin-sdk/plugin-entry
@@ -26,6 +31,7 @@ export const TOOL_NAMES = [
   "cortex_working_memory_unpin",
   "cortex_session_continue",
   "cortex_session_chain",
+  "cortex_memory_remember",
 ];
 const MAX_MESSAGES = 6;
 const MAX_MESSAGE_CHARS = 4000;
@@ -200,6 +206,27 @@ export function buildTools(call, toolCtx = {}) {
         return textResult(formatChain(result), result);
       },
     },
+    {
+      name: "cortex_memory_remember",
+      label: "Cortex remember",
+      description:
+        "Remember something for good when the user asks you to. semantic (a fact, preference " +
+        "or rule) goes to long-term memory and the workspace's memory.md; episodic (something " +
+        "that happened) goes to today's daily log.",
+      parameters: {
+        type: "object",
+        properties: {
+          content: { type: "string", minLength: 1, maxLength: 4000, description: "What to keep." },
+          kind: { type: "string", enum: ["semantic", "episodic"], description: "Default: semantic." },
+        },
+        required: ["content"],
+        additionalProperties: false,
+      },
+      async execute(_id, params) {
+        const result = await call("memory_remember", { ...key, ...params });
+        return textResult(`Remembered in ${result.path}.`, result);
+      },
+    },
   ];
 }
 
@@ -308,9 +335,10 @@ export function register(api) {
   );
 
   api.on("session_end", (event, ctx) =>
-    hook("session_end", { session_key: event?.sessionId ?? ctx?.sessionId }).then(
-      () => undefined,
-    ),
+    hook("session_end", {
+      session_key: event?.sessionId ?? ctx?.sessionId,
+      reason: typeof event?.reason === "string" ? event.reason : undefined,
+    }).then(() => undefined),
   );
 
   api.registerTool((toolCtx) => buildTools(call, toolCtx ?? {}), { names: TOOL_NAMES });

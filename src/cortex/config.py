@@ -257,6 +257,38 @@ SETTINGS: tuple[Setting, ...] = (
         "{refusal_rate_window, baseline_refusal_rate, severity} at each task checkpoint; "
         "empty: no probe.",
     ),
+    Setting(
+        "file_mode_enabled",
+        bool,
+        False,
+        "OpenClaw file mode: the bridge reads memory.md and today's and yesterday's daily logs "
+        "into a new session, appends a checkpoint to the daily log before a compaction, and "
+        "writes a snapshot file on /new or /reset (also MEMORY_OPENCLAW_FILE_MODE_ENABLED).",
+        legacy_env=("MEMORY_OPENCLAW_FILE_MODE_ENABLED",),
+    ),
+    Setting(
+        "file_mode_workspace",
+        Path,
+        "{home}/workspace",
+        "The workspace whose memory files file mode keeps (OpenClaw: ~/.openclaw/workspace; "
+        "the bridge uses its --workspace).",
+    ),
+    Setting(
+        "file_mode_layout",
+        str,
+        "rfc",
+        "rfc: memory.md, memory/daily/YYYY-MM-DD.md, memory/snapshots/YYYY-MM-DD/SLUG.md; "
+        "openclaw: MEMORY.md (or memory.md), memory/YYYY-MM-DD.md, memory/YYYY-MM-DD-SLUG.md.",
+    ),
+    Setting(
+        "file_mode_memory_lines",
+        int,
+        200,
+        "Most lines of the semantic file (memory.md); memories that do not fit stay in the "
+        "database, highest ranked first in the file.",
+        20,
+        100000,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -298,6 +330,10 @@ class Config:
     session_complete_timeout_seconds: float
     model_context_window: int
     safety_probe_command: str
+    file_mode_enabled: bool
+    file_mode_workspace: Path
+    file_mode_layout: str
+    file_mode_memory_lines: int
 
     @property
     def db_path(self) -> Path:

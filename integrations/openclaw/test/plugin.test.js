@@ -1,6 +1,6 @@
 // The plugin against a real `cortex bridge` child, through a recording plugin api.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
@@ -20,10 +20,10 @@ const HOOKS = [
   "session_start",
 ];
 
-function setup(t) {
+function setup(t, extra = {}) {
   const home = mkdtempSync(join(tmpdir(), "cortex-home-"));
   const workspace = mkdtempSync(join(tmpdir(), "openclaw-ws-"));
-  const api = recordingApi({ cortexBin: BIN, home, workspaceDir: workspace });
+  const api = recordingApi({ cortexBin: BIN, home, workspaceDir: workspace, ...extra });
   register(api);
   const service = api.services[0];
   // Stop the bridge before its directories go: its final capture would recreate the home.
@@ -153,6 +153,39 @@ test("a session is captured on stop and restored on the next start", { skip }, a
   const stopped = await service.stop();
   assert.equal(stopped, undefined);
   assert.equal(cortexJson(home, "session", "show", view.details.session_id).state, "COMPLETE");
+});
+
+test("file mode: memory files in, checkpoint and snapshot out, remember", { skip }, async (t) => {
+  const { api, workspace, service } = setup(t, {
+    session_persistence: { file_mode_enabled: true, file_mode_layout: "openclaw" },
+  });
+  const on = (name, event, ctx) => api.hooks.get(name)(event, ctx);
+  writeFileSync(join(workspace, "MEMORY.md"), "- The user's callsign is K1ABC\n");
+  mkdirSync(join(workspace, "memory"), { recursive: true });
+  const today = new Date().toISOString().slice(0, 10);
+  writeFileSync(join(workspace, "memory", `${today}.md`), `# ${today}\n\n- Antenna tuned to 14.074\n`);
+
+  await service.start({ workspaceDir: workspace });
+  t.after(() => service.stop());
+  await on("session_start", { sessionId: "oc-1" }, { sessionId: "oc-1" });
+  const first = await on("before_prompt_build", { prompt: "log the QSO" }, { sessionId: "oc-1" });
+  assert.match(first.prependContext, /<workspace-memory path="[^"]+">\n## MEMORY\.md\n/);
+  assert.match(first.prependContext, /- The user's callsign is K1ABC/);
+  assert.match(first.prependContext, /- Antenna tuned to 14\.074/);
+  assert.match(readFileSync(join(workspace, "MEMORY.md"), "utf8"), /K1ABC <!-- cortex:[0-9a-f-]+ -->/);
+
+  const remember = api.tool("cortex_memory_remember", { sessionId: "oc-1" });
+  const kept = await remember.execute("c", { content: "Logged a QSO with DL2XYZ", kind: "episodic" });
+  assert.equal(kept.content[0].text, `Remembered in memory/${today}.md.`);
+  await on("before_compaction", { messageCount: 40, messages: [] }, { sessionId: "oc-1" });
+  const log = readFileSync(join(workspace, "memory", `${today}.md`), "utf8");
+  assert.match(log, /Logged a QSO with DL2XYZ/);
+  assert.match(log, /checkpoint pre_compaction \(session [0-9a-f-]+\) <!-- cortex:ckpt-/);
+
+  await on("session_end", { sessionId: "oc-1", messageCount: 2, reason: "reset" }, { sessionId: "oc-1" });
+  const snapshots = readdirSync(join(workspace, "memory")).filter((n) => n.startsWith(`${today}-`));
+  assert.deepEqual(snapshots, [`${today}-log-the-qso.md`]);
+  assert.match(readFileSync(join(workspace, "memory", snapshots[0]), "utf8"), /log the QSO/);
 });
 
 test("tools report Cortex errors to the model; hooks fail open", { skip }, async (t) => {

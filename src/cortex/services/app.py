@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
+    from cortex.services.filemode import FileModeService
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
     from cortex.services.protocol import ProtocolService
@@ -122,6 +123,15 @@ class Services(Service):
 
         return ProtocolService(
             self.store, self.config, self.clock, self.sessions, self.compaction, self.memory
+        )
+
+    @cached_property
+    def filemode(self) -> FileModeService:
+        """OpenClaw file mode: the workspace's memory.md, daily logs and snapshots."""
+        from cortex.services.filemode import FileModeService
+
+        return FileModeService(
+            self.store, self.config, self.clock, self.memory, self.compaction, self.events
         )
 
     @cached_property

@@ -151,6 +151,7 @@ LAZY_COMMANDS = {
         "session timeline",
         "session state",
     ),
+    "cortex.adapters.cli.openclaw": ("openclaw",),
 }
 _loaded: set[str] = set()
 

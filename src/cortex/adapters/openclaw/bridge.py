@@ -43,6 +43,7 @@ from cortex.services.app import Services
 if TYPE_CHECKING:
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
+    from cortex.services.filemode import FileModeService
     from cortex.services.sessions.manager import SessionPersistenceManager
 
 log = logging.getLogger("cortex.adapters.openclaw.bridge")
@@ -51,14 +52,17 @@ __all__ = ["MAX_LINE_BYTES", "Bridge", "openclaw_config", "run", "serve"]
 
 
 def openclaw_config(config: Config, workspace: Path | None) -> Config:
-    """Point the working-memory file at OpenClaw's workspace (``memory/working_memory.json``).
+    """Point the working-memory file (``memory/working_memory.json``) and file mode's
+    workspace at OpenClaw's workspace.
 
-    Only when no setting moved it away from its default; ``sessions_dir`` already defaults to
-    ``{home}/sessions``, which is ``~/.openclaw/sessions`` under the OpenClaw home.
+    Only where no setting moved them away from their defaults; ``sessions_dir`` already
+    defaults to ``{home}/sessions``, which is ``~/.openclaw/sessions`` under the OpenClaw home.
     """
+    base = workspace if workspace is not None else config.home / "workspace"
+    if config.file_mode_workspace == config.home / "workspace":
+        config = replace(config, file_mode_workspace=base)
     if config.working_memory_path != config.home / "working_memory.json":
         return config
-    base = workspace if workspace is not None else config.home / "workspace"
     return replace(config, working_memory_path=base / "memory" / "working_memory.json")
 
 
@@ -77,6 +81,8 @@ class Bridge:
     """The session the service started, until a key adopts it."""
     opened: list[str] = field(default_factory=list)
     pending_preamble: dict[str, str] = field(default_factory=dict)
+    pending_files: dict[str, str] = field(default_factory=dict)
+    """File mode: the workspace's memory files, for a session's first prompt."""
     reinject: set[str] = field(default_factory=set)
     """Sessions compacted since their last prompt: that prompt gets the checkpoint back."""
     stopping: bool = False
@@ -92,6 +98,23 @@ class Bridge:
     @property
     def events(self) -> EventLog:
         return self.services.events
+
+    @property
+    def filemode(self) -> FileModeService:
+        return self.services.filemode
+
+    @property
+    def file_mode(self) -> bool:
+        """Whether the file-mode triggers run on their own (``file_mode_enabled``)."""
+        return self.services.config.file_mode_enabled
+
+    def file_trigger(self, action: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a file-mode trigger for a hook: fail open (log, go on) when it cannot."""
+        try:
+            return call(*args, **kwargs)
+        except CortexError as exc:
+            log.warning("file mode %s skipped: %s", action, exc)
+            return None
 
     # -- sessions ------------------------------------------------------------------------------
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
@@ -109,6 +132,10 @@ class Bridge:
         self.opened.append(restored.session_id)
         if restored.preamble:
             self.pending_preamble[restored.session_id] = restored.preamble
+        if self.file_mode:
+            boot = self.file_trigger("bootstrap", self.filemode.bootstrap, project)
+            if boot is not None and boot.text:
+                self.pending_files[restored.session_id] = boot.text
         return restored
 
     def lookup(self, params: Mapping[str, Any]) -> str | None:
@@ -148,6 +175,7 @@ class Bridge:
         if self.unbound == session_id:
             self.unbound = None
         self.pending_preamble.pop(session_id, None)
+        self.pending_files.pop(session_id, None)
         return state
 
     def end_all(self) -> list[str]:
@@ -161,10 +189,11 @@ class Bridge:
         return ended
 
     def prompt_context(self, session_id: str, with_pins: bool = True) -> dict[str, Any]:
-        """What to prepend to a prompt: the preamble (a session's first prompt only), then the
-        checkpoint (the first prompt after a compaction; it carries the pins) or, unless
-        ``with_pins`` is false, the pins."""
+        """What to prepend to a prompt: the preamble and the workspace's memory files (a
+        session's first prompt only), then the checkpoint (the first prompt after a
+        compaction; it carries the pins) or, unless ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
+        files = self.pending_files.pop(session_id, None)
         pins = format_pins_block(self.sessions.list_pins(session_id))
         checkpoint = None
         if session_id in self.reinject:
@@ -175,10 +204,11 @@ class Bridge:
             f'<session-continuity hint="inherited from prior sessions">\n{preamble}\n'
             "</session-continuity>"
         )
-        parts = [p for p in (wrapped, checkpoint or (pins if with_pins else None)) if p]
+        parts = [p for p in (wrapped, files, checkpoint or (pins if with_pins else None)) if p]
         return {
             "session_id": session_id,
             "preamble": preamble,
+            "memory_files": files,
             "checkpoint": checkpoint,
             "pins": pins,
             "prepend_context": "\n\n".join(parts) or None,

@@ -112,15 +112,76 @@ def _before_compaction(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, A
     bridge.sessions.record(sid, text=text or None)
     checkpoint = bridge.compaction.pre_compact(sid, "auto")
     bridge.reinject.add(sid)
-    return {"session_id": sid, "captured": True, "checkpoint_id": checkpoint.checkpoint_id}
+    flushed = None
+    if bridge.file_mode:  # file mode: the checkpoint goes to today's daily log as well
+        written = bridge.file_trigger("flush", bridge.filemode.append_checkpoint, checkpoint)
+        flushed = written.path if written is not None else None
+    return {
+        "session_id": sid,
+        "captured": True,
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "daily_log": flushed,
+    }
+
+
+RESET_REASONS = {"new": "new_session", "reset": "reset"}
+"""OpenClaw's session-end reasons for /new and /reset, and the snapshot trigger of each."""
 
 
 def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    """End a conversation's session; a key the bridge never saw ends nothing."""
+    """End a conversation's session; a key the bridge never saw ends nothing. File mode: on
+    ``/new`` or ``/reset`` (``reason``) the session's snapshot file is written first, and the
+    workspace is synced after."""
     sid = bridge.lookup(params)
     if sid is None:
         return {"session_id": None, "ended": False}
-    return _summary(bridge.end(sid)) | {"ended": True}
+    trigger = RESET_REASONS.get(opt_str(params, "reason", 40) or "")
+    snapshot = None
+    if trigger is not None and bridge.file_mode:
+        written = bridge.file_trigger("snapshot", bridge.filemode.snapshot, sid, trigger)
+        snapshot = written.path if written is not None else None
+    summary = _summary(bridge.end(sid))
+    if bridge.file_mode:  # the session's memories reach memory.md, hand edits the database
+        bridge.file_trigger("sync", bridge.filemode.sync, bridge.project)
+    return summary | {"ended": True, "snapshot_file": snapshot}
+
+
+# -- file mode, asked for explicitly (whatever file_mode_enabled says) --------------------------
+def _memory_bootstrap(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    project = opt_str(params, "project", 200) or bridge.project
+    return bridge.filemode.bootstrap(project, sync=flag(params, "sync", True)).to_dict()
+
+
+def _memory_sync(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    return bridge.filemode.sync(opt_str(params, "project", 200) or bridge.project).to_dict()
+
+
+def _memory_flush(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    written = bridge.filemode.flush(
+        sid,
+        checkpoint_id=opt_str(params, "checkpoint_id", 200),
+        summary=opt_str(params, "summary", MAX_SIGNAL_TEXT) or "",
+    )
+    return {"session_id": sid} | written.to_dict()
+
+
+def _memory_snapshot(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    trigger = opt_str(params, "trigger", 40) or "manual"
+    written = bridge.filemode.snapshot(sid, trigger, slug=opt_str(params, "slug", 200))
+    return {"session_id": sid} | written.to_dict()
+
+
+def _memory_remember(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    sid = bridge.session_for(params)
+    written = bridge.filemode.remember(
+        req_str(params, "content", MAX_LINE_BYTES),
+        kind=opt_str(params, "kind", 20) or "semantic",
+        session_id=sid,
+        project=opt_str(params, "project", 200),
+    )
+    return {"session_id": sid} | written.to_dict()
 
 
 def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,6 +237,11 @@ METHODS: dict[str, Handler] = {
     "before_compaction": _before_compaction,
     "before_prompt_build": _before_prompt_build,
     "chain": _chain,
+    "memory_bootstrap": _memory_bootstrap,
+    "memory_flush": _memory_flush,
+    "memory_remember": _memory_remember,
+    "memory_snapshot": _memory_snapshot,
+    "memory_sync": _memory_sync,
     "pin": _pin,
     "ping": _ping,
     "session_continue": _session_continue,
