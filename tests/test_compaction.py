@@ -1,4 +1,4 @@
-"""Session events, snapshots, checkpoints and compaction (RFC phases 2 and 3)."""
+"""Session events, snapshots, checkpoints and compaction."""
 
 from __future__ import annotations
 
