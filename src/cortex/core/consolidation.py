@@ -1,11 +1,12 @@
 """Consolidation without a model: duplicates, overwrites and conflicts among live memories.
 
 Pure: memories in, a plan out. Two memories are compared only within one group (same scope,
-project, user, layer and type), and only through their words:
+project, user and layer; any type), and only through their words:
 
 - ``words(text)``: lowercase ``\\w+`` tokens; ``normalized`` joins them, so case, spacing and
   punctuation never make two memories different (an *exact* duplicate).
-- ``content_tokens``: the words less stop words (negations are kept: they change a meaning).
+- ``content_tokens``: the words less stop words (negations are kept: they change a meaning),
+  a final plural ``s`` dropped.
 - ``shingles``: the content tokens and their adjacent pairs (order matters a little).
 
 Rules, in this order:
@@ -63,9 +64,16 @@ def normalized(text: str) -> str:
     return " ".join(words(text))
 
 
+def stem(word: str) -> str:
+    """A plural or third-person ``s`` dropped (``prefers`` -> ``prefer``); nothing more."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
 def content_tokens(text: str) -> list[str]:
-    """The words that carry meaning: stop words dropped, negations kept."""
-    return [w for w in words(text) if w in NEGATIONS or w not in STOPWORDS]
+    """The words that carry meaning, lightly stemmed: stop words dropped, negations kept."""
+    return [stem(w) for w in words(text) if w in NEGATIONS or w not in STOPWORDS]
 
 
 def shingles(tokens: Sequence[str]) -> set[str]:
@@ -130,9 +138,10 @@ def is_related(a: Fingerprint, b: Fingerprint, related: float = RELATED) -> bool
     return bool(rest) and bool(a.numbers) and rest == b.tokens - b.numbers
 
 
-def group_key(m: Memory) -> tuple[str, str, str, str, str]:
-    """Memories are compared only within one (scope, project, user, layer, type) group."""
-    return (m.scope, m.project or "", m.user_id or "", m.layer, m.type)
+def group_key(m: Memory) -> tuple[str, str, str, str]:
+    """Memories are compared only within one (scope, project, user, layer) group: a
+    preference noted as a ``note`` and extracted as a ``preference`` is still one fact."""
+    return (m.scope, m.project or "", m.user_id or "", m.layer)
 
 
 def precedence(m: Memory) -> tuple[bool, str, str]:

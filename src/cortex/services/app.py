@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from cortex.services.compaction import CompactionService
+    from cortex.services.consolidation import ConsolidationService
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
@@ -113,6 +114,13 @@ class Services(Service):
         from cortex.services.compaction import CompactionService
 
         return CompactionService(self.store, self.config, self.clock, self.events)
+
+    @cached_property
+    def consolidation(self) -> ConsolidationService:
+        """Consolidation runs: duplicates merged, overwrites, conflicts linked, audited."""
+        from cortex.services.consolidation import ConsolidationService
+
+        return ConsolidationService(self.store, self.config, self.clock, self.memory, self.metrics)
 
     @cached_property
     def metrics(self) -> MetricsService:

@@ -123,6 +123,10 @@ class MemoryService(MemoryReader):
             embed_and_store(self.store, self.embedder, memories)
         return [AddResult(m, old) for m, old in zip(memories, superseded, strict=True)]
 
+    def build(self, item: NewMemory) -> Memory:
+        """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""
+        return self._build(item, self.clock.now(), {})
+
     def _build(self, item: NewMemory, now_dt: datetime, projects: dict[str, str | None]) -> Memory:
         """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
         now = to_iso(now_dt)
