@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
+    from cortex.services.review import ReviewService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
@@ -121,6 +122,13 @@ class Services(Service):
         from cortex.services.consolidation import ConsolidationService
 
         return ConsolidationService(self.store, self.config, self.clock, self.memory, self.metrics)
+
+    @cached_property
+    def review(self) -> ReviewService:
+        """Stale memories, the review queue (conflicts, shadow proposals) and verdicts."""
+        from cortex.services.review import ReviewService
+
+        return ReviewService(self.store, self.config, self.clock, self.memory)
 
     @cached_property
     def metrics(self) -> MetricsService:

@@ -190,7 +190,7 @@ class MemoryService(MemoryReader):
         """Change a live memory in place (audited); the FTS index follows."""
         now = self.now_iso()
         with self.store.transaction():
-            old = self._live(memory_id)
+            old = self.live(memory_id)
             new = replace(
                 old,
                 content=check_content(content) if content is not None else old.content,
@@ -211,7 +211,8 @@ class MemoryService(MemoryReader):
             self.store.append_audit("memory.edit", actor, memory_id, {"changed": changed}, now)
         return new
 
-    def _live(self, memory_id: str) -> Memory:
+    def live(self, memory_id: str) -> Memory:
+        """A memory that is neither forgotten nor superseded, or a one-line error."""
         memory = self.get(memory_id)
         if memory.deleted_at is not None:
             raise NotFoundError(f"memory {memory_id} was forgotten; add a new one")

@@ -65,6 +65,29 @@ class ContextOut(TypedDict):
     latest_checkpoint_id: str | None
 
 
+class ListOut(TypedDict):
+    memories: list[MemoryOut]
+    count: int
+
+
+class ActionOut(TypedDict):
+    kind: str
+    keep_id: str
+    other_id: str | None
+    reason: str
+
+
+class ConsolidateOut(TypedDict):
+    run_id: str
+    applied: bool
+    input_count: int
+    promoted_count: int
+    merged_count: int
+    superseded_count: int
+    conflicted_count: int
+    actions: list[ActionOut]
+
+
 class CheckpointOut(TypedDict):
     checkpoint_id: str
     session_id: str
@@ -191,6 +214,70 @@ class MemoryTools:
                 query, limit=limit, layer=layer, project=project
             )
         return {"query": query, "results": [found_out(f) for f in found]}
+
+    async def list_memories(
+        self,
+        ctx: Context,
+        layer: Annotated[Layer | None, Field(description="Only this layer.")] = None,
+        types: Annotated[
+            tuple[Annotated[str, Field(max_length=64)], ...],
+            Field(description="Only these types, e.g. decision, preference.", max_length=20),
+        ] = (),
+        tags: Annotated[
+            tuple[Annotated[str, Field(max_length=64)], ...] | str,
+            Field(description="Only memories with all these tags (a list or 'a,b')."),
+        ] = (),
+        limit: Annotated[int, Field(description="Most memories.", ge=1, le=200)] = 50,
+        offset: Annotated[int, Field(description="Skip this many first.", ge=0)] = 0,
+    ) -> ListOut:
+        """List the live memories of this project (and global ones), newest first.
+
+        Use it to see what is remembered without a query: the rules (layer=rule), the working
+        scratchpad (layer=working), or long-term facts of a type. layer=long_term excludes
+        rules and working notes. Use search_memories to find memories by words.
+        """
+        with tool_errors():
+            project = (await self.context.identity(ctx)).id
+            found = self.context.services.memory.list(
+                limit=limit, offset=offset, layer=layer, types=types, tags=tags, project=project
+            )
+        return {"memories": [memory_out(m) for m in found], "count": len(found)}
+
+    async def consolidate_memories(
+        self,
+        ctx: Context,
+        dry_run: Annotated[
+            bool,
+            Field(description="true (the default): only report what would change."),
+        ] = True,
+    ) -> ConsolidateOut:
+        """Tidy this project's memories: merge duplicates, let a newer explicit statement
+        replace an older one on the same subject, link conflicting statements, and promote
+        facts stated in recent sessions to long-term memory.
+
+        Call it with dry_run=true first and read the actions; call with dry_run=false to apply
+        them when they look right, or when the user asks to clean up memory. Nothing is ever
+        deleted: replaced memories stay as history, and every run is recorded.
+        """
+        with tool_errors():
+            project = (await self.context.identity(ctx)).id
+            report = self.context.services.consolidation.run(
+                dry_run=dry_run, project=project, actor="mcp"
+            )
+        run = report.run
+        return {
+            "run_id": run.id,
+            "applied": report.applied,
+            "input_count": run.input_count,
+            "promoted_count": run.promoted_count,
+            "merged_count": run.merged_count,
+            "superseded_count": run.superseded_count,
+            "conflicted_count": run.conflicted_count,
+            "actions": [
+                {"kind": a.kind, "keep_id": a.keep_id, "other_id": a.other_id, "reason": a.reason}
+                for a in report.actions
+            ],
+        }
 
     async def get_context(
         self,

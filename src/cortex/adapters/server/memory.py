@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
-from cortex.adapters.server.models import ContextIn, MemoryAddIn, MemoryEditIn, MemorySearchIn
+from cortex.adapters.server.models import (
+    ConsolidateIn,
+    ContextIn,
+    MemoryAddIn,
+    MemoryEditIn,
+    MemorySearchIn,
+)
 from cortex.core.memory_models import ContextResult, ScoredMemory
 from cortex.errors import NotFoundError, ValidationError
 from cortex.services.app import Services
@@ -97,6 +103,25 @@ def search(body: MemorySearchIn, caller: Reader) -> Json:
             body.query, limit=body.limit, project=body.project, layer=body.layer
         )
     return {"results": [h.to_dict() for h in hits]}
+
+
+@router.post("/memories/consolidate")
+def consolidate(body: ConsolidateIn, caller: Writer) -> Json:
+    """One consolidation run over the tenant's memories (``dry_run``: shadow mode, nothing
+    changes); the run's audit row and its actions."""
+    with caller.services() as app:
+        report = apply_once(
+            app,
+            body.request_id,
+            lambda: app.consolidation.run(
+                dry_run=body.dry_run,
+                project=body.project,
+                user_id=body.user_id,
+                extract=body.extract,
+                actor="api",
+            ),  # fmt: skip
+        )
+    return DUPLICATE if report is None else report.to_dict()
 
 
 @router.get("/memories/{memory_id}")

@@ -113,3 +113,10 @@ class MemorySearchIn(Body):
     limit: Annotated[int, Field(ge=1, le=100)] = 10
     project: Short | None = None
     layer: Layer | None = None
+
+
+class ConsolidateIn(Mutation):
+    dry_run: bool = False
+    project: Short | None = None
+    user_id: Short | None = None
+    extract: bool = True
