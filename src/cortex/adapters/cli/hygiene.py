@@ -1,11 +1,16 @@
-"""CLI commands of memory hygiene: ``consolidate run|list``, ``worker`` and ``procedure``."""
+"""CLI commands of memory hygiene: ``consolidate run|list`` and ``worker``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
 from cortex.core.hygiene import ConsolidationRun
+
+if TYPE_CHECKING:
+    from cortex.services.worker import JobRun
 
 
 def format_run(run: ConsolidationRun) -> str:
@@ -76,5 +81,71 @@ def consolidate_list(rt: Runtime, limit: int) -> None:
 
 
 def register(group: click.Group) -> None:
-    """Add ``consolidate`` to the CLI."""
+    """Add ``consolidate`` and ``worker`` to the CLI."""
     group.add_command(consolidate)
+    group.add_command(worker)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--once", is_flag=True, help="One pass, then exit (for cron or a timer unit).")
+@click.option(
+    "--interval",
+    type=click.IntRange(1, 86400),
+    help="Seconds between passes (default: the worker_interval_seconds setting).",
+)
+@click.option("--job", "only", multiple=True, help="Run only this job (repeatable).")
+@click.option("--force", is_flag=True, help="Run the jobs now even if they are not due.")
+@click.option("--status", is_flag=True, help="Show each job's last run and lease, run nothing.")
+@pass_rt
+def worker(
+    rt: Runtime,
+    once: bool,
+    interval: int | None,
+    only: tuple[str, ...],
+    force: bool,
+    status: bool,
+) -> None:
+    """Run the memory-lifecycle jobs on a schedule: close idle sessions, archive old ones,
+    consolidate memories. Two workers never run the same job at once.
+
+    \b
+    Examples:
+      cortex worker                 # loop, a pass every worker_interval_seconds
+      cortex worker --once          # one pass (cron, systemd timer)
+      cortex worker --once --job consolidate --force
+      cortex --json worker --status
+    """
+    from cortex.services.worker import Worker, job_states, registered_jobs
+
+    if status:
+        states = job_states(rt.services)
+        rt.emit([j.to_dict() for j in states], lambda: "\n".join(
+            f"{j.name:<12} {j.last_status or '-':<8} last {j.last_started_at or 'never'}"
+            + (f" (held by {j.owner} until {j.locked_until})" if j.locked_until else "")
+            for j in states) or "no job has run yet")  # fmt: skip
+        return
+    jobs = registered_jobs()
+    unknown = sorted(set(only) - {j.name for j in jobs})
+    if unknown:
+        names = ", ".join(j.name for j in jobs)
+        raise UsageLine(f"unknown job {unknown[0]!r}; use one of {names}")
+    runner = Worker(rt.services, [j for j in jobs if not only or j.name in only])
+    if once:
+        runs = runner.run_once(force=force)
+        rt.emit([r.to_dict() for r in runs], lambda: "\n".join(format_job(r) for r in runs))
+        return
+
+    def report(runs: list[JobRun]) -> None:
+        for run in runs:
+            if run.status not in ("not_due", "disabled"):
+                rt.emit(run.to_dict(), format_job(run))
+
+    try:
+        runner.run_forever(interval or rt.config.worker_interval_seconds, on_pass=report)
+    except KeyboardInterrupt:
+        click.echo("worker stopped", err=True)
+
+
+def format_job(run: JobRun) -> str:
+    detail = ", ".join(f"{k} {v}" for k, v in run.detail.items() if not isinstance(v, list))
+    return f"{run.at}  {run.name:<12} {run.status}" + (f": {detail}" if detail else "")
