@@ -164,6 +164,34 @@ class SessionBlock:
 
 
 @dataclass(frozen=True)
+class SessionSummary:
+    """The session summary ``get_context`` adds on request (``includeSessionSummary``): the
+    headers of the session's latest snapshots (no transcripts) and its latest checkpoint."""
+
+    session_id: str
+    snapshots: tuple[SessionSnapshot, ...] = ()
+    checkpoint_id: str | None = None
+    checkpoint_summary: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "snapshots": [
+                {
+                    "id": s.id,
+                    "slug": s.slug,
+                    "sourceTrigger": s.source_trigger,
+                    "messageCount": s.message_count,
+                    "createdAt": s.created_at,
+                }
+                for s in self.snapshots
+            ],
+            "latestCheckpointId": self.checkpoint_id,
+            "latestCheckpointSummary": self.checkpoint_summary,
+        }
+
+
+@dataclass(frozen=True)
 class ContextResult:
     """What ``get_context`` assembled: rules, then memories, within the token budget."""
 
@@ -175,6 +203,7 @@ class ContextResult:
     used_tokens: int
     dropped: int
     session: SessionBlock | None = None
+    summary: SessionSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,6 +215,7 @@ class ContextResult:
             "usedTokens": self.used_tokens,
             "dropped": self.dropped,
             "session": self.session.to_dict() if self.session else None,
+            "sessionSummary": self.summary.to_dict() if self.summary else None,
         }
 
 

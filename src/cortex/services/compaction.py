@@ -136,6 +136,11 @@ def session_status(
         inactivity_minutes=config.compaction_inactivity_minutes,
         semantic_hint=semantic_hint,
     )
+    if not config.memory_compaction_enabled:  # the flag turns the trigger off, not the counts
+        decision = replace(
+            decision, due=False, trigger_type=None, hint=None,
+            reason="compaction is off (memory_compaction_enabled=false)",
+        )  # fmt: skip
     latest = store.list_checkpoints(state.session_id, limit=1)
     return SessionStatus(
         session_id=state.session_id,

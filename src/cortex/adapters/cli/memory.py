@@ -182,6 +182,11 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
 @click.option("--project", help="This project's memories plus global ones.")
 @click.option("--user", "user_id", help="This user's memories plus shared ones.")
 @click.option("--limit", default=20, show_default=True, type=int, help="Most per layer.")
+@click.option(
+    "--session-summary",
+    is_flag=True,
+    help="With --session-id: the latest snapshot headers and checkpoint summary.",
+)
 @pass_rt
 def memory_recall(
     rt: Runtime,
@@ -193,6 +198,7 @@ def memory_recall(
     project: str | None,
     user_id: str | None,
     limit: int,
+    session_summary: bool,
 ) -> None:
     """Assemble context: rules, then working, then long-term memories, within a budget.
 
@@ -210,6 +216,7 @@ def memory_recall(
         project=clean(project),
         user_id=user_id,
         limit=limit,
+        include_session_summary=session_summary,
     )
     rt.emit(result.to_dict(), lambda: format_context(result))
 
@@ -229,6 +236,11 @@ def format_context(r: ContextResult) -> str:
             + (f" ({s.trigger_hint})" if s.trigger_hint else "")
             + f", latest checkpoint {s.latest_checkpoint_id or '-'}"
         )
+    if r.summary is not None:
+        if r.summary.checkpoint_summary:
+            lines.append(f"LAST CHECKPOINT: {r.summary.checkpoint_summary}")
+        lines += [f"SNAPSHOT {n.slug} ({n.source_trigger}, {n.message_count} messages, "
+                  f"{n.created_at})" for n in r.summary.snapshots]  # fmt: skip
     return "\n".join(lines)
 
 

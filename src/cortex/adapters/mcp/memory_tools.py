@@ -8,7 +8,7 @@ open records that session as its source.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -63,6 +63,7 @@ class ContextOut(TypedDict):
     dropped: int
     compaction_required: bool | None
     latest_checkpoint_id: str | None
+    session_summary: dict[str, Any] | None
 
 
 class ListOut(TypedDict):
@@ -292,6 +293,13 @@ class MemoryTools:
             int | None, Field(description="Most tokens of memory to return.", ge=0, le=200_000)
         ] = None,
         session_id: SessionIdArg = None,
+        include_session_summary: Annotated[
+            bool,
+            Field(
+                description="Also list the session's latest snapshot headers and its latest "
+                "checkpoint summary (after a compaction or a reset)."
+            ),
+        ] = False,
     ) -> ContextOut:
         """Get the memories relevant to the current work: rules first, then working and
         long-term memories, within a token budget.
@@ -304,8 +312,9 @@ class MemoryTools:
             sid = session_id or await self.context.open_session(ctx)
             project = (await self.context.identity(ctx)).id
             result = self.context.services.memory.get_context(
-                query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project
-            )
+                query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project,
+                include_session_summary=include_session_summary,
+            )  # fmt: skip
         rules = [found_out(r) for r in result.rules]
         memories = [found_out(m) for m in result.memories]
         block = result.session
@@ -318,6 +327,7 @@ class MemoryTools:
             "dropped": result.dropped,
             "compaction_required": block.compaction_required if block else None,
             "latest_checkpoint_id": block.latest_checkpoint_id if block else None,
+            "session_summary": result.summary.to_dict() if result.summary else None,
         }
 
     async def forget_memory(

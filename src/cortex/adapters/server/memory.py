@@ -39,6 +39,7 @@ def context_out(result: ContextResult) -> Json:
         "dropped": result.dropped,
         "compaction_required": block.compaction_required if block else None,
         "latest_checkpoint_id": block.latest_checkpoint_id if block else None,
+        "session_summary": result.summary.to_dict() if result.summary else None,
     }
 
 
@@ -55,6 +56,7 @@ def get_context(body: ContextIn, caller: Reader) -> Json:
             budget_tokens=body.budget_tokens,
             session_id=body.session_id if body.include_session_summary else None,
             project=project,
+            include_session_summary=body.include_session_summary,
         )
     return context_out(result)
 
