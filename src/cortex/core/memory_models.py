@@ -204,12 +204,16 @@ class ContextResult:
     dropped: int
     session: SessionBlock | None = None
     summary: SessionSummary | None = None
+    procedures: tuple[Any, ...] = ()
+    """Procedures matching the task (``cortex.core.procedures.ScoredProcedure``), ranked
+    before the memories."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "query": self.query,
             "rules": [r.to_dict() for r in self.rules],
+            "procedures": [p.to_dict() for p in self.procedures],
             "memories": [m.to_dict() for m in self.memories],
             "budgetTokens": self.budget_tokens,
             "usedTokens": self.used_tokens,

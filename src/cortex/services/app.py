@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
+    from cortex.services.procedural import ProceduralService
     from cortex.services.review import ReviewService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
@@ -122,6 +123,13 @@ class Services(Service):
         from cortex.services.consolidation import ConsolidationService
 
         return ConsolidationService(self.store, self.config, self.clock, self.memory, self.metrics)
+
+    @cached_property
+    def procedures(self) -> ProceduralService:
+        """Procedural memory: workflows with usage signals; completed sessions promoted."""
+        from cortex.services.procedural import ProceduralService
+
+        return ProceduralService(self.store, self.config, self.clock)
 
     @cached_property
     def review(self) -> ReviewService:

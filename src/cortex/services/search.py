@@ -50,6 +50,7 @@ from cortex.services.memory_checks import (
 from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
+    from cortex.core.procedures import ScoredProcedure
     from cortex.services.embeddings import Embedder
 
 RULE_LIMIT = 100
@@ -247,12 +248,24 @@ class MemoryReader(Service):
                 if include_session_summary:
                     summary = self._summary(state.session_id)
         ranked = self._context_candidates(query, mode, project, user_id, limit)
+        procedures = [] if mode == "rules_only" else self._procedures(query, project, user_id)
         costs = [estimate_tokens(s.memory.content) + ITEM_OVERHEAD_TOKENS for s in ranked]
-        chosen, used, skipped = fill_budget(list(range(len(ranked))), costs, budget_tokens)
-        sized = [replace(ranked[i], tokens=costs[i]) for i in chosen]
+        proc_costs = [estimate_tokens(p.procedure.text()) + ITEM_OVERHEAD_TOKENS
+                      for p in procedures]  # fmt: skip
+        # Rules, then the procedures that fit the task, then the memories (procedural first).
+        rules = sum(s.memory.layer == RULE for s in ranked)
+        order = [("m", i) for i in range(rules)] + [("p", i) for i in range(len(procedures))]
+        order += [("m", i) for i in range(rules, len(ranked))]
+        cost_of = {"m": costs, "p": proc_costs}
+        chosen, used, skipped = fill_budget(order, [cost_of[k][i] for k, i in order],
+                                            budget_tokens)  # fmt: skip
+        sized = [replace(ranked[i], tokens=costs[i]) for k, i in chosen if k == "m"]
         return ContextResult(
             mode=mode,
             query=query,
+            procedures=tuple(
+                replace(procedures[i], tokens=proc_costs[i]) for k, i in chosen if k == "p"
+            ),  # fmt: skip
             rules=tuple(s for s in sized if s.memory.layer == RULE),
             memories=tuple(s for s in sized if s.memory.layer != RULE),
             budget_tokens=budget_tokens,
@@ -261,6 +274,13 @@ class MemoryReader(Service):
             session=block,
             summary=summary,
         )
+
+    def _procedures(
+        self, query: str | None, project: str | None, user_id: str | None
+    ) -> builtins.list[ScoredProcedure]:
+        from cortex.services.procedural import rank_procedures
+
+        return rank_procedures(self.store, self.config, query, project, user_id)
 
     def _summary(self, session_id: str) -> SessionSummary:
         """The latest snapshot headers and checkpoint of a session."""

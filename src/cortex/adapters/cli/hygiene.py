@@ -1,4 +1,4 @@
-"""CLI commands of memory hygiene: ``consolidate run|list`` and ``worker``."""
+"""CLI commands of memory hygiene: ``consolidate run|list``, ``worker`` and ``procedure``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
-from cortex.core.hygiene import ConsolidationRun
+from cortex.core.hygiene import ConsolidationRun, Procedure
 
 if TYPE_CHECKING:
     from cortex.services.worker import JobRun
@@ -80,10 +80,120 @@ def consolidate_list(rt: Runtime, limit: int) -> None:
             lambda: "\n".join(format_run(r) for r in runs) or "no consolidation runs")  # fmt: skip
 
 
+def format_procedure(p: Procedure) -> str:
+    where = p.project or "global"
+    head = f"{p.id}  {p.procedure_key}  {where}  used {p.usage_count}x"
+    return head + "\n" + "\n".join(f"    {line}" for line in p.text().splitlines())
+
+
+@click.group(context_settings=CONTEXT)
+def procedure() -> None:
+    """Procedural memory: reusable workflows, ranked first in context when the task matches.
+
+    \b
+    Example:
+      cortex procedure add "Release a version" "bump the version" "tag it" "push the tag"
+    """
+
+
+@procedure.command("add", context_settings=CONTEXT)
+@click.argument("title")
+@click.argument("steps", nargs=-1, required=True)
+@click.option("--key", "procedure_key", help="Stable key (default: a slug of the title).")
+@click.option("--project", help="Project the procedure belongs to (default: global).")
+@click.option("--user", "user_id", help="User the procedure belongs to.")
+@pass_rt
+def procedure_add(
+    rt: Runtime,
+    title: str,
+    steps: tuple[str, ...],
+    procedure_key: str | None,
+    project: str | None,
+    user_id: str | None,
+) -> None:
+    """Save a procedure (TITLE, then its STEPS in order); the same key again rewrites it.
+
+    \b
+    Example:
+      cortex procedure add "Deploy api" "make test" "make deploy ENV=prod" --project api
+    """
+    saved = rt.services.procedures.add(
+        clean(title) or "", [clean(s) or "" for s in steps], procedure_key=clean(procedure_key),
+        project=clean(project), user_id=user_id, actor="cli",
+    )  # fmt: skip
+    rt.emit(saved.to_dict(), f"saved procedure {saved.id} ({saved.procedure_key})")
+
+
+@procedure.command("list", context_settings=CONTEXT)
+@click.option("--project", help="This project's procedures plus global ones.")
+@click.option("--user", "user_id", help="This user's procedures plus shared ones.")
+@click.option("--limit", default=50, show_default=True, type=int)
+@pass_rt
+def procedure_list(rt: Runtime, project: str | None, user_id: str | None, limit: int) -> None:
+    """List procedures, most used first.
+
+    \b
+    Example:
+      cortex procedure list --project api
+    """
+    found = rt.services.procedures.list(project=clean(project), user_id=user_id, limit=limit)
+    rt.emit([p.to_dict() for p in found],
+            lambda: "\n".join(format_procedure(p) for p in found) or "no procedures")  # fmt: skip
+
+
+@procedure.command("use", context_settings=CONTEXT)
+@click.argument("procedure_id")
+@pass_rt
+def procedure_use(rt: Runtime, procedure_id: str) -> None:
+    """Count one use of a procedure (used ones rank higher).
+
+    \b
+    Example:
+      cortex procedure use 3f2a9c1e-...
+    """
+    used = rt.services.procedures.use(procedure_id, actor="cli")
+    rt.emit(used.to_dict(), f"{used.procedure_key}: used {used.usage_count} times")
+
+
+@procedure.command("promote", context_settings=CONTEXT)
+@click.argument("session_id")
+@click.option("--title", help="Title (default: the session's task or first request).")
+@click.option("--key", "procedure_key", help="Stable key (default: a slug of the title).")
+@pass_rt
+def procedure_promote(
+    rt: Runtime, session_id: str, title: str | None, procedure_key: str | None
+) -> None:
+    """Make a completed session (ended, no pending task) a procedure: its requests are the steps.
+
+    \b
+    Example:
+      cortex procedure promote 3f2a9c1e-... --title "Rotate the API keys"
+    """
+    saved = rt.services.procedures.promote(
+        session_id, title=clean(title), procedure_key=clean(procedure_key), actor="cli"
+    )
+    rt.emit(saved.to_dict(), lambda: format_procedure(saved))
+
+
+@procedure.command("forget", context_settings=CONTEXT)
+@click.argument("procedure_id")
+@pass_rt
+def procedure_forget(rt: Runtime, procedure_id: str) -> None:
+    """Forget a procedure (the row stays for the audit trail).
+
+    \b
+    Example:
+      cortex procedure forget 3f2a9c1e-...
+    """
+    gone = rt.services.procedures.forget(procedure_id, actor="cli")
+    rt.emit(gone.to_dict(), f"forgot procedure {gone.id}")
+
+
 def register(group: click.Group) -> None:
-    """Add ``consolidate`` and ``worker`` to the CLI."""
+    """Add ``consolidate``, ``worker`` and ``procedure`` to the CLI."""
     group.add_command(consolidate)
     group.add_command(worker)
+    group.add_command(procedure)
 
 
 @click.command(context_settings=CONTEXT)

@@ -226,6 +226,8 @@ def format_context(r: ContextResult) -> str:
     lines = [f"context ({r.mode}): {r.used_tokens:,} tokens, {budget}, {r.dropped} dropped"]
     if r.rules:  # a heading only over something
         lines += ["RULES:"] + [f"- {s.memory.content}" for s in r.rules]
+    if r.procedures:
+        lines += ["PROCEDURES:"] + [p.procedure.text() for p in r.procedures]
     if r.memories:
         lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in r.memories]
     if r.session is not None:

@@ -136,7 +136,7 @@ LAZY_COMMANDS = {
     "cortex.adapters.cli.integrations": ("install", "uninstall", "doctor", "hook"),
     "cortex.adapters.cli.tenancy": ("serve", "tenant", "key", "server"),
     "cortex.adapters.cli.client": ("sync",),
-    "cortex.adapters.cli.hygiene": ("consolidate", "worker"),
+    "cortex.adapters.cli.hygiene": ("consolidate", "worker", "procedure"),
 }
 _loaded: set[str] = set()
 

@@ -8,6 +8,7 @@ open records that session as its source.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -123,9 +124,13 @@ def found_out(found: ScoredMemory) -> FoundOut:
     return {"memory": memory_out(found.memory), "score": round(found.score, 6), "why": found.why}
 
 
-def context_text(rules: list[FoundOut], memories: list[FoundOut]) -> str:
-    """The context as lines the model can read at a glance."""
+def context_text(
+    rules: list[FoundOut], memories: list[FoundOut], procedures: Sequence[str] = ()
+) -> str:
+    """The context as lines the model can read at a glance: rules, the workflows that fit the
+    task, then memories."""
     lines = [f"- [rule] {r['memory']['content']}" for r in rules]
+    lines += [f"- [procedure] {text}" for text in procedures]
     lines += [f"- [{m['memory']['layer']}] {m['memory']['content']}" for m in memories]
     return "\n".join(lines)
 
@@ -320,7 +325,7 @@ class MemoryTools:
         block = result.session
         return {
             "mode": result.mode,
-            "text": context_text(rules, memories),
+            "text": context_text(rules, memories, [p.procedure.text() for p in result.procedures]),
             "rules": rules,
             "memories": memories,
             "used_tokens": result.used_tokens,

@@ -28,12 +28,14 @@ def _found(found: ScoredMemory) -> Json:
 def context_out(result: ContextResult) -> Json:
     """The context as the MCP ``get_context`` tool shapes it."""
     lines = [f"- [rule] {r.memory.content}" for r in result.rules]
+    lines += [f"- [procedure] {p.procedure.text()}" for p in result.procedures]
     lines += [f"- [{m.memory.layer}] {m.memory.content}" for m in result.memories]
     block = result.session
     return {
         "mode": result.mode,
         "text": "\n".join(lines),
         "rules": [_found(r) for r in result.rules],
+        "procedures": [p.to_dict() for p in result.procedures],
         "memories": [_found(m) for m in result.memories],
         "used_tokens": result.used_tokens,
         "dropped": result.dropped,
