@@ -67,6 +67,8 @@ def test_close_idle_checkpoints_and_closes_only_lapsed_idle_sessions(
     assert "180 idle minutes" in checkpoint.summary
     still = app.sessions.get_session(live)
     assert still is not None and still.is_open
+    (metric,) = app.metrics.list(event="session_idle_closed")
+    assert (metric.session_id, metric.payload) == (idle, {"idle_minutes": 180})
 
 
 def test_archive_and_consolidate_jobs(

@@ -115,7 +115,9 @@ class Services(Service):
         """Checkpoints and compaction (over ``events``)."""
         from cortex.services.compaction import CompactionService
 
-        return CompactionService(self.store, self.config, self.clock, self.events)
+        return CompactionService(
+            self.store, self.config, self.clock, self.events, metrics=self.metrics
+        )
 
     @cached_property
     def consolidation(self) -> ConsolidationService:

@@ -82,6 +82,8 @@ def close_idle_sessions(app: Services) -> dict[str, Any]:
             summary=f"closed by the worker after {idle} idle minutes",
         )
         app.sessions.on_session_end(state.session_id)
+        app.metrics.writer.emit("session_idle_closed", state.session_id,
+                                {"idle_minutes": idle}, app.now_iso())  # fmt: skip
         closed.append(state.session_id)
     return {"closed": len(closed), "session_ids": closed}
 
