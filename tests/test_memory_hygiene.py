@@ -76,6 +76,7 @@ def test_rfc_flag_variables_are_read(home: Path, variable: str, value: str, expe
 
 def test_stale_and_review_queue_and_verdicts(services: Services, clock: FixedClock) -> None:
     old = services.memory.add("CI runs on Jenkins").memory
+    clock.advance(hours=1)  # stale ones come least recently confirmed first
     a = services.memory.add("Production database is postgres 15").memory
     clock.advance(hours=24 * 100)
     b = services.memory.add("Production database is postgres 16").memory

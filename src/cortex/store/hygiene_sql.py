@@ -233,27 +233,23 @@ class HygieneRepository:
 
     def record_procedure_use(self, procedure_id: str, at: str) -> bool:
         """One more use of a live procedure, now; False if there is none."""
-        m, (tenant, tparams) = self.d.mark, self._t()
-        return (
-            self._execute(
-                f"UPDATE procedures SET usage_count = usage_count + 1, last_used_at = {m} "
-                f"WHERE {tenant}id = {m} AND deleted_at IS NULL",
-                [at, *tparams, procedure_id],
-            )
-            > 0
+        return self._update_live_procedure(
+            "usage_count = usage_count + 1, last_used_at = {m}", [at], procedure_id
         )
 
     def delete_procedure(self, procedure_id: str, at: str) -> bool:
         """Soft delete; False if there is no such live procedure."""
-        m, (tenant, tparams) = self.d.mark, self._t()
-        return (
-            self._execute(
-                f"UPDATE procedures SET deleted_at = {m}, updated_at = {m} "
-                f"WHERE {tenant}id = {m} AND deleted_at IS NULL",
-                [at, at, *tparams, procedure_id],
-            )
-            > 0
+        return self._update_live_procedure(
+            "deleted_at = {m}, updated_at = {m}", [at, at], procedure_id
         )
+
+    def _update_live_procedure(self, assignments: str, values: list[Any], pid: str) -> bool:
+        m, (tenant, tparams) = self.d.mark, self._t()
+        sql = (
+            f"UPDATE procedures SET {assignments.format(m=m)} "
+            f"WHERE {tenant}id = {m} AND deleted_at IS NULL"
+        )
+        return self._execute(sql, [*values, *tparams, pid]) > 0
 
     # -- worker job leases ---------------------------------------------------------------------
     def claim_job(self, name: str, owner: str, now: str, until: str) -> bool:
