@@ -157,3 +157,30 @@ def test_cli_worker_once_status_and_errors(home: Path) -> None:
     assert bad.stderr == "error: unknown job 'nope'; use one of close_idle, archive, consolidate\n"
     listed = json.loads(ok(cortex(home, "--json", "consolidate", "list")))
     assert [r["mode"] for r in listed] == ["shadow"]
+
+
+def test_hosted_pass_works_for_each_tenant_apart(pg_url: str, tmp_path: Path) -> None:
+    import secrets
+
+    from cortex.services.hosting import ServiceHost
+    from cortex.services.worker import hosted_pass
+
+    host = ServiceHost(pg_url, tmp_path / "server", secret="s3cret")
+    try:
+        names = [f"w-{secrets.token_hex(4)}" for _ in range(2)]
+        with host.registry() as registry:
+            for name in names:
+                registry.tenants.create_tenant(name)
+        for n, name in enumerate(names):
+            with host.open(name) as app:
+                for _ in range(n + 2):
+                    app.memory.add("User prefers tabs")
+        runs = hosted_pass(host, BUILTIN_JOBS[2:], "owner-1", tenants=names)
+        assert [(r.tenant, r.status) for r in runs] == [(names[0], "ok"), (names[1], "ok")]
+        assert [r.detail["input_count"] for r in runs] == [2, 3]  # each its own memories
+        assert [r.detail["mode"] for r in runs] == ["shadow", "shadow"]
+        again = hosted_pass(host, BUILTIN_JOBS[2:], "owner-2", tenants=names)
+        assert [r.status for r in again] == ["not_due", "not_due"]
+        assert all("tenant" in r.to_dict() for r in again)
+    finally:
+        host.close()

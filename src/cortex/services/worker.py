@@ -22,7 +22,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from cortex.errors import CortexError, ValidationError
 
 if TYPE_CHECKING:
     from cortex.services.app import Services
+    from cortex.services.hosting import ServiceHost
 
 log = logging.getLogger("cortex")
 
@@ -60,9 +61,11 @@ class JobRun:
     status: str
     detail: dict[str, Any]
     at: str
+    tenant: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job": self.name, "status": self.status, "detail": self.detail, "at": self.at}
+        out = {"job": self.name, "status": self.status, "detail": self.detail, "at": self.at}
+        return out | ({"tenant": self.tenant} if self.tenant is not None else {})
 
 
 def close_idle_sessions(app: Services) -> dict[str, Any]:
@@ -137,6 +140,26 @@ def registered_jobs() -> list[Job]:
     return list(_REGISTERED.values())
 
 
+def worker_owner() -> str:
+    """A lease owner name unique to this process: host, pid and a random part."""
+    return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def loop(
+    run_pass: Callable[..., list[JobRun]],
+    interval_seconds: float,
+    on_pass: Callable[[list[JobRun]], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Pass after pass, ``interval_seconds`` apart, until ``stop`` is set."""
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        runs = run_pass()
+        if on_pass is not None:
+            on_pass(runs)
+        stop.wait(interval_seconds)
+
+
 def job_states(app: Services) -> list[JobState]:
     """Each job's lease and last outcome, as the store keeps them."""
     return app.store.list_jobs()
@@ -150,7 +173,7 @@ class Worker:
     ) -> None:
         self.app = app
         self.jobs = list(jobs) if jobs is not None else registered_jobs()
-        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owner or worker_owner()
 
     def _due(self, job: Job, last_started: str | None, force: bool) -> bool:
         if force or last_started is None:
@@ -196,9 +219,25 @@ class Worker:
         on_pass: Callable[[list[JobRun]], None] | None = None,
     ) -> None:
         """Pass after pass, ``interval_seconds`` apart, until ``stop`` is set."""
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            runs = self.run_once()
-            if on_pass is not None:
-                on_pass(runs)
-            stop.wait(interval_seconds)
+        loop(self.run_once, interval_seconds, on_pass, stop)
+
+
+def hosted_pass(
+    host: ServiceHost,
+    jobs: Sequence[Job],
+    owner: str,
+    *,
+    tenants: Sequence[str] = (),
+    force: bool = False,
+) -> list[JobRun]:
+    """One pass over a team server's tenants (``tenants``, else every unrevoked one), each
+    with its own services, settings and leases."""
+    if not tenants:
+        with host.registry() as registry:
+            tenants = [t.tenant for t in registry.tenants.list_tenants() if t.revoked_at is None]
+    runs: list[JobRun] = []
+    for tenant in tenants:
+        with host.open(tenant) as app:
+            worker = Worker(app, jobs, owner)
+            runs += [replace(r, tenant=tenant) for r in worker.run_once(force=force)]
+    return runs

@@ -10,7 +10,11 @@ from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass
 from cortex.core.hygiene import ConsolidationRun, Procedure
 
 if TYPE_CHECKING:
-    from cortex.services.worker import JobRun
+    from collections.abc import Callable
+
+    from cortex.services.worker import Job, JobRun
+
+SECRET_VARIABLE = "CORTEX_SERVER_SECRET"
 
 
 def format_run(run: ConsolidationRun) -> str:
@@ -206,6 +210,18 @@ def register(group: click.Group) -> None:
 @click.option("--job", "only", multiple=True, help="Run only this job (repeatable).")
 @click.option("--force", is_flag=True, help="Run the jobs now even if they are not due.")
 @click.option("--status", is_flag=True, help="Show each job's last run and lease, run nothing.")
+@click.option(
+    "--db",
+    "db_url",
+    envvar="CORTEX_SERVER_DB",
+    help="A team server's database (postgresql://...): work for its tenants.",
+)
+@click.option(
+    "--tenant",
+    "tenants",
+    multiple=True,
+    help="With --db: only this tenant (repeatable; default: every unrevoked one).",
+)
 @pass_rt
 def worker(
     rt: Runtime,
@@ -214,9 +230,14 @@ def worker(
     only: tuple[str, ...],
     force: bool,
     status: bool,
+    db_url: str | None,
+    tenants: tuple[str, ...],
 ) -> None:
     """Run the memory-lifecycle jobs on a schedule: close idle sessions, archive old ones,
     consolidate memories. Two workers never run the same job at once.
+
+    With --db it works for a team server's tenants, each under its own settings and leases
+    (CORTEX_SERVER_SECRET, as for `cortex serve`, keys their metrics).
 
     \b
     Examples:
@@ -224,8 +245,9 @@ def worker(
       cortex worker --once          # one pass (cron, systemd timer)
       cortex worker --once --job consolidate --force
       cortex --json worker --status
+      cortex worker --db postgresql://cortex@db/cortex --once
     """
-    from cortex.services.worker import Worker, job_states, registered_jobs
+    from cortex.services.worker import Worker, job_states, loop, registered_jobs
 
     if status:
         states = job_states(rt.services)
@@ -239,9 +261,14 @@ def worker(
     if unknown:
         names = ", ".join(j.name for j in jobs)
         raise UsageLine(f"unknown job {unknown[0]!r}; use one of {names}")
-    runner = Worker(rt.services, [j for j in jobs if not only or j.name in only])
+    chosen = [j for j in jobs if not only or j.name in only]
+    if db_url:
+        run_pass = _hosted(rt, db_url, chosen, tenants)
+    else:
+        runner = Worker(rt.services, chosen)
+        run_pass = runner.run_once
     if once:
-        runs = runner.run_once(force=force)
+        runs = run_pass(force=force)
         rt.emit([r.to_dict() for r in runs], lambda: "\n".join(format_job(r) for r in runs))
         return
 
@@ -251,9 +278,23 @@ def worker(
                 rt.emit(run.to_dict(), format_job(run))
 
     try:
-        runner.run_forever(interval or rt.config.worker_interval_seconds, on_pass=report)
+        loop(run_pass, interval or rt.config.worker_interval_seconds, report)
     except KeyboardInterrupt:
         click.echo("worker stopped", err=True)
+
+
+def _hosted(
+    rt: Runtime, db_url: str, jobs: list[Job], tenants: tuple[str, ...]
+) -> Callable[..., list[JobRun]]:
+    """A pass over the tenants of a team server's database (the server secret from the
+    environment, as ``cortex serve`` takes it)."""
+    from cortex.services.hosting import ServiceHost
+    from cortex.services.worker import hosted_pass, worker_owner
+
+    host = ServiceHost(db_url, rt.config.home / "server", secret=rt.env.get(SECRET_VARIABLE))
+    click.get_current_context().call_on_close(host.close)
+    owner = worker_owner()
+    return lambda force=False: hosted_pass(host, jobs, owner, tenants=tenants, force=force)
 
 
 def format_job(run: JobRun) -> str:
