@@ -271,3 +271,43 @@ def test_postgres_consolidation_skips_rows_another_server_holds(pg_store: Store)
         with other.transaction():
             seen = other.consolidation_candidates(MemoryFilter(), now, limit=10)
         assert [m.id for m in seen] == ["a"]  # b is locked by the first server: skipped
+
+
+WORDS = st.sampled_from(
+    "user prefers tabs spaces dark light mode port 5432 5433 not deploy".split()
+)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(WORDS, min_size=1, max_size=6).map(" ".join),
+            st.booleans(),
+            st.integers(min_value=0, max_value=5),
+        ),
+        max_size=12,
+    )
+)
+def test_a_plan_removes_each_memory_once_and_always_leads_to_a_live_one(
+    rows: list[tuple[str, bool, int]],
+) -> None:
+    memories = [
+        mem(f"m{i}", text, f"2026-02-1{day}T00:00:00Z",
+            remember_intent="explicit" if explicit else "implicit")
+        for i, (text, explicit, day) in enumerate(rows)
+    ]  # fmt: skip
+    plan = plan_consolidation(memories)
+    removed = [a.other_id for a in plan.actions if a.kind in (MERGE, SUPERSEDE)]
+    assert len(removed) == len(set(removed))
+    # Every removed memory leads, through what replaced it, to a live one: no cycle, no loss.
+    by = {a.other_id: a.keep_id for a in plan.actions if a.kind in (MERGE, SUPERSEDE)}
+    for start in by:
+        seen, at = set(), start
+        while at in by:
+            assert at not in seen
+            seen.add(at)
+            at = by[at]
+    if memories:
+        assert len(set(by)) < len(memories)
+    counts = plan.counts()
+    assert counts["merged_count"] + counts["superseded_count"] == len(removed) <= len(memories)

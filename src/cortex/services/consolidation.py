@@ -173,8 +173,10 @@ class ConsolidationService(Service):
             layers=(RULE, LONG_TERM), project=project, user_id=user_id,
             all_projects=project is None,
         )  # fmt: skip
+        # Extraction (perhaps a model call) runs before the write transaction, never holding
+        # the write lock; a candidate another run promoted meanwhile is a duplicate below.
+        candidates = self._candidates(extractor, project) if extract else []
         with self.store.transaction():
-            candidates = self._candidates(extractor, project) if extract else []
             live = self.store.consolidation_candidates(
                 flt, now, limit=self.config.consolidation_batch
             )
