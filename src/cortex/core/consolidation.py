@@ -26,7 +26,9 @@ Rules, in this order:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,11 +83,12 @@ def shingles(tokens: Sequence[str]) -> set[str]:
     return set(tokens) | {f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)}
 
 
-def jaccard(a: set[str], b: set[str]) -> float:
+def jaccard(a: AbstractSet[str], b: AbstractSet[str]) -> float:
     """|a & b| / |a | b|, 0 for two empty sets."""
     if not a and not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def similarity(a: Fingerprint, b: Fingerprint) -> float:
     """Shingle Jaccard of two fingerprints (1.0 for exact duplicates)."""
     if a.normalized == b.normalized:
         return 1.0
-    return jaccard(set(a.shingles), set(b.shingles))
+    return jaccard(a.shingles, b.shingles)
 
 
 def is_duplicate(a: Fingerprint, b: Fingerprint, near: float = NEAR_DUPLICATE) -> bool:
@@ -125,14 +128,14 @@ def is_duplicate(a: Fingerprint, b: Fingerprint, near: float = NEAR_DUPLICATE) -
     return (
         a.negative == b.negative
         and a.numbers == b.numbers
-        and jaccard(set(a.shingles), set(b.shingles)) >= near
+        and jaccard(a.shingles, b.shingles) >= near
     )
 
 
 def is_related(a: Fingerprint, b: Fingerprint, related: float = RELATED) -> bool:
     """Rule 2's test: about the same subject (content-token Jaccard), or the same words with
     other numbers (a value that changed: a port, a version, a limit)."""
-    if jaccard(set(a.tokens), set(b.tokens)) >= related:
+    if jaccard(a.tokens, b.tokens) >= related:
         return True
     rest = a.tokens - a.numbers
     return bool(rest) and bool(a.numbers) and rest == b.tokens - b.numbers
@@ -195,25 +198,42 @@ class Plan:
         }
 
 
+CANDIDATE_OVERLAP = 0.3
+"""Word overlap (Jaccard) below which two memories are never compared: below every
+threshold the settings allow (their shingles cannot overlap enough either)."""
+
+
 class _Group:
     """The live memories of one group and an inverted index of their tokens."""
 
     def __init__(self) -> None:
         self.alive: dict[str, tuple[Memory, Fingerprint]] = {}
-        self.postings: dict[str, set[str]] = {}
+        self.postings: dict[str, list[str]] = {}
+        self.rank: dict[str, tuple[bool, str, str]] = {}
 
     def add(self, m: Memory, fp: Fingerprint) -> None:
         self.alive[m.id] = (m, fp)
+        self.rank[m.id] = precedence(m)
         for token in fp.tokens or {fp.normalized}:
-            self.postings.setdefault(token, set()).add(m.id)
+            self.postings.setdefault(token, []).append(m.id)
 
     def neighbours(self, fp: Fingerprint, exclude: str) -> list[tuple[Memory, Fingerprint]]:
-        """Alive members sharing a token with ``fp`` (the only ones that can be similar)."""
-        ids: set[str] = set()
+        """Alive members whose words overlap ``fp``'s enough to be similar at all, in order
+        of precedence (counted through the token index: never a comparison with all)."""
+        shared: Counter[str] = Counter()
         for token in fp.tokens or {fp.normalized}:
-            ids |= self.postings.get(token, set())
-        found = [self.alive[i] for i in ids if i in self.alive and i != exclude]
-        return sorted(found, key=lambda pair: precedence(pair[0]), reverse=True)
+            shared.update(self.postings.get(token, ()))
+        size = len(fp.tokens) or 1
+        found = []
+        for other_id, count in shared.items():
+            pair = self.alive.get(other_id)
+            if pair is None or other_id == exclude:
+                continue
+            union = size + (len(pair[1].tokens) or 1) - count
+            if count / union >= CANDIDATE_OVERLAP or pair[1].normalized == fp.normalized:
+                found.append(pair)
+        found.sort(key=lambda pair: self.rank[pair[0].id], reverse=True)
+        return found
 
     def drop(self, memory_id: str) -> None:
         self.alive.pop(memory_id, None)
@@ -271,7 +291,7 @@ def _overwrite_or_link(
                 fp, ofp, related
             ):
                 continue
-            score = jaccard(set(fp.tokens), set(ofp.tokens))
+            score = jaccard(fp.tokens, ofp.tokens)
             if m.remember_intent == EXPLICIT:
                 why = f"newer explicit statement on the same subject (overlap {score:.2f})"
                 plan.actions.append(Action(SUPERSEDE, m.id, other.id, score, why))
@@ -302,7 +322,7 @@ def _place_candidate(
     plan.actions.append(Action(PROMOTE, c.id, None, 0.0, "new fact from a session"))
     for other, ofp in neighbours:
         if is_related(fp, ofp, related) and frozenset((c.id, other.id)) not in known:
-            score = jaccard(set(fp.tokens), set(ofp.tokens))
+            score = jaccard(fp.tokens, ofp.tokens)
             why = f"same subject as {other.id}, different statement (overlap {score:.2f})"
             plan.actions.append(Action(CONFLICT, c.id, other.id, score, why))
             known.add(frozenset((c.id, other.id)))

@@ -29,7 +29,7 @@ from cortex.store.hygiene_records import (
     run_from_row,
     run_values,
 )
-from cortex.store.records import MEMORY_COLUMNS, dumps, memories_from_rows
+from cortex.store.records import MEMORY_COLUMNS, dumps, memories_from_rows, memory_from_row
 
 Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 Execute = Callable[[str, Sequence[Any]], int]
@@ -91,7 +91,7 @@ class HygieneRepository:
         lock = f" {self.d.lock}" if self.d.lock and self._in_transaction() else ""
         sql = (
             f"SELECT {_MEMORY} FROM memories m WHERE {where} "
-            f"ORDER BY m.created_at DESC, m.id DESC LIMIT {self.d.mark}{lock}"
+            f"ORDER BY m.seq DESC LIMIT {self.d.mark}{lock}"
         )
         return memories_from_rows(self._rows(sql, [*params, limit]))
 
@@ -123,19 +123,24 @@ class HygieneRepository:
     def memory_conflicts(
         self, flt: MemoryFilter, now: str, *, limit: int
     ) -> list[tuple[Memory, Memory]]:
-        """Pairs linked as ``conflicts`` whose two ends ``flt`` sees at ``now``, newest first."""
+        """Pairs linked as ``conflicts`` whose two ends ``flt`` sees at ``now``, newest first.
+
+        From the links (few, by their kind index) to their two ends by id: never a scan of
+        the memories."""
         where, params = self._where(flt, now)
         tenant, tparams = self._t("l")
-        seen = f"(SELECT m.id FROM memories m WHERE {where})"
-        links = self._rows(
-            f"SELECT l.from_id, l.to_id FROM memory_links l WHERE {tenant}l.kind = 'conflicts' "
-            f"AND l.from_id IN {seen} AND l.to_id IN {seen} "
+        # The filter names alias m; each end gets its own copy (its tenant condition too).
+        rows = self._rows(
+            f"SELECT {_MEMORY.replace('m.', 'a.')}, {_MEMORY.replace('m.', 'b.')} "
+            "FROM memory_links l JOIN memories a ON a.id = l.from_id "
+            "JOIN memories b ON b.id = l.to_id "
+            f"WHERE {tenant}l.kind = 'conflicts' AND {where.replace('m.', 'a.')} "
+            f"AND {where.replace('m.', 'b.')} "
             f"ORDER BY l.created_at DESC, l.from_id LIMIT {self.d.mark}",
             [*tparams, *params, *params, limit],
         )
-        ids = list(dict.fromkeys(str(i) for pair in links for i in pair))
-        found = {m.id: m for m in self._by_ids(ids)}
-        return [(found[str(a)], found[str(b)]) for a, b in links]
+        width = len(MEMORY_COLUMNS)
+        return [(memory_from_row(r[:width]), memory_from_row(r[width:])) for r in rows]
 
     def _by_ids(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
