@@ -439,6 +439,10 @@ KEYS = st.sampled_from(
         "next_steps",
         "decisions",
         "limit",
+        "offset",
+        "types",
+        "dry_run",
+        "include_session_summary",
         "junk",
     ]  # fmt: skip
 )

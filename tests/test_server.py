@@ -113,8 +113,11 @@ def test_consolidate_endpoint_is_tenant_scoped_and_needs_write(
     reader = new_key(host, "read")
     response = client.post("/v1/memories/consolidate", json={}, headers=auth(reader))
     assert response.status_code == 403
-    bad = client.post("/v1/memories/consolidate", json={"dry_run": "x"}, headers=auth(key_a))
-    assert bad.status_code == 422
+    for body in ({"dry_run": "x"}, {"project": 5}, {"extra": 1}, {"request_id": "bad id!"},
+                 {"project": "p" * 201}, [], "x"):  # fmt: skip
+        bad = client.post("/v1/memories/consolidate", json=body, headers=auth(key_a))
+        assert bad.status_code == 422, body
+        assert bad.json()["error"]["code"] == "validation_error"
 
 
 def snapshot_of(client: TestClient, key: str, sid: str, mid: str) -> Any:
