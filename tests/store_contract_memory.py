@@ -9,12 +9,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cortex.core.hygiene import ConsolidationRun, Procedure
 from cortex.core.memory_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,
     Memory,
     MemoryFilter,
+    MemoryLink,
     SessionEvent,
     SessionSnapshot,
 )
@@ -243,3 +245,116 @@ class MemoryStoreContract:
         )
         store.delete_sessions(["s1"])
         assert len(store.list_session_events("s1")) == 1
+
+
+class HygieneStoreContract:
+    """Consolidation, stale/review listings, procedures and job leases of the ``Store``."""
+
+    def test_consolidation_candidates_are_live_newest_first(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("old", "a", created_at=t(10)),
+                memory("new", "b", created_at=t(12)),
+                memory("gone", "c", created_at=t(11), deleted_at=t(13)),
+            ]
+        )
+        with store.transaction():
+            found = store.consolidation_candidates(MemoryFilter(), NOW, limit=10)
+        assert [m.id for m in found] == ["new", "old"]
+        assert [m.id for m in store.consolidation_candidates(MemoryFilter(), NOW, limit=1)] == [
+            "new"
+        ]
+
+    def test_supersede_only_a_live_memory_and_link_it(self, store: Store) -> None:
+        store.add_memories([memory("a", "tabs"), memory("b", "spaces")])
+        assert store.supersede_memory("a", "b", t(17)) is True
+        old = store.get_memory("a")
+        assert old is not None and (old.superseded_by, old.superseded_at) == ("b", t(17))
+        assert [(lk.from_id, lk.to_id, lk.kind) for lk in store.memory_links("a")] == [
+            ("b", "a", "supersedes")
+        ]
+        assert store.supersede_memory("a", "b", t(18)) is False  # a lost race changes nothing
+        assert store.get_memory("a") == old
+
+    def test_memory_conflicts_lists_pairs_both_visible(self, store: Store) -> None:
+        store.add_memories(
+            [memory("x", "dark mode"), memory("y", "light mode"), memory("z", "contrast")]
+        )
+        store.add_memory_link(MemoryLink("y", "x", "conflicts", t(16, 1)))
+        store.add_memory_link(MemoryLink("y", "x", "conflicts", t(16, 2)))  # stored once
+        store.add_memory_link(MemoryLink("z", "x", "relates", t(16, 1)))
+        pairs = store.memory_conflicts(MemoryFilter(), NOW, limit=10)
+        assert [(a.id, b.id) for a, b in pairs] == [("y", "x")]
+        store.delete_memory("x", t(16, 3))
+        assert store.memory_conflicts(MemoryFilter(), NOW, limit=10) == []
+
+    def test_stale_memories_by_last_confirmation(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("never", "a"),  # updated t(16), never confirmed
+                memory("confirmed", "b", last_confirmed_at=t(16, 8)),
+                memory("older", "c", last_confirmed_at=t(14)),
+            ]
+        )
+        assert [m.id for m in store.stale_memories(MemoryFilter(), NOW, t(16, 1), limit=10)] == [
+            "older",
+            "never",
+        ]
+        assert store.stale_memories(MemoryFilter(), NOW, t(13), limit=10) == []
+
+    def test_consolidation_runs_round_trip_newest_first(self, store: Store) -> None:
+        runs = [
+            ConsolidationRun(
+                id=f"run{i}",
+                scope="project",
+                project="api",
+                user_id=None,
+                mode=mode,
+                input_count=5,
+                candidate_count=1,
+                promoted_count=1,
+                merged_count=2,
+                superseded_count=1,
+                conflicted_count=0,
+                model="rules",
+                created_at=t(16, i),
+                metadata={"actions": [{"kind": "merge"}]},
+            )  # fmt: skip
+            for i, mode in enumerate(("shadow", "apply"))
+        ]
+        for run in runs:
+            store.save_consolidation_run(run)
+        assert store.list_consolidation_runs(limit=10) == runs[::-1]
+        assert store.list_consolidation_runs(limit=1) == [runs[1]]
+
+    def test_procedures_upsert_by_key_and_rank_by_use(self, store: Store) -> None:
+        first = Procedure(
+            "p1", "release", "Release", ("bump", "tag"), scope="project", project="api",
+            created_at=t(16), updated_at=t(16),
+        )  # fmt: skip
+        other = Procedure("p2", "deploy", "Deploy", ("make deploy",), created_at=t(16),
+                          updated_at=t(16))  # fmt: skip
+        assert store.save_procedure(first) == first
+        store.save_procedure(other)
+        assert store.record_procedure_use("p1", t(17)) is True
+        again = replace(first, id="p9", steps=("bump", "tag", "push"), updated_at=t(18))
+        stored = store.save_procedure(again)
+        assert (stored.id, stored.steps, stored.usage_count) == ("p1", again.steps, 1)
+        assert store.get_procedure("p1") == stored
+        assert [p.id for p in store.list_procedures("api", None)] == ["p1", "p2"]
+        assert [p.id for p in store.list_procedures("web", None)] == ["p2"]
+        assert store.delete_procedure("p1", t(19)) is True
+        assert store.record_procedure_use("p1", t(19)) is False
+        assert [p.id for p in store.list_procedures("api", None)] == ["p2"]
+
+    def test_job_lease_is_held_by_one_owner_until_it_expires(self, store: Store) -> None:
+        assert store.claim_job("archive", "w1", t(16), t(16, 0, 5)) is True
+        assert store.claim_job("archive", "w2", t(16, 0, 1), t(16, 0, 6)) is False
+        assert store.finish_job("archive", "w2", t(16, 0, 2), "ok", {}) is False
+        assert store.finish_job("archive", "w1", t(16, 0, 2), "ok", {"archived": 3}) is True
+        assert store.claim_job("archive", "w2", t(16, 0, 3), t(16, 0, 8)) is True
+        # w2 crashed holding the lease: it expires, then anyone may take it.
+        assert store.claim_job("archive", "w3", t(16, 0, 9), t(16, 0, 14)) is True
+        (job,) = store.list_jobs()
+        assert (job.name, job.owner, job.last_status) == ("archive", "w3", "ok")
+        assert job.last_detail == {"archived": 3}

@@ -37,6 +37,8 @@ TOOLS = {
     "add_memory": (False, False, False),
     "search_memories": (True, None, None),
     "get_context": (True, None, None),
+    "list_memories": (True, None, None),
+    "consolidate_memories": (False, True, True),
     "forget_memory": (False, True, True),
     "checkpoint_session": (False, False, False),
     "snapshot_session": (False, False, False),
@@ -232,6 +234,50 @@ def test_memory_tools_remember_search_context_and_forget(server_for: Any) -> Non
     run_client(server, body)
 
 
+def test_list_memories_follows_the_parity_matrix(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        for content, layer, tags in [
+            ("answer in English", "rule", ["style"]),
+            ("scratch: step 3", "working", []),
+            ("deploys go to eu-west-1", "long_term", ["infra", "deploy"]),
+        ]:
+            data(await client.call_tool("add_memory", {"content": content, "layer": layer,
+                                                       "tags": tags}))  # fmt: skip
+
+        async def listed(args: dict[str, Any]) -> list[str]:
+            out = data(await client.call_tool("list_memories", args))
+            assert out["count"] == len(out["memories"])
+            return [m["content"] for m in out["memories"]]
+
+        assert await listed({"layer": "long_term"}) == ["deploys go to eu-west-1"]
+        assert await listed({"layer": "working"}) == ["scratch: step 3"]
+        assert await listed({"tags": "infra,deploy"}) == ["deploys go to eu-west-1"]
+        assert await listed({"tags": ["style"]}) == ["answer in English"]
+        assert len(await listed({})) == 3
+        assert await listed({"limit": 1, "offset": 1}) == ["scratch: step 3"]
+
+    run_client(server, body)
+
+
+def test_consolidate_memories_reports_first_then_applies(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        for content in ("User prefers tabs", "user prefers tabs.", "The user prefers tabs"):
+            data(await client.call_tool("add_memory", {"content": content}))
+        shadow = data(await client.call_tool("consolidate_memories", {}))
+        assert (shadow["applied"], shadow["merged_count"]) == (False, 2)
+        assert data(await client.call_tool("list_memories", {}))["count"] == 3
+        applied = data(await client.call_tool("consolidate_memories", {"dry_run": False}))
+        assert (applied["applied"], applied["merged_count"]) == (True, 2)
+        assert {a["kind"] for a in applied["actions"]} == {"merge"}
+        assert data(await client.call_tool("list_memories", {}))["count"] == 1
+
+    run_client(server, body)
+
+
 def test_tools_act_on_the_session_a_hook_recorded(server_for: Any) -> None:
     server, hooks = server_for()
     other = hooks.on_session_start(project=project_identity("/elsewhere").id)
@@ -418,6 +464,10 @@ KEYS = st.sampled_from(
         "next_steps",
         "decisions",
         "limit",
+        "offset",
+        "types",
+        "dry_run",
+        "include_session_summary",
         "junk",
     ]  # fmt: skip
 )

@@ -96,6 +96,34 @@ def test_every_endpoint_answers_its_happy_path(client: TestClient, host: Service
     assert call(client, key, "GET", "/v1/metrics/verify")["ok"] is True
 
 
+def test_consolidate_endpoint_is_tenant_scoped_and_needs_write(
+    client: TestClient, host: ServiceHost
+) -> None:
+    key_a, key_b = new_key(host), new_key(host)
+    for content in ("User prefers tabs", "user prefers tabs.", "The user prefers TABS"):
+        call(client, key_a, "POST", "/v1/memories/add", {"content": content})
+    call(client, key_b, "POST", "/v1/memories/add", {"content": "User prefers tabs"})
+    shadow = call(client, key_a, "POST", "/v1/memories/consolidate", {"dry_run": True})
+    assert (shadow["mode"], shadow["applied"], shadow["merged_count"]) == ("shadow", False, 2)
+    applied = call(client, key_a, "POST", "/v1/memories/consolidate", {"request_id": "c-1"})
+    assert (applied["mode"], applied["input_count"], applied["merged_count"]) == ("apply", 3, 2)
+    replay = call(client, key_a, "POST", "/v1/memories/consolidate", {"request_id": "c-1"})
+    assert replay == {"duplicate": True}
+    hits = call(client, key_a, "POST", "/v1/memories/search", {"query": "tabs"})["results"]
+    assert len(hits) == 1
+    # The other tenant's identical memory was neither read nor merged.
+    other = call(client, key_b, "POST", "/v1/memories/consolidate", {})
+    assert (other["input_count"], other["merged_count"]) == (1, 0)
+    reader = new_key(host, "read")
+    response = client.post("/v1/memories/consolidate", json={}, headers=auth(reader))
+    assert response.status_code == 403
+    for body in ({"dry_run": "x"}, {"project": 5}, {"extra": 1}, {"request_id": "bad id!"},
+                 {"project": "p" * 201}, [], "x"):  # fmt: skip
+        bad = client.post("/v1/memories/consolidate", json=body, headers=auth(key_a))
+        assert bad.status_code == 422, body
+        assert bad.json()["error"]["code"] == "validation_error"
+
+
 def snapshot_of(client: TestClient, key: str, sid: str, mid: str) -> Any:
     return (
         call(client, key, "GET", f"/v1/sessions/{sid}"),

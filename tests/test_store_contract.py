@@ -10,7 +10,7 @@ import sys
 import cortex.store
 from cortex.store import migration_names
 from store_contract import StoreContract
-from store_contract_memory import MemoryStoreContract
+from store_contract_memory import HygieneStoreContract, MemoryStoreContract
 
 
 class TestStore(StoreContract):
@@ -19,6 +19,10 @@ class TestStore(StoreContract):
 
 class TestMemoryStore(MemoryStoreContract):
     """Memories, search, links, embeddings and session history, on each ``store`` backend."""
+
+
+class TestHygieneStore(HygieneStoreContract):
+    """Consolidation, stale/review, procedures and job leases, on each ``store`` backend."""
 
 
 def backend_packages() -> list[str]:

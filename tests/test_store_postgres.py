@@ -148,15 +148,18 @@ def test_every_data_table_leads_with_the_tenant(pg_root: Any) -> None:
         "audit_log",
         "checkpoints",
         "compaction_events",
+        "consolidation_runs",
         "memories",
         "memory_embeddings",
         "memory_links",
         "metric_counters",
         "metrics",
+        "procedures",
         "request_ids",
         "session_events",
         "session_snapshots",
         "session_states",
+        "worker_jobs",
     ]
     unique = [(name, col, notnull) for name, uniq, col, notnull in firsts if uniq]
     assert len(unique) >= 12  # a primary key per table, and the live-upsert index

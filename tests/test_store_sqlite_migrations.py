@@ -59,6 +59,7 @@ def test_migration_names_and_order() -> None:
         "m012_memory_embeddings",
         "m013_tenants_and_keys",
         "m014_request_ids",
+        "m015_memory_hygiene",
         "m017_protocol",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]

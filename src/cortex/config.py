@@ -289,6 +289,125 @@ SETTINGS: tuple[Setting, ...] = (
         20,
         100000,
     ),
+    Setting(
+        "memory_session_enabled",
+        bool,
+        True,
+        "Session memory: the session block and session summary of get_context, and the "
+        "worker's closing of idle sessions (also read from MEMORY_SESSION_ENABLED).",
+        legacy_env=("MEMORY_SESSION_ENABLED",),
+    ),
+    Setting(
+        "memory_compaction_enabled",
+        bool,
+        True,
+        "The compaction trigger: false never reports compaction as due (a checkpoint a harness "
+        "asks for is still written; also read from MEMORY_COMPACTION_ENABLED).",
+        legacy_env=("MEMORY_COMPACTION_ENABLED",),
+    ),
+    Setting(
+        "memory_consolidation_enabled",
+        bool,
+        True,
+        "Consolidation (duplicates merged, newer explicit truths supersede, conflicts linked); "
+        "also read from MEMORY_CONSOLIDATION_ENABLED.",
+        legacy_env=("MEMORY_CONSOLIDATION_ENABLED",),
+    ),
+    Setting(
+        "memory_procedural_enabled",
+        bool,
+        True,
+        "Procedural memory: procedures ranked first in context when the task matches; also "
+        "read from MEMORY_PROCEDURAL_ENABLED.",
+        legacy_env=("MEMORY_PROCEDURAL_ENABLED",),
+    ),
+    Setting(
+        "consolidation_shadow",
+        bool,
+        True,
+        "Scheduled consolidation (cortex worker) only records what it would change (shadow "
+        "mode) until this is false.",
+    ),
+    Setting(
+        "consolidation_similarity",
+        float,
+        0.8,
+        "Shingle similarity (Jaccard) at or above which two memories are near duplicates.",
+        0.5,
+        1.0,
+    ),
+    Setting(
+        "consolidation_related",
+        float,
+        0.6,
+        "Word overlap (Jaccard) at or above which two memories are about the same subject "
+        "(a newer explicit one supersedes, otherwise they are linked as a conflict).",
+        0.3,
+        1.0,
+    ),
+    Setting(
+        "consolidation_batch",
+        int,
+        2000,
+        "Most live memories (newest first) one consolidation run compares.",
+        10,
+        100000,
+    ),
+    Setting(
+        "consolidation_extractor",
+        str,
+        "",
+        "A candidate extractor as module:callable (e.g. a model-backed one); empty: the "
+        "built-in rules, no model.",
+    ),
+    Setting(
+        "stale_after_days",
+        int,
+        90,
+        "A memory not confirmed or changed for this many days is stale (cortex memory stale).",
+        1,
+        36500,
+    ),
+    Setting(
+        "session_idle_close_minutes",
+        int,
+        120,
+        "The worker closes an open session idle this long whose lease has lapsed.",
+        5,
+        10080,
+    ),
+    Setting(
+        "archive_after_days",
+        int,
+        30,
+        "The worker archives sessions that ended more than this many days ago.",
+        1,
+        36500,
+    ),
+    Setting(
+        "worker_interval_seconds",
+        int,
+        60,
+        "Seconds between two passes of cortex worker (each pass runs the jobs that are due).",
+        1,
+        86400,
+    ),
+    Setting(
+        "worker_archive_hours",
+        float,
+        24.0,
+        "Hours between two archive jobs of the worker.",
+        0.01,
+        8760,
+    ),
+    Setting(
+        "worker_consolidate_hours",
+        float,
+        6.0,
+        "Hours between two consolidation jobs of the worker.",
+        0.01,
+        8760,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -334,6 +453,21 @@ class Config:
     file_mode_workspace: Path
     file_mode_layout: str
     file_mode_memory_lines: int
+    memory_session_enabled: bool
+    memory_compaction_enabled: bool
+    memory_consolidation_enabled: bool
+    memory_procedural_enabled: bool
+    consolidation_shadow: bool
+    consolidation_similarity: float
+    consolidation_related: float
+    consolidation_batch: int
+    consolidation_extractor: str
+    stale_after_days: int
+    session_idle_close_minutes: int
+    archive_after_days: int
+    worker_interval_seconds: int
+    worker_archive_hours: float
+    worker_consolidate_hours: float
 
     @property
     def db_path(self) -> Path:

@@ -189,6 +189,34 @@ class SessionBlock:
 
 
 @dataclass(frozen=True)
+class SessionSummary:
+    """The session summary ``get_context`` adds on request (``includeSessionSummary``): the
+    headers of the session's latest snapshots (no transcripts) and its latest checkpoint."""
+
+    session_id: str
+    snapshots: tuple[SessionSnapshot, ...] = ()
+    checkpoint_id: str | None = None
+    checkpoint_summary: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "snapshots": [
+                {
+                    "id": s.id,
+                    "slug": s.slug,
+                    "sourceTrigger": s.source_trigger,
+                    "messageCount": s.message_count,
+                    "createdAt": s.created_at,
+                }
+                for s in self.snapshots
+            ],
+            "latestCheckpointId": self.checkpoint_id,
+            "latestCheckpointSummary": self.checkpoint_summary,
+        }
+
+
+@dataclass(frozen=True)
 class ContextResult:
     """What ``get_context`` assembled: rules, then memories, within the token budget."""
 
@@ -200,17 +228,23 @@ class ContextResult:
     used_tokens: int
     dropped: int
     session: SessionBlock | None = None
+    summary: SessionSummary | None = None
+    procedures: tuple[Any, ...] = ()
+    """Procedures matching the task (``cortex.core.procedures.ScoredProcedure``), ranked
+    before the memories."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "query": self.query,
             "rules": [r.to_dict() for r in self.rules],
+            "procedures": [p.to_dict() for p in self.procedures],
             "memories": [m.to_dict() for m in self.memories],
             "budgetTokens": self.budget_tokens,
             "usedTokens": self.used_tokens,
             "dropped": self.dropped,
             "session": self.session.to_dict() if self.session else None,
+            "sessionSummary": self.summary.to_dict() if self.summary else None,
         }
 
 

@@ -25,11 +25,14 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from cortex.services.compaction import CompactionService
+    from cortex.services.consolidation import ConsolidationService
     from cortex.services.events import EventLog
     from cortex.services.filemode import FileModeService
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
+    from cortex.services.procedural import ProceduralService
     from cortex.services.protocol import ProtocolService
+    from cortex.services.review import ReviewService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
@@ -114,7 +117,30 @@ class Services(Service):
         """Checkpoints and compaction (over ``events``)."""
         from cortex.services.compaction import CompactionService
 
-        return CompactionService(self.store, self.config, self.clock, self.events)
+        return CompactionService(
+            self.store, self.config, self.clock, self.events, metrics=self.metrics
+        )
+
+    @cached_property
+    def consolidation(self) -> ConsolidationService:
+        """Consolidation runs: duplicates merged, overwrites, conflicts linked, audited."""
+        from cortex.services.consolidation import ConsolidationService
+
+        return ConsolidationService(self.store, self.config, self.clock, self.memory, self.metrics)
+
+    @cached_property
+    def procedures(self) -> ProceduralService:
+        """Procedural memory: workflows with usage signals; completed sessions promoted."""
+        from cortex.services.procedural import ProceduralService
+
+        return ProceduralService(self.store, self.config, self.clock)
+
+    @cached_property
+    def review(self) -> ReviewService:
+        """Stale memories, the review queue (conflicts, shadow proposals) and verdicts."""
+        from cortex.services.review import ReviewService
+
+        return ReviewService(self.store, self.config, self.clock, self.memory)
 
     @cached_property
     def protocol(self) -> ProtocolService:

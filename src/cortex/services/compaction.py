@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
@@ -32,6 +32,7 @@ from cortex.core.memory_models import (
     CompactionEvent,
     MemoryFilter,
     SessionBlock,
+    SessionEvent,
     SessionSnapshot,
 )
 from cortex.core.models import SessionState
@@ -42,6 +43,9 @@ from cortex.errors import CortexError, ValidationError
 from cortex.services.base import Service
 from cortex.services.events import EventLog
 from cortex.store.protocol import Store
+
+if TYPE_CHECKING:
+    from cortex.services.metrics import MetricsService
 
 HARNESS_TRIGGERS = ("auto", "manual")
 DECISION_MEMORY_LIMIT = 5
@@ -98,6 +102,32 @@ class CompactionRun:
         }
 
 
+def compaction_loss(run: CompactionRun, events: Sequence[SessionEvent]) -> dict[str, Any]:
+    """What a compaction's checkpoint kept against what the context held: tokens and turns
+    before, the checkpoint's own tokens and their ratio, the items it carries, and the
+    decisions the transcript stated that it does not carry."""
+    assert run.checkpoint is not None
+    state = run.checkpoint.state
+    kept_text = {str(d.get("decision")) for d in state.get("decisions", []) if isinstance(d, dict)}
+    seen = extract_decisions(events, limit=len(events) or 1)
+    before = run.decision.tokens
+    kept = estimate_tokens(format_checkpoint(run.checkpoint))
+    return {
+        "trigger_type": run.event.trigger_type if run.event else None,
+        "tokens_before": before,
+        "turns_before": run.decision.turns,
+        "checkpoint_tokens": kept,
+        "kept_ratio": round(min(1.0, kept / before), 4) if before else 1.0,
+        "pins": len(state.get("pins", [])),
+        "pending_tasks": len(state.get("pending_tasks", [])),
+        "rules": len(state.get("rules", [])),
+        "working_memories": len(state.get("working_memories", [])),
+        "decisions_seen": len(seen),
+        "decisions_kept": len(kept_text),
+        "decisions_lost": sum(d not in kept_text for d in seen),
+    }
+
+
 def derived_status(state: SessionState, compactions: int) -> str:
     """The session status from the one session row: closed, compacted or active."""
     if not state.is_open:
@@ -130,6 +160,11 @@ def session_status(
         inactivity_minutes=config.compaction_inactivity_minutes,
         semantic_hint=semantic_hint,
     )
+    if not config.memory_compaction_enabled:  # the flag turns the trigger off, not the counts
+        decision = replace(
+            decision, due=False, trigger_type=None, hint=None,
+            reason="compaction is off (memory_compaction_enabled=false)",
+        )  # fmt: skip
     latest = store.list_checkpoints(state.session_id, limit=1)
     return SessionStatus(
         session_id=state.session_id,
@@ -168,9 +203,12 @@ class CompactionService(Service):
         config: Config,
         clock: Clock | None = None,
         events: EventLog | None = None,
+        *,
+        metrics: MetricsService | None = None,
     ) -> None:
         super().__init__(store, config, clock)
         self.events = events or EventLog(store, config, self.clock)
+        self.metrics = metrics
 
     def status(self, session_id: str, *, semantic_hint: bool = False) -> SessionStatus:
         """The session's derived status and whether compaction is due (and why)."""
@@ -318,7 +356,15 @@ class CompactionService(Service):
         harness_trigger: str = "manual",
     ) -> CompactionRun:
         """Compact when due (or always with ``force``): checkpoint first, then a snapshot and
-        the compaction event, in one transaction."""
+        the compaction event, in one transaction; then its loss metrics."""
+        run = self._compact(session_id, force=force, summary=summary,
+                            harness_trigger=harness_trigger)  # fmt: skip
+        self._emit_loss(run)
+        return run
+
+    def _compact(
+        self, session_id: str, *, force: bool, summary: str, harness_trigger: str
+    ) -> CompactionRun:
         with self.store.transaction():
             status = self.status(session_id)
             decision = status.decision
@@ -347,14 +393,32 @@ class CompactionService(Service):
             raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
         with self.store.transaction():
             latest = self.store.list_compaction_events(session_id, limit=1)
+            run = None
             if not latest or latest[0].completed_at is not None:
-                self.run(session_id, force=True, harness_trigger=trigger)
+                run = self._compact(session_id, force=True, summary="", harness_trigger=trigger)
                 latest = self.store.list_compaction_events(session_id, limit=1)
             text = summary.strip() or "(the harness gave no summary)"
             self.events.append(session_id, text, role="assistant", kind="summary")
             tokens, at = estimate_tokens(text), self.now_iso()
             self.store.complete_compaction_event(latest[0].id, tokens, at)
+        if run is not None:
+            self._emit_loss(run)
         return replace(latest[0], summary_tokens=tokens, completed_at=at)
+
+    def _emit_loss(self, run: CompactionRun) -> None:
+        """A ``compaction_loss`` metrics event: what the checkpoint kept against what the
+        context held (after the commit, so the chain's head never runs ahead)."""
+        if self.metrics is None or run.checkpoint is None or run.event is None:
+            return
+        events = self.store.list_session_events(
+            run.checkpoint.session_id, meaningful_only=True, limit=EVENT_SCAN_LIMIT
+        )
+        payload = compaction_loss(run, events)
+        try:
+            self.metrics.writer.emit("compaction_loss", run.checkpoint.session_id, payload,
+                                     run.event.created_at)  # fmt: skip
+        except CortexError as exc:  # a metrics failure never undoes the compaction
+            log.warning("compaction_loss metric not written: %s", exc)
 
     def compactions(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """The session's compaction events, newest first."""

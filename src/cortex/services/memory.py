@@ -123,6 +123,10 @@ class MemoryService(MemoryReader):
             embed_and_store(self.store, self.embedder, memories)
         return [AddResult(m, old) for m, old in zip(memories, superseded, strict=True)]
 
+    def build(self, item: NewMemory) -> Memory:
+        """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""
+        return self._build(item, self.clock.now(), {})
+
     def _build(self, item: NewMemory, now_dt: datetime, projects: dict[str, str | None]) -> Memory:
         """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
         now = to_iso(now_dt)
@@ -186,7 +190,7 @@ class MemoryService(MemoryReader):
         """Change a live memory in place (audited); the FTS index follows."""
         now = self.now_iso()
         with self.store.transaction():
-            old = self._live(memory_id)
+            old = self.live(memory_id)
             new = replace(
                 old,
                 content=check_content(content) if content is not None else old.content,
@@ -207,7 +211,8 @@ class MemoryService(MemoryReader):
             self.store.append_audit("memory.edit", actor, memory_id, {"changed": changed}, now)
         return new
 
-    def _live(self, memory_id: str) -> Memory:
+    def live(self, memory_id: str) -> Memory:
+        """A memory that is neither forgotten nor superseded, or a one-line error."""
         memory = self.get(memory_id)
         if memory.deleted_at is not None:
             raise NotFoundError(f"memory {memory_id} was forgotten; add a new one")

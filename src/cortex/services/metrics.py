@@ -375,6 +375,25 @@ class MetricsService(Service):
         """Stored events, oldest first; only ``event`` ones when it is given."""
         return self.store.list_metrics(event=event, limit=limit)
 
+    def lifecycle(self, *, days: int = 14) -> dict[str, Any]:
+        """Lifecycle metrics of the last ``days`` days (``cortex.core.lifecycle_metrics``), plus the
+        conflicts between live memories open now."""
+        from datetime import timedelta
+
+        from cortex.clock import to_iso
+        from cortex.core.lifecycle_metrics import LIFECYCLE_EVENTS, lifecycle_report
+        from cortex.core.memory_models import MemoryFilter
+
+        if not 1 <= days <= 3660:
+            raise ValidationError(f"days {days} is out of range; use 1-3660")
+        start = self.clock.now() - timedelta(days=days)
+        since = to_iso(start.replace(hour=0, minute=0, second=0, microsecond=0))
+        events = [e for name in LIFECYCLE_EVENTS for e in self.store.list_metrics(event=name)]
+        report = lifecycle_report(sorted(events, key=lambda e: e.seq), since)
+        everything = MemoryFilter(all_projects=True)
+        open_conflicts = self.store.memory_conflicts(everything, self.now_iso(), limit=10_000)
+        return report | {"open_conflicts": len(open_conflicts)}
+
     def verify(self) -> VerifyReport:
         """Walk the chain with the home's key and head file (see ``verify``)."""
         if self.key is not None:

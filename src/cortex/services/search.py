@@ -28,6 +28,7 @@ from cortex.core.memory_models import (
     MemoryFilter,
     MemoryLink,
     ScoredMemory,
+    SessionSummary,
 )
 from cortex.core.retrieval import (
     matched_terms,
@@ -49,6 +50,7 @@ from cortex.services.memory_checks import (
 from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
+    from cortex.core.procedures import ScoredProcedure
     from cortex.services.embeddings import Embedder
 
 RULE_LIMIT = 100
@@ -56,6 +58,8 @@ ITEM_OVERHEAD_TOKENS = 4
 """Tokens a context line costs beyond its content (bullet, layer tag, newline)."""
 EXPAND_SEEDS = 5
 LINK_DISCOUNT = 0.5
+SUMMARY_SNAPSHOTS = 3
+"""Snapshot headers a session summary lists, newest first."""
 
 
 class MemoryReader(Service):
@@ -206,6 +210,7 @@ class MemoryReader(Service):
         project: str | None = None,
         user_id: str | None = None,
         limit: int = 20,
+        include_session_summary: bool = False,
     ) -> ContextResult:
         """Rules, then working, then long-term memories, within budget.
 
@@ -218,6 +223,11 @@ class MemoryReader(Service):
             session_id: adds the ``session`` block (compaction hints, latest checkpoint) and
                 defaults ``project``/``user_id`` to the session's.
             limit: most memories per layer before the budget applies.
+            include_session_summary: with ``session_id``, add the headers of the session's
+                latest snapshots and its latest checkpoint summary.
+
+        With ``memory_session_enabled`` false the session block and summary are left out
+        (``session_id`` still sets the project and user).
         """
         check_mode(mode)
         check_limit(limit)
@@ -225,7 +235,7 @@ class MemoryReader(Service):
             raise ValidationError(
                 f"budget_tokens {budget_tokens} is negative; give 0 or more, e.g. 4000"
             )
-        block = None
+        block = summary = None
         if session_id is not None:
             from cortex.services.compaction import session_block
 
@@ -233,20 +243,55 @@ class MemoryReader(Service):
             if state is None:
                 raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
             project, user_id = project or state.project, user_id or state.user_id
-            block = session_block(self.store, self.config, self.clock, state)
+            if self.config.memory_session_enabled:
+                block = session_block(self.store, self.config, self.clock, state)
+                if include_session_summary:
+                    summary = self._summary(state.session_id)
         ranked = self._context_candidates(query, mode, project, user_id, limit)
+        procedures = [] if mode == "rules_only" else self._procedures(query, project, user_id)
         costs = [estimate_tokens(s.memory.content) + ITEM_OVERHEAD_TOKENS for s in ranked]
-        chosen, used, skipped = fill_budget(list(range(len(ranked))), costs, budget_tokens)
-        sized = [replace(ranked[i], tokens=costs[i]) for i in chosen]
+        proc_costs = [estimate_tokens(p.procedure.text()) + ITEM_OVERHEAD_TOKENS
+                      for p in procedures]  # fmt: skip
+        # Rules, then the procedures that fit the task, then the memories (procedural first).
+        rules = sum(s.memory.layer == RULE for s in ranked)
+        order = [("m", i) for i in range(rules)] + [("p", i) for i in range(len(procedures))]
+        order += [("m", i) for i in range(rules, len(ranked))]
+        cost_of = {"m": costs, "p": proc_costs}
+        chosen, used, skipped = fill_budget(order, [cost_of[k][i] for k, i in order],
+                                            budget_tokens)  # fmt: skip
+        sized = [replace(ranked[i], tokens=costs[i]) for k, i in chosen if k == "m"]
         return ContextResult(
             mode=mode,
             query=query,
+            procedures=tuple(
+                replace(procedures[i], tokens=proc_costs[i]) for k, i in chosen if k == "p"
+            ),  # fmt: skip
             rules=tuple(s for s in sized if s.memory.layer == RULE),
             memories=tuple(s for s in sized if s.memory.layer != RULE),
             budget_tokens=budget_tokens,
             used_tokens=used,
             dropped=skipped,
             session=block,
+            summary=summary,
+        )
+
+    def _procedures(
+        self, query: str | None, project: str | None, user_id: str | None
+    ) -> builtins.list[ScoredProcedure]:
+        from cortex.services.procedural import rank_procedures
+
+        return rank_procedures(self.store, self.config, query, project, user_id)
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        """The latest snapshot headers and checkpoint of a session."""
+        snapshots = self.store.list_snapshots(session_id, limit=SUMMARY_SNAPSHOTS)
+        checkpoints = self.store.list_checkpoints(session_id, limit=1)
+        latest = checkpoints[0] if checkpoints else None
+        return SessionSummary(
+            session_id=session_id,
+            snapshots=tuple(replace(s, transcript_md="") for s in snapshots),
+            checkpoint_id=latest.checkpoint_id if latest else None,
+            checkpoint_summary=latest.summary if latest else None,
         )
 
     def _context_candidates(

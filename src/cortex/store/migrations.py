@@ -32,6 +32,7 @@ MIGRATION_NAMES = (
     "m012_memory_embeddings",
     "m013_tenants_and_keys",
     "m014_request_ids",
+    "m015_memory_hygiene",
     "m017_protocol",
 )
 

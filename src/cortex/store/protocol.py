@@ -32,6 +32,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
+    from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
     from cortex.core.memory_models import (
         Checkpoint,
         CompactionEvent,
@@ -222,6 +223,79 @@ class MemoryStore(Protocol):
         ...
 
 
+class HygieneStore(Protocol):
+    """Memory hygiene: consolidation, stale and conflict listings, procedures, job leases."""
+
+    def consolidation_candidates(self, flt: MemoryFilter, now: str, *, limit: int) -> list[Memory]:
+        """Live memories ``flt`` sees at ``now``, newest ``created_at`` first.
+
+        Inside a ``transaction()`` a backend shared by several servers locks the rows it
+        returns and skips rows another transaction holds (PostgreSQL ``FOR UPDATE SKIP
+        LOCKED``), so that two consolidations never act on the same memory at once.
+        """
+        ...
+
+    def supersede_memory(self, old_id: str, new_id: str, at: str) -> bool:
+        """Mark ``old_id`` superseded by ``new_id`` at ``at``, with a ``supersedes`` link from
+        ``new_id``, only if ``old_id`` is still live; False (and nothing changed) otherwise."""
+        ...
+
+    def add_memory_link(self, link: MemoryLink) -> None:
+        """Store a link; the same (from, to, kind) twice is stored once."""
+        ...
+
+    def memory_conflicts(
+        self, flt: MemoryFilter, now: str, *, limit: int
+    ) -> list[tuple[Memory, Memory]]:
+        """(from, to) memories linked as ``conflicts`` that ``flt`` both sees, newest first."""
+        ...
+
+    def stale_memories(
+        self, flt: MemoryFilter, now: str, before: str, *, limit: int
+    ) -> list[Memory]:
+        """Memories ``flt`` sees whose ``last_confirmed_at`` (else ``updated_at``) is before
+        ``before``, least recently confirmed first."""
+        ...
+
+    def save_consolidation_run(self, run: ConsolidationRun) -> None: ...
+
+    def list_consolidation_runs(self, *, limit: int = 20) -> list[ConsolidationRun]:
+        """Newest first."""
+        ...
+
+    def save_procedure(self, procedure: Procedure) -> Procedure:
+        """Insert, or rewrite the title and steps of the live procedure with the same scope,
+        project, user and ``procedure_key`` (keeping its id and usage); return the stored one."""
+        ...
+
+    def get_procedure(self, procedure_id: str) -> Procedure | None: ...
+
+    def list_procedures(
+        self, project: str | None, user_id: str | None, *, limit: int = 50
+    ) -> list[Procedure]:
+        """Live procedures of ``project`` plus global ones, most used first."""
+        ...
+
+    def record_procedure_use(self, procedure_id: str, at: str) -> bool:
+        """Increment ``usage_count`` and set ``last_used_at``; False if no live procedure."""
+        ...
+
+    def delete_procedure(self, procedure_id: str, at: str) -> bool: ...
+
+    def claim_job(self, name: str, owner: str, now: str, until: str) -> bool:
+        """Take job ``name``'s lease until ``until``; False while another owner holds an
+        unexpired one (so two workers never run one job at once)."""
+        ...
+
+    def finish_job(
+        self, name: str, owner: str, at: str, status: str, detail: dict[str, Any]
+    ) -> bool:
+        """Release ``owner``'s lease and record the outcome; False if ``owner`` lost it."""
+        ...
+
+    def list_jobs(self) -> list[JobState]: ...
+
+
 class EmbeddingStore(Protocol):
     """Optional dense vectors per memory and model (hybrid search)."""
 
@@ -372,6 +446,7 @@ class Store(
     MetricStore,
     AuditStore,
     MemoryStore,
+    HygieneStore,
     EmbeddingStore,
     HistoryStore,
     Protocol,

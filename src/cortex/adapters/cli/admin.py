@@ -123,6 +123,40 @@ def metrics_list(rt: Runtime, event: str | None, limit: int) -> None:
     )
 
 
+@metrics.command("lifecycle", context_settings=CONTEXT)
+@click.option("--days", default=14, show_default=True, type=click.IntRange(1, 3660))
+@pass_rt
+def metrics_lifecycle(rt: Runtime, days: int) -> None:
+    """Lifecycle metrics per day: sessions, idle closes, compactions (share kept, decisions
+    lost), consolidation runs (merged, superseded, conflicts) and the contradiction trend.
+
+    \b
+    Example:
+      cortex metrics lifecycle --days 7
+    """
+    report = rt.services.metrics.lifecycle(days=days)
+
+    def text() -> str:
+        head = (
+            f"{'day':<10} {'sess':>5} {'idle':>5} {'comp':>5} {'kept':>6} {'lost':>5} "
+            f"{'runs':>5} {'merged':>7} {'supers':>7} {'confl':>6}"
+        )
+        rows = [head] + [
+            f"{d['day'] or 'total':<10} {d['sessions']:>5} {d['idle_closed']:>5} "
+            f"{d['compactions']:>5} {_ratio(d['mean_kept_ratio']):>6} {d['decisions_lost']:>5} "
+            f"{d['consolidation_runs']:>5} {d['merged']:>7} {d['superseded']:>7} "
+            f"{d['conflicted']:>6}"
+            for d in [*report["days"], report["totals"]]
+        ]
+        return "\n".join([*rows, f"open conflicts: {report['open_conflicts']}"])
+
+    rt.emit(report, text)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 @metrics.command("verify", context_settings=CONTEXT)
 @pass_rt
 @click.pass_context

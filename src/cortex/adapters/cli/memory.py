@@ -1,4 +1,5 @@
-"""CLI commands of the memory lifecycle: ``memory add|list|search|recall|show|edit|forget``."""
+"""CLI commands of the memory lifecycle: ``memory add|list|search|recall|show|edit|forget``,
+and the hygiene views ``memory stale|review``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from cortex.adapters.cli.runtime import (
     text_or_stdin,
 )
 from cortex.core.memory_models import ContextResult, Memory, ScoredMemory
+from cortex.services.review import ReviewQueue
 
 
 def format_memory(m: Memory) -> str:
@@ -180,6 +182,11 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
 @click.option("--project", help="This project's memories plus global ones.")
 @click.option("--user", "user_id", help="This user's memories plus shared ones.")
 @click.option("--limit", default=20, show_default=True, type=int, help="Most per layer.")
+@click.option(
+    "--session-summary",
+    is_flag=True,
+    help="With --session-id: the latest snapshot headers and checkpoint summary.",
+)
 @pass_rt
 def memory_recall(
     rt: Runtime,
@@ -191,6 +198,7 @@ def memory_recall(
     project: str | None,
     user_id: str | None,
     limit: int,
+    session_summary: bool,
 ) -> None:
     """Assemble context: rules, then working, then long-term memories, within a budget.
 
@@ -208,6 +216,7 @@ def memory_recall(
         project=clean(project),
         user_id=user_id,
         limit=limit,
+        include_session_summary=session_summary,
     )
     rt.emit(result.to_dict(), lambda: format_context(result))
 
@@ -217,6 +226,8 @@ def format_context(r: ContextResult) -> str:
     lines = [f"context ({r.mode}): {r.used_tokens:,} tokens, {budget}, {r.dropped} dropped"]
     if r.rules:  # a heading only over something
         lines += ["RULES:"] + [f"- {s.memory.content}" for s in r.rules]
+    if r.procedures:
+        lines += ["PROCEDURES:"] + [p.procedure.text() for p in r.procedures]
     if r.memories:
         lines += ["MEMORIES:"] + [f"- [{s.memory.layer}] {s.memory.content}" for s in r.memories]
     if r.session is not None:
@@ -227,6 +238,11 @@ def format_context(r: ContextResult) -> str:
             + (f" ({s.trigger_hint})" if s.trigger_hint else "")
             + f", latest checkpoint {s.latest_checkpoint_id or '-'}"
         )
+    if r.summary is not None:
+        if r.summary.checkpoint_summary:
+            lines.append(f"LAST CHECKPOINT: {r.summary.checkpoint_summary}")
+        lines += [f"SNAPSHOT {n.slug} ({n.source_trigger}, {n.message_count} messages, "
+                  f"{n.created_at})" for n in r.summary.snapshots]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -311,6 +327,96 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
     """
     gone = rt.services.memory.forget(memory_id, actor="cli")
     rt.emit(gone.to_dict(), f"forgot {gone.id}")
+
+
+@memory.command("stale", context_settings=CONTEXT)
+@click.option("--days", type=click.IntRange(0, 36500), help="Not confirmed for this many days "
+              "(default: the stale_after_days setting).")  # fmt: skip
+@click.option("--project", help="This project's memories plus global ones.")
+@click.option("--all-projects", is_flag=True, help="Every project's memories.")
+@click.option("--layer", help="Only this layer: rule, working or long_term.")
+@click.option("--superseded", is_flag=True, help="Also superseded and expired memories.")
+@click.option("--limit", default=50, show_default=True, type=int)
+@pass_rt
+def memory_stale(
+    rt: Runtime,
+    days: int | None,
+    project: str | None,
+    all_projects: bool,
+    layer: str | None,
+    superseded: bool,
+    limit: int,
+) -> None:
+    """List memories nobody confirmed or changed for a while, least recently confirmed first.
+
+    Confirm one with `cortex memory review --keep ID`, forget one with --drop.
+
+    \b
+    Example:
+      cortex memory stale --days 30 --project api
+    """
+    found = rt.services.review.stale(
+        days=days, limit=limit, superseded=superseded, project=clean(project),
+        all_projects=all_projects, layer=layer,
+    )  # fmt: skip
+    rt.emit([m.to_dict() for m in found],
+            lambda: "\n".join(format_memory(m) for m in found) or "no stale memories")  # fmt: skip
+
+
+@memory.command("review", context_settings=CONTEXT)
+@click.option("--project", help="This project's memories plus global ones.")
+@click.option("--all-projects", is_flag=True, help="Every project's memories.")
+@click.option("--keep", "keep", multiple=True, metavar="ID", help="Confirm this memory.")
+@click.option("--drop", "drop", multiple=True, metavar="ID", help="Forget this memory.")
+@click.option("--prefer", nargs=2, metavar="WINNER LOSER", help="WINNER supersedes LOSER.")
+@click.option("--limit", default=20, show_default=True, type=int, help="Most items per section.")
+@pass_rt
+def memory_review(
+    rt: Runtime,
+    project: str | None,
+    all_projects: bool,
+    keep: tuple[str, ...],
+    drop: tuple[str, ...],
+    prefer: tuple[str, str] | None,
+    limit: int,
+) -> None:
+    """Show what needs a verdict (conflicts, pending shadow proposals, stale memories), or
+    give verdicts with --keep, --drop and --prefer.
+
+    \b
+    Examples:
+      cortex memory review --project api
+      cortex memory review --prefer 3f2a... 9b1c...   # the first supersedes the second
+      cortex memory review --keep 3f2a... --drop 9b1c...
+    """
+    review = rt.services.review
+    if keep or drop or prefer:
+        done = [{"kept": review.keep(i).id} for i in keep]
+        done += [{"dropped": review.drop(i).id} for i in drop]
+        if prefer:
+            done.append({"preferred": review.prefer(*prefer).id, "over": prefer[1]})
+        rt.emit(done, "\n".join(" ".join(f"{k} {v}" for k, v in d.items()) for d in done))
+        return
+    queue = review.queue(limit=limit, project=clean(project), all_projects=all_projects)
+    rt.emit(queue.to_dict(), lambda: format_queue(queue))
+
+
+def format_queue(queue: ReviewQueue) -> str:
+    lines = []
+    if queue.conflicts:
+        lines.append("CONFLICTS (keep one with --prefer WINNER LOSER):")
+        for a, b in queue.conflicts:
+            lines += [format_memory(a), format_memory(b), ""]
+    if queue.proposals:
+        lines.append(
+            f"PROPOSED BY SHADOW RUN {queue.shadow_run_id} (apply: cortex consolidate run):"
+        )
+        lines += [f"- {p['kind']} {p['other_id']} into {p['keep_id']}: {p['reason']}"
+                  for p in queue.proposals]  # fmt: skip
+    if queue.stale:
+        lines.append("STALE (confirm with --keep ID, forget with --drop ID):")
+        lines += [format_memory(m) for m in queue.stale]
+    return "\n".join(lines) or "nothing to review"
 
 
 def register(group: click.Group) -> None:

@@ -152,6 +152,7 @@ LAZY_COMMANDS = {
         "session state",
     ),
     "cortex.adapters.cli.openclaw": ("openclaw",),
+    "cortex.adapters.cli.hygiene": ("consolidate", "worker", "procedure"),
 }
 _loaded: set[str] = set()
 

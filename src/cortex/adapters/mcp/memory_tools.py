@@ -8,7 +8,8 @@ open records that session as its source.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -63,6 +64,30 @@ class ContextOut(TypedDict):
     dropped: int
     compaction_required: bool | None
     latest_checkpoint_id: str | None
+    session_summary: dict[str, Any] | None
+
+
+class ListOut(TypedDict):
+    memories: list[MemoryOut]
+    count: int
+
+
+class ActionOut(TypedDict):
+    kind: str
+    keep_id: str
+    other_id: str | None
+    reason: str
+
+
+class ConsolidateOut(TypedDict):
+    run_id: str
+    applied: bool
+    input_count: int
+    promoted_count: int
+    merged_count: int
+    superseded_count: int
+    conflicted_count: int
+    actions: list[ActionOut]
 
 
 class CheckpointOut(TypedDict):
@@ -99,9 +124,13 @@ def found_out(found: ScoredMemory) -> FoundOut:
     return {"memory": memory_out(found.memory), "score": round(found.score, 6), "why": found.why}
 
 
-def context_text(rules: list[FoundOut], memories: list[FoundOut]) -> str:
-    """The context as lines the model can read at a glance."""
+def context_text(
+    rules: list[FoundOut], memories: list[FoundOut], procedures: Sequence[str] = ()
+) -> str:
+    """The context as lines the model can read at a glance: rules, the workflows that fit the
+    task, then memories."""
     lines = [f"- [rule] {r['memory']['content']}" for r in rules]
+    lines += [f"- [procedure] {text}" for text in procedures]
     lines += [f"- [{m['memory']['layer']}] {m['memory']['content']}" for m in memories]
     return "\n".join(lines)
 
@@ -192,6 +221,70 @@ class MemoryTools:
             )
         return {"query": query, "results": [found_out(f) for f in found]}
 
+    async def list_memories(
+        self,
+        ctx: Context,
+        layer: Annotated[Layer | None, Field(description="Only this layer.")] = None,
+        types: Annotated[
+            tuple[Annotated[str, Field(max_length=64)], ...],
+            Field(description="Only these types, e.g. decision, preference.", max_length=20),
+        ] = (),
+        tags: Annotated[
+            tuple[Annotated[str, Field(max_length=64)], ...] | str,
+            Field(description="Only memories with all these tags (a list or 'a,b')."),
+        ] = (),
+        limit: Annotated[int, Field(description="Most memories.", ge=1, le=200)] = 50,
+        offset: Annotated[int, Field(description="Skip this many first.", ge=0)] = 0,
+    ) -> ListOut:
+        """List the live memories of this project (and global ones), newest first.
+
+        Use it to see what is remembered without a query: the rules (layer=rule), the working
+        scratchpad (layer=working), or long-term facts of a type. layer=long_term excludes
+        rules and working notes. Use search_memories to find memories by words.
+        """
+        with tool_errors():
+            project = (await self.context.identity(ctx)).id
+            found = self.context.services.memory.list(
+                limit=limit, offset=offset, layer=layer, types=types, tags=tags, project=project
+            )
+        return {"memories": [memory_out(m) for m in found], "count": len(found)}
+
+    async def consolidate_memories(
+        self,
+        ctx: Context,
+        dry_run: Annotated[
+            bool,
+            Field(description="true (the default): only report what would change."),
+        ] = True,
+    ) -> ConsolidateOut:
+        """Tidy this project's memories: merge duplicates, let a newer explicit statement
+        replace an older one on the same subject, link conflicting statements, and promote
+        facts stated in recent sessions to long-term memory.
+
+        Call it with dry_run=true first and read the actions; call with dry_run=false to apply
+        them when they look right, or when the user asks to clean up memory. Nothing is ever
+        deleted: replaced memories stay as history, and every run is recorded.
+        """
+        with tool_errors():
+            project = (await self.context.identity(ctx)).id
+            report = self.context.services.consolidation.run(
+                dry_run=dry_run, project=project, actor="mcp"
+            )
+        run = report.run
+        return {
+            "run_id": run.id,
+            "applied": report.applied,
+            "input_count": run.input_count,
+            "promoted_count": run.promoted_count,
+            "merged_count": run.merged_count,
+            "superseded_count": run.superseded_count,
+            "conflicted_count": run.conflicted_count,
+            "actions": [
+                {"kind": a.kind, "keep_id": a.keep_id, "other_id": a.other_id, "reason": a.reason}
+                for a in report.actions
+            ],
+        }
+
     async def get_context(
         self,
         ctx: Context,
@@ -205,6 +298,13 @@ class MemoryTools:
             int | None, Field(description="Most tokens of memory to return.", ge=0, le=200_000)
         ] = None,
         session_id: SessionIdArg = None,
+        include_session_summary: Annotated[
+            bool,
+            Field(
+                description="Also list the session's latest snapshot headers and its latest "
+                "checkpoint summary (after a compaction or a reset)."
+            ),
+        ] = False,
     ) -> ContextOut:
         """Get the memories relevant to the current work: rules first, then working and
         long-term memories, within a token budget.
@@ -217,20 +317,22 @@ class MemoryTools:
             sid = session_id or await self.context.open_session(ctx)
             project = (await self.context.identity(ctx)).id
             result = self.context.services.memory.get_context(
-                query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project
-            )
+                query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project,
+                include_session_summary=include_session_summary,
+            )  # fmt: skip
         rules = [found_out(r) for r in result.rules]
         memories = [found_out(m) for m in result.memories]
         block = result.session
         return {
             "mode": result.mode,
-            "text": context_text(rules, memories),
+            "text": context_text(rules, memories, [p.procedure.text() for p in result.procedures]),
             "rules": rules,
             "memories": memories,
             "used_tokens": result.used_tokens,
             "dropped": result.dropped,
             "compaction_required": block.compaction_required if block else None,
             "latest_checkpoint_id": block.latest_checkpoint_id if block else None,
+            "session_summary": result.summary.to_dict() if result.summary else None,
         }
 
     async def forget_memory(

@@ -78,6 +78,9 @@ def build_server(
         (memory.add_memory, "Remember", APPENDS),
         (memory.search_memories, "Search memories", READ_ONLY),
         (memory.get_context, "Get context", READ_ONLY),
+        (memory.list_memories, "List memories", READ_ONLY),
+        # Supersedes duplicates (kept as history); a second run changes nothing more.
+        (memory.consolidate_memories, "Consolidate memories", OVERWRITES),
         # Forgetting hides the memory for good (the row is kept for audit): destructive.
         (memory.forget_memory, "Forget", OVERWRITES),
         (memory.checkpoint_session, "Checkpoint the session", APPENDS),

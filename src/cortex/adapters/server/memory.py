@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
 from cortex.adapters.server.models import (
+    ConsolidateIn,
     ContextIn,
     MemoryAddIn,
     MemoryEditIn,
@@ -28,12 +29,14 @@ def _found(found: ScoredMemory) -> Json:
 def context_out(result: ContextResult) -> Json:
     """The context as the MCP ``get_context`` tool shapes it."""
     lines = [f"- [rule] {r.memory.content}" for r in result.rules]
+    lines += [f"- [procedure] {p.procedure.text()}" for p in result.procedures]
     lines += [f"- [{m.memory.layer}] {m.memory.content}" for m in result.memories]
     block = result.session
     return {
         "mode": result.mode,
         "text": "\n".join(lines),
         "rules": [_found(r) for r in result.rules],
+        "procedures": [p.to_dict() for p in result.procedures],
         "memories": [_found(m) for m in result.memories],
         "used_tokens": result.used_tokens,
         "dropped": result.dropped,
@@ -42,6 +45,7 @@ def context_out(result: ContextResult) -> Json:
         "query": result.query,
         "budget_tokens": result.budget_tokens,
         "session": block.to_dict() if block else None,
+        "session_summary": result.summary.to_dict() if result.summary else None,
     }
 
 
@@ -49,17 +53,15 @@ def context_out(result: ContextResult) -> Json:
 def get_context(body: ContextIn, caller: Reader) -> Json:
     """Rules, then working, then long-term memories relevant to the work, within a budget."""
     with caller.services() as app:
-        project = body.project
-        if body.session_id and not body.include_session_summary:
-            project = project or app.sessions.resolve(body.session_id).project
         result = app.memory.get_context(
             body.query,
             mode=body.mode,
             budget_tokens=body.budget_tokens,
-            session_id=body.session_id if body.include_session_summary else None,
-            project=project,
+            session_id=body.session_id,
+            project=body.project,
             user_id=body.user_id,
             limit=body.limit,
+            include_session_summary=body.include_session_summary,
         )
     return context_out(result)
 
@@ -116,6 +118,25 @@ def list_memories(body: MemoryListIn, caller: Reader) -> Json:
     with caller.services() as app:
         found = app.memory.list(limit=body.limit, offset=body.offset, **scope)
     return {"memories": [m.to_dict() for m in found]}
+
+
+@router.post("/memories/consolidate")
+def consolidate(body: ConsolidateIn, caller: Writer) -> Json:
+    """One consolidation run over the tenant's memories (``dry_run``: shadow mode, nothing
+    changes); the run's audit row and its actions."""
+    with caller.services() as app:
+        report = apply_once(
+            app,
+            body.request_id,
+            lambda: app.consolidation.run(
+                dry_run=body.dry_run,
+                project=body.project,
+                user_id=body.user_id,
+                extract=body.extract,
+                actor="api",
+            ),  # fmt: skip
+        )
+    return DUPLICATE if report is None else report.to_dict()
 
 
 @router.get("/memories/{memory_id}")

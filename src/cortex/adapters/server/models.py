@@ -131,7 +131,7 @@ class ContextIn(Body):
     mode: Literal["rules_only", "working", "long_term", "all"] = "all"
     budget_tokens: Annotated[int, Field(ge=0, le=200_000)] | None = None
     query: Annotated[str, Field(max_length=2000)] | None = None
-    include_session_summary: bool = True
+    include_session_summary: bool = False
     user_id: Short | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 20
 
@@ -188,3 +188,10 @@ class MemoryListIn(MemoryScopeIn):
     limit: Annotated[int, Field(ge=1, le=1000)] = 50
     offset: Annotated[int, Field(ge=0)] = 0
     include_history: bool = False
+
+
+class ConsolidateIn(Mutation):
+    dry_run: bool = False
+    project: Short | None = None
+    user_id: Short | None = None
+    extract: bool = True

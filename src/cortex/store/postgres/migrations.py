@@ -397,6 +397,79 @@ def m014_request_ids(conn: Conn) -> None:
     )
 
 
+def m015_memory_hygiene(conn: Conn) -> None:
+    """Consolidation runs (their audit rows), procedures with usage signals, the worker's job
+    leases, and the indexes stale/review listings and conflict lookups use."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE consolidation_runs (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            scope TEXT NOT NULL,
+            project_id {KEY},
+            user_id {KEY},
+            mode TEXT NOT NULL CHECK (mode IN ('shadow', 'apply')),
+            input_count INTEGER NOT NULL,
+            candidate_count INTEGER NOT NULL DEFAULT 0,
+            promoted_count INTEGER NOT NULL DEFAULT 0,
+            merged_count INTEGER NOT NULL,
+            superseded_count INTEGER NOT NULL,
+            conflicted_count INTEGER NOT NULL,
+            model TEXT,
+            created_at {KEY} NOT NULL,
+            metadata JSONB NOT NULL DEFAULT '{{}}',
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE INDEX idx_consolidation_runs_created ON consolidation_runs(tenant_id, created_at)",
+        f"""
+        CREATE TABLE procedures (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            id {KEY} NOT NULL,
+            procedure_key {KEY} NOT NULL,
+            title TEXT NOT NULL,
+            steps JSONB NOT NULL DEFAULT '[]',
+            scope TEXT NOT NULL DEFAULT 'global' CHECK (scope IN ('global', 'project')),
+            project_id {KEY},
+            user_id {KEY},
+            source_session_id {KEY},
+            usage_count INTEGER NOT NULL DEFAULT 0,
+            last_used_at {KEY},
+            created_at {KEY} NOT NULL,
+            updated_at {KEY} NOT NULL,
+            deleted_at {KEY},
+            PRIMARY KEY (tenant_id, id)
+        )
+        """,
+        "CREATE UNIQUE INDEX idx_procedures_key_live ON procedures(tenant_id, scope, "
+        "COALESCE(project_id, ''), COALESCE(user_id, ''), procedure_key) "
+        "WHERE deleted_at IS NULL",
+        "CREATE INDEX idx_procedures_usage "
+        "ON procedures(tenant_id, scope, project_id, usage_count DESC, updated_at DESC)",
+        "CREATE INDEX idx_procedures_procedure_key ON procedures(tenant_id, procedure_key)",
+        f"""
+        CREATE TABLE worker_jobs (
+            tenant_id {KEY} NOT NULL,
+            name {KEY} NOT NULL,
+            owner TEXT,
+            locked_until {KEY},
+            last_started_at {KEY},
+            last_finished_at {KEY},
+            last_status TEXT,
+            last_detail TEXT NOT NULL DEFAULT '{{}}',
+            PRIMARY KEY (tenant_id, name)
+        )
+        """,
+        "CREATE INDEX idx_memories_confirmed ON memories(tenant_id, "
+        "COALESCE(last_confirmed_at, updated_at)) WHERE deleted_at IS NULL "
+        "AND superseded_at IS NULL",
+        "CREATE INDEX idx_memory_links_kind ON memory_links(tenant_id, kind, from_id)",
+    )
+
+
 def m017_protocol(conn: Conn) -> None:
     """The continuity protocol: a checkpoint's task (from its session at insert) and lookups of
     a task's sessions and checkpoints."""
@@ -425,6 +498,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m012_memory_embeddings", m012_memory_embeddings),
     ("m013_tenants_and_keys", m013_tenants_and_keys),
     ("m014_request_ids", m014_request_ids),
+    ("m015_memory_hygiene", m015_memory_hygiene),
     ("m017_protocol", m017_protocol),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from cortex.core.memory_models import (
     Checkpoint,
     CompactionEvent,
@@ -26,6 +28,7 @@ from cortex.core.memory_models import (
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
 from cortex.errors import ValidationError
 from cortex.store import DEFAULT_TENANT
+from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
 from cortex.store.migrations import refuse_unknown
 from cortex.store.postgres import migrations
 from cortex.store.postgres.db import Pool, Runner, open_pool, redacted
@@ -52,7 +55,7 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-class PostgresStore(RegistryMethods):
+class PostgresStore(RegistryMethods, HygieneMethods):
     """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
 
     Args:
@@ -90,6 +93,18 @@ class PostgresStore(RegistryMethods):
         self._embeddings = EmbeddingRepository(self._db)
         self._history = HistoryRepository(self._db)
         self._transfer = TransferRepository(self._db)
+        self.hygiene = HygieneRepository(
+            Dialect(
+                mark="%s",
+                find="strpos",
+                tenant=self.tenant,
+                lock="FOR UPDATE OF m SKIP LOCKED",
+                to_json=Jsonb,
+            ),
+            self._db.rows,
+            self._db.execute,
+            lambda: self._db.in_transaction,
+        )
         self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:

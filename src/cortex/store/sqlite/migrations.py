@@ -435,6 +435,77 @@ def m014_request_ids(conn: sqlite3.Connection) -> None:
     )
 
 
+HYGIENE_TABLES = (
+    """
+    CREATE TABLE IF NOT EXISTS consolidation_runs (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        scope TEXT NOT NULL,
+        project_id TEXT,
+        user_id TEXT,
+        mode TEXT NOT NULL CHECK (mode IN ('shadow', 'apply')),
+        input_count INTEGER NOT NULL,
+        candidate_count INTEGER NOT NULL DEFAULT 0,
+        promoted_count INTEGER NOT NULL DEFAULT 0,
+        merged_count INTEGER NOT NULL,
+        superseded_count INTEGER NOT NULL,
+        conflicted_count INTEGER NOT NULL,
+        model TEXT,
+        created_at TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}'
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_consolidation_runs_created ON consolidation_runs(created_at)",
+    """
+    CREATE TABLE IF NOT EXISTS procedures (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        procedure_key TEXT NOT NULL,
+        title TEXT NOT NULL,
+        steps TEXT NOT NULL DEFAULT '[]',
+        scope TEXT NOT NULL DEFAULT 'global' CHECK (scope IN ('global', 'project')),
+        project_id TEXT,
+        user_id TEXT,
+        source_session_id TEXT,
+        usage_count INTEGER NOT NULL DEFAULT 0,
+        last_used_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        deleted_at TEXT
+    )
+    """,
+    # One live procedure per key and owner, as idx_memories_upsert_live is for memories.
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_procedures_key_live ON procedures("
+    "scope, IFNULL(project_id, ''), IFNULL(user_id, ''), procedure_key) "
+    "WHERE deleted_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS idx_procedures_usage "
+    "ON procedures(scope, project_id, usage_count DESC, updated_at DESC)",
+    "CREATE INDEX IF NOT EXISTS idx_procedures_procedure_key ON procedures(procedure_key)",
+    """
+    CREATE TABLE IF NOT EXISTS worker_jobs (
+        name TEXT PRIMARY KEY,
+        owner TEXT,
+        locked_until TEXT,
+        last_started_at TEXT,
+        last_finished_at TEXT,
+        last_status TEXT,
+        last_detail TEXT NOT NULL DEFAULT '{}'
+    )
+    """,
+    # Stale and review listings: live memories by when they were last confirmed or changed.
+    "CREATE INDEX IF NOT EXISTS idx_memories_confirmed ON memories("
+    "IFNULL(last_confirmed_at, updated_at)) WHERE deleted_at IS NULL AND superseded_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS idx_memory_links_kind ON memory_links(kind, from_id)",
+)
+
+
+def m015_memory_hygiene(conn: sqlite3.Connection) -> None:
+    """Consolidation runs (their audit rows), procedures with usage signals, the worker's job
+    leases, and the indexes stale/review listings and conflict lookups use."""
+    for sql in HYGIENE_TABLES:
+        conn.execute(sql)
+
+
 def m017_protocol(conn: sqlite3.Connection) -> None:
     """The continuity protocol: a checkpoint's task (from its session at insert) and lookups of
     a task's sessions and checkpoints."""
@@ -465,5 +536,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m012_memory_embeddings", m012_memory_embeddings),
     Migration("m013_tenants_and_keys", m013_tenants_and_keys),
     Migration("m014_request_ids", m014_request_ids),
+    Migration("m015_memory_hygiene", m015_memory_hygiene),
     Migration("m017_protocol", m017_protocol),
 )

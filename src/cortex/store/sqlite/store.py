@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex.store import DEFAULT_TENANT
+from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
 from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.embeddings import EmbeddingRepository
@@ -26,7 +27,7 @@ from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
 
 
-class SQLiteStore(RegistryMethods):
+class SQLiteStore(RegistryMethods, HygieneMethods):
     """The ``Store`` protocol over one SQLite file (or ``:memory:``).
 
     Beyond the protocol, a few SQLite-only methods serve tests and tools: ``count_sessions``,
@@ -49,6 +50,12 @@ class SQLiteStore(RegistryMethods):
         self._search = MemorySearch(db)
         self._bind_search(self._search)
         self._bind_history(HistoryRepository(db))
+        self.hygiene = HygieneRepository(
+            Dialect(mark="?", find="instr"),
+            db.rows,
+            lambda sql, params: db.run(sql, params).rowcount,
+            lambda: db.connection.in_transaction,
+        )
         transfer = TransferRepository(db)
         self.export_rows = transfer.export_rows
         self.import_rows = transfer.import_rows

@@ -1,0 +1,203 @@
+"""The worker: idle sessions closed, old ones archived, consolidation scheduled, each job under
+a lease no second worker can take, and ``cortex worker`` end to end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import cortex, ok
+from cortex.clock import FixedClock
+from cortex.config import Config
+from cortex.errors import StorageError, ValidationError
+from cortex.services.app import Services
+from cortex.services.worker import (
+    BUILTIN_JOBS,
+    Job,
+    Worker,
+    register_job,
+    registered_jobs,
+    unregister_job,
+)
+
+
+def statuses(runs: list[Any]) -> dict[str, str]:
+    return {r.name: r.status for r in runs}
+
+
+@pytest.fixture
+def app(make_config: Callable[..., Config], clock: FixedClock) -> Iterator[Services]:
+    with Services.open(make_config(lease_seconds=60), clock) as opened:
+        yield opened
+
+
+def test_first_pass_runs_every_job_then_each_waits_for_its_interval(
+    app: Services, clock: FixedClock
+) -> None:
+    worker = Worker(app, BUILTIN_JOBS)
+    assert statuses(worker.run_once()) == {"close_idle": "ok", "archive": "ok",
+                                           "consolidate": "ok", "orphan_sweep": "ok"}  # fmt: skip
+    assert set(statuses(worker.run_once()).values()) == {"not_due"}
+    clock.advance(seconds=61)  # close_idle runs every worker_interval_seconds (60)
+    assert statuses(worker.run_once()) == {"close_idle": "ok", "archive": "not_due",
+                                           "consolidate": "not_due",
+                                           "orphan_sweep": "ok"}  # fmt: skip
+    clock.advance(hours=6)
+    assert statuses(worker.run_once())["consolidate"] == "ok"
+    assert statuses(worker.run_once(force=True)) == dict.fromkeys(statuses(worker.run_once()), "ok")
+
+
+def test_close_idle_checkpoints_and_closes_only_lapsed_idle_sessions(
+    app: Services, clock: FixedClock
+) -> None:
+    idle = app.sessions.on_session_start(project="api").session_id
+    app.events.append(idle, "working on the auth refactor")
+    live = app.sessions.on_session_start(project="web").session_id
+    clock.advance(hours=3)
+    app.sessions.record(live, text="still typing")  # its lease is fresh: never closed
+    (run,) = Worker(app, [BUILTIN_JOBS[0]]).run_once()
+    assert (run.status, run.detail["session_ids"]) == ("ok", [idle])
+    closed = app.sessions.get_session(idle)
+    assert closed is not None and not closed.is_open
+    checkpoint = app.compaction.latest_checkpoint(idle)
+    assert checkpoint is not None and checkpoint.type == "interrupted"
+    assert "180 idle minutes" in checkpoint.summary
+    still = app.sessions.get_session(live)
+    assert still is not None and still.is_open
+    (metric,) = app.metrics.list(event="session_idle_closed")
+    assert (metric.session_id, metric.payload) == (idle, {"idle_minutes": 180})
+
+
+def test_archive_and_consolidate_jobs(
+    make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    with Services.open(make_config(consolidation_shadow=False), clock) as app:
+        sid = app.sessions.on_session_start(project="api").session_id
+        app.sessions.on_session_end(sid)
+        app.memory.add("User prefers tabs")
+        app.memory.add("user prefers tabs!")
+        clock.advance(hours=24 * 40)
+        runs = {r.name: r for r in Worker(app, BUILTIN_JOBS[1:]).run_once()}
+        assert runs["archive"].detail == {"archived": 1}
+        assert (runs["consolidate"].detail["mode"], runs["consolidate"].detail["merged_count"]) == (
+            "apply", 1,
+        )  # fmt: skip
+        assert app.sessions.get_session(sid) is None  # now in the archive
+
+
+def test_scheduled_consolidation_is_shadow_by_default(app: Services) -> None:
+    app.memory.add("User prefers tabs")
+    app.memory.add("user prefers tabs!")
+    (run,) = Worker(app, [BUILTIN_JOBS[2]]).run_once()
+    assert (run.detail["mode"], run.detail["merged_count"]) == ("shadow", 1)
+    assert len(app.memory.list()) == 2
+
+
+def test_a_job_another_worker_holds_is_not_run_twice(app: Services, clock: FixedClock) -> None:
+    first, second = Worker(app, BUILTIN_JOBS, owner="a"), Worker(app, BUILTIN_JOBS, owner="b")
+    now = app.now_iso()
+    assert app.store.claim_job("archive", "a", now, "2999-01-01T00:00:00Z")  # a is mid-job
+    assert statuses(second.run_once())["archive"] == "not_due"  # a started it just now
+    assert statuses(second.run_once(force=True))["archive"] == "busy"  # and still holds it
+    assert app.store.finish_job("archive", "a", now, "ok", {})
+    clock.advance(hours=25)
+    assert statuses(second.run_once())["archive"] == "ok"
+    assert statuses(first.run_once())["archive"] == "not_due"
+
+
+def test_a_failing_job_is_recorded_and_frees_its_lease(app: Services) -> None:
+    def broken(_: Services) -> dict[str, Any]:
+        raise StorageError("disk full; free space")
+
+    (run,) = Worker(app, [Job("broken", lambda c: 60.0, broken)]).run_once()
+    assert (run.status, run.detail) == ("failed", {"error": "disk full; free space"})
+    (state,) = app.store.list_jobs()
+    assert (state.last_status, state.locked_until) == ("failed", None)
+
+
+def test_flags_switch_jobs_off(make_config: Callable[..., Config], clock: FixedClock) -> None:
+    config = make_config(memory_session_enabled=False, memory_consolidation_enabled=False)
+    with Services.open(config, clock) as app:
+        assert statuses(Worker(app, BUILTIN_JOBS).run_once()) == {
+            "close_idle": "disabled", "archive": "ok", "consolidate": "disabled",
+            "orphan_sweep": "ok",
+        }  # fmt: skip
+
+
+def test_register_job_adds_to_every_worker(app: Services) -> None:
+    seen: list[str] = []
+    job = register_job(Job("orphan_sweep_test", lambda c: 60.0, lambda a: {"swept": len(seen)}))
+    try:
+        assert job in registered_jobs()
+        runs = {r.name: r for r in Worker(app).run_once()}
+        assert runs["orphan_sweep_test"].detail == {"swept": 0}
+    finally:
+        unregister_job(job.name)
+    assert job not in registered_jobs()
+    for bad in ("", "a b", "../x"):
+        with pytest.raises(ValidationError):
+            register_job(Job(bad, lambda c: 1.0, lambda a: {}))
+
+
+def test_cli_worker_once_status_and_errors(home: Path) -> None:
+    ok(cortex(home, "memory", "add", "User prefers tabs"))
+    ok(cortex(home, "memory", "add", "user prefers tabs."))
+    runs = json.loads(ok(cortex(home, "--json", "worker", "--once")))
+    assert {r["job"]: r["status"] for r in runs} == {"close_idle": "ok", "archive": "ok",
+                                                      "consolidate": "ok",
+                                                      "orphan_sweep": "ok"}  # fmt: skip
+    again = ok(cortex(home, "worker", "--once", "--job", "archive"))
+    assert again.split()[1:3] == ["archive", "not_due:"]
+    status = json.loads(ok(cortex(home, "--json", "worker", "--status")))
+    assert [s["name"] for s in status] == ["archive", "close_idle", "consolidate", "orphan_sweep"]
+    assert all(s["locked_until"] is None for s in status)
+    bad = cortex(home, "worker", "--once", "--job", "nope")
+    assert bad.returncode == 2
+    assert bad.stderr == (
+        "error: unknown job 'nope'; use one of close_idle, archive, consolidate, orphan_sweep\n"
+    )
+    listed = json.loads(ok(cortex(home, "--json", "consolidate", "list")))
+    assert [r["mode"] for r in listed] == ["shadow"]
+
+
+def test_hosted_pass_works_for_each_tenant_apart(pg_url: str, tmp_path: Path) -> None:
+    import secrets
+
+    from cortex.services.hosting import ServiceHost
+    from cortex.services.worker import hosted_pass
+
+    host = ServiceHost(pg_url, tmp_path / "server", secret="s3cret")
+    try:
+        names = [f"w-{secrets.token_hex(4)}" for _ in range(2)]
+        with host.registry() as registry:
+            for name in names:
+                registry.tenants.create_tenant(name)
+        for n, name in enumerate(names):
+            with host.open(name) as app:
+                for _ in range(n + 2):
+                    app.memory.add("User prefers tabs")
+        runs = hosted_pass(host, BUILTIN_JOBS[2:3], "owner-1", tenants=names)
+        assert [(r.tenant, r.status) for r in runs] == [(names[0], "ok"), (names[1], "ok")]
+        assert [r.detail["input_count"] for r in runs] == [2, 3]  # each its own memories
+        assert [r.detail["mode"] for r in runs] == ["shadow", "shadow"]
+        again = hosted_pass(host, BUILTIN_JOBS[2:3], "owner-2", tenants=names)
+        assert [r.status for r in again] == ["not_due", "not_due"]
+        assert all("tenant" in r.to_dict() for r in again)
+    finally:
+        host.close()
+
+
+def test_the_orphan_sweep_suspends_a_crashed_session_within_a_pass(
+    app: Services, clock: FixedClock
+) -> None:
+    crashed = app.sessions.on_session_start(project="radio").session_id
+    clock.advance(seconds=app.config.lease_seconds + 30)  # its lease lapsed, no one ended it
+    (run,) = Worker(app, [BUILTIN_JOBS[-1]]).run_once()
+    assert (run.name, run.status, run.detail["session_ids"]) == ("orphan_sweep", "ok", [crashed])
+    state = app.sessions.get_session(crashed)
+    assert state is not None and state.state == "SUSPENDED"
+    assert [c.type for c in app.compaction.checkpoints(crashed)] == ["interrupted"]
