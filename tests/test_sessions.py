@@ -278,6 +278,52 @@ def test_working_memory_file_mirrors_and_is_read_back(
     assert [p.label for p in ended.working_memory] == ["a", "b"]
 
 
+def test_a_stale_working_memory_file_never_reverts_stored_pins(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    manager.add_pin("a", "first")
+    path = make_config().working_memory_path
+    stale = path.read_text()  # the copy as it was before another process changed the pins
+    manager.add_pin("a", "second")
+    manager.add_pin("b", "new")
+    path.write_text(stale)
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {"a": "second", "b": "new"}
+
+
+def test_edits_to_the_working_memory_file_apply_onto_the_stored_pins(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    for label in ("a", "b", "c"):
+        manager.add_pin(label, f"{label} as pinned")
+    path = make_config().working_memory_path
+    data = json.loads(path.read_text())
+    manager.add_pin("d", "pinned after the file was read")
+    data["items"] = [i for i in data["items"] if i["label"] != "b"]  # removed in the file
+    data["items"][0]["content"] = "a edited in the file"
+    path.write_text(json.dumps(data))
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {
+        "a": "a edited in the file",
+        "c": "c as pinned",
+        "d": "pinned after the file was read",
+    }
+
+
+def test_a_working_memory_file_without_baseline_only_adds_and_changes(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    manager.add_pin("a", "kept")
+    path = make_config().working_memory_path
+    item = {"label": "z", "content": "from a tool"}
+    path.write_text(json.dumps({"sessionId": ctx.session_id, "items": [item]}))
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {"a": "kept", "z": "from a tool"}
+
+
 def test_corrupt_working_memory_file_is_quarantined_not_lost(
     manager: SessionPersistenceManager, make_config: Factory
 ) -> None:

@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cortex.core.models import CRITICAL, NORMAL, Pin
@@ -86,6 +88,43 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
         if label_key(pin.label) == key:
             return (*pins[:index], *pins[index + 1 :]), pin
     return tuple(pins), None
+
+
+def pin_digest(pin: Pin) -> str:
+    """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
+    text = json.dumps(pin.to_dict(), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def apply_copy_edits(
+    pins: Sequence[Pin],
+    copy: Sequence[Pin],
+    baseline: Mapping[str, str] | None,
+    cap: int = WORKING_MEMORY_CAP,
+) -> tuple[Pin, ...]:
+    """``pins`` (the stored truth) with the edits someone made to a copy of them.
+
+    ``baseline`` maps each label key of the copy as it was written to its ``pin_digest``. A pin
+    of the copy whose digest differs (or is new) was added or changed there; a baselined label
+    missing from the copy was removed there; everything else in the copy is only a possibly
+    stale copy, and the stored pins win. Without a baseline (a copy rewritten by a tool that
+    drops it) nothing is removed: the copy's pins are upserted, so nothing is lost. A new pin
+    past the cap is left out.
+    """
+    out = list(pins)
+    if baseline is not None:
+        kept = {label_key(p.label) for p in copy}
+        out = [p for p in out if label_key(p.label) in kept or label_key(p.label) not in baseline]
+    for pin in copy:
+        key = label_key(pin.label)
+        if baseline is not None and baseline.get(key) == pin_digest(pin):
+            continue
+        index = next((i for i, p in enumerate(out) if label_key(p.label) == key), None)
+        if index is not None:
+            out[index] = pin
+        elif len(out) < cap:
+            out.append(pin)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

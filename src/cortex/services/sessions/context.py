@@ -153,7 +153,11 @@ class SessionContext(Service):
             log.warning("session %s: JSON mirror not written: %s", state.session_id, exc)
 
     def mirror_pins(self, state: SessionState) -> None:
-        """Best effort: OpenClaw's working_memory.json mirrors this session's pins."""
+        """Best effort: OpenClaw's working_memory.json mirrors this session's pins.
+
+        Called inside the transaction that changed them, so that the copies of concurrent
+        writers land in commit order (the write lock serializes them).
+        """
         try:
             save_working_memory(
                 self.config.working_memory_path,

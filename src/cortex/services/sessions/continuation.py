@@ -53,7 +53,7 @@ class Continuation:
                 ctx.now_iso(),
             )
             self.restorer.record(state, plan)
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return RestoredSessionContext(
             state.session_id,
             plan.preamble,

@@ -47,7 +47,7 @@ class SessionPins:
                     updated_at=at,
                 )
             )
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return pin
 
     def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
@@ -62,7 +62,7 @@ class SessionPins:
                     f"{state.session_id}; see `cortex pin list`"
                 )
             state = ctx.save(replace(state, working_memory=pins, updated_at=ctx.now_iso()))
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return removed
 
     def list_pins(self, session_id: str | None = None) -> tuple[Pin, ...]:

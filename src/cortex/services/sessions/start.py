@@ -77,7 +77,7 @@ class SessionStart:
             state = _activated(state, at, owner_pid)
             plan = self.restorer.plan(state, words, explain) if ctx.config.enabled else None
             state = self._save(state, plan)
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return _restored(sid, plan)
 
     def _save(self, state: SessionState, plan: RestorePlan | None) -> SessionState:
