@@ -51,3 +51,35 @@ def test_pins_racing_session_end_are_never_lost_or_reverted(home: Path) -> None:
             stored = {p.label: p.content for p in state.working_memory}
             assert stored == last.get(state.session_id, {}), state.session_id
 
+
+def test_eight_writers_see_no_lock_and_lose_nothing(home: Path) -> None:
+    with open_home(home) as app:
+        app.sessions.on_session_start("shared", project="race")
+        long_pipeline = [
+            {"task_id": f"seed-{i:04d}", "title": "x" * 200, "current_stage": "build"}
+            for i in range(1000)
+        ]
+        path = app.config.pipeline_state_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"active_tasks": long_pipeline}))
+    n = 30
+    roles = [("record", "shared"), ("pin", "shared"), ("task",), ("memory",)]
+    procs = {
+        f"{role[0]}{w}": spawn(home, *role, n, f"{role[0]}{w}") for role in roles for w in (1, 2)
+    }
+    done = {name: replies(proc) for name, proc in procs.items()}
+    errors = [r["error"] for rs in done.values() for r in rs if "error" in r]
+    assert errors == []
+    assert all(len(rs) == n for rs in done.values())
+    with open_home(home) as app:
+        pins = {p.label: p.content for p in app.sessions.list_pins("shared")}
+        last = {r["label"]: r["content"] for w in ("pin1", "pin2") for r in done[w]}
+        assert pins == last
+        turns = {e.content for e in app.events.events("shared")}
+        assert turns == {r["turn"] for w in ("record1", "record2") for r in done[w]}
+        tasks = json.loads(app.config.pipeline_state_path.read_text())["active_tasks"]
+        assert {t["task_id"] for t in tasks} >= {
+            r["task"] for w in ("task1", "task2") for r in done[w]
+        }
+        contents = {m.content for m in app.memory.list(limit=1000)}
+        assert contents >= {r["memory"] for w in ("memory1", "memory2") for r in done[w]}

@@ -17,7 +17,7 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.redaction import redact_value
-from cortex.core.sizing import fit_record
+from cortex.core.sizing import fit_record, tasks_that_can_fit
 from cortex.core.tasks import (
     PENDING_STAGES,
     merge_tasks,
@@ -54,6 +54,8 @@ class SessionContext(Service):
         self._metrics = metrics
         self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
         self._depth = 0
+        self._pipeline: tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]
+        self._pipeline = (_NOT_READ, None, ())
 
     @property
     def metrics(self) -> MetricsWriter:
@@ -77,6 +79,10 @@ class SessionContext(Service):
         database) behind. A metrics failure is logged and never undoes the session change it
         describes.
         """
+        if self._depth == 0:
+            # Read (and trim) the pipeline file before taking the write lock: it can be long,
+            # and every writer waiting on the lock would wait for it too.
+            self._pipeline_tasks()
         self._depth += 1
         written: list[MetricEvent] = []
         try:
@@ -170,12 +176,33 @@ class SessionContext(Service):
 
     # -- pending tasks -------------------------------------------------------------------------
     def pipeline(self) -> Mapping[str, dict[str, Any]] | None:
-        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped)."""
+        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped).
+
+        Read again only when the file changed (the transaction reads it before it begins).
+        """
+        return self._pipeline_read()[1]
+
+    def _pipeline_read(
+        self,
+    ) -> tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]:
+        path = self.config.pipeline_state_path
         try:
-            return load_pipeline(self.config.pipeline_state_path)
-        except CortexError as exc:
-            log.warning("%s", exc)
-            return UNKNOWN_PIPELINE
+            info = path.stat()
+            key: object = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            key = None
+        if self._pipeline[0] != key:
+            try:
+                tasks: Mapping[str, dict[str, Any]] | None = load_pipeline(path)
+            except CortexError as exc:
+                log.warning("%s", exc)
+                tasks = UNKNOWN_PIPELINE
+            self._pipeline = (key, tasks, _pending_of(tasks))
+        return self._pipeline
+
+    def _pipeline_tasks(self) -> tuple[PendingTask, ...]:
+        """The pipeline's pending tasks, already trimmed to those a record can hold."""
+        return self._pipeline_read()[2]
 
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
@@ -184,13 +211,18 @@ class SessionContext(Service):
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """
-        pipeline = self.pipeline() if pipeline is None else pipeline
-        from_pipeline = (
-            []
-            if pipeline is None or pipeline is UNKNOWN_PIPELINE
-            else pending_from_pipeline(pipeline, PENDING_STAGES)
-        )
+        from_pipeline = self._pipeline_tasks() if pipeline is None else _pending_of(pipeline)
         return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
+
+
+_NOT_READ = object()
+
+
+def _pending_of(pipeline: Mapping[str, dict[str, Any]] | None) -> tuple[PendingTask, ...]:
+    """The pipeline's pending tasks, least valuable left out beyond what a record can hold."""
+    if pipeline is None or pipeline is UNKNOWN_PIPELINE:
+        return ()
+    return tasks_that_can_fit(tuple(pending_from_pipeline(pipeline, PENDING_STAGES)))
 
 
 def check_open(state: SessionState) -> SessionState:
