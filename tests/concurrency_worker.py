@@ -11,7 +11,7 @@ Roles (``SESSION`` is an open session, ``N`` the number of operations, ``W`` a w
   memory N W           memories
   race N               pins into sessions ``trial-0000``... until ``session end`` closes them
   end N                ends ``trial-0000``... each after a short random pause
-  turns SESSION        turns forever (the kill test), acknowledging each after its commit
+  turns SESSION W      turns forever (the kill test), acknowledging each after its commit
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def run(app: Services, role: str, args: list[str]) -> None:
             m.on_session_end(sid)
     elif role == "turns":
         for i in itertools.count():
-            text = f"turn {i} of the killed process"
+            text = f"turn {args[1]}-{i} of the killed process"
             turn(app, args[0], text)
             say(ack=True, turn=text)
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +86,28 @@ def test_eight_writers_see_no_lock_and_lose_nothing(home: Path) -> None:
         }
         contents = {m.content for m in app.memory.list(limit=1000)}
         assert contents >= {r["memory"] for w in ("memory1", "memory2") for r in done[w]}
+
+
+def test_a_turn_recorder_killed_at_random_points_keeps_every_acknowledged_turn(
+    home: Path,
+) -> None:
+    with open_home(home) as app:
+        app.sessions.on_session_start("victim", project="radio")
+    rng = random.Random(20260216)
+    acked: list[str] = []
+    for run in range(12):
+        proc = spawn(home, "turns", "victim", run)
+        time.sleep(rng.uniform(0.0, 0.8))  # sometimes still starting, mostly mid-turn
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        acked += [json.loads(line)["turn"] for line in out.splitlines() if line.endswith("}")]
+    assert len(acked) > 12  # the kills did land between turns, not only at start-up
+    with open_home(home) as app:
+        assert app.health().damage == ()
+        store = app.store
+        assert store.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # type: ignore[attr-defined]
+        stored = [e.content for e in app.events.events("victim")]
+        assert len(set(acked)) == len(acked) and set(acked) <= set(stored)
+        state = app.sessions.get_session("victim")
+        assert state is not None and state.is_open
