@@ -207,6 +207,7 @@ class CompactionService(Service):
             )
         with self.store.transaction():
             state = self.events.session(session_id)
+            session_id = state.session_id
             at = self.now_iso()
             checkpoint = Checkpoint(
                 checkpoint_id=f"ckpt-{at[:10]}-{uuid.uuid4().hex[:8]}",
@@ -263,7 +264,7 @@ class CompactionService(Service):
 
     def latest_checkpoint(self, session_id: str) -> Checkpoint | None:
         """The session's newest checkpoint, or None."""
-        self.events.session(session_id)
+        session_id = self.events.session(session_id).session_id
         found = self.store.list_checkpoints(session_id, limit=1)
         return found[0] if found else None
 
@@ -296,6 +297,7 @@ class CompactionService(Service):
         the compaction event, in one transaction."""
         with self.store.transaction():
             status = self.status(session_id)
+            session_id = status.session_id
             decision = status.decision
             if not decision.due and not force:
                 return CompactionRun(decision)
@@ -321,6 +323,7 @@ class CompactionService(Service):
         if trigger not in HARNESS_TRIGGERS:
             raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
         with self.store.transaction():
+            session_id = self.events.session(session_id).session_id
             latest = self.store.list_compaction_events(session_id, limit=1)
             if not latest or latest[0].completed_at is not None:
                 self.run(session_id, force=True, harness_trigger=trigger)
@@ -333,5 +336,5 @@ class CompactionService(Service):
 
     def compactions(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """The session's compaction events, newest first."""
-        self.events.session(session_id)
+        session_id = self.events.session(session_id).session_id
         return self.store.list_compaction_events(session_id, limit=limit)

@@ -31,7 +31,6 @@ from cortex.core.memory_models import (
 )
 from cortex.core.retrieval import normalize_tags
 from cortex.errors import NotFoundError, ValidationError
-from cortex.files import check_id
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
     MAX_KEY_CHARS,
@@ -108,7 +107,7 @@ class MemoryService(MemoryReader):
     ) -> builtins.list[AddResult]:
         """Add memories in one transaction (upserts apply in order); all or nothing."""
         now = self.clock.now()
-        projects: dict[str, str | None] = {}
+        projects: dict[str, tuple[str, str | None]] = {}
         memories = [self._build(item, now, projects) for item in items]
         with self.store.transaction():
             superseded = self.store.add_memories(memories)
@@ -123,7 +122,9 @@ class MemoryService(MemoryReader):
             embed_and_store(self.store, self.embedder, memories)
         return [AddResult(m, old) for m, old in zip(memories, superseded, strict=True)]
 
-    def _build(self, item: NewMemory, now_dt: datetime, projects: dict[str, str | None]) -> Memory:
+    def _build(
+        self, item: NewMemory, now_dt: datetime, projects: dict[str, tuple[str, str | None]]
+    ) -> Memory:
         """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
         now = to_iso(now_dt)
         content = check_content(item.content)
@@ -131,8 +132,10 @@ class MemoryService(MemoryReader):
         kind = check_type(item.type) if item.type else None
         layer = check_layer(item.layer) if item.layer else (RULE if kind == RULE else LONG_TERM)
         kind = kind or (RULE if layer == RULE else "note")
-        session_id = check_id(item.session_id) if item.session_id else None
-        project = item.project or self._session_project(session_id, projects)
+        session_id, project = None, item.project
+        if item.session_id:
+            session_id, session_project = self._source_session(item.session_id, projects)
+            project = project or session_project
         scope = item.scope or (PROJECT if project else GLOBAL)
         if scope not in SCOPES:
             raise ValidationError(f"unknown scope {scope!r}; use global or project")
@@ -187,6 +190,7 @@ class MemoryService(MemoryReader):
         now = self.now_iso()
         with self.store.transaction():
             old = self._live(memory_id)
+            memory_id = old.id
             new = replace(
                 old,
                 content=check_content(content) if content is not None else old.content,
@@ -210,10 +214,10 @@ class MemoryService(MemoryReader):
     def _live(self, memory_id: str) -> Memory:
         memory = self.get(memory_id)
         if memory.deleted_at is not None:
-            raise NotFoundError(f"memory {memory_id} was forgotten; add a new one")
+            raise NotFoundError(f"memory {memory.id} was forgotten; add a new one")
         if memory.superseded_by is not None:
             raise ValidationError(
-                f"memory {memory_id} was superseded by {memory.superseded_by}; edit that one"
+                f"memory {memory.id} was superseded by {memory.superseded_by}; edit that one"
             )
         return memory
 
@@ -232,6 +236,7 @@ class MemoryService(MemoryReader):
         now = self.now_iso()
         with self.store.transaction():
             memory = self.get(memory_id)
+            memory_id = memory.id
             if memory.deleted_at is not None or not self.store.delete_memory(memory_id, now):
                 raise NotFoundError(f"memory {memory_id} is already forgotten")
             self.store.append_audit("memory.forget", actor, memory_id, {"layer": memory.layer}, now)

@@ -55,6 +55,12 @@ class SessionStore(Protocol):
 
     def get_session(self, session_id: str) -> SessionState | None: ...
 
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """Up to ``limit`` stored ids of ``kind`` (``session``, ``memory``, ``snapshot``) that
+        start with ``prefix`` (non-empty), in order: an id equal to ``prefix`` comes first.
+        A range scan of the id index; this tenant's ids only."""
+        ...
+
     def completed_sessions_since(
         self,
         since: str,

@@ -131,7 +131,7 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
 
     \b
     Example:
-      cortex session continue 3f2a9c1e-...
+      cortex session continue 3f2a9c1e
     """
     ctx = rt.sessions.force_inherit_session(target_id, session_id)
     rt.emit(ctx.to_dict(), ctx.preamble or f"nothing to inherit from {target_id}")
@@ -152,7 +152,7 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 
     \b
     Example:
-      cortex session chain 3f2a9c1e-... --depth 10
+      cortex session chain 3f2a9c1e --depth 10
     """
     chain = rt.sessions.get_session_chain(session_id, depth)
     rt.emit([s.to_dict() for s in chain], lambda: format_session_rows(chain))
@@ -186,7 +186,7 @@ def session_show(rt: Runtime, session_id: str | None) -> None:
 
     \b
     Example:
-      cortex --json session show 3f2a9c1e-...
+      cortex --json session show 3f2a9c1e
     """
     state = rt.sessions.resolve(session_id)
     rt.emit(state.to_dict(), lambda: format_session(state))

@@ -28,6 +28,7 @@ from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
 from cortex.services.base import Service
+from cortex.services.ids import lookup
 from cortex.services.pipeline import load_pipeline
 from cortex.services.restoration import UNKNOWN_PIPELINE
 from cortex.services.working_memory import save_working_memory
@@ -116,7 +117,8 @@ class SessionContext(Service):
         return self.store.get_session(check_id(session_id))
 
     def load(self, session_id: str) -> SessionState:
-        state = self.get(session_id)
+        """The stored session ``session_id`` names: the whole id or a unique prefix of it."""
+        state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
             raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
         return state

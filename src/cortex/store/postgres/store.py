@@ -36,6 +36,7 @@ from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
+from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
@@ -158,6 +159,12 @@ class PostgresStore(RegistryMethods):
 
     def get_session(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
+
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """See ``Store.ids_with_prefix`` (ids are ``COLLATE "C"``: the primary key serves it)."""
+        sql = prefix_query(kind, "tenant_id = %s AND ")
+        rows = self._db.rows(sql, (self.tenant, *prefix_bounds(prefix), limit))
+        return [str(row[0]) for row in rows]
 
     def completed_sessions_since(
         self,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex.store import DEFAULT_TENANT
+from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.embeddings import EmbeddingRepository
@@ -117,6 +118,11 @@ class SQLiteStore(RegistryMethods):
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event
         self.list_compaction_events = history.list_compaction_events
+
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """See ``Store.ids_with_prefix``."""
+        sql = prefix_query(kind).replace("%s", "?")
+        return [str(row[0]) for row in self._db.rows(sql, (*prefix_bounds(prefix), limit))]
 
     def _registry_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._db.rows(sql.replace("%s", "?"), params)
