@@ -113,6 +113,14 @@ class StoreContract:
         assert store.ids_with_prefix("memory", "abcd") == []
         assert store.ids_with_prefix("snapshot", "abcd") == []
 
+    def test_session_projects_latest_first_without_none(self, store: Store) -> None:
+        store.save_session(session("s1", t(10), project="a"))
+        store.save_session(session("s2", t(12), project="b"))
+        store.save_session(session("s3", t(11), project="a"))
+        store.save_session(session("s4", t(13)))
+        assert store.session_projects() == ["b", "a"]
+        assert store.session_projects(limit=1) == ["b"]
+
     def test_save_replaces_the_whole_row(self, store: Store) -> None:
         store.save_session(full_session("s1"))
         newer = session("s1", t(11), t(11, 2), project="other", hot_topics=("x",))

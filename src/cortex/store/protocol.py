@@ -94,6 +94,11 @@ class SessionStore(Protocol):
         """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
         ...
 
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        """The distinct projects sessions were recorded under (none for no project), the one
+        whose latest session started last first."""
+        ...
+
     def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:
         """Completed sessions with ``end_time < before``, oldest first (for archiving)."""
         ...

@@ -272,6 +272,14 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def session_projects_query(tenant_clause: str = "") -> str:
+    """The distinct projects of the sessions, latest start first; parameters: (tenant,) limit."""
+    return (
+        f"SELECT project FROM session_states WHERE {tenant_clause}project IS NOT NULL "
+        "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT %s"
+    )
+
+
 ID_TABLES = {"session": "session_states", "memory": "memories", "snapshot": "session_snapshots"}
 """The tables whose ids a person types back (``Store.ids_with_prefix``), by kind."""
 

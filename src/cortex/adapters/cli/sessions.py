@@ -9,6 +9,7 @@ import click
 
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, clean, pass_rt, session_option
 from cortex.core.models import Pin, SessionState
+from cortex.services.project import project_label
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -92,7 +93,7 @@ def session_record(
       cortex session record --text "wire the CAT control" --workdir ~/Projects/lbf-ham-radio
     """
     state = rt.sessions.record(
-        session_id,
+        rt.session_id(session_id),
         text=clean(text),
         workdir=clean(workdir),
         categories=categories,
@@ -113,7 +114,7 @@ def session_end(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex session end
     """
-    state = rt.sessions.on_session_end(session_id)
+    state = rt.sessions.on_session_end(rt.session_id(session_id))
     rt.emit(
         state.to_dict(),
         f"session {state.session_id} captured: "
@@ -133,7 +134,7 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
     Example:
       cortex session continue 3f2a9c1e
     """
-    ctx = rt.sessions.force_inherit_session(target_id, session_id)
+    ctx = rt.sessions.force_inherit_session(target_id, rt.session_id(session_id))
     rt.emit(ctx.to_dict(), ctx.preamble or f"nothing to inherit from {target_id}")
 
 
@@ -160,7 +161,10 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 
 @session.command("list", context_settings=CONTEXT)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000))
-@click.option("--project", help="Only sessions of this project.")
+@click.option(
+    "--project",
+    help="Only sessions of this project: its name, a path, a remote (org/repo) or its id.",
+)
 @pass_rt
 def session_list(rt: Runtime, limit: int, project: str | None) -> None:
     """List sessions, newest first.
@@ -171,10 +175,17 @@ def session_list(rt: Runtime, limit: int, project: str | None) -> None:
     """
     states = rt.sessions.list_sessions(limit, project)
     rt.emit(
-        [s.to_dict() for s in states],
-        lambda: (
-            format_session_rows(states) or "no sessions yet; start one with `cortex session start`"
-        ),
+        [s.to_dict() for s in states], lambda: format_session_rows(states) or _none(rt, project)
+    )
+
+
+def _none(rt: Runtime, project: str | None) -> str:
+    """Why a listing is empty: no session at all, or none of the project asked for."""
+    if project is None or not rt.sessions.list_sessions(1):
+        return "no sessions yet; start one with `cortex session start`"
+    return (
+        f"no sessions of project {project!r}; match a name, a path, a remote (org/repo) or "
+        "an id, or see them all with `cortex session list`"
     )
 
 
@@ -188,7 +199,7 @@ def session_show(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex --json session show 3f2a9c1e
     """
-    state = rt.sessions.resolve(session_id)
+    state = rt.sessions.resolve(rt.session_id(session_id))
     rt.emit(state.to_dict(), lambda: format_session(state))
 
 
@@ -238,7 +249,7 @@ def pin_add(
     added = rt.sessions.add_pin(
         clean(label) or "",
         clean(content) or "",
-        session_id,
+        rt.session_id(session_id),
         critical=critical,
         confidence=confidence,
     )
@@ -257,7 +268,7 @@ def pin_list(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex pin list
     """
-    pins = rt.sessions.list_pins(session_id)
+    pins = rt.sessions.list_pins(rt.session_id(session_id))
     rt.emit([p.to_dict() for p in pins], lambda: format_pins(pins) or "no pins")
 
 
@@ -272,7 +283,7 @@ def pin_remove(rt: Runtime, label: str, session_id: str | None) -> None:
     Example:
       cortex pin remove "ft991a control"
     """
-    removed = rt.sessions.remove_pin(clean(label) or "", session_id)
+    removed = rt.sessions.remove_pin(clean(label) or "", rt.session_id(session_id))
     rt.emit(removed.to_dict(), f"removed {removed.label!r}")
 
 
@@ -291,7 +302,7 @@ def format_session_rows(states: Sequence[SessionState]) -> str:
         status = "crash-recovered" if s.crash_recovered else ("open" if s.is_open else "ended")
         rows.append(
             f"{s.session_id}  {s.start_time[:16]}  {status:<15}  "
-            f"{(s.project or '-')[:20]:<20}  pins={len(s.working_memory)} "
+            f"{project_label(s.project)[:32]:<32}  pins={len(s.working_memory)} "
             f"tasks={len(s.pending_tasks)}  {', '.join(s.hot_topics[:5])}"
         )
     return "\n".join(rows)

@@ -30,6 +30,7 @@ from cortex.files import check_id, write_json
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.pipeline import load_pipeline
+from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from cortex.services.metrics import MetricsWriter
 
 log = logging.getLogger("cortex")
+
+PLACES = ("git:", "path:")
+"""Prefixes of the project ids that name a place (a repository, a directory), not a name."""
 
 
 class SessionContext(Service):
@@ -137,6 +141,31 @@ class SessionContext(Service):
                 "no active session; start one with `cortex session start` or pass --session-id"
             )
         return state
+
+    def current(self, here: ProjectIdentity) -> SessionState:
+        """See ``SessionPersistenceManager.current_session``."""
+        open_now = sorted(self.store.open_sessions(), key=lambda s: s.last_activity or s.start_time)
+        mine = [s for s in open_now if s.project and project_matches(s.project, here.id)]
+        if mine:
+            return mine[-1]
+        unplaced = [s for s in open_now if not s.project or not s.project.startswith(PLACES)]
+        if len({s.project for s in unplaced}) == 1:
+            return unplaced[-1]
+        listed = ", ".join(
+            f"{s.session_id[:8]} ({project_label(s.project)})" for s in reversed(open_now)
+        )
+        if unplaced:
+            raise ConflictError(
+                f"several sessions are open and none is of {here.name}: {listed}; pass --session-id"
+            )
+        if open_now:
+            raise NotFoundError(
+                f"no open session of {here.name} (open elsewhere: {listed}); "
+                "start one with `cortex session start` or pass --session-id"
+            )
+        raise NotFoundError(
+            "no active session; start one with `cortex session start` or pass --session-id"
+        )
 
     def resolve_open(self, session_id: str | None) -> SessionState:
         """Like ``resolve``, but a session that has ended is a ``ConflictError``."""

@@ -204,6 +204,9 @@ class PostgresStore(RegistryMethods):
             limit=limit, offset=offset, project=project, any_project=any_project
         )
 
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        return self._sessions.projects(limit)
+
     def count_sessions(self) -> int:
         return self._sessions.count()
 

@@ -13,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     dumps,
+    session_projects_query,
     session_selects,
     session_values,
     sessions_from_rows,
@@ -100,6 +101,11 @@ class SessionRepository:
             f"{SELECT}{where} ORDER BY start_time DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
+
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        """See ``Store.session_projects``."""
+        sql = session_projects_query().replace("%s", "?")
+        return [str(row[0]) for row in self._db.rows(sql, (limit,))]
 
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""

@@ -68,6 +68,7 @@ class SQLiteStore(RegistryMethods):
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
         self.count_sessions = sessions.count_sessions
+        self.session_projects = sessions.session_projects
         self.sessions_ended_before = sessions.sessions_ended_before
         self.delete_sessions = sessions.delete_sessions
         self.open_sessions = leases.open_sessions
