@@ -515,6 +515,21 @@ def test_killed_mid_capture_leaves_a_readable_db_and_is_recovered(
     assert [p.content for p in ctx.inherited_pins] == ["the refactor"]
 
 
+def test_the_crash_line_names_a_session_recovered_now_even_when_it_does_not_contribute(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    for i in range(4):
+        finished_session(manager, 1, sid=f"good-{i}")
+        clock.advance(hours=1)
+    manager.on_session_start("crashed-now", project="radio")
+    manager.record("crashed-now", text="lunch")
+    clock.advance(hours=3)  # past the lease: recovered by the next start
+    ctx = manager.on_session_start(project="radio", keywords=["ft991a cat control"])
+    assert "crashed-now" not in ctx.session_ids  # the three best contribute, not it
+    assert ctx.preamble is not None
+    assert ctx.preamble.splitlines()[1] == "RECOVERED AFTER CRASH: crashed-"
+
+
 def test_debug_mode_prints_the_breakdown(
     make_config: Factory, clock: FixedClock, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -57,7 +57,7 @@ class SessionStart:
         extractor = _seeded_topics(name, workdir, keywords)
         with ctx.tx():
             existing = ctx.store.get_session(sid)
-            self.recovery.detect_and_recover_crashed(sid)
+            recovered = self.recovery.detect_and_recover_crashed(sid)
             previous = ctx.store.latest_session(project) if existing is None else None
             state = existing or SessionState(
                 session_id=sid,
@@ -75,7 +75,12 @@ class SessionStart:
                 active_projects=tuple(extractor.get_active_projects()),
             )
             state = _activated(state, at, owner_pid)
-            plan = self.restorer.plan(state, words, explain) if ctx.config.enabled else None
+            crashed_here = [s.session_id for s in recovered if s.project == state.project]
+            plan = (
+                self.restorer.plan(state, words, explain, crashed_here)
+                if ctx.config.enabled
+                else None
+            )
             state = self._save(state, plan)
             ctx.mirror_pins(state)
         return _restored(sid, plan)
