@@ -20,9 +20,20 @@ from __future__ import annotations
 
 
 class CortexError(Exception):
-    """Base of every error Cortex raises on purpose."""
+    """Base of every error Cortex raises on purpose.
+
+    Its message is redacted: an error may quote what a person typed (a label, an id), and
+    every error reaches a terminal, a log or an HTTP body.
+    """
 
     status = 500
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            from cortex.core.redaction import redact  # only when an error is raised
+
+            args = (redact(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class ConfigError(CortexError):

@@ -29,7 +29,6 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
-from cortex.core.retrieval import normalize_tags
 from cortex.errors import NotFoundError, ValidationError
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
@@ -37,7 +36,9 @@ from cortex.services.memory_checks import (
     check_confidence,
     check_content,
     check_intent,
+    check_key,
     check_layer,
+    check_tags,
     check_type,
 )
 from cortex.services.search import MemoryReader
@@ -142,9 +143,7 @@ class MemoryService(MemoryReader):
         if scope == PROJECT and not project:
             raise ValidationError("scope project needs a project; pass --project NAME")
         confidence = check_confidence(item.confidence)
-        key = (item.upsert_key or "").strip() or None
-        if key is not None and len(key) > MAX_KEY_CHARS:
-            raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
+        key = check_key(item.upsert_key)
         return Memory(
             id=str(uuid.uuid4()),
             content=content,
@@ -153,7 +152,7 @@ class MemoryService(MemoryReader):
             scope=scope,
             project=project if scope == PROJECT else None,
             user_id=item.user_id or None,
-            tags=normalize_tags(item.tags),
+            tags=check_tags(item.tags),
             upsert_key=key,
             source_session_id=session_id,
             remember_intent=intent,
@@ -196,12 +195,10 @@ class MemoryService(MemoryReader):
                 content=check_content(content) if content is not None else old.content,
                 layer=check_layer(layer) if layer else old.layer,
                 type=check_type(type) if type else old.type,
-                tags=normalize_tags(tags) if tags is not None else old.tags,
+                tags=check_tags(tags) if tags is not None else old.tags,
                 confidence=old.confidence if confidence is None else float(confidence),
                 remember_intent=remember_intent or old.remember_intent,
-                upsert_key=(upsert_key.strip() or None)
-                if upsert_key is not None
-                else old.upsert_key,
+                upsert_key=check_key(upsert_key) if upsert_key is not None else old.upsert_key,
                 updated_at=now,
             )
             new = self._checked_edit(old, new, now)

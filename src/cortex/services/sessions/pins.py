@@ -53,6 +53,7 @@ class SessionPins:
     def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
         """Remove the pin labelled ``label`` (provenance suffix and case ignored)."""
         ctx = self.context
+        label = redact(label)  # as it was stored: a pin is unpinned by the label it was given
         with ctx.tx():
             state = ctx.resolve_open(session_id)
             pins, removed = remove_pin(state.working_memory, label)
