@@ -148,13 +148,14 @@ def merge_inherited(
 
     Candidates arrive already decayed and provenance-labelled, best first. A candidate is
     skipped when its label collides with a pin already present (current wins; this also makes
-    repeated inheritance idempotent), when ``max_inherited`` pins were added, or when the
-    working memory is full.
+    repeated inheritance idempotent), when the working memory holds ``max_inherited``
+    inherited pins (those ``current`` already inherited count: continuing again, or from
+    another session, never goes past the cap), or when the working memory is full.
     """
     pins = list(current)
     seen = {label_key(p.label) for p in pins}
     decisions: list[InheritDecision] = []
-    added = 0
+    added = sum(1 for p in pins if p.source_session_id is not None)
     for pin in candidates:
         key = label_key(pin.label)
         source = pin.source_session_id or ""
