@@ -253,6 +253,18 @@ def test_resume_answers_the_sessions_own_pins(home: Path, repo: Path) -> None:
     assert state is not None and state.is_open  # resumed: open again, same id
 
 
+def test_a_start_delivered_twice_injects_the_preamble_once(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "plan", "refactor the parser first", "--session-id", "s1")
+    run_hook(home, event("SessionEnd", "s1", repo))
+    first = run_hook(home, event("SessionStart", "s2", repo, source="startup"), now=LATER)
+    assert "SESSION CONTINUITY" in context_of(first, "SessionStart")
+    again = run_hook(home, event("SessionStart", "s2", repo, source="startup"), now=LATER)
+    assert (again.returncode, again.stdout) == (0, b"")
+    restored = manager(home).store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored] == ["s2"]
+
+
 def test_compaction_keeps_the_summary_and_reinjects_pins_with_it(home: Path, repo: Path) -> None:
     run_hook(home, event("SessionStart", "s1", repo, source="startup"))
     cortex_cli(home, "pin", "add", "goal", "ship the CAT driver", "--session-id", "s1")

@@ -172,9 +172,28 @@ def test_restart_with_same_id_is_idempotent(
     clock.advance(hours=2)
     first = manager.on_session_start("b-session", project="radio")
     second = manager.on_session_start("b-session", project="radio")
-    assert len(first.inherited_pins) == 3
+    third = manager.on_session_start("b-session", project="radio", explain=True)
+    assert len(first.inherited_pins) == 3 and first.preamble is not None
     assert len(manager.list_pins("b-session")) == 3
-    assert second.preamble is not None
+    # Restoring the same id again emits nothing: no second preamble, no second metric.
+    assert second.preamble is None and second.inherited_pins == ()
+    assert third.preamble is None and third.explain  # the explanation is still there
+    restored = manager.store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored] == ["b-session"]
+
+
+def test_a_restore_that_brings_something_new_is_not_a_repeat(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    finished_session(manager, 2)
+    clock.advance(hours=1)
+    manager.on_session_start("b-session", project="radio")
+    finished_session(manager, 1, sid="c-session", project="radio")  # a newer source
+    clock.advance(hours=1)
+    again = manager.on_session_start("b-session", project="radio")
+    assert again.preamble is not None and "c-session" in again.session_ids
+    restored = manager.store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored].count("b-session") == 2
 
 
 def test_pending_task_surfaced_then_dropped_when_done(
