@@ -122,8 +122,7 @@ def uninstall_command(
     Example:
       cortex uninstall claude-code --project .
     """
-    from cortex.adapters.hooks.install import apply, plan, remove_empty_folders
-    from cortex.adapters.hooks.server import stop_server
+    from cortex.adapters.hooks.install import apply, plan, remove_empty_folders, stop_server
 
     place = _target_for(rt, host, project, user_scope)
     changes = plan(place, remove=True)

@@ -37,6 +37,7 @@ from cortex.adapters.hooks.install_hosts import (
     wanted_hooks,
     without_ours,
 )
+from cortex.adapters.hooks.server import stop_server as stop_server  # for uninstall
 from cortex.errors import ValidationError
 from cortex.files import atomic_write_text, file_lock
 
