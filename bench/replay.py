@@ -42,6 +42,7 @@ from cortex.config import load_config  # noqa: E402
 from cortex.core.memory_models import MemoryFilter  # noqa: E402
 from cortex.core.transcripts import format_checkpoint  # noqa: E402
 from cortex.services.app import Services  # noqa: E402
+from cortex.services.consolidation import RECORD_TYPES  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 GOLDEN = ROOT / "bench" / "replay" / "sessions.jsonl"
@@ -150,7 +151,7 @@ def replay_memories(app: Services, clock: FixedClock, record: dict[str, Any]) ->
         MemoryFilter(project=record.get("project"), layers=("long_term",)), app.now_iso(),
         limit=1000,
     )  # fmt: skip
-    contents = sorted(m.content for m in live)
+    contents = sorted(m.content for m in live if m.type not in RECORD_TYPES)
     expected = record.get("expected_live")
     return {
         "memories": len(record.get("memories", [])),

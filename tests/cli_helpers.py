@@ -16,6 +16,7 @@ def cortex(
     now: str = T0,
     env: dict[str, str] | None = None,
     input: str | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``cortex ARGS`` with CORTEX_HOME=home and a fixed clock; no other CORTEX_* leaks in."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
@@ -27,6 +28,7 @@ def cortex(
         env=full_env,
         input=input,
         timeout=60,
+        cwd=cwd,
     )
 
 

@@ -103,6 +103,24 @@ class StoreContract:
     def test_get_missing_session_is_none(self, store: Store) -> None:
         assert store.get_session("nope") is None
 
+    def test_ids_with_prefix_is_a_range_of_ids_in_order(self, store: Store) -> None:
+        for sid in ("abcd", "abcd1234", "abcd5678", "abce0000", "abc", "zzzz"):
+            store.save_session(session(sid, t(10)))
+        assert store.ids_with_prefix("session", "abcd") == ["abcd", "abcd1234", "abcd5678"]
+        assert store.ids_with_prefix("session", "abcd5") == ["abcd5678"]
+        assert store.ids_with_prefix("session", "abc", limit=2) == ["abc", "abcd"]
+        assert store.ids_with_prefix("session", "abcf") == []
+        assert store.ids_with_prefix("memory", "abcd") == []
+        assert store.ids_with_prefix("snapshot", "abcd") == []
+
+    def test_session_projects_latest_first_without_none(self, store: Store) -> None:
+        store.save_session(session("s1", t(10), project="a"))
+        store.save_session(session("s2", t(12), project="b"))
+        store.save_session(session("s3", t(11), project="a"))
+        store.save_session(session("s4", t(13)))
+        assert store.session_projects() == ["b", "a"]
+        assert store.session_projects(limit=1) == ["b"]
+
     def test_save_replaces_the_whole_row(self, store: Store) -> None:
         store.save_session(full_session("s1"))
         newer = session("s1", t(11), t(11, 2), project="other", hot_topics=("x",))

@@ -155,6 +155,38 @@ def test_a_crashed_session_is_restored_two_days_later(home: Path, repo: Path) ->
     assert s2.channel == "claude-code" and s2.previous_session_id == "s1"
 
 
+@pytest.mark.parametrize("server", ["0", "1"])
+def test_a_hook_records_its_harness_and_recovery_sees_it_gone(
+    home: Path, repo: Path, server: str
+) -> None:
+    # A "harness" that runs the hook through a shell (which cannot exec it), then exits.
+    harness = (
+        "import os, subprocess, sys\n"
+        "subprocess.run(['sh', '-c', sys.argv[1] + ' -m cortex.entry hook claude-code; :'],"
+        " input=sys.stdin.buffer.read(), check=True)\n"
+        "print(os.getpid())\n"
+    )
+    env = child_env(home, CORTEX_HOOK_SERVER=server, CORTEX_HOOK_SERVER_IDLE="5")
+    done = subprocess.run(
+        [sys.executable, "-c", harness, sys.executable],
+        input=json.dumps(event("SessionStart", "gone", repo, source="startup")).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    harness_pid = int(done.stdout.split()[-1])
+    state = manager(home).get_session("gone")
+    assert state is not None and state.owner_pid == harness_pid and state.is_open
+    # Minutes later (the lease is hours), another session starts: the dead harness's session
+    # is recovered now, and the new preamble names it.
+    run_hook(
+        home, event("UserPromptSubmit", "gone-2", repo, prompt="x"), now="2026-02-16T09:05:00Z"
+    )
+    recovered = manager(home).get_session("gone")
+    assert recovered is not None and recovered.crash_recovered
+
+
 def test_a_session_end_captures_it_and_cleans_up(home: Path, repo: Path) -> None:
     run_hook(home, event("SessionStart", "s1", repo, source="startup"))
     end = run_hook(home, event("SessionEnd", "s1", repo, reason="prompt_input_exit"))
@@ -229,6 +261,18 @@ def test_resume_answers_the_sessions_own_pins(home: Path, repo: Path) -> None:
     )
     state = manager(home).store.get_session("s1")
     assert state is not None and state.is_open  # resumed: open again, same id
+
+
+def test_a_start_delivered_twice_injects_the_preamble_once(home: Path, repo: Path) -> None:
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "plan", "refactor the parser first", "--session-id", "s1")
+    run_hook(home, event("SessionEnd", "s1", repo))
+    first = run_hook(home, event("SessionStart", "s2", repo, source="startup"), now=LATER)
+    assert "SESSION CONTINUITY" in context_of(first, "SessionStart")
+    again = run_hook(home, event("SessionStart", "s2", repo, source="startup"), now=LATER)
+    assert (again.returncode, again.stdout) == (0, b"")
+    restored = manager(home).store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored] == ["s2"]
 
 
 def test_compaction_keeps_the_summary_and_reinjects_pins_with_it(home: Path, repo: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -268,6 +269,55 @@ def test_doctor_fails_until_capture_works(home: Path, user: Path) -> None:
     assert report["sessions"][0]["lease"] == "live"
     text = ok(cortex(home, user, "doctor"))
     assert text.rstrip().endswith("ok: capture is working")
+
+
+def test_doctor_checks_the_home_the_installed_hooks_use(home: Path, user: Path) -> None:
+    custom = user / "elsewhere"
+    ok(cortex(custom, user, "install", "claude-code"))  # hooks run `cortex --home custom`
+    start = {"hook_event_name": "SessionStart", "session_id": "d1", "cwd": str(user)}
+    ok(cortex(custom, user, "hook", "claude-code", input=json.dumps(start).encode()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    env.update(HOME=str(user), CORTEX_HOOK_SERVER="0")  # no CORTEX_HOME: the default home
+    found = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "--json", "doctor"],
+        capture_output=True, text=True, env=env, cwd=user, timeout=60,
+    )  # fmt: skip
+    report = json.loads(found.stdout)
+    assert found.returncode == 0, report["problems"]
+    assert report["home"] == str(custom)
+    assert [s["session_id"] for s in report["sessions"]] == ["d1"]
+    named = json.loads(cortex(home, user, "--json", "doctor").stdout)
+    assert named["home"] == str(home)
+    assert f"claude-code: the hooks write to {custom}, not {home}" in named["problems"][0]
+
+
+def test_uninstall_removes_the_folders_it_made_and_stops_the_hook_server(
+    home: Path, user: Path
+) -> None:
+    from cortex.adapters.hooks.server import server_pid
+
+    ok(cortex(home, user, "install", "cursor", "--project", str(user / "proj")))
+    assert (user / "proj" / ".cursor" / "hooks.json").is_file()
+    start = {"hook_event_name": "sessionStart", "conversation_id": "c1", "cwd": str(user)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    env.update(HOME=str(user), CORTEX_HOME=str(home), CORTEX_HOOK_SERVER="1")
+    subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "cursor"],
+        input=json.dumps(start).encode(), env=env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while server_pid(home) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = server_pid(home)
+    assert pid is not None
+    out = ok(cortex(home, user, "uninstall", "cursor", "--project", str(user / "proj")))
+    assert f"removed the empty folder {user / 'proj' / '.cursor'}" in out
+    assert f"stopped the hook server (pid {pid})" in out
+    assert not (user / "proj" / ".cursor").exists() and (user / "proj").is_dir()
+    deadline = time.monotonic() + 20
+    while server_pid(home) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_pid(home) is None
 
 
 def test_doctor_reports_a_failed_event_and_a_broken_database(home: Path, user: Path) -> None:

@@ -296,6 +296,21 @@ def test_tools_act_on_the_session_a_hook_recorded(server_for: Any) -> None:
     assert [p.label for p in hooks.list_pins(started.session_id)] == ["deploy", "next"]
 
 
+def test_tools_take_unique_id_prefixes(server_for: Any) -> None:
+    server, hooks = server_for()
+    started = hooks.on_session_start("cafe1234-full", project="elsewhere")
+    hooks.add_pin("deploy", "make deploy", started.session_id)
+    hooks.on_session_start("cafe5678-full", project="elsewhere")
+
+    async def body(client: Any) -> None:
+        view = data(await client.call_tool("working_memory_view", {"session_id": "cafe1"}))
+        assert view["session_id"] == "cafe1234-full"
+        wrong = await client.call_tool("working_memory_view", {"session_id": "cafe"})
+        assert "ambiguous" in error_text(wrong) and "cafe5678-full" in error_text(wrong)
+
+    run_client(server, body)
+
+
 def test_cortex_errors_become_one_line_tool_errors(server_for: Any) -> None:
     server, hooks = server_for()
 

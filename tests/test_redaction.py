@@ -214,3 +214,14 @@ def test_every_credential_of_the_corpus_is_redacted(kind: str, secret: str, text
     leaks = [secret[i : i + 12] for i in range(len(secret) - 11) if secret[i : i + 12] in out]
     assert leaks == [], f"{kind}: {out!r}"
     assert redact(out) == out
+
+
+def test_an_error_quoting_a_value_keeps_its_own_words_and_hides_secrets() -> None:
+    from cortex.errors import ValidationError
+
+    kept = ValidationError("invalid snapshot slug '../../etc/passwd': use 1-64 letters")
+    assert str(kept) == "invalid snapshot slug '../../etc/passwd': use 1-64 letters"
+    assert str(ValidationError("invalid session id 'token': use 1-128")).endswith(": use 1-128")
+    hidden = ValidationError("no pin 'password=hunter22'; see `cortex pin list`")
+    assert "hunter22" not in str(hidden) and str(hidden).endswith("; see `cortex pin list`")
+    assert "hunter22" not in str(ValidationError("bad line: password: hunter22"))

@@ -124,6 +124,16 @@ def test_consolidate_endpoint_is_tenant_scoped_and_needs_write(
         assert bad.json()["error"]["code"] == "validation_error"
 
 
+def test_endpoints_take_unique_id_prefixes(client: TestClient, host: ServiceHost) -> None:
+    key = new_key(host)
+    sid, mid = seed(client, key)
+    assert call(client, key, "GET", f"/v1/sessions/{sid[:8]}")["session_id"] == sid
+    pins = call(client, key, "GET", f"/v1/sessions/{sid[:8]}/pins")["pins"]
+    assert [p["label"] for p in pins] == ["deploy"]
+    assert call(client, key, "GET", f"/v1/memories/{mid[:8]}")["id"] == mid
+    assert call(client, key, "POST", "/v1/sessions/end", {"session_id": sid[:8]})["end_time"]
+
+
 def snapshot_of(client: TestClient, key: str, sid: str, mid: str) -> Any:
     return (
         call(client, key, "GET", f"/v1/sessions/{sid}"),

@@ -192,9 +192,28 @@ def test_restart_with_same_id_is_idempotent(
     clock.advance(hours=2)
     first = manager.on_session_start("b-session", project="radio")
     second = manager.on_session_start("b-session", project="radio")
-    assert len(first.inherited_pins) == 3
+    third = manager.on_session_start("b-session", project="radio", explain=True)
+    assert len(first.inherited_pins) == 3 and first.preamble is not None
     assert len(manager.list_pins("b-session")) == 3
-    assert second.preamble is not None
+    # Restoring the same id again emits nothing: no second preamble, no second metric.
+    assert second.preamble is None and second.inherited_pins == ()
+    assert third.preamble is None and third.explain  # the explanation is still there
+    restored = manager.store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored] == ["b-session"]
+
+
+def test_a_restore_that_brings_something_new_is_not_a_repeat(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    finished_session(manager, 2)
+    clock.advance(hours=1)
+    manager.on_session_start("b-session", project="radio")
+    finished_session(manager, 1, sid="c-session", project="radio")  # a newer source
+    clock.advance(hours=1)
+    again = manager.on_session_start("b-session", project="radio")
+    assert again.preamble is not None and "c-session" in again.session_ids
+    restored = manager.store.list_metrics(event="session_restored")
+    assert [e.payload["new_session_id"] for e in restored].count("b-session") == 2
 
 
 def test_pending_task_surfaced_then_dropped_when_done(
@@ -296,6 +315,52 @@ def test_working_memory_file_mirrors_and_is_read_back(
     path.write_text(json.dumps(data))
     ended = manager.on_session_end()
     assert [p.label for p in ended.working_memory] == ["a", "b"]
+
+
+def test_a_stale_working_memory_file_never_reverts_stored_pins(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    manager.add_pin("a", "first")
+    path = make_config().working_memory_path
+    stale = path.read_text()  # the copy as it was before another process changed the pins
+    manager.add_pin("a", "second")
+    manager.add_pin("b", "new")
+    path.write_text(stale)
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {"a": "second", "b": "new"}
+
+
+def test_edits_to_the_working_memory_file_apply_onto_the_stored_pins(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    for label in ("a", "b", "c"):
+        manager.add_pin(label, f"{label} as pinned")
+    path = make_config().working_memory_path
+    data = json.loads(path.read_text())
+    manager.add_pin("d", "pinned after the file was read")
+    data["items"] = [i for i in data["items"] if i["label"] != "b"]  # removed in the file
+    data["items"][0]["content"] = "a edited in the file"
+    path.write_text(json.dumps(data))
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {
+        "a": "a edited in the file",
+        "c": "c as pinned",
+        "d": "pinned after the file was read",
+    }
+
+
+def test_a_working_memory_file_without_baseline_only_adds_and_changes(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    manager.add_pin("a", "kept")
+    path = make_config().working_memory_path
+    item = {"label": "z", "content": "from a tool"}
+    path.write_text(json.dumps({"sessionId": ctx.session_id, "items": [item]}))
+    ended = manager.on_session_end(ctx.session_id)
+    assert {p.label: p.content for p in ended.working_memory} == {"a": "kept", "z": "from a tool"}
 
 
 def test_corrupt_working_memory_file_is_quarantined_not_lost(
@@ -487,6 +552,21 @@ def test_killed_mid_capture_leaves_a_readable_db_and_is_recovered(
     assert victim is not None and victim.crash_recovered
     assert "victim" in ctx.session_ids
     assert [p.content for p in ctx.inherited_pins] == ["the refactor"]
+
+
+def test_the_crash_line_names_a_session_recovered_now_even_when_it_does_not_contribute(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    for i in range(4):
+        finished_session(manager, 1, sid=f"good-{i}")
+        clock.advance(hours=1)
+    manager.on_session_start("crashed-now", project="radio")
+    manager.record("crashed-now", text="lunch")
+    clock.advance(hours=3)  # past the lease: recovered by the next start
+    ctx = manager.on_session_start(project="radio", keywords=["ft991a cat control"])
+    assert "crashed-now" not in ctx.session_ids  # the three best contribute, not it
+    assert ctx.preamble is not None
+    assert ctx.preamble.splitlines()[1] == "RECOVERED AFTER CRASH: crashed-"
 
 
 def test_debug_mode_prints_the_breakdown(

@@ -22,6 +22,7 @@ from cortex.core.sizing import (
     TRIMMED,
     fit_record,
     record_size,
+    tasks_that_can_fit,
 )
 from cortex.errors import ValidationError
 
@@ -117,6 +118,23 @@ def test_pending_tasks_go_before_any_pin_is_touched():
     kept = fitted.pending_tasks
     assert kept[0] == flagged and 0 < len(kept) < 301
     assert kept[1:] == tasks[-(len(kept) - 1) :]  # the oldest pipeline tasks went first
+
+
+def test_a_long_pipeline_trimmed_first_fits_to_the_same_record():
+    tasks = tuple(
+        PendingTask(f"task-{i}", f"Task {i} " + "t" * 200, "build", updated_at=f"{i:04d}")
+        for i in range(1000)
+    )
+    trimmed = tasks_that_can_fit(tasks)
+    assert (
+        trimmed == tasks[-len(trimmed) :]
+        and len(json.dumps([t.to_dict() for t in trimmed], separators=(",", ":")))
+        <= MAX_RECORD_BYTES
+    )
+    assert tasks_that_can_fit(tasks[:3]) == tasks[:3]
+    pins = tuple(Pin(f"pin {i}", "p" * 1000, T0) for i in range(5))
+    whole = fit_record(state(working_memory=pins, pending_tasks=tasks))
+    assert fit_record(state(working_memory=pins, pending_tasks=trimmed)) == whole
 
 
 def test_non_ascii_pins_are_cut_evenly_after_topics_and_learnings():

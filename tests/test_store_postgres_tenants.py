@@ -118,6 +118,15 @@ def test_tenants_share_ids_and_never_see_each_other(pg_root: Any) -> None:
     assert bo.bump_checkpoint_count("s1", t(9)) == 1
 
 
+def test_id_prefixes_resolve_within_a_tenant_only(pg_root: Any) -> None:
+    run = secrets.token_hex(4)
+    ana, bo = pg_root.for_tenant(f"ana-{run}"), pg_root.for_tenant(f"bo-{run}")
+    ana.save_session(session(f"p{run}-ana", t(10)))
+    bo.save_session(session(f"p{run}-bo", t(10)))
+    assert ana.ids_with_prefix("session", f"p{run}") == [f"p{run}-ana"]
+    assert bo.ids_with_prefix("session", f"p{run}") == [f"p{run}-bo"]
+
+
 def test_the_session_service_restores_within_a_tenant_only(
     pg_root: Any, tmp_path: Path, clock: FixedClock
 ) -> None:

@@ -20,9 +20,37 @@ from __future__ import annotations
 
 
 class CortexError(Exception):
-    """Base of every error Cortex raises on purpose."""
+    """Base of every error Cortex raises on purpose.
+
+    Its message is redacted: an error may quote what a person typed (a label, an id), and
+    every error reaches a terminal, a log or an HTTP body.
+    """
 
     status = 500
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (_redacted_message(args[0]), *args[1:])
+        super().__init__(*args)
+
+
+def _redacted_message(message: str) -> str:
+    """``message`` redacted without mangling its own words: each quoted value (what a person
+    typed, interpolated with ``!r``) is redacted on its own, then the rest with the values held
+    out, so a value like ``'../etc/passwd'`` never turns the ``: use ...`` after it into a
+    secret's value."""
+    import re  # only when an error is raised
+
+    from cortex.core.redaction import redact
+
+    held: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        held.append(redact(match.group()))
+        return f"\x00{len(held) - 1}\x00"
+
+    skeleton = redact(re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", hold, message))
+    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], skeleton)
 
 
 class ConfigError(CortexError):

@@ -90,7 +90,16 @@ class PendingTask:
     source: str = "pipeline_state"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Field by field, not ``asdict``: a record with hundreds of tasks is measured several
+        # times while the write lock is held, and ``asdict`` deep-copies every value.
+        return {
+            "task_id": self.task_id,
+            "title": self.title,
+            "stage": self.stage,
+            "flagged_incomplete": self.flagged_incomplete,
+            "updated_at": self.updated_at,
+            "source": self.source,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PendingTask:

@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cortex.core.models import CRITICAL, NORMAL, Pin
@@ -88,6 +90,43 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
     return tuple(pins), None
 
 
+def pin_digest(pin: Pin) -> str:
+    """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
+    text = json.dumps(pin.to_dict(), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def apply_copy_edits(
+    pins: Sequence[Pin],
+    copy: Sequence[Pin],
+    baseline: Mapping[str, str] | None,
+    cap: int = WORKING_MEMORY_CAP,
+) -> tuple[Pin, ...]:
+    """``pins`` (the stored truth) with the edits someone made to a copy of them.
+
+    ``baseline`` maps each label key of the copy as it was written to its ``pin_digest``. A pin
+    of the copy whose digest differs (or is new) was added or changed there; a baselined label
+    missing from the copy was removed there; everything else in the copy is only a possibly
+    stale copy, and the stored pins win. Without a baseline (a copy rewritten by a tool that
+    drops it) nothing is removed: the copy's pins are upserted, so nothing is lost. A new pin
+    past the cap is left out.
+    """
+    out = list(pins)
+    if baseline is not None:
+        kept = {label_key(p.label) for p in copy}
+        out = [p for p in out if label_key(p.label) in kept or label_key(p.label) not in baseline]
+    for pin in copy:
+        key = label_key(pin.label)
+        if baseline is not None and baseline.get(key) == pin_digest(pin):
+            continue
+        index = next((i for i, p in enumerate(out) if label_key(p.label) == key), None)
+        if index is not None:
+            out[index] = pin
+        elif len(out) < cap:
+            out.append(pin)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class InheritDecision:
     """What happened to one candidate pin, for ``--explain`` and debug output."""
@@ -109,13 +148,14 @@ def merge_inherited(
 
     Candidates arrive already decayed and provenance-labelled, best first. A candidate is
     skipped when its label collides with a pin already present (current wins; this also makes
-    repeated inheritance idempotent), when ``max_inherited`` pins were added, or when the
-    working memory is full.
+    repeated inheritance idempotent), when the working memory holds ``max_inherited``
+    inherited pins (those ``current`` already inherited count: continuing again, or from
+    another session, never goes past the cap), or when the working memory is full.
     """
     pins = list(current)
     seen = {label_key(p.label) for p in pins}
     decisions: list[InheritDecision] = []
-    added = 0
+    added = sum(1 for p in pins if p.source_session_id is not None)
     for pin in candidates:
         key = label_key(pin.label)
         source = pin.source_session_id or ""

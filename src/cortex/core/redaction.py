@@ -266,7 +266,10 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 
 def _one_pass(text: str) -> str:
-    spans = sorted(s for s in _spans(text) if s[1] > s[0] and text[s[0] : s[1]] != MARKER)
+    # A span that is already masked (the marker, or ``***`` as URLs are shown) stays as it is.
+    spans = sorted(
+        s for s in _spans(text) if text[s[0] : s[1]] != MARKER and text[s[0] : s[1]].strip("*")
+    )
     if not spans:
         return text
     out: list[str] = []

@@ -174,9 +174,10 @@ def _task_value(task: PendingTask) -> tuple[bool, str, int]:
     )
 
 
-def _drop_tasks(state: SessionState, overflow: int) -> SessionState:
-    """Drop the least valuable pending tasks until ``overflow`` bytes are freed; order kept."""
-    tasks = state.pending_tasks
+def _without_least_valuable(
+    tasks: tuple[PendingTask, ...], overflow: int, sizes: list[int]
+) -> tuple[PendingTask, ...]:
+    """Drop the least valuable tasks until ``overflow`` bytes are freed; order kept."""
     order = sorted(range(len(tasks)), key=lambda i: (_task_value(tasks[i]), -i))
     dropped: set[int] = set()
     removed = 0
@@ -184,9 +185,26 @@ def _drop_tasks(state: SessionState, overflow: int) -> SessionState:
         if removed >= overflow:
             break
         dropped.add(index)
-        removed += _json_len(tasks[index].to_dict()) + 1
-    kept = tuple(task for i, task in enumerate(tasks) if i not in dropped)
-    return replace(state, pending_tasks=kept)
+        removed += sizes[index] + 1
+    return tuple(task for i, task in enumerate(tasks) if i not in dropped)
+
+
+def _drop_tasks(state: SessionState, overflow: int) -> SessionState:
+    """Drop the least valuable pending tasks until ``overflow`` bytes are freed; order kept."""
+    tasks = state.pending_tasks
+    sizes = [_json_len(task.to_dict()) for task in tasks]
+    return replace(state, pending_tasks=_without_least_valuable(tasks, overflow, sizes))
+
+
+def tasks_that_can_fit(
+    tasks: tuple[PendingTask, ...], max_bytes: int = MAX_RECORD_BYTES
+) -> tuple[PendingTask, ...]:
+    """``tasks`` without the least valuable ones that ``fit_record`` would drop in any record:
+    those beyond ``max_bytes`` of tasks alone. Lets a caller trim a long pipeline once, before
+    it takes the write lock, instead of re-measuring hundreds of tasks while holding it."""
+    sizes = [_json_len(task.to_dict()) for task in tasks]
+    overflow = sum(sizes) + len(sizes) - max_bytes
+    return tasks if overflow <= 0 else _without_least_valuable(tasks, overflow, sizes)
 
 
 def _drop_from_end(name: str) -> Step:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cortex.core.models import PendingTask, Pin
+from cortex.core.redaction import redact
 from cortex.errors import ValidationError
 
 PENDING_STAGES = ("build", "verify", "validate")
@@ -107,12 +108,13 @@ def _is_done_stage(stage: str) -> bool:
 def pending_from_pipeline(
     tasks: Mapping[str, Mapping[str, Any]], stages: Iterable[str] = PENDING_STAGES
 ) -> list[PendingTask]:
-    """Tasks whose stage is one of ``stages`` (build/verify/validate), in document order."""
+    """Tasks whose stage is one of ``stages`` (build/verify/validate), in document order;
+    titles redacted (a pipeline's file is written by tools Cortex does not control)."""
     wanted = {s.lower() for s in stages}
     return [
         PendingTask(
             task_id=str(task["task_id"]),
-            title=str(task.get("title") or task["task_id"]),
+            title=redact(str(task.get("title") or task["task_id"])),
             stage=str(task.get("stage") or ""),
             flagged_incomplete=False,
             updated_at=task.get("updated_at"),

@@ -250,6 +250,7 @@ class CompactionService(Service):
             )
         with self.store.transaction():
             state = self.events.session(session_id)
+            session_id = state.session_id
             at = self.now_iso()
             survivors = self._survivors(state, decisions, files_changed) | dict(extra_state or {})
             checkpoint = validated_checkpoint(
@@ -321,8 +322,8 @@ class CompactionService(Service):
         }
 
     def checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
-        """The session's checkpoints, newest first."""
-        self.events.session(session_id)
+        """The session's checkpoints, newest first (``session_id`` may be a unique prefix)."""
+        session_id = self.events.session(session_id).session_id
         return self.store.list_checkpoints(session_id, limit=limit)
 
     def latest_checkpoint(self, session_id: str) -> Checkpoint | None:
@@ -367,6 +368,7 @@ class CompactionService(Service):
     ) -> CompactionRun:
         with self.store.transaction():
             status = self.status(session_id)
+            session_id = status.session_id
             decision = status.decision
             if not decision.due and not force:
                 return CompactionRun(decision)
@@ -392,6 +394,7 @@ class CompactionService(Service):
         if trigger not in HARNESS_TRIGGERS:
             raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
         with self.store.transaction():
+            session_id = self.events.session(session_id).session_id
             latest = self.store.list_compaction_events(session_id, limit=1)
             run = None
             if not latest or latest[0].completed_at is not None:
@@ -422,5 +425,5 @@ class CompactionService(Service):
 
     def compactions(self, session_id: str, *, limit: int = 20) -> list[CompactionEvent]:
         """The session's compaction events, newest first."""
-        self.events.session(session_id)
+        session_id = self.events.session(session_id).session_id
         return self.store.list_compaction_events(session_id, limit=limit)

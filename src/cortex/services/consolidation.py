@@ -67,6 +67,11 @@ METADATA_ACTIONS = 500
 """Most actions a run's audit row lists (the counts always cover all of them)."""
 
 
+RECORD_TYPES = ("checkpoint",)
+"""Memory types that record an event (the protocol's checkpoints mirrored for search), not a
+statement that could duplicate or contradict another: consolidation leaves them alone."""
+
+
 @dataclass(frozen=True)
 class ConsolidationReport:
     """A run's audit row and every action it took (or, in shadow mode, would take)."""
@@ -177,9 +182,13 @@ class ConsolidationService(Service):
         # the write lock; a candidate another run promoted meanwhile is a duplicate below.
         candidates = self._candidates(extractor, project) if extract else []
         with self.store.transaction():
-            live = self.store.consolidation_candidates(
-                flt, now, limit=self.config.consolidation_batch
-            )
+            live = [
+                m
+                for m in self.store.consolidation_candidates(
+                    flt, now, limit=self.config.consolidation_batch
+                )
+                if m.type not in RECORD_TYPES
+            ]
             linked = [
                 frozenset((a.id, b.id))
                 for a, b in self.store.memory_conflicts(flt, now, limit=CONFLICT_SCAN_LIMIT)

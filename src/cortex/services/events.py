@@ -24,6 +24,7 @@ from cortex.core.transcripts import slugify, transcript_markdown
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
+from cortex.services.ids import lookup
 
 MAX_EVENT_CHARS = 65_536
 """Characters of one event's content that are stored (a bounded payload); the token
@@ -36,8 +37,9 @@ class EventLog(Service):
     """Append and read session events; write and read snapshots."""
 
     def session(self, session_id: str) -> SessionState:
-        """The session row, or a ``NotFoundError`` naming the next step."""
-        state = self.store.get_session(check_id(session_id))
+        """The session row (the whole id or a unique prefix of it), or a ``NotFoundError``
+        naming the next step."""
+        state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
             raise NotFoundError(
                 f"no session {session_id!r}; start it with `cortex session start --session-id`"
@@ -70,7 +72,7 @@ class EventLog(Service):
         if turn_index is not None and turn_index < 0:
             raise ValidationError(f"turn_index {turn_index} is negative; give 0 or more")
         with self.store.transaction():
-            self.session(session_id)
+            session_id = self.session(session_id).session_id
             if turn_index is None:
                 last = self.store.session_event_totals(session_id).last_turn_index
                 bump = 1 if (role, kind) == ("user", "message") else 0
@@ -93,7 +95,7 @@ class EventLog(Service):
         self, session_id: str, *, meaningful_only: bool = False, limit: int | None = None
     ) -> list[SessionEvent]:
         """A session's events in order (the newest ``limit`` of them)."""
-        self.session(session_id)
+        session_id = self.session(session_id).session_id
         return self.store.list_session_events(
             session_id, meaningful_only=meaningful_only, limit=limit
         )
@@ -108,6 +110,7 @@ class EventLog(Service):
             )
         with self.store.transaction():
             state = self.session(session_id)
+            session_id = state.session_id
             events = self.store.list_session_events(
                 session_id, meaningful_only=True, limit=SNAPSHOT_EVENT_LIMIT
             )
@@ -129,11 +132,12 @@ class EventLog(Service):
 
     def snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:
         """A session's snapshots, newest first."""
-        self.session(session_id)
+        session_id = self.session(session_id).session_id
         return self.store.list_snapshots(session_id, limit=limit)
 
     def get_snapshot(self, snapshot_id: str) -> SessionSnapshot:
-        snap = self.store.get_snapshot(snapshot_id)
+        """The snapshot ``snapshot_id`` names: the whole id or a unique prefix of it."""
+        snap = lookup(self.store, "snapshot", snapshot_id, self.store.get_snapshot)
         if snap is None:
             raise NotFoundError(f"no snapshot {snapshot_id!r}; see `cortex session snapshot`")
         return snap

@@ -29,16 +29,16 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
-from cortex.core.retrieval import normalize_tags
 from cortex.errors import NotFoundError, ValidationError
-from cortex.files import check_id
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
     MAX_KEY_CHARS,
     check_confidence,
     check_content,
     check_intent,
+    check_key,
     check_layer,
+    check_tags,
     check_type,
 )
 from cortex.services.search import MemoryReader
@@ -108,7 +108,7 @@ class MemoryService(MemoryReader):
     ) -> builtins.list[AddResult]:
         """Add memories in one transaction (upserts apply in order); all or nothing."""
         now = self.clock.now()
-        projects: dict[str, str | None] = {}
+        projects: dict[str, tuple[str, str | None]] = {}
         memories = [self._build(item, now, projects) for item in items]
         with self.store.transaction():
             superseded = self.store.add_memories(memories)
@@ -127,7 +127,9 @@ class MemoryService(MemoryReader):
         """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""
         return self._build(item, self.clock.now(), {})
 
-    def _build(self, item: NewMemory, now_dt: datetime, projects: dict[str, str | None]) -> Memory:
+    def _build(
+        self, item: NewMemory, now_dt: datetime, projects: dict[str, tuple[str, str | None]]
+    ) -> Memory:
         """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
         now = to_iso(now_dt)
         content = check_content(item.content)
@@ -135,17 +137,17 @@ class MemoryService(MemoryReader):
         kind = check_type(item.type) if item.type else None
         layer = check_layer(item.layer) if item.layer else (RULE if kind == RULE else LONG_TERM)
         kind = kind or (RULE if layer == RULE else "note")
-        session_id = check_id(item.session_id) if item.session_id else None
-        project = item.project or self._session_project(session_id, projects)
+        session_id, project = None, item.project
+        if item.session_id:
+            session_id, session_project = self._source_session(item.session_id, projects)
+            project = project or session_project
         scope = item.scope or (PROJECT if project else GLOBAL)
         if scope not in SCOPES:
             raise ValidationError(f"unknown scope {scope!r}; use global or project")
         if scope == PROJECT and not project:
             raise ValidationError("scope project needs a project; pass --project NAME")
         confidence = check_confidence(item.confidence)
-        key = (item.upsert_key or "").strip() or None
-        if key is not None and len(key) > MAX_KEY_CHARS:
-            raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
+        key = check_key(item.upsert_key)
         return Memory(
             id=str(uuid.uuid4()),
             content=content,
@@ -154,7 +156,7 @@ class MemoryService(MemoryReader):
             scope=scope,
             project=project if scope == PROJECT else None,
             user_id=item.user_id or None,
-            tags=normalize_tags(item.tags),
+            tags=check_tags(item.tags),
             upsert_key=key,
             source_session_id=session_id,
             remember_intent=intent,
@@ -191,17 +193,16 @@ class MemoryService(MemoryReader):
         now = self.now_iso()
         with self.store.transaction():
             old = self.live(memory_id)
+            memory_id = old.id
             new = replace(
                 old,
                 content=check_content(content) if content is not None else old.content,
                 layer=check_layer(layer) if layer else old.layer,
                 type=check_type(type) if type else old.type,
-                tags=normalize_tags(tags) if tags is not None else old.tags,
+                tags=check_tags(tags) if tags is not None else old.tags,
                 confidence=old.confidence if confidence is None else float(confidence),
                 remember_intent=remember_intent or old.remember_intent,
-                upsert_key=(upsert_key.strip() or None)
-                if upsert_key is not None
-                else old.upsert_key,
+                upsert_key=check_key(upsert_key) if upsert_key is not None else old.upsert_key,
                 updated_at=now,
             )
             new = self._checked_edit(old, new, now)
@@ -215,10 +216,10 @@ class MemoryService(MemoryReader):
         """A memory that is neither forgotten nor superseded, or a one-line error."""
         memory = self.get(memory_id)
         if memory.deleted_at is not None:
-            raise NotFoundError(f"memory {memory_id} was forgotten; add a new one")
+            raise NotFoundError(f"memory {memory.id} was forgotten; add a new one")
         if memory.superseded_by is not None:
             raise ValidationError(
-                f"memory {memory_id} was superseded by {memory.superseded_by}; edit that one"
+                f"memory {memory.id} was superseded by {memory.superseded_by}; edit that one"
             )
         return memory
 
@@ -237,6 +238,7 @@ class MemoryService(MemoryReader):
         now = self.now_iso()
         with self.store.transaction():
             memory = self.get(memory_id)
+            memory_id = memory.id
             if memory.deleted_at is not None or not self.store.delete_memory(memory_id, now):
                 raise NotFoundError(f"memory {memory_id} is already forgotten")
             self.store.append_audit("memory.forget", actor, memory_id, {"layer": memory.layer}, now)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import INTENTS, LAYERS, MODES
-from cortex.core.redaction import redact
+from cortex.core.redaction import redact, redact_value
+from cortex.core.retrieval import normalize_tags
 from cortex.errors import ValidationError
 
 MAX_CONTENT_BYTES = 65_536
@@ -48,6 +49,19 @@ def check_content(content: object, what: str = "memory content") -> str:
             "store a summary or split it"
         )
     return redact(content.strip())
+
+
+def check_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Tags redacted, then normalized (lower case would hide a credential's shape)."""
+    return normalize_tags(redact_value(tags))
+
+
+def check_key(key: str | None) -> str | None:
+    """An upsert key: stripped, redacted, at most ``MAX_KEY_CHARS``; None when empty."""
+    cleaned = redact((key or "").strip()) or None
+    if cleaned is not None and len(cleaned) > MAX_KEY_CHARS:
+        raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
+    return cleaned
 
 
 def check_layers(layer: str | Sequence[str] | None) -> tuple[str, ...]:

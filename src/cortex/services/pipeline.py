@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cortex.core.redaction import redact
 from cortex.core.tasks import pipeline_tasks
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import atomic_write_text, file_lock, read_json
@@ -75,7 +76,7 @@ def upsert_task(path: Path, task_id: str, title: str, stage: str, at: str) -> di
                 tasks[task_id] = task
             else:
                 tasks.append(task)
-        task.update({"title": title, "current_stage": stage, "updated_at": at})
+        task.update({"title": redact(title), "current_stage": stage, "updated_at": at})
         return task
 
     return _edit(path, change)

@@ -319,3 +319,52 @@ def _write_cache(cache_dir: Path | None, cache: dict[str, object]) -> None:
         del cache[next(iter(cache))]
     with contextlib.suppress(StorageError):
         atomic_write_text(cache_dir / CACHE_FILE, json.dumps(cache), durable=False)
+
+
+def project_label(project: str | None) -> str:
+    """A project as a person tells it apart in a listing: ``org/repo`` for a git id with a
+    remote (two repositories of one organisation differ), the directory name for a path,
+    else the text."""
+    if not project:
+        return "-"
+    if project.startswith("git:"):
+        remote = project.removeprefix("git:").split("#", 1)[0].rstrip("/")
+        return "/".join(remote.split("/")[-2:]) if remote else project
+    return display_name(project) or project
+
+
+def project_matches(typed: str, project: str, typed_path_id: str | None = None) -> bool:
+    """Whether what a person typed names the stored ``project``.
+
+    It does when it is the id itself; the project's name (any case: ``repoA`` names
+    ``git:github.com/acme-corp/repoa#...``); its remote or a trailing part of it
+    (``acme-corp/repoa``, ``github.com/acme-corp/repoa``, a clone URL); or a directory
+    whose identity is the project (``typed_path_id``, when the caller resolved one).
+    """
+    text = typed.strip()
+    if not text:
+        return False
+    if text == project or (typed_path_id is not None and typed_path_id == project):
+        return True
+    if text.casefold() == (display_name(project) or "").casefold():
+        return True
+    if project.startswith("git:"):
+        remote = project.removeprefix("git:").split("#", 1)[0]
+        url = normalize_remote(text) or ""
+        wanted = url if not url.startswith("file/") else text.strip("/").lower()
+        return bool(remote) and (remote == wanted or remote.endswith("/" + wanted))
+    return False
+
+
+def typed_path_identity(typed: str, cache_dir: Path | None = None) -> str | None:
+    """The project id of ``typed`` when it names an existing directory, else None."""
+    text = typed.strip()
+    if not text or not any(mark in text for mark in ("/", os.sep, "~", ".")):
+        return None
+    try:
+        path = Path(os.path.expanduser(text))
+        if not path.is_dir():
+            return None
+    except (OSError, ValueError):
+        return None
+    return project_identity(str(path), cache_dir).id

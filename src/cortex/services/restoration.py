@@ -206,9 +206,12 @@ def plan_restoration(
     now: datetime,
     config: Config,
     pipeline: Mapping[str, dict[str, Any]] | None,
+    recovered: Sequence[str] = (),
 ) -> RestorePlan:
     """Plan what a new session inherits, given the ``selection`` and its standard ``sources``
-    (``selection.standard_sources`` with all of their pins)."""
+    (``selection.standard_sources`` with all of their pins). ``recovered``: the sessions of
+    this project that crash recovery closed at this start, named in the preamble whether or
+    not they contribute."""
     scored = list(selection.scored)
     contributors = [s.session for s in scored]
     explain = list(selection.explain)
@@ -250,6 +253,7 @@ def plan_restoration(
         pipeline,
         now,
         explain,
+        recovered,
     )
 
 
@@ -264,6 +268,7 @@ def _finish(
     pipeline: Mapping[str, dict[str, Any]] | None,
     now: datetime,
     explain: list[str],
+    recovered: Sequence[str] = (),
 ) -> RestorePlan:
     """Pending tasks, topics, projects and the preamble from the chosen ``sources``."""
     inherited = tuple(p for p in pins if p not in current_pins)
@@ -282,7 +287,10 @@ def _finish(
             active_projects=projects,
             now=now,
             task_ages=ages,
-            crash_recovered=[s.session_id for s in contributors if s.crash_recovered],
+            crash_recovered=[
+                *recovered,
+                *(s.session_id for s in contributors if s.crash_recovered),
+            ],
         )
     return RestorePlan(
         tuple(scored),

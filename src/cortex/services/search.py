@@ -41,6 +41,7 @@ from cortex.core.tokens import estimate_tokens
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
+from cortex.services.ids import lookup, resolve_id
 from cortex.services.memory_checks import (
     check_layers,
     check_limit,
@@ -50,6 +51,7 @@ from cortex.services.memory_checks import (
 from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
+    from cortex.core.models import SessionState
     from cortex.core.procedures import ScoredProcedure
     from cortex.services.embeddings import Embedder
 
@@ -77,26 +79,31 @@ class MemoryReader(Service):
 
     # -- reads ---------------------------------------------------------------------------------
     def get(self, memory_id: str) -> Memory:
-        """Any memory by id (also deleted or superseded ones, for history)."""
-        memory = self.store.get_memory(memory_id)
+        """Any memory by id or unique id prefix (also deleted or superseded ones, for history)."""
+        memory = lookup(self.store, "memory", memory_id, self.store.get_memory)
         if memory is None:
             raise NotFoundError(f"no memory {memory_id!r}; see `cortex memory list`")
         return memory
 
     def links(self, memory_id: str) -> list[MemoryLink]:
         """The memory's links (supersedes, conflicts, relates), either direction."""
-        return self.store.memory_links(memory_id)
+        return self.store.memory_links(resolve_id(self.store, "memory", memory_id) or memory_id)
 
-    def _session_project(self, session_id: str | None, cache: dict[str, str | None]) -> str | None:
-        """The project of the source session (memories made in a session belong to its
-        project)."""
-        if session_id is None:
-            return None
+    def _session(self, session_id: str) -> SessionState:
+        """The session ``session_id`` names (the whole id or a unique prefix), or NotFound."""
+        state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
+        if state is None:  # refused like every command refuses an unknown session
+            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+        return state
+
+    def _source_session(
+        self, session_id: str, cache: dict[str, tuple[str, str | None]]
+    ) -> tuple[str, str | None]:
+        """The whole id and project of a memory's source session (memories made in a session
+        belong to its project)."""
         if session_id not in cache:
-            state = self.store.get_session(session_id)
-            if state is None:  # refused like every command refuses an unknown session
-                raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
-            cache[session_id] = state.project
+            state = self._session(session_id)
+            cache[session_id] = (state.session_id, state.project)
         return cache[session_id]
 
     def scope_filter(
@@ -112,8 +119,9 @@ class MemoryReader(Service):
         include_history: bool = False,
     ) -> MemoryFilter:
         """A validated ``MemoryFilter``; a session's memories are seen with its project."""
-        if session_id and not project:
-            project = self._session_project(check_id(session_id), {})
+        if session_id:
+            session = self._session(session_id)
+            session_id, project = session.session_id, project or session.project
         return MemoryFilter(
             layers=check_layers(layer),
             project=project or None,
@@ -239,9 +247,7 @@ class MemoryReader(Service):
         if session_id is not None:
             from cortex.services.compaction import session_block
 
-            state = self.store.get_session(check_id(session_id))
-            if state is None:
-                raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            state = self._session(session_id)
             project, user_id = project or state.project, user_id or state.user_id
             if self.config.memory_session_enabled:
                 block = session_block(self.store, self.config, self.clock, state)

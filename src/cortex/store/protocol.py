@@ -56,6 +56,12 @@ class SessionStore(Protocol):
 
     def get_session(self, session_id: str) -> SessionState | None: ...
 
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """Up to ``limit`` stored ids of ``kind`` (``session``, ``memory``, ``snapshot``) that
+        start with ``prefix`` (non-empty), in order: an id equal to ``prefix`` comes first.
+        A range scan of the id index; this tenant's ids only."""
+        ...
+
     def completed_sessions_since(
         self,
         since: str,
@@ -87,6 +93,11 @@ class SessionStore(Protocol):
         any_project: bool = True,
     ) -> list[SessionState]:
         """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
+        ...
+
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        """The distinct projects sessions were recorded under (none for no project), the one
+        whose latest session started last first."""
         ...
 
     def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:

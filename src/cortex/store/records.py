@@ -270,3 +270,34 @@ def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def session_projects_query(tenant_clause: str = "") -> str:
+    """The distinct projects of the sessions, latest start first; parameters: (tenant,) limit."""
+    return (
+        f"SELECT project FROM session_states WHERE {tenant_clause}project IS NOT NULL "
+        "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT %s"
+    )
+
+
+ID_TABLES = {"session": "session_states", "memory": "memories", "snapshot": "session_snapshots"}
+"""The tables whose ids a person types back (``Store.ids_with_prefix``), by kind."""
+
+
+def prefix_query(kind: str, tenant_clause: str = "") -> str:
+    """``SELECT id`` of the ``kind`` rows whose id starts with a prefix, as a range on the id
+    index (``id >= prefix AND id < prefix-with-its-last-character-bumped``), ids in order.
+
+    Parameters: (tenant when ``tenant_clause`` names it,) lower bound, upper bound, limit.
+    """
+    if kind not in ID_TABLES:
+        raise ValueError(f"unknown id kind {kind!r}; use one of {', '.join(ID_TABLES)}")
+    return (
+        f"SELECT id FROM {ID_TABLES[kind]} WHERE {tenant_clause}id >= %s AND id < %s "
+        "ORDER BY id LIMIT %s"
+    )
+
+
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """The half-open range of ids that start with ``prefix`` (a binary / "C" collation)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

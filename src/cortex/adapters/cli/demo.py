@@ -105,13 +105,13 @@ def _tell(echo: Callable[[str], None], services: Services, clock: FixedClock) ->
     set_stage(config.pipeline_state_path, "task-007-cat-control", "done", cortex.now_iso())
     step(
         "pull in the two-week-old antenna session by hand",
-        f"cortex session continue {old.session_id[:8]}...",
+        f"cortex session continue {old.session_id[:8]}",
     )
     forced = cortex.force_inherit_session(old.session_id)
     echo(forced.preamble or "(nothing inherited)")
     cortex.on_session_end()
 
-    step("the chain of sessions", f"cortex session chain {wednesday.session_id[:8]}...")
+    step("the chain of sessions", f"cortex session chain {wednesday.session_id[:8]}")
     echo(format_session_rows(cortex.get_session_chain(wednesday.session_id, 5)))
     step("metrics are a keyed hash chain", "cortex metrics verify")
     report = services.metrics.verify()

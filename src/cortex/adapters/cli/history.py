@@ -18,7 +18,7 @@ from cortex.adapters.cli.runtime import (
 
 
 def _session_id(rt: Runtime, session_id: str | None) -> str:
-    return rt.sessions.resolve(session_id).session_id
+    return rt.sessions.resolve(rt.session_id(session_id)).session_id
 
 
 def _cleaned(items: Sequence[str]) -> list[str]:

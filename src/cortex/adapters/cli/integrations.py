@@ -116,16 +116,24 @@ def uninstall_command(
 ) -> None:
     """Remove exactly the hooks and MCP server `cortex install HOST` added.
 
+    Settings folders left empty are removed too, and the home's hook server is stopped.
+
     \b
     Example:
       cortex uninstall claude-code --project .
     """
-    from cortex.adapters.hooks.install import apply, plan
+    from cortex.adapters.hooks.install import apply, plan, remove_empty_folders, stop_server
 
     place = _target_for(rt, host, project, user_scope)
     changes = plan(place, remove=True)
     if not dry_run:
         apply(changes)
+        base = project.absolute() if project is not None else Path.home()
+        for folder in remove_empty_folders(changes, base):
+            changes[0].notes.append(f"removed the empty folder {folder}")
+        stopped = stop_server(rt.config.home)
+        if stopped is not None:
+            changes[0].notes.append(f"stopped the hook server (pid {stopped})")
     _report(rt, changes, dry_run, "removed")
 
 
@@ -142,6 +150,8 @@ def uninstall_command(
 def doctor_command(ctx: click.Context, rt: Runtime, project: Path) -> None:
     """Check that capture works: hooks installed, events arriving, database healthy.
 
+    Without --home (or CORTEX_HOME) it checks the home the installed hooks use.
+
     Exits 1 when it does not, with one line per problem naming the fix.
 
     \b
@@ -150,14 +160,15 @@ def doctor_command(ctx: click.Context, rt: Runtime, project: Path) -> None:
     """
     from cortex.adapters.hooks.doctor import diagnose
 
-    report = diagnose(rt.config, rt.clock, Path.home(), project.absolute())
+    named = rt.home is not None or bool(rt.env.get("CORTEX_HOME"))
+    report = diagnose(rt.config, rt.clock, Path.home(), project.absolute(), follow_hooks=not named)
     rt.emit(report.to_dict(), lambda: _doctor_text(report))
     if not report.ok:
         ctx.exit(1)
 
 
 def _doctor_text(report: Report) -> str:
-    lines = ["hosts:"]
+    lines = [f"home: {report.home}", "hosts:"]
     for host, info in report.hosts.items():
         where = ", ".join(i["path"] for i in info["installed"]) or "not installed"
         last = info["last_event"]

@@ -254,7 +254,7 @@ def memory_show(rt: Runtime, memory_id: str) -> None:
 
     \b
     Example:
-      cortex memory show 3f2a9c1e-...
+      cortex memory show 3f2a9c1e
     """
     service = rt.services.memory
     found = service.get(memory_id)
@@ -293,7 +293,7 @@ def memory_edit(
 
     \b
     Example:
-      cortex memory edit 3f2a9c1e-... --confidence 0.6 --tags infra,deploy
+      cortex memory edit 3f2a9c1e --confidence 0.6 --tags infra,deploy
     """
     changes = (content, layer, kind, tags, confidence, upsert_key)
     if all(change is None for change in changes) and not explicit:
@@ -323,7 +323,7 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
 
     \b
     Example:
-      cortex memory forget 3f2a9c1e-...
+      cortex memory forget 3f2a9c1e
     """
     gone = rt.services.memory.forget(memory_id, actor="cli")
     rt.emit(gone.to_dict(), f"forgot {gone.id}")

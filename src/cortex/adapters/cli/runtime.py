@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,17 @@ class Runtime:
     @property
     def sessions(self) -> SessionPersistenceManager:
         return self.services.sessions
+
+    def session_id(self, given: str | None) -> str:
+        """``given``, or the session a command run here means: the current one of this
+        directory's project, never another project's (``current_session``)."""
+        if given:
+            return given
+        from cortex.services.project import harness_project_dir, project_identity
+
+        where = harness_project_dir(self.env) or os.getcwd()
+        here = project_identity(where, self.config.home / "cache", self.env)
+        return self.sessions.current_session(here).session_id
 
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
         """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""

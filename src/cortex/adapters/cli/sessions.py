@@ -11,6 +11,7 @@ import click
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, clean, pass_rt, session_option
 from cortex.core.models import Pin, SessionState
 from cortex.core.preamble import format_continue_summary
+from cortex.services.project import project_label
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -94,7 +95,7 @@ def session_record(
       cortex session record --text "wire the CAT control" --workdir ~/Projects/lbf-ham-radio
     """
     state = rt.sessions.record(
-        session_id,
+        rt.session_id(session_id),
         text=clean(text),
         workdir=clean(workdir),
         categories=categories,
@@ -115,7 +116,7 @@ def session_end(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex session end
     """
-    state = rt.sessions.on_session_end(session_id)
+    state = rt.sessions.on_session_end(rt.session_id(session_id))
     rt.emit(
         state.to_dict(),
         f"session {state.session_id} captured: "
@@ -133,9 +134,9 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
 
     \b
     Example:
-      cortex session continue 3f2a9c1e-...
+      cortex session continue 3f2a9c1e
     """
-    ctx = rt.sessions.force_inherit_session(target_id, session_id)
+    ctx = rt.sessions.force_inherit_session(target_id, rt.session_id(session_id))
     summary = format_continue_summary(rt.sessions.resolve(target_id), ctx)
     rt.emit(ctx.to_dict() | {"summary": summary}, summary)
 
@@ -155,7 +156,7 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 
     \b
     Example:
-      cortex session chain 3f2a9c1e-... --depth 10
+      cortex session chain 3f2a9c1e --depth 10
     """
     chain = rt.sessions.get_session_chain(session_id, depth)
     rt.emit([s.to_dict() for s in chain], lambda: format_session_rows(chain))
@@ -163,7 +164,10 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 
 @session.command("list", context_settings=CONTEXT)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000))
-@click.option("--project", help="Only sessions of this project.")
+@click.option(
+    "--project",
+    help="Only sessions of this project: its name, a path, a remote (org/repo) or its id.",
+)
 @click.option("--task", "slug", help="Only sessions of this protocol task, oldest first.")
 @pass_rt
 def session_list(rt: Runtime, limit: int, project: str | None, slug: str | None) -> None:
@@ -180,10 +184,17 @@ def session_list(rt: Runtime, limit: int, project: str | None, slug: str | None)
         return
     states = rt.sessions.list_sessions(limit, project)
     rt.emit(
-        [s.to_dict() for s in states],
-        lambda: (
-            format_session_rows(states) or "no sessions yet; start one with `cortex session start`"
-        ),
+        [s.to_dict() for s in states], lambda: format_session_rows(states) or _none(rt, project)
+    )
+
+
+def _none(rt: Runtime, project: str | None) -> str:
+    """Why a listing is empty: no session at all, or none of the project asked for."""
+    if project is None or not rt.sessions.list_sessions(1):
+        return "no sessions yet; start one with `cortex session start`"
+    return (
+        f"no sessions of project {project!r}; match a name, a path, a remote (org/repo) or "
+        "an id, or see them all with `cortex session list`"
     )
 
 
@@ -195,9 +206,9 @@ def session_show(rt: Runtime, session_id: str | None) -> None:
 
     \b
     Example:
-      cortex --json session show 3f2a9c1e-...
+      cortex --json session show 3f2a9c1e
     """
-    state = rt.sessions.resolve(session_id)
+    state = rt.sessions.resolve(rt.session_id(session_id))
     rt.emit(state.to_dict(), lambda: format_session(state))
 
 
@@ -247,7 +258,7 @@ def pin_add(
     added = rt.sessions.add_pin(
         clean(label) or "",
         clean(content) or "",
-        session_id,
+        rt.session_id(session_id),
         critical=critical,
         confidence=confidence,
     )
@@ -266,7 +277,7 @@ def pin_list(rt: Runtime, session_id: str | None) -> None:
     Example:
       cortex pin list
     """
-    pins = rt.sessions.list_pins(session_id)
+    pins = rt.sessions.list_pins(rt.session_id(session_id))
     rt.emit([p.to_dict() for p in pins], lambda: format_pins(pins) or "no pins")
 
 
@@ -281,7 +292,7 @@ def pin_remove(rt: Runtime, label: str, session_id: str | None) -> None:
     Example:
       cortex pin remove "ft991a control"
     """
-    removed = rt.sessions.remove_pin(clean(label) or "", session_id)
+    removed = rt.sessions.remove_pin(clean(label) or "", rt.session_id(session_id))
     rt.emit(removed.to_dict(), f"removed {removed.label!r}")
 
 
@@ -300,7 +311,7 @@ def format_session_rows(states: Sequence[SessionState]) -> str:
         status = "crash-recovered" if s.crash_recovered else ("open" if s.is_open else "ended")
         rows.append(
             f"{s.session_id}  {s.start_time[:16]}  {status:<15}  "
-            f"{(s.project or '-')[:20]:<20}  pins={len(s.working_memory)} "
+            f"{project_label(s.project)[:32]:<32}  pins={len(s.working_memory)} "
             f"tasks={len(s.pending_tasks)}  {', '.join(s.hot_topics[:5])}"
         )
     return "\n".join(rows)

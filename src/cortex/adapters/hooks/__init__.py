@@ -28,6 +28,10 @@ MAX_INPUT_BYTES = 8 * 1024 * 1024
 """Larger input is not parsed (a 5 MB prompt is fine; it is cut to 20,000 characters)."""
 STDIN_TIMEOUT_SECONDS = 5.0
 """A host closes stdin at once; a hook left reading a terminal gives up after this."""
+OWNER_VAR = "CORTEX_HOOK_OWNER_PID"
+"""Where the hook passes its harness's pid on (to the hook server too): the session's owner,
+so that crash recovery closes a session whose harness is gone without waiting for its lease."""
+SHELLS = frozenset({b"sh", b"bash", b"dash", b"zsh", b"ksh", b"fish", b"busybox"})
 USAGE = """Usage: cortex hook HOST < event.json
 
   Handle one agent hook event (JSON on stdin) for HOST: claude-code, codex, gemini or cursor.
@@ -65,6 +69,9 @@ def _run(argv: list[str]) -> None:
         _log(f"{host}: {problem}")
         return
     env, cwd = dict(os.environ), _cwd()
+    owner = harness_pid()
+    if owner is not None:
+        env.setdefault(OWNER_VAR, str(owner))
     use_server = server_enabled(env)
     if use_server:
         from cortex.adapters.hooks.server import request
@@ -107,6 +114,25 @@ def read_stdin(limit: int, timeout: float) -> tuple[bytes, str | None]:
             return b"", f"input is larger than {limit} bytes; ignored"
         chunks.append(chunk)
     return b"".join(chunks), None
+
+
+def harness_pid(proc: str = "/proc") -> int | None:
+    """The harness that ran this hook: the parent process, or the shell's parent when a shell
+    wraps the command. None when it cannot be told (no ``/proc``) or the parent is init."""
+    pid = os.getppid()
+    for _ in range(3):
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as stat:
+                data = stat.read()
+            comm = data[data.index(b"(") + 1 : data.rindex(b")")]
+            fields = data[data.rindex(b")") + 2 :].split()
+            parent = int(fields[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if comm not in SHELLS:
+            return pid if pid > 1 else None
+        pid = parent
+    return None
 
 
 def server_enabled(env: dict[str, str]) -> bool:

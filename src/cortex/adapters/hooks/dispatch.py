@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cortex.services.compaction import CompactionService
 
+from cortex.adapters.hooks import OWNER_VAR
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
 from cortex.adapters.hooks.hook import Hook, ServicesCache
@@ -137,12 +138,18 @@ def _dispatch(
     # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
     identity = project_identity(project_dir or cwd, home / "cache", env)
     services = cache.open(load_config(None, env), _clock(env))
-    hook = Hook(event, session_id, identity, cwd, home, services)
+    hook = Hook(event, session_id, identity, cwd, home, services, owner_pid=_owner(env))
     try:
         with services.sessions.transaction():
             return HANDLERS[event.kind](hook)
     finally:
         cache.release()
+
+
+def _owner(env: Mapping[str, str]) -> int | None:
+    """The harness pid the hook process passed on (``OWNER_VAR``), if any."""
+    raw = env.get(OWNER_VAR, "")
+    return int(raw) if raw.isdigit() and 1 < int(raw) < 2**31 else None
 
 
 def _clock(env: Mapping[str, str]) -> Clock:

@@ -22,7 +22,7 @@ from cortex.adapters.hooks.install import is_our_hook, target
 from cortex.adapters.hooks.server import server_pid
 from cortex.adapters.hooks.state import read_status
 from cortex.clock import Clock, parse_time
-from cortex.config import Config
+from cortex.config import Config, load_config
 from cortex.errors import CortexError, ValidationError
 from cortex.services.app import Services
 from cortex.services.sessions.manager import SessionPersistenceManager
@@ -39,6 +39,7 @@ class Report:
     server: dict[str, Any] = field(default_factory=dict)
     working_memory: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    home: str = ""
 
     @property
     def ok(self) -> bool:
@@ -48,6 +49,7 @@ class Report:
         return {
             "ok": self.ok,
             "problems": self.problems,
+            "home": self.home,
             "hosts": self.hosts,
             "database": self.database,
             "sessions": self.sessions,
@@ -56,10 +58,29 @@ class Report:
         }
 
 
-def diagnose(config: Config, clock: Clock, user_home: Path, project: Path) -> Report:
-    """Run every check for ``config.home``, hooks looked up for the user and ``project``."""
+def diagnose(
+    config: Config, clock: Clock, user_home: Path, project: Path, *, follow_hooks: bool = False
+) -> Report:
+    """Run every check, hooks looked up for the user and ``project``.
+
+    The home checked is the one the installed hooks use (the ``--home`` written into their
+    command) when ``follow_hooks`` (no home was named), else ``config.home``; installed hooks
+    that use another home than the one named are a problem.
+    """
     report = Report()
-    _check_hooks(report, config.home, user_home, project, clock.now())
+    installed = {host: installed_hooks(host, user_home, project) for host in HOSTS}
+    homes = {h: hook_home(i[0]["command"]) for h, i in installed.items() if i}
+    named = next((Path(h) for h in homes.values() if h), None)
+    if follow_hooks and named is not None and named != config.home:
+        config = load_config(named, {}, {})
+    report.home = str(config.home)
+    for host, home in homes.items():
+        if home and Path(home) != config.home:
+            report.problems.append(
+                f"{host}: the hooks write to {home}, not {config.home}; "
+                f"check that home with `cortex --home {home} doctor`"
+            )
+    _check_hooks(report, installed, config.home, clock.now())
     _check_database(report, config, clock)
     pid = server_pid(config.home)
     report.server = {"running": pid is not None, "pid": pid}
@@ -101,9 +122,25 @@ def _our_command(path: Path, host: str) -> str | None:
     return None
 
 
-def _check_hooks(report: Report, home: Path, user_home: Path, project: Path, now: datetime) -> None:
+def hook_home(command: str) -> str | None:
+    """The ``--home DIR`` an installed hook command passes, if any."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for option, value in zip(words, words[1:], strict=False):
+        if option == "hook":
+            return None
+        if option == "--home":
+            return value
+    return None
+
+
+def _check_hooks(
+    report: Report, hooks: dict[str, list[dict[str, str]]], home: Path, now: datetime
+) -> None:
     for host in HOSTS:
-        installed = installed_hooks(host, user_home, project)
+        installed = hooks[host]
         status = read_status(home, host)
         report.hosts[host] = {"installed": installed, "last_event": status or None}
         if not installed:

@@ -41,6 +41,8 @@ class Hook:
     _row: SessionState | None = field(default=_UNREAD, repr=False)
     offline: bool = False
     """The Cortex server (client mode) could not be asked about the session in this event."""
+    owner_pid: int | None = None
+    """The harness process that ran the hook (its session's owner), when the hook could tell."""
 
     @property
     def sessions(self) -> SessionPersistenceManager:
@@ -90,6 +92,7 @@ class Hook:
             project_name=self.identity.name,
             keywords=[*_keywords(self.identity), *extra_keywords],
             workdir=self.cwd,
+            owner_pid=self.owner_pid,
         )
         self._row = _UNREAD
         return restored

@@ -37,6 +37,7 @@ from cortex.adapters.hooks.install_hosts import (
     wanted_hooks,
     without_ours,
 )
+from cortex.adapters.hooks.server import stop_server as stop_server  # for uninstall
 from cortex.errors import ValidationError
 from cortex.files import atomic_write_text, file_lock
 
@@ -130,6 +131,21 @@ def apply(changes: list[FileChange]) -> None:
             else:
                 atomic_write_text(change.path, change.after)
         _unlink_quietly(change.path.with_name(change.path.name + ".lock"))
+
+
+def remove_empty_folders(changes: list[FileChange], base: Path) -> list[Path]:
+    """Remove the settings folders (``.claude``, ``.codex``...) under ``base`` that the
+    removal left empty; return them. ``base`` itself (home, project) is never removed."""
+    removed = []
+    for folder in dict.fromkeys(c.path.parent for c in changes if c.action != "unchanged"):
+        if folder == base or base not in folder.parents:
+            continue
+        try:
+            folder.rmdir()  # only succeeds when empty
+        except OSError:
+            continue
+        removed.append(folder)
+    return removed
 
 
 def _unlink_quietly(path: Path) -> None:

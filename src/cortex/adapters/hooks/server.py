@@ -293,6 +293,37 @@ def server_pid(home: Path) -> int | None:
     return pid
 
 
+def stop_server(home: Path) -> int | None:
+    """Stop the hook server of ``home`` (SIGTERM); return its pid, or None if none runs.
+
+    Only a process holding the server's lock is signalled, so a stale pid file never makes
+    an unrelated process that reused the pid a target.
+    """
+    pid = server_pid(home)
+    if pid is None:
+        return None
+    import fcntl
+    import signal
+
+    try:
+        fd = os.open(home / "run" / "hook.lock", os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None  # nobody holds the lock: no server, whatever the pid file says
+    except OSError:
+        pass  # held: the server runs
+    finally:
+        os.close(fd)
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return None
+    return pid
+
+
 def idle_seconds(env: Mapping[str, str]) -> float:
     """``CORTEX_HOOK_SERVER_IDLE`` in ``env``, at least 1 s (default 1800)."""
     try:

@@ -134,9 +134,10 @@ class ToolContext:
         return await self.scope.identity(ctx, self.services.config.home / "cache")
 
     async def session_id_for(self, ctx: Context | None, session_id: str | None) -> str:
-        """The named session, or the current session of this project (module docstring)."""
+        """The named session (its whole id, also from a unique prefix), or the current session
+        of this project (module docstring)."""
         if session_id:
-            return session_id
+            return self.sessions.resolve(session_id).session_id
         project = (await self.identity(ctx)).id
         try:
             return self.sessions.resolve(None, project).session_id

@@ -133,12 +133,13 @@ class SessionCapture:
         return [m.id for m in reversed(found)]
 
     def _pins_from_file(self, state: SessionState) -> tuple[Pin, ...]:
-        """The session's pins, taking edits made to its working-memory file into account."""
+        """The session's stored pins, with the edits made to its working-memory file since
+        Cortex wrote it (the file alone may be stale: the database is the truth)."""
         ctx = self.context
         mirror = load_working_memory(ctx.config.working_memory_path, ctx.now_iso())
         pins = state.working_memory
         if mirror is not None and mirror.session_id == state.session_id:
-            pins = mirror.pins[:10]
+            pins = mirror.edits_onto(pins)
         return tuple(replace(p, label=redact(p.label), content=redact(p.content)) for p in pins)
 
 

@@ -17,7 +17,7 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.redaction import redact_value
-from cortex.core.sizing import fit_record
+from cortex.core.sizing import fit_record, tasks_that_can_fit
 from cortex.core.tasks import (
     PENDING_STAGES,
     merge_tasks,
@@ -28,7 +28,9 @@ from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
 from cortex.services.base import Service
+from cortex.services.ids import lookup
 from cortex.services.pipeline import load_pipeline
+from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from cortex.services.metrics import MetricsWriter
 
 log = logging.getLogger("cortex")
+
+PLACES = ("git:", "path:")
+"""Prefixes of the project ids that name a place (a repository, a directory), not a name."""
 
 
 class SessionContext(Service):
@@ -54,6 +59,8 @@ class SessionContext(Service):
         self._metrics = metrics
         self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
         self._depth = 0
+        self._pipeline: tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]
+        self._pipeline = (_NOT_READ, None, ())
 
     @property
     def metrics(self) -> MetricsWriter:
@@ -77,6 +84,10 @@ class SessionContext(Service):
         database) behind. A metrics failure is logged and never undoes the session change it
         describes.
         """
+        if self._depth == 0:
+            # Read (and trim) the pipeline file before taking the write lock: it can be long,
+            # and every writer waiting on the lock would wait for it too.
+            self._pipeline_tasks()
         self._depth += 1
         written: list[MetricEvent] = []
         try:
@@ -110,7 +121,8 @@ class SessionContext(Service):
         return self.store.get_session(check_id(session_id))
 
     def load(self, session_id: str) -> SessionState:
-        state = self.get(session_id)
+        """The stored session ``session_id`` names: the whole id or a unique prefix of it."""
+        state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
             raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
         return state
@@ -129,6 +141,31 @@ class SessionContext(Service):
                 "no active session; start one with `cortex session start` or pass --session-id"
             )
         return state
+
+    def current(self, here: ProjectIdentity) -> SessionState:
+        """See ``SessionPersistenceManager.current_session``."""
+        open_now = sorted(self.store.open_sessions(), key=lambda s: s.last_activity or s.start_time)
+        mine = [s for s in open_now if s.project and project_matches(s.project, here.id)]
+        if mine:
+            return mine[-1]
+        unplaced = [s for s in open_now if not s.project or not s.project.startswith(PLACES)]
+        if len({s.project for s in unplaced}) == 1:
+            return unplaced[-1]
+        listed = ", ".join(
+            f"{s.session_id[:8]} ({project_label(s.project)})" for s in reversed(open_now)
+        )
+        if unplaced:
+            raise ConflictError(
+                f"several sessions are open and none is of {here.name}: {listed}; pass --session-id"
+            )
+        if open_now:
+            raise NotFoundError(
+                f"no open session of {here.name} (open elsewhere: {listed}); "
+                "start one with `cortex session start` or pass --session-id"
+            )
+        raise NotFoundError(
+            "no active session; start one with `cortex session start` or pass --session-id"
+        )
 
     def resolve_open(self, session_id: str | None) -> SessionState:
         """Like ``resolve``, but a session that has ended is a ``ConflictError``."""
@@ -153,7 +190,11 @@ class SessionContext(Service):
             log.warning("session %s: JSON mirror not written: %s", state.session_id, exc)
 
     def mirror_pins(self, state: SessionState) -> None:
-        """Best effort: OpenClaw's working_memory.json mirrors this session's pins."""
+        """Best effort: OpenClaw's working_memory.json mirrors this session's pins.
+
+        Called inside the transaction that changed them, so that the copies of concurrent
+        writers land in commit order (the write lock serializes them).
+        """
         try:
             save_working_memory(
                 self.config.working_memory_path,
@@ -166,12 +207,33 @@ class SessionContext(Service):
 
     # -- pending tasks -------------------------------------------------------------------------
     def pipeline(self) -> Mapping[str, dict[str, Any]] | None:
-        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped)."""
+        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped).
+
+        Read again only when the file changed (the transaction reads it before it begins).
+        """
+        return self._pipeline_read()[1]
+
+    def _pipeline_read(
+        self,
+    ) -> tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]:
+        path = self.config.pipeline_state_path
         try:
-            return load_pipeline(self.config.pipeline_state_path)
-        except CortexError as exc:
-            log.warning("%s", exc)
-            return UNKNOWN_PIPELINE
+            info = path.stat()
+            key: object = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            key = None
+        if self._pipeline[0] != key:
+            try:
+                tasks: Mapping[str, dict[str, Any]] | None = load_pipeline(path)
+            except CortexError as exc:
+                log.warning("%s", exc)
+                tasks = UNKNOWN_PIPELINE
+            self._pipeline = (key, tasks, _pending_of(tasks))
+        return self._pipeline
+
+    def _pipeline_tasks(self) -> tuple[PendingTask, ...]:
+        """The pipeline's pending tasks, already trimmed to those a record can hold."""
+        return self._pipeline_read()[2]
 
     def detect_pending(
         self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
@@ -180,13 +242,18 @@ class SessionContext(Service):
 
         ``pipeline`` is the already-loaded pipeline file, when the caller has it.
         """
-        pipeline = self.pipeline() if pipeline is None else pipeline
-        from_pipeline = (
-            []
-            if pipeline is None or pipeline is UNKNOWN_PIPELINE
-            else pending_from_pipeline(pipeline, PENDING_STAGES)
-        )
+        from_pipeline = self._pipeline_tasks() if pipeline is None else _pending_of(pipeline)
         return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
+
+
+_NOT_READ = object()
+
+
+def _pending_of(pipeline: Mapping[str, dict[str, Any]] | None) -> tuple[PendingTask, ...]:
+    """The pipeline's pending tasks, least valuable left out beyond what a record can hold."""
+    if pipeline is None or pipeline is UNKNOWN_PIPELINE:
+        return ()
+    return tasks_that_can_fit(tuple(pending_from_pipeline(pipeline, PENDING_STAGES)))
 
 
 def check_open(state: SessionState) -> SessionState:

@@ -53,7 +53,7 @@ class Continuation:
                 ctx.now_iso(),
             )
             self.restorer.record(state, plan)
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return RestoredSessionContext(
             state.session_id,
             plan.preamble,
@@ -70,7 +70,7 @@ class Continuation:
         if depth < 1:
             raise ConflictError(f"depth {depth} must be at least 1; e.g. --depth 5")
         chain = [ctx.load(session_id)]
-        seen = {session_id}
+        seen = {chain[0].session_id}
         while len(chain) < depth and chain[-1].previous_session_id:
             prev_id = chain[-1].previous_session_id
             prev = ctx.store.get_session(prev_id) if prev_id not in seen else None

@@ -20,6 +20,11 @@ from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
 from cortex.services.archive import ArchiveReport, archive_sessions
 from cortex.services.base import Service
+from cortex.services.project import (
+    ProjectIdentity,
+    project_matches,
+    typed_path_identity,
+)
 from cortex.services.sessions.capture import SessionCapture
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.continuation import Continuation
@@ -76,10 +81,36 @@ class SessionPersistenceManager(Service):
     def list_sessions(
         self, limit: int = 20, project: str | None = None, offset: int = 0
     ) -> list[SessionState]:
-        """Sessions newest first, of ``project`` only when it is given."""
-        return self.store.list_sessions(
-            limit=limit, offset=offset, project=project, any_project=project is None
-        )
+        """Sessions newest first; with ``project``, of the projects it names (as a person types
+        it: a name, a path, a remote or the id itself; see ``projects_matching``)."""
+        if project is None:
+            return self.store.list_sessions(limit=limit, offset=offset, any_project=True)
+        found = [
+            state
+            for matched in self.projects_matching(project)
+            for state in self.store.list_sessions(
+                limit=limit + offset, project=matched, any_project=False
+            )
+        ]
+        found.sort(key=lambda s: (s.start_time, s.session_id), reverse=True)
+        return found[offset : offset + limit]
+
+    def projects_matching(self, typed: str) -> list[str]:
+        """The stored projects ``typed`` names: the id itself, a project's name (any case), its
+        remote or a trailing part of it (``acme-corp/repoa``), or a directory of it."""
+        path_id = typed_path_identity(typed, self.config.home / "cache")
+        matched = [p for p in self.store.session_projects() if project_matches(typed, p, path_id)]
+        return matched
+
+    def current_session(self, here: ProjectIdentity) -> SessionState:
+        """The session a command run in project ``here`` means when it names none.
+
+        The newest open session of ``here`` (by id, name or directory); else the newest open
+        session recorded under no project or a typed name, when they are all of one; never
+        another place's session: that is a ``NotFoundError`` listing the open sessions, and
+        open sessions of several typed projects a ``ConflictError`` listing them.
+        """
+        return self._context.current(here)
 
     def open_sessions(self) -> list[SessionState]:
         """Every session with no end yet, live or lapsed (``is_lapsed`` tells which)."""

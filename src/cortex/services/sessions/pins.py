@@ -47,12 +47,13 @@ class SessionPins:
                     updated_at=at,
                 )
             )
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return pin
 
     def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
         """Remove the pin labelled ``label`` (provenance suffix and case ignored)."""
         ctx = self.context
+        label = redact(label)  # as it was stored: a pin is unpinned by the label it was given
         with ctx.tx():
             state = ctx.resolve_open(session_id)
             pins, removed = remove_pin(state.working_memory, label)
@@ -62,7 +63,7 @@ class SessionPins:
                     f"{state.session_id}; see `cortex pin list`"
                 )
             state = ctx.save(replace(state, working_memory=pins, updated_at=ctx.now_iso()))
-        ctx.mirror_pins(state)
+            ctx.mirror_pins(state)
         return removed
 
     def list_pins(self, session_id: str | None = None) -> tuple[Pin, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -32,13 +33,17 @@ class Restorer:
         self.context = context
 
     def plan(
-        self, state: SessionState, words: list[str], explain: bool = False
+        self,
+        state: SessionState,
+        words: list[str],
+        explain: bool = False,
+        recovered: Sequence[str] = (),
     ) -> RestorePlan | None:
         """Plan the restoration; any failure or a blown time budget means a cold start."""
         ctx = self.context
         started = time.perf_counter()
         try:
-            plan, fetched = self._plan(state, words, explain or ctx.config.debug)
+            plan, fetched = self._plan(state, words, explain or ctx.config.debug, recovered)
         except Exception as exc:  # noqa: BLE001 - restoration never blocks a start
             if ctx.config.raise_errors:
                 raise
@@ -64,7 +69,7 @@ class Restorer:
         return plan
 
     def _plan(
-        self, state: SessionState, words: list[str], explain_all: bool
+        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
     ) -> tuple[RestorePlan, int]:
         """Candidates, contributors, their pins, then the plan; and how many were fetched."""
         ctx = self.context
@@ -80,7 +85,9 @@ class Restorer:
         pipeline = ctx.pipeline()
         selection = select_contributors(candidates, words, now, ctx.config, explain_all=explain_all)
         sources = [self._with_pins(s) for s in selection.standard_sources]
-        plan = plan_restoration(selection, sources, state.working_memory, now, ctx.config, pipeline)
+        plan = plan_restoration(
+            selection, sources, state.working_memory, now, ctx.config, pipeline, recovered
+        )
         return plan, len(candidates)
 
     def _with_pins(self, session: SessionState) -> SessionState:

@@ -57,7 +57,7 @@ class SessionStart:
         extractor = _seeded_topics(name, workdir, keywords)
         with ctx.tx():
             existing = ctx.store.get_session(sid)
-            self.recovery.detect_and_recover_crashed(sid)
+            recovered = self.recovery.detect_and_recover_crashed(sid)
             previous = ctx.store.latest_session(project) if existing is None else None
             state = existing or SessionState(
                 session_id=sid,
@@ -75,18 +75,24 @@ class SessionStart:
                 active_projects=tuple(extractor.get_active_projects()),
             )
             state = _activated(state, at, owner_pid)
-            plan = self.restorer.plan(state, words, explain) if ctx.config.enabled else None
-            state = self._save(state, plan)
-        ctx.mirror_pins(state)
-        return _restored(sid, plan)
+            crashed_here = [s.session_id for s in recovered if s.project == state.project]
+            plan = (
+                self.restorer.plan(state, words, explain, crashed_here)
+                if ctx.config.enabled
+                else None
+            )
+            repeat = existing is not None and plan is not None and _repeated(sid, plan)
+            state = self._save(state, plan, record=not repeat)
+            ctx.mirror_pins(state)
+        return _restored(sid, plan, repeat=repeat)
 
-    def _save(self, state: SessionState, plan: RestorePlan | None) -> SessionState:
+    def _save(self, state: SessionState, plan: RestorePlan | None, *, record: bool) -> SessionState:
         """Store the opened session with the pins it inherits, and record a warm start."""
         warm = plan is not None and not plan.is_cold
         if plan is not None and warm:
             state = replace(state, working_memory=plan.pins)
         state = self.context.save(state)
-        if plan is not None and warm:
+        if plan is not None and warm and record:
             self.restorer.record(state, plan)
         return state
 
@@ -119,9 +125,19 @@ def _activated(state: SessionState, at: str, owner_pid: int | None) -> SessionSt
     )
 
 
-def _restored(session_id: str, plan: RestorePlan | None) -> RestoredSessionContext:
-    """What the caller gets: the preamble and what was inherited (nothing on a cold start)."""
-    if plan is None or plan.is_cold:
+def _repeated(session_id: str, plan: RestorePlan) -> bool:
+    """Whether restoring ``session_id`` again brings nothing new: no pin to inherit and every
+    contributor already continued by it. Such a repeat emits nothing (no second
+    ``session_restored``, no second preamble for the harness to inject twice)."""
+    return not plan.inherited and all(s.continued_by == session_id for s in plan.contributors)
+
+
+def _restored(
+    session_id: str, plan: RestorePlan | None, *, repeat: bool = False
+) -> RestoredSessionContext:
+    """What the caller gets: the preamble and what was inherited (nothing on a cold start or
+    a repeat, whose ``explain`` is kept)."""
+    if plan is None or plan.is_cold or repeat:
         return RestoredSessionContext(session_id, None, explain=plan.explain if plan else ())
     return RestoredSessionContext(
         session_id,

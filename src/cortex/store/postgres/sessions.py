@@ -11,6 +11,7 @@ from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    session_projects_query,
     session_selects,
     session_values,
     sessions_from_rows,
@@ -99,6 +100,11 @@ class SessionRepository:
             f"{SELECT} WHERE tenant_id = %s AND task_slug = %s ORDER BY start_time, id LIMIT %s",
             (task_slug, limit),
         )
+
+    def projects(self, limit: int) -> list[str]:
+        """See ``Store.session_projects``."""
+        rows = self.db.rows(session_projects_query("tenant_id = %s AND "), (self.db.tenant, limit))
+        return [str(row[0]) for row in rows]
 
     def count(self) -> int:
         row = self.db.one("SELECT count(*) FROM session_states WHERE tenant_id = %s", self._t())

@@ -39,6 +39,7 @@ from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
+from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
@@ -174,6 +175,12 @@ class PostgresStore(RegistryMethods, HygieneMethods):
     def get_session(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """See ``Store.ids_with_prefix`` (ids are ``COLLATE "C"``: the primary key serves it)."""
+        sql = prefix_query(kind, "tenant_id = %s AND ")
+        rows = self._db.rows(sql, (self.tenant, *prefix_bounds(prefix), limit))
+        return [str(row[0]) for row in rows]
+
     def completed_sessions_since(
         self,
         since: str,
@@ -214,6 +221,9 @@ class PostgresStore(RegistryMethods, HygieneMethods):
 
     def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
         return self._sessions.of_task(task_slug, limit=limit)
+
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        return self._sessions.projects(limit)
 
     def count_sessions(self) -> int:
         return self._sessions.count()

@@ -13,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     dumps,
+    session_projects_query,
     session_selects,
     session_values,
     sessions_from_rows,
@@ -106,6 +107,11 @@ class SessionRepository:
         return self._sessions(
             f"{SELECT} WHERE task_slug = ? ORDER BY start_time, id LIMIT ?", (task_slug, limit)
         )
+
+    def session_projects(self, *, limit: int = 500) -> list[str]:
+        """See ``Store.session_projects``."""
+        sql = session_projects_query().replace("%s", "?")
+        return [str(row[0]) for row in self._db.rows(sql, (limit,))]
 
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
+from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.embeddings import EmbeddingRepository
@@ -75,6 +76,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.list_sessions = sessions.list_sessions
         self.count_sessions = sessions.count_sessions
         self.task_sessions = sessions.task_sessions
+        self.session_projects = sessions.session_projects
         self.sessions_ended_before = sessions.sessions_ended_before
         self.delete_sessions = sessions.delete_sessions
         self.open_sessions = leases.open_sessions
@@ -126,6 +128,11 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event
         self.list_compaction_events = history.list_compaction_events
+
+    def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
+        """See ``Store.ids_with_prefix``."""
+        sql = prefix_query(kind).replace("%s", "?")
+        return [str(row[0]) for row in self._db.rows(sql, (*prefix_bounds(prefix), limit))]
 
     def _registry_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._db.rows(sql.replace("%s", "?"), params)
