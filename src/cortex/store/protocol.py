@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
         SessionEvent,
         SessionSnapshot,
     )
-    from cortex.core.models import MetricEvent, SessionState
+    from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
 
@@ -96,6 +96,10 @@ class SessionStore(Protocol):
         """Delete these rows; return how many were deleted."""
         ...
 
+    def count_sessions(self) -> int:
+        """How many session rows exist."""
+        ...
+
 
 class LeaseStore(Protocol):
     """Open sessions and their leases: what crash recovery and chaining ask."""
@@ -139,9 +143,14 @@ class MetricStore(Protocol):
         ...
 
     def list_metrics(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        """Events in ``seq`` order, optionally of one ``event`` name."""
+        """Events in ``seq`` order, optionally of one ``event`` name or one session."""
         ...
 
     def iter_metrics(self) -> Iterator[MetricEvent]:
@@ -156,6 +165,10 @@ class AuditStore(Protocol):
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         """Append one entry; return its id (increasing)."""
+        ...
+
+    def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        """Entries newest first; of one ``target`` (a memory id...) when it is given."""
         ...
 
 
@@ -206,6 +219,10 @@ class MemoryStore(Protocol):
         """
         ...
 
+    def count_memories(self, flt: MemoryFilter, now: str) -> int:
+        """How many memories ``flt`` sees at ``now``."""
+        ...
+
     def memory_links(self, memory_id: str) -> list[MemoryLink]:
         """Links from or to ``memory_id``."""
         ...
@@ -250,6 +267,10 @@ class HistoryStore(Protocol):
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         """Tokens, distinct turns and events after ``since``."""
+        ...
+
+    def events_per_day(self, since: str) -> list[tuple[str, int]]:
+        """(UTC day ``YYYY-MM-DD``, events recorded that day) from ``since``, oldest first."""
         ...
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None: ...

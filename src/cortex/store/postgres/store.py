@@ -225,9 +225,16 @@ class PostgresStore(RegistryMethods):
         return self._metrics.append(event, session_id, payload, created_at, prev_hash, hash)
 
     def list_metrics(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        return self._metrics.since(event=event, limit=limit, after_seq=after_seq)
+        return self._metrics.since(
+            event=event, limit=limit, after_seq=after_seq, session_id=session_id
+        )
 
     def iter_metrics(self) -> Iterator[MetricEvent]:
         return self._metrics.iterate()
@@ -245,8 +252,8 @@ class PostgresStore(RegistryMethods):
         """Insert ``rows`` verbatim into the tenant, skipping taken keys; return how many."""
         return self._transfer.import_rows(table, rows)
 
-    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
-        return self._audit.newest(limit=limit)
+    def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        return self._audit.newest(limit=limit, target=target)
 
     # -- memories ----------------------------------------------------------------------------
     def add_memories(self, memories: Sequence[Memory]) -> list[str | None]:
@@ -320,6 +327,9 @@ class PostgresStore(RegistryMethods):
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         return self._history.event_totals(session_id, since)
+
+    def events_per_day(self, since: str) -> list[tuple[str, int]]:
+        return self._history.events_per_day(since)
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self._history.save_snapshot(snapshot)

@@ -89,6 +89,15 @@ class HistoryRepository:
             int(row[0]), int(row[1]), int(row[2]), row[3], None if row[4] is None else int(row[4])
         )
 
+    def events_per_day(self, since: str) -> list[tuple[str, int]]:
+        """(UTC day, events recorded that day) from ``since``, oldest day first."""
+        rows = self._db.rows(
+            "SELECT substr(created_at, 1, 10) AS day, count(*) FROM session_events "
+            "WHERE created_at >= ? GROUP BY day ORDER BY day",
+            (since,),
+        )
+        return [(str(day), int(n)) for day, n in rows]
+
     # -- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self._insert(_insert("session_snapshots", SNAPSHOT_COLUMNS), snapshot_values(snapshot))
