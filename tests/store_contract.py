@@ -227,6 +227,9 @@ class StoreContract:
         assert [m.seq for m in store.list_metrics(event="a")] == [1, 3]
         assert [m.seq for m in store.list_metrics(limit=2)] == [1, 2]
         assert [m.seq for m in store.list_metrics(after_seq=1)] == [2, 3]
+        assert [m.seq for m in store.list_metrics(session_id="s2")] == [3]
+        assert [m.seq for m in store.list_metrics(event="a", session_id="s1")] == [1]
+        assert store.list_metrics(event="b", session_id="s1") == []
         second = store.list_metrics()[1]
         assert (second.payload, second.created_at) == ({"n": 2, "x": [1, 2]}, t(2))
 
@@ -243,6 +246,16 @@ class StoreContract:
         first = store.append_audit("session.delete", "cli", "s1", {"why": "archive"}, t(1))
         second = store.append_audit("pin.add", "mcp", None, {}, t(2))
         assert second > first
+
+    def test_audit_of_one_target_newest_first(self, store: Store) -> None:
+        store.append_audit("memory.edit", "cli", "m1", {"changed": ["content"]}, t(1))
+        store.append_audit("memory.edit", "ui", "m2", {}, t(2))
+        store.append_audit("memory.forget", "ui", "m1", {}, t(3))
+        assert [(a.action, a.actor) for a in store.list_audit(target="m1")] == [
+            ("memory.forget", "ui"),
+            ("memory.edit", "cli"),
+        ]
+        assert [a.target for a in store.list_audit(limit=1)] == ["m1"]
 
     # -- transactions ------------------------------------------------------------------------
     def test_transaction_commits(self, store: Store) -> None:

@@ -288,7 +288,9 @@ class Dashboard(Service):
                 other = versions.get(other_id) or self.store.get_memory(other_id)
                 if other is not None:
                     versions[other.id] = other
-        ordered = sorted(versions.values(), key=lambda m: (m.created_at, m.id))
+        ordered = sorted(
+            versions.values(), key=lambda m: (m.created_at, m.superseded_by is None, m.id)
+        )
         audit = self.store.list_audit(target=memory.id, limit=100)
         return MemoryHistory(memory, tuple(ordered), tuple(audit))
 
