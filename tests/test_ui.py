@@ -200,7 +200,7 @@ def test_forgetting_a_memory_asks_then_removes_it_from_cli_search(
     found = json.loads(
         ok(cortex(home, "--json", "memory", "search", "deploys", "--project", "api"))
     )
-    assert all(hit["memory"]["id"] != mid for hit in found)
+    assert all(hit["id"] != mid for hit in found)
     assert "memory.forget" in client.get(f"/memory/{mid}").text  # the audit trail
 
 
