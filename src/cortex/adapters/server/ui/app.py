@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from cortex.adapters.server.ui import filters
-from cortex.errors import CortexError, ForbiddenError, ValidationError
+from cortex.errors import CortexError, ForbiddenError, UnauthorizedError, ValidationError
 from cortex.services.app import Services
 
 MAX_FORM_BYTES = 256 * 1024
@@ -46,15 +46,20 @@ SECURITY_HEADERS = {
 _TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
 
+def _anyone(_: Request) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Binding:
     """How a request reaches its data: ``services`` opens them (the caller closes them),
     ``token`` is the form token its POSTs must carry, ``label`` names the store in the page
-    header (a home, a tenant)."""
+    header (a home, a tenant), ``may_change`` raises when the caller may only read."""
 
     services: Callable[[Request], Services]
     token: Callable[[Request], str]
     label: Callable[[Request], str]
+    may_change: Callable[[Request], None] = _anyone
 
 
 Handler = Callable[[Request, Services], Response]
@@ -97,17 +102,23 @@ class Ui:
     def render(
         self, request: Request, template: str, context: dict[str, Any], status: int = 200
     ) -> HTMLResponse:
+        try:
+            token, label = self.binding.token(request), self.binding.label(request)
+        except CortexError:  # not signed in (a team server's login and error pages)
+            token, label = "", ""
         page = self.env.get_template(template).render(
             base=self.base(request),
-            token=self.binding.token(request),
-            store_label=self.binding.label(request),
+            token=token,
+            store_label=label,
             path=request.url.path,
             notice=request.query_params.get("notice", ""),
             **context,
         )
         return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)
 
-    def error(self, request: Request, exc: CortexError) -> HTMLResponse:
+    def error(self, request: Request, exc: CortexError) -> Response:
+        if isinstance(exc, UnauthorizedError):
+            return RedirectResponse(self.base(request) + "/login", status_code=303)
         return self.render(request, "error.html", {"message": str(exc)}, status=exc.status)
 
     def page(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -155,8 +166,10 @@ class Ui:
             raise ValidationError("send the form URL-encoded (as the page does)")
         fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         given = fields.pop("csrf", "") or request.headers.get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self.binding.token(request).encode()):
+        expected = await run_in_threadpool(self.binding.token, request)
+        if not hmac.compare_digest(given.encode(), expected.encode()):
             raise ForbiddenError("the form token is missing or wrong; reload the page and retry")
+        await run_in_threadpool(self.binding.may_change, request)
         return fields
 
     def static_file(self, request: Request) -> Response:
@@ -185,4 +198,6 @@ def create_ui(binding: Binding) -> Starlette:
 
         return ui.error(request, NotFoundError("no such page; start from the sessions list"))
 
-    return Starlette(routes=routes, exception_handlers={404: not_found})
+    app = Starlette(routes=routes, exception_handlers={404: not_found})
+    app.state.ui = ui
+    return app
