@@ -176,6 +176,17 @@ class StoreContract:
         only_none = store.list_sessions(project=None, any_project=False)
         assert [s.session_id for s in only_none] == ["s4"]
 
+    def test_list_sessions_narrowed_by_state_crash_and_start(self, store: Store) -> None:
+        store.save_session(session("s1", t(1), t(2), project="a", state=COMPLETE))
+        store.save_session(session("s2", t(3), project="a", crash_recovered=True))
+        store.save_session(session("s3", t(5), project="b"))
+        ids = lambda **narrow: [s.session_id for s in store.list_sessions(**narrow)]  # noqa: E731
+        assert ids(state=COMPLETE) == ["s1"]
+        assert ids(crashed=True) == ["s2"] and ids(crashed=False) == ["s3", "s1"]
+        assert ids(since=t(3)) == ["s3", "s2"] and ids(until=t(3)) == ["s1"]
+        assert ids(project="a", any_project=False, since=t(2)) == ["s2"]
+        assert store.recent_projects(10) == ["b", "a"] and store.recent_projects(1) == ["b"]
+
     def test_mark_continued(self, store: Store) -> None:
         store.save_session(session("s1", t(1), t(2)))
         store.save_session(session("s2", t(2), t(3)))

@@ -28,14 +28,14 @@ def _two_chained(services: Services, clock: FixedClock) -> None:
 def test_sessions_filter_by_project_status_and_date(services: Services, clock: FixedClock) -> None:
     _two_chained(services, clock)
     board = services.dashboard
-    assert [s.session_id for s in board.sessions().sessions] == ["b1", "a2", "a1"]
-    assert [s.session_id for s in board.sessions(project="api").sessions] == ["a2", "a1"]
-    assert [s.session_id for s in board.sessions(status="COMPLETE").sessions] == ["a1"]
-    assert board.sessions(since="2026-02-17").sessions == ()
-    assert len(board.sessions(until="2026-02-17", limit=2).sessions) == 2
+    assert [s.session_id for s in board.sessions()] == ["b1", "a2", "a1"]
+    assert [s.session_id for s in board.sessions(project="api")] == ["a2", "a1"]
+    assert [s.session_id for s in board.sessions(status="COMPLETE")] == ["a1"]
+    assert board.sessions(since="2026-02-17") == []
+    assert len(board.sessions(until="2026-02-17", limit=2)) == 2
     crashed = replace(services.store.get_session("a2"), crash_recovered=True)  # type: ignore[arg-type]
     services.store.save_session(crashed)
-    assert [s.session_id for s in board.sessions(status="crashed").sessions] == ["a2"]
+    assert [s.session_id for s in board.sessions(status="crashed")] == ["a2"]
     with pytest.raises(ValidationError, match="unknown status"):
         board.sessions(status="lost")
     with pytest.raises(ValidationError, match="not a date"):

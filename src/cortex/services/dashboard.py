@@ -9,7 +9,7 @@ memory) go through the same services as the CLI (``sessions``, ``memory``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -50,26 +50,15 @@ from cortex.store.protocol import Store
 CRASHED = "crashed"
 STATUSES = (ACTIVE, COMPLETE, SUSPENDED, TERMINATED, INIT, CRASHED)
 """What the sessions list filters on: a session state, or ``crashed`` (recovered after a crash)."""
-PAGE = 500
-"""Sessions read per store call while filtering."""
-SCAN_LIMIT = 5000
-"""Most sessions a filtered list reads before it stops and says so."""
-PROJECT_SAMPLE = 500
-"""The projects offered in the filter are those of the newest this many sessions."""
+PROJECT_LIMIT = 500
+"""Most projects offered in the filters."""
+RECOVERIES = 20
+"""The health page lists this many of the newest crash-recovered sessions."""
 EVENT_LIMIT = 500
 """A session page shows its newest this many events."""
 CHAIN_DEPTH = 10
 PREAMBLE_BUDGET_TOKENS = MAX_PREAMBLE_CHARS // CHARS_PER_TOKEN
 """The preamble is capped at ``MAX_PREAMBLE_CHARS`` characters: about this many tokens."""
-
-
-@dataclass(frozen=True)
-class SessionList:
-    """Sessions matching a filter, newest first; ``truncated`` when the scan stopped early."""
-
-    sessions: tuple[SessionState, ...]
-    scanned: int
-    truncated: bool
 
 
 @dataclass(frozen=True)
@@ -160,37 +149,25 @@ class Dashboard(Service):
         since: str | None = None,
         until: str | None = None,
         limit: int = 100,
-    ) -> SessionList:
+        offset: int = 0,
+    ) -> list[SessionState]:
         """Sessions newest first, of ``project``, in ``status``, started in [since, until)."""
         if status is not None and status not in STATUSES:
             raise ValidationError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
-        low, high = _day_bound(since, "since"), _day_bound(until, "until")
-        found: list[SessionState] = []
-        scanned = 0
-        for state in self._newest(project):
-            scanned += 1
-            if low and state.start_time < low:
-                break
-            if (not high or state.start_time < high) and _has_status(state, status):
-                found.append(state)
-                if len(found) >= limit:
-                    break
-            if scanned >= SCAN_LIMIT:
-                return SessionList(tuple(found), scanned, True)
-        return SessionList(tuple(found), scanned, False)
-
-    def _newest(self, project: str | None) -> Iterator[SessionState]:
-        offset = 0
-        while page := self.store.list_sessions(
-            limit=PAGE, offset=offset, project=project, any_project=project is None
-        ):
-            yield from page
-            offset += len(page)
+        return self.store.list_sessions(
+            limit=limit,
+            offset=offset,
+            project=project,
+            any_project=project is None,
+            state=status if status != CRASHED else None,
+            crashed=True if status == CRASHED else None,
+            since=_day_bound(since, "since"),
+            until=_day_bound(until, "until"),
+        )
 
     def projects(self) -> list[str]:
-        """Projects of the newest ``PROJECT_SAMPLE`` sessions, most recent first."""
-        newest = self.store.list_sessions(limit=PROJECT_SAMPLE, any_project=True)
-        return list(dict.fromkeys(s.project for s in newest if s.project))
+        """Every project with a session, the most recently started first (at most 500)."""
+        return self.store.recent_projects(PROJECT_LIMIT)
 
     def session(self, session_id: str) -> SessionDetail:
         """A session, its events, checkpoints, snapshots, compactions, chain and metrics."""
@@ -304,14 +281,13 @@ class Dashboard(Service):
         since = to_iso(self.clock.now() - timedelta(days=days))[:10]
         applied = {name for name, _ in self.store.applied_migrations()}
         report = self.metrics.verify() if check else None
-        newest = self.store.list_sessions(limit=PROJECT_SAMPLE, any_project=True)
         return Health(
             url=self.store.url,
             size_bytes=_file_size(self.store.url),
             sessions=self.store.count_sessions(),
             memories=self.store.count_memories(MemoryFilter(all_projects=True), self.now_iso()),
             events_per_day=tuple(_fill_days(self.store.events_per_day(since), since, self.now())),
-            recoveries=tuple(s for s in newest if s.crash_recovered)[:20],
+            recoveries=tuple(self.store.list_sessions(limit=RECOVERIES, crashed=True)),
             damage=tuple(self.store.check_integrity()) if check else (),
             pending_migrations=tuple(n for n in migration_names() if n not in applied),
             checked=check,
@@ -334,14 +310,6 @@ def _reason(scored: ScoredSession, chosen: set[str], givers: set[str], window: f
     if scored.hours_elapsed > window:
         return "left out: ended before the lookback window"
     return "left out: below the threshold, or beyond the most sessions scored"
-
-
-def _has_status(state: SessionState, status: str | None) -> bool:
-    if status is None:
-        return True
-    if status == CRASHED:
-        return state.crash_recovered
-    return state.state == status
 
 
 def _day_bound(value: str | None, name: str) -> str | None:

@@ -84,8 +84,18 @@ class SessionStore(Protocol):
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
+        only in ``state``, only crash-recovered (or not) when ``crashed`` is given, only
+        started at or after ``since`` and before ``until``."""
+        ...
+
+    def recent_projects(self, limit: int) -> list[str]:
+        """Projects by their newest session's start, newest first, at most ``limit``."""
         ...
 
     def sessions_ended_before(self, before: str, *, limit: int) -> list[SessionState]:

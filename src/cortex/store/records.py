@@ -110,6 +110,31 @@ def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str,
     return select({}), select(skipped), select(light)
 
 
+def session_filter(
+    mark: str,
+    *,
+    state: str | None = None,
+    crashed: bool | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> tuple[list[str], list[Any]]:
+    """WHERE clauses (``mark``: the backend's placeholder) and their parameters for a session
+    list narrowed to one ``state``, crash-recovered or not, started in [since, until)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for clause, value in (
+        (f"state = {mark}", state),
+        (f"start_time >= {mark}", since),
+        (f"start_time < {mark}", until),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    if crashed is not None:
+        clauses.append("crash_recovered" if crashed else "NOT crash_recovered")
+    return clauses, params
+
+
 def session_values(state: SessionState) -> dict[str, Any]:
     """``state`` by column name; JSON columns hold Python values for the backend to encode."""
     data = state.to_dict()

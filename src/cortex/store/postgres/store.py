@@ -192,10 +192,14 @@ class PostgresStore(RegistryMethods):
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        **narrow: Any,
     ) -> list[SessionState]:
         return self._sessions.listing(
-            limit=limit, offset=offset, project=project, any_project=any_project
+            limit=limit, offset=offset, project=project, any_project=any_project, **narrow
         )
+
+    def recent_projects(self, limit: int) -> list[str]:
+        return self._sessions.recent_projects(limit)
 
     def count_sessions(self) -> int:
         return self._sessions.count()

@@ -13,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     dumps,
+    session_filter,
     session_selects,
     session_values,
     sessions_from_rows,
@@ -92,14 +93,27 @@ class SessionRepository:
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        **narrow: Any,
     ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
-        where = "" if any_project else " WHERE project IS ?"
-        params: tuple[Any, ...] = () if any_project else (project,)
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
+        narrowed by ``records.session_filter``'s arguments."""
+        clauses, params = session_filter("?", **narrow)
+        if not any_project:
+            clauses, params = ["project IS ?", *clauses], [project, *params]
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         return self._sessions(
             f"{SELECT}{where} ORDER BY start_time DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
+
+    def recent_projects(self, limit: int) -> list[str]:
+        """Projects by their newest session's start, newest first."""
+        rows = self._db.rows(
+            "SELECT project FROM session_states WHERE project IS NOT NULL "
+            "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT ?",
+            (limit,),
+        )
+        return [str(row[0]) for row in rows]
 
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""

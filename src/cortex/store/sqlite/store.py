@@ -66,6 +66,7 @@ class SQLiteStore(RegistryMethods):
         self.completed_sessions_since = sessions.completed_sessions_since
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
+        self.recent_projects = sessions.recent_projects
         self.count_sessions = sessions.count_sessions
         self.sessions_ended_before = sessions.sessions_ended_before
         self.delete_sessions = sessions.delete_sessions

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,10 +19,12 @@ from cortex.services.dashboard import STATUSES
 MAX_LIST = 500
 
 
-def _limit(request: Request, default: int) -> int:
-    raw = request.query_params.get("limit") or str(default)
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
-        raise ValidationError(f"limit {raw!r} must be a number from 1 to {MAX_LIST}")
+def _number(request: Request, name: str, default: int, low: int = 1) -> int:
+    """A whole-number query parameter, ``low`` or more (at most ``MAX_LIST`` for a limit)."""
+    raw = request.query_params.get(name) or str(default)
+    high = MAX_LIST if name == "limit" else 10**9
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValidationError(f"{name} {raw!r} must be a number from {low} to {high}")
     return int(raw)
 
 
@@ -37,17 +41,27 @@ def routes(ui: Ui) -> list[Route]:
     def sessions(request: Request, app: Services) -> Response:
         q = request.query_params
         chosen = {k: q.get(k) or None for k in ("project", "status", "since", "until")}
-        found = app.dashboard.sessions(**chosen, limit=_limit(request, 100))
-        now = app.clock.now()
+        limit, offset = _number(request, "limit", 60), _number(request, "offset", 0, low=0)
+        found = app.dashboard.sessions(
+            project=chosen["project"],
+            status=chosen["status"],
+            since=chosen["since"],
+            until=chosen["until"],
+            limit=limit,
+            offset=offset,
+        )
+        kept = {k: v for k, v in chosen.items() if v}
+        older = urlencode({**kept, "offset": offset + limit}) if len(found) == limit else ""
         return ui.render(
             request,
             "sessions.html",
             {
                 "found": found,
                 "chosen": chosen,
+                "older": older,
                 "statuses": STATUSES,
                 "projects": app.dashboard.projects(),
-                "timeline": charts.timeline(found.sessions, now, ui.base(request)),
+                "timeline": charts.timeline(found, app.clock.now(), ui.base(request)),
                 "live": True,
             },
         )
