@@ -9,6 +9,7 @@ import re
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -45,36 +46,16 @@ def populate(home: Path) -> dict[str, str]:
     ok(cortex(home, "session", "end", "--session-id", "s-one"))
     ok(cortex(home, "session", "start", "--session-id", "s-two", "--project", "api", now=LATER))
     ok(cortex(home, "pin", "add", "branch", "main", "--session-id", "s-two", now=LATER))
-    added = json.loads(
-        ok(
-            cortex(
-                home,
-                "--json",
-                "memory",
-                "add",
-                f"Deploys go to eu-west-1 {SCRIPT}",
-                "--project",
-                "api",
-            )
-        )
-    )
+    added = add_memory(home, f"Deploys go to eu-west-1 {SCRIPT}")
     ok(cortex(home, "memory", "add", "db is postgres 15", "--upsert-key", "db", "--project", "api"))
-    newer = json.loads(
-        ok(
-            cortex(
-                home,
-                "--json",
-                "memory",
-                "add",
-                "db is postgres 16",
-                "--upsert-key",
-                "db",
-                "--project",
-                "api",
-            )
-        )
-    )
+    newer = add_memory(home, "db is postgres 16", "--upsert-key", "db")
     return {"memory": added["id"], "db": newer["id"], "db_old": newer["superseded_id"]}
+
+
+def add_memory(home: Path, content: str, *options: str) -> dict[str, Any]:
+    """``cortex memory add`` to project ``api``; the JSON it answers."""
+    out = ok(cortex(home, "--json", "memory", "add", content, "--project", "api", *options))
+    return dict(json.loads(out))
 
 
 @pytest.fixture

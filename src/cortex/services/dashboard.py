@@ -191,26 +191,23 @@ class Dashboard(Service):
 
     def _chain(self, state: SessionState) -> list[SessionState]:
         """Up to ``CHAIN_DEPTH`` predecessors, ``state``, and its continuations (no metric)."""
-        before: list[SessionState] = []
         seen = {state.session_id}
-        link = state.previous_session_id
-        while link and link not in seen and len(before) < CHAIN_DEPTH:
-            prev = self.store.get_session(link)
-            if prev is None:
-                break
-            seen.add(link)
-            before.append(prev)
-            link = prev.previous_session_id
-        after: list[SessionState] = []
-        link = state.continued_by
-        while link and link not in seen and len(after) < CHAIN_DEPTH:
-            nxt = self.store.get_session(link)
-            if nxt is None:
-                break
-            seen.add(link)
-            after.append(nxt)
-            link = nxt.continued_by
+        before = self._follow(state, "previous_session_id", seen)
+        after = self._follow(state, "continued_by", seen)
         return [*reversed(before), state, *after]
+
+    def _follow(self, state: SessionState, field: str, seen: set[str]) -> list[SessionState]:
+        """The sessions one link ``field`` after another leads to from ``state``."""
+        found: list[SessionState] = []
+        link = getattr(state, field)
+        while link and link not in seen and len(found) < CHAIN_DEPTH:
+            other = self.store.get_session(link)
+            if other is None:
+                break
+            seen.add(link)
+            found.append(other)
+            link = getattr(other, field)
+        return found
 
     def change_marker(self) -> str:
         """Changes whenever a session starts, records a turn or ends (cheap: two indexed reads)."""
