@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import stat
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,15 @@ def test_the_install_token_is_private_and_stable(home: Path) -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", first)
     assert stat.S_IMODE((home / TOKEN_FILE).stat().st_mode) == 0o600
     assert install_token(home) == first
+
+
+def test_cortex_ui_on_a_taken_port_is_one_line_naming_the_next_step(home: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cortex(home, "ui", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: port {port} on 127.0.0.1 is not free")
+    assert result.stderr.rstrip().endswith("pick another with --port")
+    assert result.stderr.count("\n") == 1

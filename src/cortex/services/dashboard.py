@@ -105,7 +105,8 @@ class Health:
     url: str
     size_bytes: int | None
     sessions: int
-    memories: int
+    memories: int | None
+    """Live memories; counted only with ``checked`` (it reads every memory row)."""
     events_per_day: tuple[tuple[str, int], ...]
     recoveries: tuple[SessionState, ...]
     damage: tuple[str, ...]
@@ -271,8 +272,8 @@ class Dashboard(Service):
     # -- health --------------------------------------------------------------------------------
     def health(self, *, days: int = 30, check: bool = False) -> Health:
         """Counts, captures per day over ``days``, recent crash recoveries, migrations; with
-        ``check``, also the database's integrity check and the metrics chain's verification
-        (each reads the whole database)."""
+        ``check``, also the live memories' count, the database's integrity check and the
+        metrics chain's verification (each reads a whole table or more)."""
         from cortex.store.migrations import migration_names
 
         since = to_iso(self.clock.now() - timedelta(days=days))[:10]
@@ -282,7 +283,9 @@ class Dashboard(Service):
             url=self.store.url,
             size_bytes=_file_size(self.store.url),
             sessions=self.store.count_sessions(),
-            memories=self.store.count_memories(MemoryFilter(all_projects=True), self.now_iso()),
+            memories=self.store.count_memories(MemoryFilter(all_projects=True), self.now_iso())
+            if check
+            else None,
             events_per_day=tuple(_fill_days(self.store.events_per_day(since), since, self.now())),
             recoveries=tuple(self.store.list_sessions(limit=RECOVERIES, crashed=True)),
             damage=tuple(self.store.check_integrity()) if check else (),

@@ -140,7 +140,15 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
         import webbrowser
 
         webbrowser.open(url)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    # Open pages hold a live stream each: stop waiting for them after two seconds on Ctrl-C.
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )
 
 
 def _check_port(port: int) -> None:
