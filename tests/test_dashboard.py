@@ -107,7 +107,7 @@ def test_health_counts_captures_and_checks_on_request(
     services.memory.add("a fact")
     quick = services.dashboard.health()
     assert (quick.sessions, quick.memories, quick.checked) == (3, None, False)
-    assert len(quick.events_per_day) == 31 and quick.events_per_day[-1] == ("2026-02-16", 2)
+    assert len(quick.captures_per_day) == 31 and quick.captures_per_day[-1] == ("2026-02-16", 3, 2)
     assert quick.size_bytes and quick.size_bytes > 0
     assert quick.pending_migrations == ()
     full = services.dashboard.health(check=True)

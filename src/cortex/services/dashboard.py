@@ -107,7 +107,8 @@ class Health:
     sessions: int
     memories: int | None
     """Live memories; counted only with ``checked`` (it reads every memory row)."""
-    events_per_day: tuple[tuple[str, int], ...]
+    captures_per_day: tuple[tuple[str, int, int], ...]
+    """(UTC day, sessions started, events recorded), one entry per day."""
     recoveries: tuple[SessionState, ...]
     damage: tuple[str, ...]
     pending_migrations: tuple[str, ...]
@@ -286,7 +287,9 @@ class Dashboard(Service):
             memories=self.store.count_memories(MemoryFilter(all_projects=True), self.now_iso())
             if check
             else None,
-            events_per_day=tuple(_fill_days(self.store.events_per_day(since), since, self.now())),
+            captures_per_day=tuple(
+                _fill_days(self.store.captures_per_day(since), since, self.now())
+            ),
             recoveries=tuple(self.store.list_sessions(limit=RECOVERIES, crashed=True)),
             damage=tuple(self.store.check_integrity()) if check else (),
             pending_migrations=tuple(n for n in migration_names() if n not in applied),
@@ -323,15 +326,15 @@ def _day_bound(value: str | None, name: str) -> str | None:
 
 
 def _fill_days(
-    counts: Sequence[tuple[str, int]], since: str, now: datetime
-) -> list[tuple[str, int]]:
-    """One entry per day from ``since`` to today, 0 where nothing was recorded."""
-    known = dict(counts)
+    counts: Sequence[tuple[str, int, int]], since: str, now: datetime
+) -> list[tuple[str, int, int]]:
+    """One entry per day from ``since`` to today, zeros where nothing was recorded."""
+    known = {day: (sessions, events) for day, sessions, events in counts}
     day = parse_time(since + "T00:00:00Z")
     out = []
     while day.date() <= now.date():
         key = day.date().isoformat()
-        out.append((key, known.get(key, 0)))
+        out.append((key, *known.get(key, (0, 0))))
         day += timedelta(days=1)
     return out
 

@@ -279,8 +279,9 @@ class HistoryStore(Protocol):
         """Tokens, distinct turns and events after ``since``."""
         ...
 
-    def events_per_day(self, since: str) -> list[tuple[str, int]]:
-        """(UTC day ``YYYY-MM-DD``, events recorded that day) from ``since``, oldest first."""
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        """(UTC day ``YYYY-MM-DD``, sessions started, events recorded) from ``since``, oldest
+        day first; days with neither are left out."""
         ...
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None: ...

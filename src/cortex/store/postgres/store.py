@@ -332,8 +332,8 @@ class PostgresStore(RegistryMethods):
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         return self._history.event_totals(session_id, since)
 
-    def events_per_day(self, since: str) -> list[tuple[str, int]]:
-        return self._history.events_per_day(since)
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        return self._history.captures_per_day(since)
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self._history.save_snapshot(snapshot)

@@ -108,7 +108,7 @@ class SQLiteStore(RegistryMethods):
         self.append_session_event = history.append_session_event
         self.list_session_events = history.list_session_events
         self.session_event_totals = history.session_event_totals
-        self.events_per_day = history.events_per_day
+        self.captures_per_day = history.captures_per_day
         self.save_snapshot = history.save_snapshot
         self.get_snapshot = history.get_snapshot
         self.list_snapshots = history.list_snapshots

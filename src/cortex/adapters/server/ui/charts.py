@@ -152,23 +152,30 @@ def score_bars(candidates: Sequence[Candidate], threshold: float) -> Markup:
     )
 
 
-def day_bars(days: Sequence[tuple[str, int]]) -> Markup:
-    """Counts per day as vertical bars, the highest labelled."""
+def day_bars(days: Sequence[tuple[str, int, int]]) -> Markup:
+    """Sessions started and events recorded per day, side by side, each on its own scale."""
     if not days:
         return Markup('<p class="empty">nothing recorded</p>')
-    height, top, bottom = 180, 20, 30
+    height, top, bottom = 180, 24, 30
     plot_h = height - top - bottom
     step = (WIDTH - 60) / len(days)
-    peak = max(n for _, n in days) or 1
-    out = [f'<text x="4" y="{top + 4}" class="axis">{peak:,}</text>']
-    for i, (day, n) in enumerate(days):
-        h = n / peak * plot_h
+    peaks = [max(d[1] for d in days) or 1, max(d[2] for d in days) or 1]
+    out = [
+        f'<rect x="50" y="4" width="10" height="10" class="day sessions"/>'
+        f'<text x="64" y="13" class="axis">sessions started (peak {peaks[0]:,})</text>'
+        f'<rect x="260" y="4" width="10" height="10" class="day events"/>'
+        f'<text x="274" y="13" class="axis">events recorded (peak {peaks[1]:,})</text>'
+    ]
+    width = max(step / 2 - 1, 1)
+    for i, (day, sessions, events) in enumerate(days):
         x = 50 + i * step
-        out.append(
-            f'<rect class="day" x="{x:.1f}" y="{top + plot_h - h:.1f}" '
-            f'width="{max(step - 2, 1):.1f}" height="{h:.1f}">'
-            f"<title>{escape(day)}: {n:,}</title></rect>"
-        )
+        for k, (n, css) in enumerate(((sessions, "sessions"), (events, "events"))):
+            h = n / peaks[k] * plot_h
+            out.append(
+                f'<rect class="day {css}" x="{x + k * width:.1f}" y="{top + plot_h - h:.1f}" '
+                f'width="{width:.1f}" height="{h:.1f}">'
+                f"<title>{escape(day)}: {n:,} {css}</title></rect>"
+            )
         if i % 7 == 0 or i == len(days) - 1:
             out.append(f'<text x="{x:.1f}" y="{height - 10}" class="axis">{escape(day[5:])}</text>')
     return Markup(

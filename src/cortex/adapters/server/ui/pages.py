@@ -108,7 +108,7 @@ def routes(ui: Ui) -> list[Route]:
         return ui.render(
             request,
             "health.html",
-            {"h": report, "chart": charts.day_bars(report.events_per_day), "live": True},
+            {"h": report, "chart": charts.day_bars(report.captures_per_day), "live": True},
         )
 
     return [
