@@ -253,3 +253,16 @@ def test_cortex_ui_on_a_taken_port_is_one_line_naming_the_next_step(home: Path) 
     assert result.stderr.startswith(f"error: port {port} on 127.0.0.1 is not free")
     assert result.stderr.rstrip().endswith("pick another with --port")
     assert result.stderr.count("\n") == 1
+
+
+def test_an_emptied_memory_is_refused_and_emptied_tags_are_cleared(
+    client: TestClient, home: Path, populated: dict[str, str]
+) -> None:
+    mid = populated["db"]
+    tagged = {"csrf": token(home), "content": "db is pg 16", "tags": "infra, db"}
+    assert client.post(f"/memory/{mid}/edit", data=tagged).status_code == 200
+    refused = client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": " "})
+    assert refused.status_code == 400 and 'id="error"' in refused.text
+    client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": "x", "tags": ""})
+    shown = json.loads(ok(cortex(home, "--json", "memory", "show", mid)))
+    assert (shown["content"], shown["tags"]) == ("x", [])

@@ -164,7 +164,8 @@ class Ui:
         kind = request.headers.get("content-type", "").split(";")[0].strip()
         if body and kind != "application/x-www-form-urlencoded":
             raise ValidationError("send the form URL-encoded (as the page does)")
-        fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        text = body.decode("utf-8", "replace")
+        fields = {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
         given = fields.pop("csrf", "") or request.headers.get(TOKEN_HEADER, "")
         expected = await run_in_threadpool(self.binding.token, request)
         if not hmac.compare_digest(given.encode(), expected.encode()):

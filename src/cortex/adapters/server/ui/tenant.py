@@ -49,8 +49,9 @@ def tenant_ui(host: ServiceHost) -> Starlette:
         if not key:
             raise UnauthorizedError("sign in with an API key")
         tenant, scopes = host.authenticate(key)
-        request.state.cortex_caller = _Caller(tenant, scopes, key)
-        return request.state.cortex_caller  # type: ignore[no-any-return]
+        found = _Caller(tenant, scopes, key)
+        request.state.cortex_caller = found  # authenticated once per request
+        return found
 
     def may_change(request: Request) -> None:
         scopes = caller(request).scopes
