@@ -159,12 +159,13 @@ def day_bars(days: Sequence[tuple[str, int, int]]) -> Markup:
     height, top, bottom = 180, 24, 30
     plot_h = height - top - bottom
     step = (WIDTH - 60) / len(days)
-    peaks = [max(d[1] for d in days) or 1, max(d[2] for d in days) or 1]
+    highest = [max(d[1] for d in days), max(d[2] for d in days)]
+    peaks = [n or 1 for n in highest]  # the scale; an empty series stays flat
     out = [
         f'<rect x="50" y="4" width="10" height="10" class="day sessions"/>'
-        f'<text x="64" y="13" class="axis">sessions started (peak {peaks[0]:,})</text>'
+        f'<text x="64" y="13" class="axis">sessions started (peak {highest[0]:,})</text>'
         f'<rect x="260" y="4" width="10" height="10" class="day events"/>'
-        f'<text x="274" y="13" class="axis">events recorded (peak {peaks[1]:,})</text>'
+        f'<text x="274" y="13" class="axis">events recorded (peak {highest[1]:,})</text>'
     ]
     width = max(step / 2 - 1, 1)
     for i, (day, sessions, events) in enumerate(days):
