@@ -3,8 +3,10 @@ nothing), memory history, health and the live change marker."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from cortex.clock import FixedClock
 from cortex.config import Config
 from cortex.errors import NotFoundError, ValidationError
 from cortex.services.app import Services
+from cortex.services.dashboard import hook_latency
 
 
 def _two_chained(services: Services, clock: FixedClock) -> None:
@@ -127,3 +130,21 @@ def test_the_change_marker_moves_on_a_turn_and_a_new_session(
     assert second != first
     services.sessions.on_session_start("m2", project="api")
     assert services.dashboard.change_marker() != second
+
+
+def test_hook_latency_percentiles_per_event_skip_bad_lines(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"at": "t", "host": "claude-code", "event": "Stop", "ms": float(ms)})
+        for ms in range(1, 101)
+    ]
+    (tmp_path / "latency.jsonl.1").write_text(
+        json.dumps({"host": "codex", "event": "Stop", "ms": 7}) + "\n{torn\n"
+    )
+    (tmp_path / "latency.jsonl").write_text("\n".join(lines) + '\n{"host": "x"}\n')
+    rows = hook_latency(tmp_path)
+    assert [(r.host, r.event, r.count) for r in rows] == [
+        ("claude-code", "Stop", 100),
+        ("codex", "Stop", 1),
+    ]
+    assert (rows[0].p50_ms, rows[0].p95_ms, rows[0].p99_ms, rows[0].max_ms) == (50, 95, 99, 100)
+    assert hook_latency(tmp_path / "none") == []

@@ -5,10 +5,13 @@ changes made on a page seen by the CLI."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +269,18 @@ def test_an_emptied_memory_is_refused_and_emptied_tags_are_cleared(
     client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": "x", "tags": ""})
     shown = json.loads(ok(cortex(home, "--json", "memory", "show", mid)))
     assert (shown["content"], shown["tags"]) == ("x", [])
+
+
+def test_a_hook_event_shows_in_the_latency_table(client: TestClient, home: Path) -> None:
+    payload = {"session_id": "cc-1", "cwd": str(home), "hook_event_name": "SessionStart"}
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
+        input=json.dumps(payload),
+        text=True,
+        capture_output=True,
+        env={**os.environ, "CORTEX_HOME": str(home), "CORTEX_HOOK_SERVER": "0"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    table = re.search(r'<table id="latency">(.*?)</table>', client.get("/health").text, re.S)
+    assert table and re.search(r"<td>claude-code</td><td>SessionStart</td><td>1</td>", table[1])

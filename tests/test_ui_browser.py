@@ -177,6 +177,7 @@ def test_every_page_opens(page: Any, site: dict[str, Any]) -> None:
     page.goto(base + "/sessions")
     assert page.locator("svg.timeline rect.bar").count() >= 3
     page.goto(base + "/health")
+    assert "SessionStart" in page.locator("#latency").inner_text()  # the hook's own timing
     page.click("#run-check")
     assert "metrics verify: OK" in page.locator("#verify").inner_text()
 

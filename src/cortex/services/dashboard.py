@@ -8,10 +8,13 @@ memory) go through the same services as the CLI (``sessions``, ``memory``).
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from cortex.clock import Clock, parse_time, to_iso
 from cortex.config import Config
@@ -57,6 +60,9 @@ RECOVERIES = 20
 EVENT_LIMIT = 500
 """A session page shows its newest this many events."""
 CHAIN_DEPTH = 10
+LATENCY_FILE = "latency.jsonl"
+"""What the hooks append per handled event under ``<home>/hooks`` (``at``, ``host``,
+``event``, ``ms``), rotated once to ``latency.jsonl.1``."""
 PREAMBLE_BUDGET_TOKENS = MAX_PREAMBLE_CHARS // CHARS_PER_TOKEN
 """The preamble is capped at ``MAX_PREAMBLE_CHARS`` characters: about this many tokens."""
 
@@ -99,6 +105,19 @@ class NextStart:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """How long the hooks took for one (host, event): percentiles of the recorded samples."""
+
+    host: str
+    event: str
+    count: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True)
 class Health:
     """The store at a glance."""
 
@@ -110,6 +129,8 @@ class Health:
     captures_per_day: tuple[tuple[str, int, int], ...]
     """(UTC day, sessions started, events recorded), one entry per day."""
     recoveries: tuple[SessionState, ...]
+    hook_latency: tuple[Latency, ...]
+    """From the home's ``hooks/latency.jsonl`` (empty on a server: hooks run on clients)."""
     damage: tuple[str, ...]
     pending_migrations: tuple[str, ...]
     checked: bool
@@ -291,6 +312,7 @@ class Dashboard(Service):
                 _fill_days(self.store.captures_per_day(since), since, self.now())
             ),
             recoveries=tuple(self.store.list_sessions(limit=RECOVERIES, crashed=True)),
+            hook_latency=tuple(hook_latency(self.config.home / "hooks")),
             damage=tuple(self.store.check_integrity()) if check else (),
             pending_migrations=tuple(n for n in migration_names() if n not in applied),
             checked=check,
@@ -301,6 +323,44 @@ class Dashboard(Service):
 
     def now(self) -> datetime:
         return self.clock.now()
+
+
+def hook_latency(folder: Path) -> list[Latency]:
+    """Percentiles per (host, event) of the samples in ``latency.jsonl`` (and its rotated
+    predecessor) under ``folder``; lines that do not parse are skipped."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    for name in (LATENCY_FILE + ".1", LATENCY_FILE):
+        try:
+            text = (folder / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+                key, ms = (str(row["host"]), str(row["event"])), float(row["ms"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            samples.setdefault(key, []).append(ms)
+    out = []
+    for (host, event), values in sorted(samples.items()):
+        values.sort()
+        out.append(
+            Latency(
+                host,
+                event,
+                len(values),
+                _rank(values, 0.5),
+                _rank(values, 0.95),
+                _rank(values, 0.99),
+                values[-1],
+            )  # fmt: skip
+        )
+    return out
+
+
+def _rank(ordered: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` percentile of ``ordered`` (not empty, ascending)."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def _reason(scored: ScoredSession, chosen: set[str], givers: set[str], window: float) -> str:

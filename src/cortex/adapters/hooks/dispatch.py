@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,12 @@ if TYPE_CHECKING:
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
 from cortex.adapters.hooks.hook import Hook, ServicesCache
-from cortex.adapters.hooks.state import log_line, record_status, session_state_path
+from cortex.adapters.hooks.state import (
+    log_line,
+    record_latency,
+    record_status,
+    session_state_path,
+)
 from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
@@ -81,6 +87,7 @@ def handle(
 
     ``cache`` keeps the database open between events (the hook server passes one).
     """
+    started = time.perf_counter()
     home = default_home(env)
     event = HookEvent(host, "", "")
     try:
@@ -97,7 +104,9 @@ def handle(
         record_status(home, host, event.name or "-", _safe_id(event.session_id), message)
         return ev.render(event, None)
     record_status(home, host, event.name, event.session_id, None)
-    return ev.render(event, _cap(context))
+    answer = ev.render(event, _cap(context))
+    record_latency(home, host, event.name, round((time.perf_counter() - started) * 1000, 2))
+    return answer
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:
