@@ -11,6 +11,7 @@ from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    SessionNarrowing,
     session_filter,
     session_selects,
     session_values,
@@ -84,11 +85,17 @@ class SessionRepository:
         return found[0] if found else None
 
     def listing(
-        self, *, limit: int, offset: int, project: str | None, any_project: bool, **narrow: Any
+        self,
+        *,
+        limit: int,
+        offset: int,
+        project: str | None,
+        any_project: bool,
+        narrow: SessionNarrowing,
     ) -> list[SessionState]:
         """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
-        narrowed by ``records.session_filter``'s arguments."""
-        clauses, params = session_filter("%s", **narrow)
+        narrowed by ``narrow``."""
+        clauses, params = session_filter("%s", narrow)
         if not any_project:
             where, of_project = project_clause(project)
             clauses, params = [where, *clauses], [*of_project, *params]

@@ -36,6 +36,7 @@ from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
+from cortex.store.records import SessionNarrowing
 from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
@@ -192,10 +193,14 @@ class PostgresStore(RegistryMethods):
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
-        **narrow: Any,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
+        narrow = SessionNarrowing(state=state, crashed=crashed, since=since, until=until)
         return self._sessions.listing(
-            limit=limit, offset=offset, project=project, any_project=any_project, **narrow
+            limit=limit, offset=offset, project=project, any_project=any_project, narrow=narrow
         )
 
     def recent_projects(self, limit: int) -> list[str]:

@@ -12,6 +12,7 @@ from cortex.core.models import SessionState
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    SessionNarrowing,
     dumps,
     session_filter,
     session_selects,
@@ -93,11 +94,15 @@ class SessionRepository:
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
-        **narrow: Any,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
         """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
-        narrowed by ``records.session_filter``'s arguments."""
-        clauses, params = session_filter("?", **narrow)
+        in ``state``, crash-recovered or not, started in [since, until) when given."""
+        narrow = SessionNarrowing(state=state, crashed=crashed, since=since, until=until)
+        clauses, params = session_filter("?", narrow)
         if not any_project:
             clauses, params = ["project IS ?", *clauses], [project, *params]
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
