@@ -194,6 +194,17 @@ class StoreContract:
         only_none = store.list_sessions(project=None, any_project=False)
         assert [s.session_id for s in only_none] == ["s4"]
 
+    def test_list_sessions_narrowed_by_state_crash_and_start(self, store: Store) -> None:
+        store.save_session(session("s1", t(1), t(2), project="a", state=COMPLETE))
+        store.save_session(session("s2", t(3), project="a", crash_recovered=True))
+        store.save_session(session("s3", t(5), project="b"))
+        ids = lambda **narrow: [s.session_id for s in store.list_sessions(**narrow)]  # noqa: E731
+        assert ids(state=COMPLETE) == ["s1"]
+        assert ids(crashed=True) == ["s2"] and ids(crashed=False) == ["s3", "s1"]
+        assert ids(since=t(3)) == ["s3", "s2"] and ids(until=t(3)) == ["s1"]
+        assert ids(project="a", any_project=False, since=t(2)) == ["s2"]
+        assert store.recent_projects(10) == ["b", "a"] and store.recent_projects(1) == ["b"]
+
     def test_mark_continued(self, store: Store) -> None:
         store.save_session(session("s1", t(1), t(2)))
         store.save_session(session("s2", t(2), t(3)))
@@ -245,6 +256,9 @@ class StoreContract:
         assert [m.seq for m in store.list_metrics(event="a")] == [1, 3]
         assert [m.seq for m in store.list_metrics(limit=2)] == [1, 2]
         assert [m.seq for m in store.list_metrics(after_seq=1)] == [2, 3]
+        assert [m.seq for m in store.list_metrics(session_id="s2")] == [3]
+        assert [m.seq for m in store.list_metrics(event="a", session_id="s1")] == [1]
+        assert store.list_metrics(event="b", session_id="s1") == []
         second = store.list_metrics()[1]
         assert (second.payload, second.created_at) == ({"n": 2, "x": [1, 2]}, t(2))
 
@@ -261,6 +275,16 @@ class StoreContract:
         first = store.append_audit("session.delete", "cli", "s1", {"why": "archive"}, t(1))
         second = store.append_audit("pin.add", "mcp", None, {}, t(2))
         assert second > first
+
+    def test_audit_of_one_target_newest_first(self, store: Store) -> None:
+        store.append_audit("memory.edit", "cli", "m1", {"changed": ["content"]}, t(1))
+        store.append_audit("memory.edit", "ui", "m2", {}, t(2))
+        store.append_audit("memory.forget", "ui", "m1", {}, t(3))
+        assert [(a.action, a.actor) for a in store.list_audit(target="m1")] == [
+            ("memory.forget", "ui"),
+            ("memory.edit", "cli"),
+        ]
+        assert [a.target for a in store.list_audit(limit=1)] == ["m1"]
 
     # -- transactions ------------------------------------------------------------------------
     def test_transaction_commits(self, store: Store) -> None:

@@ -188,6 +188,19 @@ class MemoryStoreContract:
         assert store.session_event_totals("s1", t(16, 10)) == EventTotals(7, 1, 1, t(16, 11), 1)
         assert store.session_event_totals("none") == EventTotals(0, 0, 0, None, None)
 
+    def test_captures_per_day_count_sessions_and_events_from_a_day_on(self, store: Store) -> None:
+        for i, at in enumerate([t(15, 23), t(16, 9), t(16, 10), t(18, 1)]):
+            store.append_session_event(
+                SessionEvent(f"e{i}", f"s{i % 2}", "user", "message", "hi", 1, i, True, at)
+            )
+        store.save_session(session("s0", t(17, 8)))
+        assert store.captures_per_day("2026-02-16") == [
+            ("2026-02-16", 0, 2),
+            ("2026-02-17", 1, 0),
+            ("2026-02-18", 0, 1),
+        ]
+        assert store.captures_per_day("2026-02-19") == []
+
     def test_snapshots(self, store: Store) -> None:
         a = SessionSnapshot("a", "s1", "fix-bug", "manual", "# t\n", 1, t(16, 9))
         b = SessionSnapshot("b", "s1", "fix-bug", "reset", "# u\n", 2, t(16, 10))

@@ -38,6 +38,7 @@ LAUNCHES = frozenset(
         "cortex.adapters.hooks.doctor",
         "cortex.adapters.mcp.server",
         "cortex.adapters.openclaw.bridge",
+        "cortex.adapters.server.ui.local",
     }
 )
 # Standard-library modules that touch files, processes, the network or the clock.

@@ -16,6 +16,8 @@ from cortex.errors import ValidationError
 
 MAX_TITLE_CHARS = 120
 MAX_PIN_CONTENT_CHARS = 500
+MAX_PREAMBLE_CHARS = 8000
+"""The preamble's default cap in characters."""
 ELLIPSIS = "…"
 
 
@@ -141,7 +143,7 @@ def format_preamble(
     max_topics: int = 10,
     max_projects: int = 5,
     date_format: str = "relative",
-    max_chars: int = 8000,
+    max_chars: int = MAX_PREAMBLE_CHARS,
     crash_recovered: Sequence[str] = (),
 ) -> str | None:
     """The continuity preamble, or None on a cold start.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from cortex.services.compaction import CompactionService
     from cortex.services.consolidation import ConsolidationService
+    from cortex.services.dashboard import Dashboard
     from cortex.services.events import EventLog
     from cortex.services.filemode import FileModeService
     from cortex.services.memory import MemoryService
@@ -166,6 +167,13 @@ class Services(Service):
         from cortex.services.metrics import MetricsService
 
         return MetricsService(self.store, self.config, self.clock, key=self.metrics_key)
+
+    @cached_property
+    def dashboard(self) -> Dashboard:
+        """Read-only views for the web dashboard: sessions over time, next start, health."""
+        from cortex.services.dashboard import Dashboard
+
+        return Dashboard(self.store, self.config, self.clock, self.metrics)
 
     @cached_property
     def tenants(self) -> TenantService:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
         SessionEvent,
         SessionSnapshot,
     )
-    from cortex.core.models import MetricEvent, SessionState
+    from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
 
@@ -91,8 +91,18 @@ class SessionStore(Protocol):
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
+        only in ``state``, only crash-recovered (or not) when ``crashed`` is given, only
+        started at or after ``since`` and before ``until``."""
+        ...
+
+    def recent_projects(self, limit: int) -> list[str]:
+        """Projects by their newest session's start, newest first, at most ``limit``."""
         ...
 
     def session_projects(self, *, limit: int = 500) -> list[str]:
@@ -110,6 +120,9 @@ class SessionStore(Protocol):
 
     def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
         """Sessions whose ``task_slug`` is ``task_slug``, oldest ``start_time`` first."""
+
+    def count_sessions(self) -> int:
+        """How many session rows exist."""
         ...
 
 
@@ -155,9 +168,14 @@ class MetricStore(Protocol):
         ...
 
     def list_metrics(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        """Events in ``seq`` order, optionally of one ``event`` name."""
+        """Events in ``seq`` order, optionally of one ``event`` name or one session."""
         ...
 
     def iter_metrics(self) -> Iterator[MetricEvent]:
@@ -172,6 +190,10 @@ class AuditStore(Protocol):
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         """Append one entry; return its id (increasing)."""
+        ...
+
+    def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        """Entries newest first; of one ``target`` (a memory id...) when it is given."""
         ...
 
 
@@ -220,6 +242,10 @@ class MemoryStore(Protocol):
         some of the terms (``cortex.core.retrieval.pruned_relevance`` then counts the others
         in), so that the caller's re-ranking still sees the best ``limit``.
         """
+        ...
+
+    def count_memories(self, flt: MemoryFilter, now: str) -> int:
+        """How many memories ``flt`` sees at ``now``."""
         ...
 
     def memory_links(self, memory_id: str) -> list[MemoryLink]:
@@ -339,6 +365,11 @@ class HistoryStore(Protocol):
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         """Tokens, distinct turns and events after ``since``."""
+        ...
+
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        """(UTC day ``YYYY-MM-DD``, sessions started, events recorded) from ``since``, oldest
+        day first; days with neither are left out."""
         ...
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cortex.core.memory_models import Memory
@@ -108,6 +109,35 @@ def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str,
     # Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs.
     light = skipped | {"working_memory": critical_pins_only}
     return select({}), select(skipped), select(light)
+
+
+@dataclass(frozen=True)
+class SessionNarrowing:
+    """What a session list may be narrowed to: one ``state``, crash-recovered or not,
+    started in [since, until); None leaves that part open."""
+
+    state: str | None = None
+    crashed: bool | None = None
+    since: str | None = None
+    until: str | None = None
+
+
+def session_filter(mark: str, narrow: SessionNarrowing) -> tuple[list[str], list[Any]]:
+    """WHERE clauses (``mark``: the backend's placeholder) and their parameters for
+    ``narrow``."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for clause, value in (
+        (f"state = {mark}", narrow.state),
+        (f"start_time >= {mark}", narrow.since),
+        (f"start_time < {mark}", narrow.until),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    if narrow.crashed is not None:
+        clauses.append("crash_recovered" if narrow.crashed else "NOT crash_recovered")
+    return clauses, params
 
 
 def session_values(state: SessionState) -> dict[str, Any]:

@@ -136,7 +136,7 @@ pass_rt = click.make_pass_decorator(Runtime)
 # `cortex session start` does not import the memory engine, the MCP layer or the installers.
 LAZY_COMMANDS = {
     "cortex.adapters.cli.admin": ("task", "metrics", "archive", "config", "db", "demo"),
-    "cortex.adapters.cli.servers": ("mcp", "bridge"),
+    "cortex.adapters.cli.servers": ("mcp", "bridge", "ui"),
     "cortex.adapters.cli.memory": ("memory",),
     "cortex.adapters.cli.history": (
         "compact",

@@ -1,7 +1,8 @@
-"""``cortex mcp`` (the MCP server on stdio) and ``cortex bridge`` (JSON lines for OpenClaw).
+"""``cortex mcp`` (the MCP server on stdio), ``cortex bridge`` (JSON lines for OpenClaw) and
+``cortex ui`` (the web dashboard on 127.0.0.1).
 
-Both are long-lived processes whose stdout belongs to their protocol. The MCP SDK is imported
-only inside ``cortex mcp``, so the rest of the CLI runs without the ``mcp`` extra.
+All three are long-lived processes. The MCP SDK is imported only inside ``cortex mcp`` and the
+web stack only inside ``cortex ui``, so the rest of the CLI runs without those extras.
 """
 
 from __future__ import annotations
@@ -100,7 +101,72 @@ def bridge_command(
     bridge.run(services, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
 
 
+@click.command("ui", context_settings=CONTEXT)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port on 127.0.0.1 (the dashboard never listens on another interface).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a browser.")
+@pass_rt
+def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
+    """Serve the web dashboard of this home on 127.0.0.1 until Ctrl-C.
+
+    Sessions over time, the next start explained, memory search and edits, health; pages
+    update live as turns are captured. Changes need the per-install token in
+    <home>/ui.token, which the pages carry.
+
+    \b
+    Examples:
+      cortex ui
+      cortex ui --port 9000 --open
+      cortex --home ~/.openclaw ui
+    """
+    try:
+        import uvicorn
+
+        from cortex.adapters.server.ui.local import local_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"the dashboard needs the server extra ({exc}); pip install 'cortex-continuity[server]'"
+        ) from exc
+    _check_port(port)
+    app = local_app(rt.config, rt.clock if rt.now else None)
+    url = f"http://127.0.0.1:{port}/"
+    rt.emit({"url": url, "home": str(rt.config.home)}, f"Cortex dashboard on {url} (Ctrl-C stops)")
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    # Open pages hold a live stream each: stop waiting for them after two seconds on Ctrl-C.
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )
+
+
+def _check_port(port: int) -> None:
+    """A one-line error now rather than uvicorn's traceback when the port is taken."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(
+                f"port {port} on 127.0.0.1 is not free ({exc.strerror}); pick another with --port"
+            ) from exc
+
+
 def register(group: click.Group) -> None:
-    """Add the ``mcp`` and ``bridge`` commands to the ``cortex`` group."""
+    """Add the ``mcp``, ``bridge`` and ``ui`` commands to the ``cortex`` group."""
     group.add_command(mcp_command)
     group.add_command(bridge_command)
+    group.add_command(ui_command)

@@ -37,6 +37,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ from cortex.adapters.hooks.hook import Hook, ServicesCache
 from cortex.adapters.hooks.state import (
     log_line,
     prune_session_states,
+    record_latency,
     record_status,
     session_state_path,
 )
@@ -89,6 +91,7 @@ def handle(
 
     ``cache`` keeps the database open between events (the hook server passes one).
     """
+    started = time.perf_counter()
     home = default_home(env)
     event = HookEvent(host, "", "")
     try:
@@ -105,7 +108,9 @@ def handle(
         record_status(home, host, event.name or "-", _safe_id(event.session_id), message)
         return ev.render(event, None)
     record_status(home, host, event.name, event.session_id, None)
-    return ev.render(event, _cap(context))
+    answer = ev.render(event, _cap(context))
+    record_latency(home, host, event.name, round((time.perf_counter() - started) * 1000, 2))
+    return answer
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:

@@ -9,6 +9,9 @@ debug logs).
   and rotated once to ``hooks.log.1``.
 - ``hooks/status/<host>.json``: the last event each host sent, when, and whether it was
   handled, for ``cortex doctor``.
+- ``hooks/latency.jsonl``: one line per handled event (``at``, ``host``, ``event``, ``ms``:
+  the time from the event's input to its answer, interpreter start-up not included), capped
+  at ``LATENCY_MAX_BYTES`` and rotated once; the dashboard's health page reads it.
 - ``hooks/sessions/<session id>.json``: what the hooks remember about a session between
   processes (whether its start injected context, whether it had a prompt, the last compaction
   summary).
@@ -28,6 +31,9 @@ from cortex.files import atomic_write_text, read_json
 
 LOG_MAX_BYTES = 1_000_000
 MAX_LOG_LINE = 600
+LATENCY_FILE = "latency.jsonl"
+LATENCY_MAX_BYTES = 200_000
+"""About 2,500 events; the file is then rotated once to ``latency.jsonl.1``."""
 
 
 def utc_stamp() -> str:
@@ -39,12 +45,32 @@ def utc_stamp() -> str:
 def log_line(home: Path, message: str) -> None:
     """Append one redacted line to ``logs/hooks.log``; stderr if the log cannot be written."""
     line = " ".join(f"{utc_stamp()} {_redacted(message)}".split())[:MAX_LOG_LINE] + "\n"
-    path = home / "logs" / "hooks.log"
+    if not _append_capped(home / "logs" / "hooks.log", line, LOG_MAX_BYTES):
+        try:
+            sys.stderr.write("cortex hook: " + line)
+        except (OSError, ValueError):
+            pass
+
+
+def record_latency(home: Path, host: str, event: str, elapsed_ms: float) -> None:
+    """Append how long one event took to ``hooks/latency.jsonl`` (what the dashboard's health
+    page reads); a failure to write it is ignored."""
+    line = json.dumps({"at": utc_stamp(), "host": host, "event": event[:80], "ms": elapsed_ms})
+    _append_capped(latency_path(home), line + "\n", LATENCY_MAX_BYTES)
+
+
+def latency_path(home: Path) -> Path:
+    return home / "hooks" / LATENCY_FILE
+
+
+def _append_capped(path: Path, line: str, max_bytes: int) -> bool:
+    """Append ``line`` (one write, O_APPEND) after rotating a file over ``max_bytes`` to
+    ``<name>.1``; False when it could not be written."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            if path.stat().st_size > LOG_MAX_BYTES:
-                os.replace(path, path.with_name("hooks.log.1"))
+            if path.stat().st_size > max_bytes:
+                os.replace(path, path.with_name(path.name + ".1"))
         except FileNotFoundError:
             pass
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -53,10 +79,8 @@ def log_line(home: Path, message: str) -> None:
         finally:
             os.close(fd)
     except OSError:
-        try:
-            sys.stderr.write("cortex hook: " + line)
-        except (OSError, ValueError):
-            pass
+        return False
+    return True
 
 
 def _redacted(message: str) -> str:

@@ -22,6 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cortex.adapters.server import memory, sessions
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
 from cortex.adapters.server.models import ERROR_RESPONSES
+from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
+from cortex.adapters.server.ui.tenant import tenant_ui
 from cortex.errors import (
     ConfigError,
     ConflictError,
@@ -157,6 +159,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.include_router(sessions.router)
     app.include_router(memory.router)
+    app.mount(UI_PREFIX, tenant_ui(app.state.host))  # the dashboard, per API key's tenant
     _probes(app)
     app.router.on_shutdown.append(app.state.host.close)
     return app

@@ -13,7 +13,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from cortex.clock import parse_time, to_iso
-from cortex.core.models import SessionState
+from cortex.core.models import ScoredSession, SessionState
+from cortex.core.scoring import score_all
 from cortex.services.restoration import RestorePlan, plan_restoration, select_contributors
 from cortex.services.sessions.context import SessionContext
 
@@ -72,6 +73,21 @@ class Restorer:
         self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
     ) -> tuple[RestorePlan, int]:
         """Candidates, contributors, their pins, then the plan; and how many were fetched."""
+        plan, candidates = self._planned(state, words, explain_all, recovered)
+        return plan, len(candidates)
+
+    def preview(
+        self, state: SessionState, words: list[str]
+    ) -> tuple[RestorePlan, list[ScoredSession]]:
+        """The plan for ``state`` and every candidate's score (above the threshold or not),
+        best first. Reads only: nothing is recorded (the dashboard's next-start view)."""
+        plan, candidates = self._planned(state, words, True, ())
+        return plan, score_all(candidates, words, self.context.clock.now(), 0.0, None)
+
+    def _planned(
+        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
+    ) -> tuple[RestorePlan, list[SessionState]]:
+        """The plan, and the candidates it weighed."""
         ctx = self.context
         now = ctx.clock.now()
         days = max(ctx.config.lookback_days, ctx.config.critical_inheritance_days)
@@ -88,7 +104,7 @@ class Restorer:
         plan = plan_restoration(
             selection, sources, state.working_memory, now, ctx.config, pipeline, recovered
         )
-        return plan, len(candidates)
+        return plan, candidates
 
     def _with_pins(self, session: SessionState) -> SessionState:
         """``session`` with all of its pins (candidates are loaded with CRITICAL ones only)."""

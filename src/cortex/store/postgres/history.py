@@ -87,6 +87,19 @@ class HistoryRepository:
             int(row[0]), int(row[1]), int(row[2]), row[3], None if row[4] is None else int(row[4])
         )
 
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        """(UTC day, sessions started, events recorded) from ``since``, oldest day first."""
+        rows = self.db.rows(
+            "SELECT day, SUM(s), SUM(e) FROM ("
+            "SELECT substr(start_time, 1, 10) AS day, 1 AS s, 0 AS e FROM session_states "
+            "WHERE tenant_id = %s AND start_time >= %s UNION ALL "
+            "SELECT substr(created_at, 1, 10), 0, 1 FROM session_events "
+            "WHERE tenant_id = %s AND created_at >= %s"
+            ") AS captured GROUP BY day ORDER BY day",
+            (self.db.tenant, since, self.db.tenant, since),
+        )
+        return [(str(day), int(s), int(e)) for day, s, e in rows]
+
     # -- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self.db.execute(

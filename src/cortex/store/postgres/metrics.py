@@ -70,12 +70,20 @@ class MetricsRepository:
         return int(row[0])
 
     def since(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        """Events in ``seq`` order, optionally of one ``event`` name (LIMIT NULL: all)."""
-        where = "tenant_id = %s AND seq > %s" + ("" if event is None else " AND event = %s")
+        """Events in ``seq`` order, optionally of one ``event`` name or one session (LIMIT
+        NULL: all)."""
+        where = "tenant_id = %s AND seq > %s"
         params: tuple[Any, ...] = (self.db.tenant, after_seq)
-        params += () if event is None else (event,)
+        for column, value in (("event", event), ("session_id", session_id)):
+            if value is not None:
+                where, params = f"{where} AND {column} = %s", (*params, value)
         rows = self.db.rows(
             f"SELECT {_METRICS} FROM metrics WHERE {where} ORDER BY seq LIMIT %s", (*params, limit)
         )
@@ -132,11 +140,13 @@ class AuditRepository:
         assert row is not None  # INSERT ... RETURNING returns the row it inserted
         return int(row[0])
 
-    def newest(self, *, limit: int = 100) -> list[AuditEntry]:
-        """Newest first."""
+    def newest(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        """Newest first; of one ``target`` when it is given."""
+        where = "" if target is None else " AND target = %s"
+        params = (self.db.tenant,) if target is None else (self.db.tenant, target)
         rows = self.db.rows(
-            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log WHERE tenant_id = %s "
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log WHERE tenant_id = %s{where} "
             "ORDER BY id DESC LIMIT %s",
-            (self.db.tenant, limit),
+            (*params, limit),
         )
         return [audit_from_row(row) for row in rows]

@@ -11,6 +11,8 @@ from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    SessionNarrowing,
+    session_filter,
     session_projects_query,
     session_selects,
     session_values,
@@ -84,12 +86,22 @@ class SessionRepository:
         return found[0] if found else None
 
     def listing(
-        self, *, limit: int, offset: int, project: str | None, any_project: bool
+        self,
+        *,
+        limit: int,
+        offset: int,
+        project: str | None,
+        any_project: bool,
+        narrow: SessionNarrowing,
     ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
-        where, params = ("TRUE", ()) if any_project else project_clause(project)
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
+        narrowed by ``narrow``."""
+        clauses, params = session_filter("%s", narrow)
+        if not any_project:
+            where, of_project = project_clause(project)
+            clauses, params = [where, *clauses], [*of_project, *params]
         return self._sessions(
-            f"{SELECT} WHERE tenant_id = %s AND {where} "
+            f"{SELECT} WHERE {' AND '.join(['tenant_id = %s', *clauses])} "
             "ORDER BY start_time DESC, id DESC LIMIT %s OFFSET %s",
             (*params, limit, offset),
         )
@@ -104,6 +116,15 @@ class SessionRepository:
     def projects(self, limit: int) -> list[str]:
         """See ``Store.session_projects``."""
         rows = self.db.rows(session_projects_query("tenant_id = %s AND "), (self.db.tenant, limit))
+        return [str(row[0]) for row in rows]
+
+    def recent_projects(self, limit: int) -> list[str]:
+        """Projects by their newest session's start, newest first."""
+        rows = self.db.rows(
+            "SELECT project FROM session_states WHERE tenant_id = %s AND project IS NOT NULL "
+            "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT %s",
+            (self.db.tenant, limit),
+        )
         return [str(row[0]) for row in rows]
 
     def count(self) -> int:

@@ -39,7 +39,7 @@ from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
-from cortex.store.records import prefix_bounds, prefix_query
+from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 
 MAX_TENANT_CHARS = 128
@@ -214,9 +214,14 @@ class PostgresStore(RegistryMethods, HygieneMethods):
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
+        narrow = SessionNarrowing(state=state, crashed=crashed, since=since, until=until)
         return self._sessions.listing(
-            limit=limit, offset=offset, project=project, any_project=any_project
+            limit=limit, offset=offset, project=project, any_project=any_project, narrow=narrow
         )
 
     def task_sessions(self, task_slug: str, *, limit: int = 1000) -> list[SessionState]:
@@ -224,6 +229,9 @@ class PostgresStore(RegistryMethods, HygieneMethods):
 
     def session_projects(self, *, limit: int = 500) -> list[str]:
         return self._sessions.projects(limit)
+
+    def recent_projects(self, limit: int) -> list[str]:
+        return self._sessions.recent_projects(limit)
 
     def count_sessions(self) -> int:
         return self._sessions.count()
@@ -253,9 +261,16 @@ class PostgresStore(RegistryMethods, HygieneMethods):
         return self._metrics.append(event, session_id, payload, created_at, prev_hash, hash)
 
     def list_metrics(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        return self._metrics.since(event=event, limit=limit, after_seq=after_seq)
+        return self._metrics.since(
+            event=event, limit=limit, after_seq=after_seq, session_id=session_id
+        )
 
     def iter_metrics(self) -> Iterator[MetricEvent]:
         return self._metrics.iterate()
@@ -273,8 +288,8 @@ class PostgresStore(RegistryMethods, HygieneMethods):
         """Insert ``rows`` verbatim into the tenant, skipping taken keys; return how many."""
         return self._transfer.import_rows(table, rows)
 
-    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
-        return self._audit.newest(limit=limit)
+    def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        return self._audit.newest(limit=limit, target=target)
 
     # -- memories ----------------------------------------------------------------------------
     def add_memories(self, memories: Sequence[Memory]) -> list[str | None]:
@@ -348,6 +363,9 @@ class PostgresStore(RegistryMethods, HygieneMethods):
 
     def session_event_totals(self, session_id: str, since: str | None = None) -> EventTotals:
         return self._history.event_totals(session_id, since)
+
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        return self._history.captures_per_day(since)
 
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self._history.save_snapshot(snapshot)

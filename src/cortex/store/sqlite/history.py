@@ -89,6 +89,18 @@ class HistoryRepository:
             int(row[0]), int(row[1]), int(row[2]), row[3], None if row[4] is None else int(row[4])
         )
 
+    def captures_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        """(UTC day, sessions started, events recorded) from ``since``, oldest day first."""
+        rows = self._db.rows(
+            "SELECT day, SUM(s), SUM(e) FROM ("
+            "SELECT substr(start_time, 1, 10) AS day, 1 AS s, 0 AS e FROM session_states "
+            "WHERE start_time >= ? UNION ALL "
+            "SELECT substr(created_at, 1, 10), 0, 1 FROM session_events WHERE created_at >= ?"
+            ") GROUP BY day ORDER BY day",
+            (since, since),
+        )
+        return [(str(day), int(s), int(e)) for day, s, e in rows]
+
     # -- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, snapshot: SessionSnapshot) -> None:
         self._insert(_insert("session_snapshots", SNAPSHOT_COLUMNS), snapshot_values(snapshot))

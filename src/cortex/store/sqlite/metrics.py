@@ -48,11 +48,19 @@ class MetricRepository:
         )
 
     def list_metrics(
-        self, *, event: str | None = None, limit: int | None = None, after_seq: int = 0
+        self,
+        *,
+        event: str | None = None,
+        limit: int | None = None,
+        after_seq: int = 0,
+        session_id: str | None = None,
     ) -> list[MetricEvent]:
-        """Events in ``seq`` order, optionally of one ``event`` name."""
-        where = "seq > ?" + ("" if event is None else " AND event = ?")
-        params: tuple[Any, ...] = (after_seq,) if event is None else (after_seq, event)
+        """Events in ``seq`` order, optionally of one ``event`` name or one session."""
+        where = "seq > ?"
+        params: tuple[Any, ...] = (after_seq,)
+        for column, value in (("event", event), ("session_id", session_id)):
+            if value is not None:
+                where, params = f"{where} AND {column} = ?", (*params, value)
         # LIMIT -1 is SQLite's "no limit".
         rows = self._db.rows(
             f"SELECT {_METRICS} FROM metrics WHERE {where} ORDER BY seq LIMIT ?",
@@ -85,9 +93,11 @@ class AuditRepository:
             (action, actor, target, dumps(detail), at),
         )
 
-    def list_audit(self, *, limit: int = 100) -> list[AuditEntry]:
-        """Newest first."""
+    def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
+        """Newest first; of one ``target`` (a memory id...) when it is given."""
+        where = "" if target is None else "WHERE target = ? "
         rows = self._db.rows(
-            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log {where}ORDER BY id DESC LIMIT ?",
+            (limit,) if target is None else (target, limit),
         )
         return [audit_from_row(row) for row in rows]

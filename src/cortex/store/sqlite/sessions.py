@@ -12,7 +12,9 @@ from cortex.core.models import SessionState
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
+    SessionNarrowing,
     dumps,
+    session_filter,
     session_projects_query,
     session_selects,
     session_values,
@@ -93,10 +95,18 @@ class SessionRepository:
         offset: int = 0,
         project: str | None = None,
         any_project: bool = True,
+        state: str | None = None,
+        crashed: bool | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> list[SessionState]:
-        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False)."""
-        where = "" if any_project else " WHERE project IS ?"
-        params: tuple[Any, ...] = () if any_project else (project,)
+        """Sessions newest ``start_time`` first (all projects unless ``any_project`` is False),
+        in ``state``, crash-recovered or not, started in [since, until) when given."""
+        narrow = SessionNarrowing(state=state, crashed=crashed, since=since, until=until)
+        clauses, params = session_filter("?", narrow)
+        if not any_project:
+            clauses, params = ["project IS ?", *clauses], [project, *params]
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         return self._sessions(
             f"{SELECT}{where} ORDER BY start_time DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
@@ -112,6 +122,15 @@ class SessionRepository:
         """See ``Store.session_projects``."""
         sql = session_projects_query().replace("%s", "?")
         return [str(row[0]) for row in self._db.rows(sql, (limit,))]
+
+    def recent_projects(self, limit: int) -> list[str]:
+        """Projects by their newest session's start, newest first."""
+        rows = self._db.rows(
+            "SELECT project FROM session_states WHERE project IS NOT NULL "
+            "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT ?",
+            (limit,),
+        )
+        return [str(row[0]) for row in rows]
 
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""

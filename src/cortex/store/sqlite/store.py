@@ -74,6 +74,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.completed_sessions_since = sessions.completed_sessions_since
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
+        self.recent_projects = sessions.recent_projects
         self.count_sessions = sessions.count_sessions
         self.task_sessions = sessions.task_sessions
         self.session_projects = sessions.session_projects
@@ -117,6 +118,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.append_session_event = history.append_session_event
         self.list_session_events = history.list_session_events
         self.session_event_totals = history.session_event_totals
+        self.captures_per_day = history.captures_per_day
         self.save_snapshot = history.save_snapshot
         self.get_snapshot = history.get_snapshot
         self.list_snapshots = history.list_snapshots

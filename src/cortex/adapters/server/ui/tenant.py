@@ -1,0 +1,107 @@
+"""The dashboard on the team server: each API key sees its own tenant's pages at ``/ui``.
+
+A browser cannot send a Bearer header on a link, so the key is given once on ``/ui/login``
+and kept in an HttpOnly, SameSite=Strict cookie scoped to ``/ui``; every request
+authenticates it against the registry again (a revoked key fails at once) and opens that
+tenant's services only. The form token is an HMAC of the key, so every server process agrees
+on it without storing anything, and a page of one key is useless with another. Changes need a
+key with the ``write`` scope.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from cortex.adapters.server.ui.app import MAX_FORM_BYTES, Binding, Ui, create_ui
+from cortex.core.tenancy import WRITE, allows
+from cortex.errors import CortexError, ForbiddenError, UnauthorizedError
+from cortex.services.hosting import ServiceHost
+
+COOKIE = "cortex_ui_key"
+PREFIX = "/ui"
+
+
+@dataclass(frozen=True)
+class _Caller:
+    tenant: str
+    scopes: tuple[str, ...]
+    key: str
+
+
+def tenant_ui(host: ServiceHost) -> Starlette:
+    """The dashboard of the tenant of each request's API key (mount it at ``/ui``)."""
+
+    def caller(request: Request) -> _Caller:
+        known = getattr(request.state, "cortex_caller", None)
+        if isinstance(known, _Caller):
+            return known
+        key = request.cookies.get(COOKIE, "")
+        if not key:
+            raise UnauthorizedError("sign in with an API key")
+        tenant, scopes = host.authenticate(key)
+        found = _Caller(tenant, scopes, key)
+        request.state.cortex_caller = found  # authenticated once per request
+        return found
+
+    def may_change(request: Request) -> None:
+        scopes = caller(request).scopes
+        if not allows(scopes, WRITE):
+            raise ForbiddenError(
+                f"this API key has scopes {','.join(scopes)}; changes need write: "
+                "sign in with a key created with --scopes write"
+            )
+
+    binding = Binding(
+        services=lambda request: host.open(caller(request).tenant),
+        token=lambda request: form_token(caller(request).key),
+        label=lambda request: f"tenant {caller(request).tenant}",
+        may_change=may_change,
+    )
+    app = create_ui(binding)
+    ui: Ui = app.state.ui
+    app.router.routes[:0] = [
+        Route("/login", lambda request: ui.render(request, "login.html", {"failed": ""})),
+        Route("/login", _login(ui, host), methods=["POST"]),
+        Route("/logout", _logout, methods=["POST"]),
+    ]
+    return app
+
+
+def form_token(key: str) -> str:
+    """The form token of pages served to ``key``'s holder."""
+    return hmac.new(key.encode(), b"cortex-ui-form-token", hashlib.sha256).hexdigest()
+
+
+def _login(ui: Ui, host: ServiceHost) -> Callable[[Request], Awaitable[Response]]:
+    async def login(request: Request) -> Response:
+        body = await request.body()
+        fields = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"))
+        key = (fields.get("key") or [""])[-1].strip()
+        try:
+            await run_in_threadpool(host.authenticate, key)
+        except CortexError as exc:
+            return ui.render(request, "login.html", {"failed": str(exc)}, status=401)
+        response = RedirectResponse(ui.base(request) + "/sessions", status_code=303)
+        response.set_cookie(
+            COOKIE, key, httponly=True, samesite="strict", path=ui.base(request) or "/"
+        )
+        return response
+
+    return login
+
+
+async def _logout(request: Request) -> Response:
+    base = str(request.scope.get("root_path", "")).rstrip("/")
+    response = RedirectResponse(base + "/login", status_code=303)
+    response.delete_cookie(COOKIE, path=base or "/")
+    return response

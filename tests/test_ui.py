@@ -1,0 +1,286 @@
+"""The web dashboard in-process (Starlette's test client) over a home the real CLI populated:
+every page, escaping, the form token, the host check, no file-system paths from URLs, and
+changes made on a page seen by the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cli_helpers import T0, cortex, ok
+from cortex.adapters.server.ui.local import TOKEN_FILE, install_token, local_app
+from cortex.clock import FixedClock
+from cortex.config import load_config
+
+SCRIPT = "<script>alert('x')</script>"
+LATER = "2026-02-16T10:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A home the CLI populated once for the module (each test works on a copy)."""
+    home = tmp_path_factory.mktemp("ui") / "home"
+    return home, populate(home)
+
+
+@pytest.fixture
+def populated(home: Path, template: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    shutil.copytree(template[0], home)
+    return template[1]
+
+
+def populate(home: Path) -> dict[str, str]:
+    """Two chained sessions of ``api`` (the first ended, one pin holding a script tag, an
+    event holding one), a memory holding one, and one replaced by upsert (a history)."""
+    ok(cortex(home, "session", "start", "--session-id", "s-one", "--project", "api"))
+    ok(cortex(home, "pin", "add", "region", f"eu-west-1 {SCRIPT}", "--session-id", "s-one"))
+    ok(cortex(home, "session", "record", "--session-id", "s-one", "--text", "deploy to eu-west"))
+    ok(cortex(home, "session", "event", "--session-id", "s-one", f"user said {SCRIPT}"))
+    ok(cortex(home, "session", "end", "--session-id", "s-one"))
+    ok(cortex(home, "session", "start", "--session-id", "s-two", "--project", "api", now=LATER))
+    ok(cortex(home, "pin", "add", "branch", "main", "--session-id", "s-two", now=LATER))
+    added = add_memory(home, f"Deploys go to eu-west-1 {SCRIPT}")
+    ok(cortex(home, "memory", "add", "db is postgres 15", "--upsert-key", "db", "--project", "api"))
+    newer = add_memory(home, "db is postgres 16", "--upsert-key", "db")
+    return {"memory": added["id"], "db": newer["id"], "db_old": newer["superseded_id"]}
+
+
+def add_memory(home: Path, content: str, *options: str) -> dict[str, Any]:
+    """``cortex memory add`` to project ``api``; the JSON it answers."""
+    out = ok(cortex(home, "--json", "memory", "add", content, "--project", "api", *options))
+    return dict(json.loads(out))
+
+
+@pytest.fixture
+def client(home: Path, populated: dict[str, str]) -> TestClient:
+    app = local_app(load_config(home, env={}), FixedClock(LATER))
+    return TestClient(app, base_url="http://127.0.0.1:8765")
+
+
+def token(home: Path) -> str:
+    return (home / TOKEN_FILE).read_text().strip()
+
+
+PAGES = [
+    "/sessions",
+    "/sessions?project=api&status=COMPLETE",
+    "/sessions?since=2026-02-16&until=2026-02-17",
+    "/sessions/s-one",
+    "/sessions/s-two",
+    "/next?project=api",
+    "/next?project=api&keywords=deploy+region",
+    "/memory",
+    "/memory?q=deploy",
+    "/memory?layer=long_term&project=api",
+    "/health",
+    "/health?check=1",
+]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_and_escapes_user_text(client: TestClient, page: str) -> None:
+    response = client.get(page)
+    assert response.status_code == 200, response.text
+    assert "<script>alert" not in response.text
+    assert response.headers["content-security-policy"].startswith("default-src 'none'")
+    assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_script_in_a_pin_an_event_and_a_memory_renders_as_text(
+    client: TestClient, populated: dict[str, str]
+) -> None:
+    escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    assert escaped in client.get("/sessions/s-one").text  # the pin and the event
+    assert escaped in client.get("/memory?q=deploys").text
+    assert escaped in client.get(f"/memory/{populated['memory']}").text
+    assert escaped in client.get("/next?project=api").text  # the inherited pin
+
+
+def test_the_session_page_shows_pins_events_chain_and_metrics(client: TestClient) -> None:
+    page = client.get("/sessions/s-two").text
+    chain = re.search(r'<ol class="chain" id="chain">(.*?)</ol>', page, re.S)
+    assert chain and chain.group(1).index("s-one") < chain.group(1).index("s-two")
+    assert "branch" in page and "region [inherited from s-one" in page
+    assert "session_restored" in page  # the metrics event this start emitted
+    one = client.get("/sessions/s-one").text
+    assert "deploy to eu-west" not in one or "user said" in one
+    assert "user said" in one
+
+
+def test_the_timeline_draws_a_bar_per_session_and_the_chain(client: TestClient) -> None:
+    page = client.get("/sessions").text
+    assert page.count('class="bar ') == 2
+    assert page.count('class="chain"') == 1
+    assert 'class="bar complete"' in page and 'class="bar active"' in page
+
+
+def test_filters_narrow_the_sessions(client: TestClient) -> None:
+    assert "s-two" not in client.get("/sessions?status=COMPLETE").text
+    assert "s-one" not in client.get("/sessions?status=ACTIVE").text
+    assert "s-one" not in client.get("/sessions?since=2026-02-17").text
+    bad = client.get("/sessions?status=nope")
+    assert bad.status_code == 400 and "unknown status" in bad.text
+
+
+def test_next_start_explains_scores_without_opening_a_session(
+    client: TestClient, home: Path
+) -> None:
+    before = ok(cortex(home, "--json", "session", "list"))
+    page = client.get("/next?project=api&keywords=deploy").text
+    assert "included: scored at or above the threshold" in page
+    assert "[SESSION CONTINUITY" in page and re.search(r"\d+ of about 2000 tokens", page)
+    assert ok(cortex(home, "--json", "session", "list")) == before
+
+
+def test_a_post_without_the_token_is_refused(client: TestClient, home: Path) -> None:
+    for form in ({}, {"csrf": "0" * 64}):
+        response = client.post("/sessions/s-two/pins", data={**form, "label": "x", "content": "y"})
+        assert response.status_code == 403
+        assert "form token is missing or wrong" in response.text
+    assert "zz-label" not in ok(cortex(home, "pin", "list", "--session-id", "s-two"))
+
+
+def test_editing_a_pin_is_seen_by_the_cli(client: TestClient, home: Path) -> None:
+    response = client.post(
+        "/sessions/s-two/pins",
+        data={"csrf": token(home), "label": "branch", "content": "release/2.0"},
+        follow_redirects=False,
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/sessions/s-two?notice=pin+saved"
+    assert "release/2.0" in ok(cortex(home, "pin", "list", "--session-id", "s-two"))
+
+
+def test_the_token_header_works_too(client: TestClient, home: Path) -> None:
+    response = client.post(
+        "/sessions/s-two/pins/remove",
+        data={"label": "branch"},
+        headers={"X-Cortex-Token": token(home)},
+        follow_redirects=False,
+    )
+    assert response.status_code == 303
+    assert "branch" not in ok(cortex(home, "pin", "list", "--session-id", "s-two"))
+
+
+def test_forgetting_a_memory_asks_then_removes_it_from_cli_search(
+    client: TestClient, home: Path, populated: dict[str, str]
+) -> None:
+    mid = populated["memory"]
+    confirm = client.get(f"/memory/{mid}/forget").text
+    assert "Forget this memory?" in confirm
+    assert mid in ok(cortex(home, "--json", "memory", "search", "deploys", "--project", "api"))
+    done = client.post(f"/memory/{mid}/forget", data={"csrf": token(home)})
+    assert done.status_code == 200 and "forgotten" in done.text
+    found = json.loads(
+        ok(cortex(home, "--json", "memory", "search", "deploys", "--project", "api"))
+    )
+    assert all(hit["id"] != mid for hit in found)
+    assert "memory.forget" in client.get(f"/memory/{mid}").text  # the audit trail
+
+
+def test_editing_a_memory_is_audited(
+    client: TestClient, home: Path, populated: dict[str, str]
+) -> None:
+    mid = populated["db"]
+    client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": "db is pg 17"})
+    shown = json.loads(ok(cortex(home, "--json", "memory", "show", mid)))
+    assert shown["content"] == "db is pg 17"
+    page = client.get(f"/memory/{mid}").text
+    assert "memory.edit" in page and "ui" in page
+    assert populated["db_old"][:8] in page  # the version it superseded
+
+
+def test_a_failed_change_is_a_page_with_the_error(client: TestClient, home: Path) -> None:
+    response = client.post(
+        "/sessions/s-one/pins", data={"csrf": token(home), "label": "a", "content": "b"}
+    )
+    assert response.status_code >= 400
+    assert 'id="error"' in response.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/..%2fapp.py",
+        "/static/../app.py",
+        "/static/%2e%2e%2fapp.py",
+        "/static/app.py",
+        "/sessions/..%2f..%2fetc%2fpasswd",
+        "/sessions/a%20b%3B%00c",
+        "/memory/%2e%2e",
+    ],
+)
+def test_no_url_reaches_the_file_system(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code in (400, 404, 422)
+    assert "import" not in response.text and "root:" not in response.text
+
+
+def test_static_assets_are_served_from_the_package(client: TestClient) -> None:
+    css = client.get("/static/ui.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert client.get("/static/ui.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_a_foreign_host_header_is_refused(home: Path, populated: dict[str, str]) -> None:
+    app = local_app(load_config(home, env={}), FixedClock(T0))
+    evil = TestClient(app, base_url="http://attacker.example:8765")
+    assert evil.get("/sessions").status_code == 400
+
+
+def test_the_install_token_is_private_and_stable(home: Path) -> None:
+    first = install_token(home)
+    assert re.fullmatch(r"[0-9a-f]{64}", first)
+    assert stat.S_IMODE((home / TOKEN_FILE).stat().st_mode) == 0o600
+    assert install_token(home) == first
+
+
+def test_cortex_ui_on_a_taken_port_is_one_line_naming_the_next_step(home: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cortex(home, "ui", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: port {port} on 127.0.0.1 is not free")
+    assert result.stderr.rstrip().endswith("pick another with --port")
+    assert result.stderr.count("\n") == 1
+
+
+def test_an_emptied_memory_is_refused_and_emptied_tags_are_cleared(
+    client: TestClient, home: Path, populated: dict[str, str]
+) -> None:
+    mid = populated["db"]
+    tagged = {"csrf": token(home), "content": "db is pg 16", "tags": "infra, db"}
+    assert client.post(f"/memory/{mid}/edit", data=tagged).status_code == 200
+    refused = client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": " "})
+    assert refused.status_code == 400 and 'id="error"' in refused.text
+    client.post(f"/memory/{mid}/edit", data={"csrf": token(home), "content": "x", "tags": ""})
+    shown = json.loads(ok(cortex(home, "--json", "memory", "show", mid)))
+    assert (shown["content"], shown["tags"]) == ("x", [])
+
+
+def test_a_hook_event_shows_in_the_latency_table(client: TestClient, home: Path) -> None:
+    payload = {"session_id": "cc-1", "cwd": str(home), "hook_event_name": "SessionStart"}
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
+        input=json.dumps(payload),
+        text=True,
+        capture_output=True,
+        env={**os.environ, "CORTEX_HOME": str(home), "CORTEX_HOOK_SERVER": "0"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    table = re.search(r'<table id="latency">(.*?)</table>', client.get("/health").text, re.S)
+    assert table and re.search(r"<td>claude-code</td><td>SessionStart</td><td>1</td>", table[1])

@@ -1,0 +1,115 @@
+"""The dashboard on the team server over real PostgreSQL: each API key sees its own tenant's
+pages only, signs in through a cookie, and needs the write scope and its own form token to
+change anything."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cortex.adapters.server.app import create_app  # noqa: E402
+from cortex.adapters.server.ui.tenant import form_token  # noqa: E402
+from cortex.services.hosting import ServiceHost  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
+    served = ServiceHost(pg_url, tmp_path_factory.mktemp("data"), pool_size=4)
+    yield served
+    served.close()
+
+
+def tenant_with_key(host: ServiceHost, scopes: str = "write") -> tuple[str, str]:
+    with host.registry() as app:
+        tenant = f"t-{secrets.token_hex(5)}"
+        app.tenants.create_tenant(tenant)
+        return tenant, app.tenants.create_key(tenant, scopes)[1]
+
+
+def browser(host: ServiceHost) -> TestClient:
+    app = create_app(host.url, host=host, burst=10_000, rate_per_second=10_000)
+    return TestClient(app, base_url="http://testserver")
+
+
+def seed(host: ServiceHost, tenant: str, marker: str) -> tuple[str, str]:
+    """A session with a pin and a memory in ``tenant``, each naming ``marker``."""
+    with host.open(tenant) as app:
+        sid = app.sessions.on_session_start(project="api").session_id
+        app.sessions.add_pin("note", f"pin of {marker}", sid)
+        mid = app.memory.add(f"memory of {marker}", project="api").memory.id
+    return sid, mid
+
+
+def signed_in(host: ServiceHost, key: str) -> TestClient:
+    client = browser(host)
+    response = client.post("/ui/login", data={"key": key}, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/ui/sessions"
+    assert "httponly" in response.headers["set-cookie"].lower()
+    return client
+
+
+def test_each_key_sees_its_own_tenant_only(host: ServiceHost) -> None:
+    a, key_a = tenant_with_key(host)
+    b, key_b = tenant_with_key(host)
+    sid_a, mid_a = seed(host, a, "alpha")
+    sid_b, mid_b = seed(host, b, "bravo")
+    client = signed_in(host, key_a)
+    listing = client.get("/ui/sessions").text
+    assert sid_a[:8] in listing and sid_b[:8] not in listing
+    assert f"tenant {a}" in listing
+    assert "pin of alpha" in client.get(f"/ui/sessions/{sid_a}").text
+    assert client.get(f"/ui/sessions/{sid_b}").status_code == 404
+    assert client.get(f"/ui/memory/{mid_b}").status_code == 404
+    found = client.get("/ui/memory?q=memory").text
+    assert "memory of alpha" in found and "bravo" not in found
+    for page in ("/ui/next?project=api", "/ui/health", "/ui/health?check=1", "/ui/memory"):
+        shown = client.get(page)
+        assert shown.status_code == 200 and "bravo" not in shown.text and sid_b not in shown.text
+    other = signed_in(host, key_b)
+    assert "memory of bravo" in other.get(f"/ui/memory/{mid_b}").text
+
+
+def test_without_a_key_every_page_asks_to_sign_in(host: ServiceHost) -> None:
+    client = browser(host)
+    for page in ("/ui/sessions", "/ui/memory", "/ui/health", "/ui/live"):
+        response = client.get(page, follow_redirects=False)
+        assert response.status_code == 303 and response.headers["location"] == "/ui/login"
+    refused = client.post("/ui/login", data={"key": "ctx_nope_nope"})
+    assert refused.status_code == 401 and 'id="error"' in refused.text
+
+
+def test_changes_need_this_keys_token_and_the_write_scope(host: ServiceHost) -> None:
+    a, key_a = tenant_with_key(host)
+    _, mid = seed(host, a, "alpha")
+    writer = signed_in(host, key_a)
+    with host.registry() as app:
+        reader_key = app.tenants.create_key(a, "read")[1]
+    reader = signed_in(host, reader_key)
+    _, other_key = tenant_with_key(host)
+    # Another key's token (a page of another tenant) does not pass.
+    stolen = writer.post(f"/ui/memory/{mid}/forget", data={"csrf": form_token(other_key)})
+    assert stolen.status_code == 403
+    read_only = reader.post(f"/ui/memory/{mid}/forget", data={"csrf": form_token(reader_key)})
+    assert read_only.status_code == 403 and "changes need write" in read_only.text
+    with host.open(a) as app:
+        assert app.memory.get(mid).deleted_at is None
+    done = writer.post(f"/ui/memory/{mid}/forget", data={"csrf": form_token(key_a)})
+    assert done.status_code == 200
+    with host.open(a) as app:
+        assert app.memory.get(mid).deleted_at is not None
+
+
+def test_a_revoked_key_is_signed_out_at_once(host: ServiceHost) -> None:
+    a, key = tenant_with_key(host)
+    client = signed_in(host, key)
+    assert client.get("/ui/sessions").status_code == 200
+    with host.registry() as app:
+        key_id = next(k.key_id for k in app.tenants.list_keys(a))
+        app.tenants.revoke_key(key_id)
+    response = client.get("/ui/sessions", follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/ui/login"
