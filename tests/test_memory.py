@@ -113,15 +113,23 @@ def test_bad_input_is_one_clear_error(svc: MemoryService, kwargs: dict, message:
     assert svc.list(all_projects=True) == []
 
 
-def test_one_megabyte_content_is_refused_naming_the_limit(svc: MemoryService) -> None:
-    with pytest.raises(ValidationError) as err:
-        svc.add("a" * 1_048_576)
-    assert str(err.value) == (
-        "memory content is 1,048,576 bytes; the limit is 65,536 bytes (64 KB): "
-        "store a summary or split it"
-    )
+def test_content_over_the_limit_is_kept_truncated_with_a_marker(svc: MemoryService) -> None:
+    stored = svc.add("word " * 200_000).memory.content
+    assert len(stored.encode()) <= MAX_CONTENT_BYTES
+    assert stored.startswith("word word")
+    head, marker = stored.rsplit("\n", 1)
+    assert marker == f"[truncated: 999,999 bytes, the first {len(head):,} kept]"
     exact = svc.add("b" * MAX_CONTENT_BYTES).memory
-    assert len(svc.get(exact.id).content) == MAX_CONTENT_BYTES
+    assert svc.get(exact.id).content == "b" * MAX_CONTENT_BYTES
+
+
+def test_truncation_never_splits_a_character_or_leaves_half_a_secret(svc: MemoryService) -> None:
+    secret = "sk-" + "a1B2" * 10
+    text = "é" * (MAX_CONTENT_BYTES // 2 - 10) + f" api_key={secret} " + "z" * 1000
+    stored = svc.add(text).memory.content
+    assert len(stored.encode()) <= MAX_CONTENT_BYTES
+    assert "a1B2" not in stored
+    assert "[truncated: " in stored
 
 
 def test_secrets_are_redacted_before_storage(svc: MemoryService, tmp_path: Path) -> None:
@@ -131,10 +139,19 @@ def test_secrets_are_redacted_before_storage(svc: MemoryService, tmp_path: Path)
     assert svc.search("sk-abcdefghijklmnopqrstuvwxyz123456") == []
 
 
-def test_batch_is_all_or_nothing(svc: MemoryService) -> None:
-    with pytest.raises(ValidationError):
-        svc.add_many([NewMemory("fine"), NewMemory("", layer="rule")])
-    assert svc.list() == []
+def test_a_batch_stores_every_valid_item_and_reports_the_others(svc: MemoryService) -> None:
+    big = "turn " * 16_000  # 80 KB: stored truncated, not refused
+    batch = svc.add_many(
+        [NewMemory("fine"), NewMemory("", layer="rule"), NewMemory(big), NewMemory("x", type="a b")]
+    )
+    assert [r.memory.content for r in batch][0] == "fine"
+    assert "[truncated: 79,999 bytes" in batch[1].memory.content
+    assert [e.to_dict() for e in batch.errors] == [
+        {"index": 1, "error": "memory content is empty; give the text to store"},
+        {"index": 3, "error": "invalid memory type 'a b'; use 1-64 letters, digits, - or _"},
+    ]
+    assert len(svc.list()) == 2
+    assert svc.add_many([NewMemory(" ")]).added == ()
 
 
 # -- upsert ----------------------------------------------------------------------------------
