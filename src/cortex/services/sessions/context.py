@@ -174,17 +174,21 @@ class SessionContext(Service):
             return UNKNOWN_PIPELINE
 
     def detect_pending(
-        self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
+        self,
+        pins: Sequence[Pin],
+        pipeline: Mapping[str, dict[str, Any]] | None = None,
+        project: str | None = None,
     ) -> tuple[PendingTask, ...]:
         """FR-008: pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
-        ``pipeline`` is the already-loaded pipeline file, when the caller has it.
+        ``pipeline`` is the already-loaded pipeline file, when the caller has it. A pipeline
+        task that names a project is pending only for sessions of that project.
         """
         pipeline = self.pipeline() if pipeline is None else pipeline
         from_pipeline = (
             []
             if pipeline is None or pipeline is UNKNOWN_PIPELINE
-            else pending_from_pipeline(pipeline, PENDING_STAGES)
+            else pending_from_pipeline(pipeline, PENDING_STAGES, project)
         )
         return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
 
