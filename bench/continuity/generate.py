@@ -77,15 +77,17 @@ class Scenario:
     items: list[Item]
     life: Lifecycle
     secrets: list[tuple[datetime, str]]
+    bridged: int | None = None
+    """The project whose sessions run through the OpenClaw bridge (a third of scenarios)."""
 
 
 class _Builder:
     """Writes one scenario: sessions per project, in time order, with their items."""
 
-    def __init__(self, seed: int, bridge: bool) -> None:
+    def __init__(self, seed: int, days: tuple[int, int]) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
-        self.bridge = bridge
+        self.days = days
         count = self.rng.randint(3, 4)
         self.projects = [self._word(3) for _ in range(count)]
         self.vocab = [[self._word(3) for _ in range(10)] for _ in range(count)]
@@ -97,6 +99,7 @@ class _Builder:
         self.pins: list[dict[str, Item]] = [{} for _ in range(count)]  # label -> current
         self.sessions = 0
         self.task_no = 0
+        self.bridged = 0 if seed % 3 == 2 else None  # a third of the scenarios
 
     # -- words --------------------------------------------------------------------------------
     def _word(self, syllables: int) -> str:
@@ -117,10 +120,13 @@ class _Builder:
     def _hook(self, at: datetime, p: int, sid: str, name: str, **fields: Any) -> None:
         payload = {"session_id": sid, "hook_event_name": name, **fields}
         measure = name == "SessionStart" and fields.get("source") == "startup"
-        self.steps.append(Step(at, p, sid, "hook", payload, measure))
+        self.steps.append(Step(at, p, sid, "hook", payload, measure, self._channel(p)))
 
     def _cli(self, at: datetime, p: int, sid: str, *args: str) -> None:
-        self.steps.append(Step(at, p, sid, "cli", args))
+        self.steps.append(Step(at, p, sid, "cli", args, channel=self._channel(p)))
+
+    def _channel(self, p: int) -> str:
+        return "openclaw" if p == self.bridged else "claude-code"
 
     # -- one session ----------------------------------------------------------------------------
     def session(self, p: int, start: datetime, ending: str) -> datetime:
@@ -240,7 +246,7 @@ class _Builder:
     def build(self) -> Scenario:
         day = T0
         last_end = [T0 - timedelta(days=30)] * len(self.projects)
-        for _ in range(self.rng.randint(7, 9)):
+        for _ in range(self.rng.randint(*self.days)):
             gap = self.rng.choices([1, 2, 4, 9, 17], weights=[5, 3, 2, 1, 1])[0]
             day += timedelta(days=gap)
             today = self.rng.sample(range(len(self.projects)), self.rng.randint(1, 2))
@@ -252,10 +258,18 @@ class _Builder:
                 last_end[p] = self.session(p, begin, ending)
         self.steps.sort(key=lambda s: s.at)  # stable: a session's steps keep their order
         return Scenario(
-            self.seed, self.projects, self.vocab, self.steps, self.items, self.life, self.secrets
+            self.seed,
+            self.projects,
+            self.vocab,
+            self.steps,
+            self.items,
+            self.life,
+            self.secrets,
+            self.bridged,
         )
 
 
-def generate(count: int, seed: int) -> list[Scenario]:
-    """``count`` scenarios, the i-th seeded with ``seed * 1000 + i``."""
-    return [_Builder(seed * 1000 + i, bridge=False).build() for i in range(count)]
+def generate(count: int, seed: int, days: tuple[int, int] = (7, 9)) -> list[Scenario]:
+    """``count`` scenarios, the i-th seeded with ``seed * 1000 + i``, each over a number of
+    working days drawn from ``days`` (inclusive)."""
+    return [_Builder(seed * 1000 + i, days).build() for i in range(count)]

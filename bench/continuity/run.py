@@ -8,10 +8,13 @@ Each scenario (``generate.py``) is replayed in a throwaway ``CORTEX_HOME``: ever
 is one real ``cortex hook claude-code`` process with the event's JSON on stdin and the
 scenario's time in ``CORTEX_NOW`` (the hook server off, so each process does the whole
 work); every pin and task change is one real ``cortex pin|task`` process, as an agent's tool
-call. What each new session's start injected (the SessionStart answer plus the first prompt's,
-where the start injected nothing) is scored (``metrics.py``), with the whole-process time of
-that start. The two baselines are computed from the same stream: "last N by recency" (N
-chosen so its mean tokens match Cortex's) and "no memory".
+call. In a third of the scenarios one project works through OpenClaw instead: each of its
+sessions is a real ``cortex bridge`` process (JSON lines; pins through the bridge, killed
+when the session crashes). What each new session's start injected (the SessionStart answer
+plus the first prompt's, where the start injected nothing; for OpenClaw, the first prompt's
+``prepend_context``) is scored (``metrics.py``), with the whole-process time of each hook
+start. The two baselines are computed from the same stream: "last N by recency" (N chosen so
+its mean tokens match Cortex's) and "no memory".
 
 Progress goes to stderr; the table (or ``--json``) to stdout; bench/results/continuity.json.
 """
@@ -51,6 +54,7 @@ class Start:
     at: str
     text: str
     seconds: float
+    channel: str = "claude-code"
 
 
 def _env(home: Path, at: str) -> dict[str, str]:
@@ -83,6 +87,88 @@ def run_step(step: Step, home: Path, cwd: Path) -> tuple[str, float]:
     return (_context(done.stdout) if step.kind == "hook" else ""), seconds
 
 
+class BridgeSession:
+    """One OpenClaw conversation through a real ``cortex bridge`` process (JSON lines).
+
+    The process lives for the session, its clock fixed at the session's start; a session
+    that crashes or is left open is killed (SIGKILL) after its last step, as a dying host
+    would leave it: the next start recovers it.
+    """
+
+    TRANSLATE = {
+        "UserPromptSubmit": ("before_prompt_build", "prompt"),
+        "PostToolUse": ("after_tool_call", None),
+        "Stop": ("agent_end", "last_assistant_message"),
+        "PreCompact": ("before_compaction", None),
+    }
+
+    def __init__(self, step: Step, home: Path, cwd: Path) -> None:
+        from cortex.services.project import project_identity
+
+        at = step.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.key = step.session
+        self.project = project_identity(str(cwd)).id
+        argv = [str(CORTEX), "bridge", "--project", self.project, "--workdir", str(cwd)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(home, at), cwd=cwd
+        )
+        self.calls = 0
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.calls += 1
+        request = {"id": self.calls, "method": method, "params": params}
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline() or b"{}")
+        if "result" not in answer and not (method == "unpin" and "error" in answer):
+            raise RuntimeError(f"bridge {method} failed: {answer}")
+        return dict(answer.get("result") or {})
+
+    def step(self, step: Step) -> str:
+        """Run one step of this conversation; the context it answered."""
+        if step.kind == "cli":
+            args = step.payload
+            if args[0] == "pin":  # the agent's pin tools go through the bridge
+                label = str(args[2])
+                if args[1] == "remove":
+                    self.call("unpin", session_key=self.key, label=label)
+                else:
+                    critical = "--critical" in args
+                    self.call("pin", session_key=self.key, label=label, content=str(args[3]),
+                              critical=critical)  # fmt: skip
+                return ""
+            raise LookupError("a task step runs as a CLI process")
+        payload = dict(step.payload)  # type: ignore[arg-type]
+        name = payload["hook_event_name"]
+        if name == "SessionStart":
+            if payload.get("source") == "startup":
+                self.call("session_start", session_key=self.key, project=self.project)
+            return ""
+        if name == "SessionEnd":
+            self.call("session_end", session_key=self.key)
+            self.close()
+            return ""
+        method, field = self.TRANSLATE.get(name, (None, None))
+        if method is None:
+            return ""
+        params: dict[str, Any] = {"session_key": self.key}
+        if field:
+            params["prompt" if method == "before_prompt_build" else "text"] = payload.get(field)
+        if method == "after_tool_call":
+            params |= {"tool_name": payload.get("tool_name"), "params": payload.get("tool_input")}
+        answer = self.call(method, **params)
+        return str(answer.get("prepend_context") or "")
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            self.proc.kill()
+        else:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 def replay(scenario: Scenario, workdir: Path) -> list[Start]:
     """Every step in order; the measured starts, each with its first prompt's context."""
     home = workdir / "home"
@@ -90,12 +176,25 @@ def replay(scenario: Scenario, workdir: Path) -> list[Start]:
     for name in scenario.projects:
         (workdir / "code" / name).mkdir(parents=True)
         dirs.append(workdir / "code" / name)
+    last_step = {step.session: index for index, step in enumerate(scenario.steps)}
+    bridges: dict[str, BridgeSession] = {}
     starts: dict[str, Start] = {}
     prompted: set[str] = set()
-    for step in scenario.steps:
-        text, seconds = run_step(step, home, dirs[step.project])
+    for index, step in enumerate(scenario.steps):
+        if step.channel == "openclaw" and not (step.kind == "cli" and step.payload[0] == "task"):
+            began = time.perf_counter()
+            if step.session not in bridges:
+                bridges[step.session] = BridgeSession(step, home, dirs[step.project])
+            bridge = bridges[step.session]
+            text = bridge.step(step)
+            seconds = time.perf_counter() - began
+            if last_step[step.session] == index and bridge.proc.poll() is None:
+                bridge.close(kill=True)  # crashed or left open: the host died
+        else:
+            text, seconds = run_step(step, home, dirs[step.project])
         if step.measure:
-            starts[step.session] = Start(step.project, step.at.isoformat(), text, seconds)
+            at = step.at.isoformat()
+            starts[step.session] = Start(step.project, at, text, seconds, step.channel)
         elif step.kind == "hook" and step.payload.get("hook_event_name") == "UserPromptSubmit":  # type: ignore[union-attr]
             if step.session in starts and step.session not in prompted and text:
                 start = starts[step.session]
@@ -221,7 +320,8 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
             )
     n = calibrate(scenarios, starts)
     scores = score_all(scenarios, starts, n)
-    seconds = [s.seconds for measured in starts for s in measured]
+    seconds = [s.seconds for measured in starts for s in measured if s.channel == "claude-code"]
+    bridged = sum(s.channel == "openclaw" for measured in starts for s in measured)
     p50, p95 = bootstrap(seconds, "p50")[0], bootstrap(seconds, "p95")[0]
     curve = {}
     for k in (1, 2, 5, 10, 20, 40):
@@ -234,7 +334,8 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
     return {
         "scenarios": count,
         "seed": seed,
-        "starts": len(seconds),
+        "starts": sum(len(measured) for measured in starts),
+        "bridge_starts": bridged,
         "recency_n": n,
         "systems": {name: aggregate(rows) for name, rows in scores.items()},
         "latency": {
@@ -271,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         print(table(report))
         floor = report["latency"]["floor_ms"]
         load = ", ".join(f"{x:.2f}" for x in report["latency"]["load"])
-        print(f"\n{report['starts']} starts, floor {floor:.0f} ms, load {load}")
+        print(
+            f"\n{report['starts']} starts ({report['bridge_starts']} through the OpenClaw bridge), "
+            f"hook floor {floor:.0f} ms, load average {load}"
+        )
     return 0
 
 
