@@ -443,3 +443,24 @@ def test_working_ttl_out_of_range_is_a_config_error(home: Path) -> None:
 
     with pytest.raises(ConfigError, match="out of range; use a value in 0.01-8760"):
         load_config(home, {"MCP_WORKING_MEMORY_TTL_HOURS": "-1"})
+
+
+def test_turns_of_one_session_vote_for_each_other(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    manager = SessionPersistenceManager(svc.store, make_config(), clock)
+    for sid in ("s1", "s2", "s3"):
+        manager.on_session_start(sid, project="api")
+    svc.add("the deploy window is friday noon", session_id="s1")
+    svc.add("we moved the deploy window to friday", session_id="s1")
+    svc.add("the deploy window is friday", session_id="s2")
+    svc.add("lunch is at noon", session_id="s3")
+    ranked = contents(svc.search("deploy window friday", project="api"))
+    # alone, the shorter s2 memory matches best; s1's other turn about the window outvotes it
+    assert ranked == [
+        "the deploy window is friday noon",
+        "the deploy window is friday",
+        "we moved the deploy window to friday",
+    ]
+    unvoted = [m.content for m in svc.list(project="api") if m.source_session_id == "s2"]
+    assert unvoted == ["the deploy window is friday"]

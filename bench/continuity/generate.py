@@ -251,11 +251,16 @@ class _Builder:
             day += timedelta(days=gap)
             today = self.rng.sample(range(len(self.projects)), self.rng.randint(1, 2))
             start = day + timedelta(hours=self.rng.randint(0, 3))
+            previous_end = start
             for offset, p in enumerate(today):
-                # the second project's session starts while the first one runs (concurrent)
+                # the second project's session starts while the first one runs (concurrent),
+                # except next to a bridge session: a bridge process's clock stays at its
+                # session's start, so a neighbour would see its lease as lapsed
                 begin = max(start + timedelta(minutes=7 * offset), last_end[p] + timedelta(hours=1))
+                if offset and self.bridged in today:
+                    begin = max(begin, previous_end + timedelta(minutes=10))
                 ending = self.rng.choices(["end", "crash", "open"], weights=[7, 2, 1])[0]
-                last_end[p] = self.session(p, begin, ending)
+                last_end[p] = previous_end = self.session(p, begin, ending)
         self.steps.sort(key=lambda s: s.at)  # stable: a session's steps keep their order
         return Scenario(
             self.seed,
