@@ -83,9 +83,15 @@ class Truth:
             superseded=sum(
                 1 for i in pins if i.ref in life.superseded and life.superseded[i.ref] < t
             ),
-            secrets=sum(1 for at, s in self.scenario.secrets if at < t and s in text),
+            secrets=sum(1 for at, s in self.scenario.secrets if at < t and _shows(s, text)),
             tokens=estimate_tokens(text) if text else 0,
         )
+
+
+def _shows(secret: str, text: str, window: int = 16) -> bool:
+    """``text`` holds ``secret`` or any ``window`` characters of it (a part is a leak too)."""
+    size = min(window, len(secret))
+    return any(secret[i : i + size] in text for i in range(len(secret) - size + 1))
 
 
 def _item_text(item: Item) -> str:

@@ -347,7 +347,12 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
             "load": os.getloadavg(),
         },
         "recency_curve": curve,
-        "per_start": [asdict(s) for s in scores["cortex"]],
+        "per_start": [
+            asdict(score) | {"text": start.text, "seconds": start.seconds}
+            for score, start in zip(
+                scores["cortex"], [s for measured in starts for s in measured], strict=True
+            )
+        ],
     }
 
 
