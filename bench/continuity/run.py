@@ -288,9 +288,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for system, marker in zip(SYSTEMS, "o^s", strict=True):
         row = report["systems"][system]
         tokens = row["tokens_mean"][0]
-        for key, colour in (("pending_task_recall", "C0"), ("critical_pin_recall", "C3")):
+        for key, colour, size in (
+            ("pending_task_recall", "C0", 30),
+            ("critical_pin_recall", "C3", 120),
+        ):
             label = f"{system}: {key.split('_')[0]}"
-            ax.scatter(tokens, row[key][0], marker=marker, color=colour, label=label)
+            face = colour if size < 100 else "none"  # a ring, so a point under it still shows
+            ax.scatter(tokens, row[key][0], marker=marker, s=size, edgecolors=colour,
+                       facecolors=face, label=label)  # fmt: skip
     for n, (tokens, pending, critical) in sorted(report["recency_curve"].items()):
         ax.annotate(str(n), (tokens, pending), fontsize=6, color="grey")
         ax.plot(tokens, pending, ".", color="C0", alpha=0.3)

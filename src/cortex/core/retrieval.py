@@ -58,8 +58,9 @@ holds counts this much in its relevance (the rest is its BM25 relevance)."""
 RRF_K = 60
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
-VOTE_POOL = 50
-"""Candidates that vote (and are ranked) before a search cuts to its limit."""
+VOTE_POOL = 20
+"""Candidates that vote (and are ranked) before a search cuts to its limit (at least twice
+the limit). A pool of 50 measured the same on the dev sets and cost a quarter more per query."""
 """Reciprocal-rank-fusion constant (Cormack et al. 2009); 60 is the usual choice."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
