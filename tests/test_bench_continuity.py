@@ -3,16 +3,24 @@ a leak planted through the engine (a task every project sees) is caught by the m
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "continuity"))
+HERE = Path(__file__).resolve().parents[1] / "bench" / "continuity"
+sys.path.insert(0, str(HERE))
 
 from generate import Item, Step, generate  # noqa: E402
-from metrics import Truth, aggregate, recency_text, wilson  # noqa: E402
-from run import replay  # noqa: E402
+from score import Truth, aggregate, recency_text, wilson  # noqa: E402
+
+# bench/retrieval has a run.py too: load this one under its own name
+_spec = importlib.util.spec_from_file_location("continuity_run", HERE / "run.py")
+assert _spec is not None and _spec.loader is not None
+continuity_run = sys.modules["continuity_run"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(continuity_run)
+replay = continuity_run.replay
 
 SEED = 25  # two sessions of one project over two days, one credential pasted in a prompt
 

@@ -12,7 +12,7 @@ call. In a third of the scenarios one project works through OpenClaw instead: ea
 sessions is a real ``cortex bridge`` process (JSON lines; pins through the bridge, killed
 when the session crashes). What each new session's start injected (the SessionStart answer
 plus the first prompt's, where the start injected nothing; for OpenClaw, the first prompt's
-``prepend_context``) is scored (``metrics.py``), with the whole-process time of each hook
+``prepend_context``) is scored (``score.py``), with the whole-process time of each hook
 start. The two baselines are computed from the same stream: "last N by recency" (N chosen so
 its mean tokens match Cortex's) and "no memory".
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parents[1] / "src"))
 sys.path.insert(0, str(HERE))
 
 from generate import Scenario, Step, generate  # noqa: E402
-from metrics import StartScore, Truth, aggregate, bootstrap, recency_text  # noqa: E402
+from score import StartScore, Truth, aggregate, bootstrap, recency_text  # noqa: E402
 
 CORTEX = Path(sys.executable).parent / "cortex"
 RESULTS = HERE.parents[0] / "results"
