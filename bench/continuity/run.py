@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +218,6 @@ def score_all(
     scenarios: list[Scenario], starts: list[list[Start]], recency_n: int
 ) -> dict[str, list[StartScore]]:
     """Per system, the score of every measured start of every scenario."""
-    from datetime import datetime
-
     scores: dict[str, list[StartScore]] = {name: [] for name in SYSTEMS}
     for scenario, measured in zip(scenarios, starts, strict=True):
         truth = Truth(scenario)
@@ -361,6 +360,17 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
     }
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with NaN (a share of nothing) as null, so that the output is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenarios", type=int, default=8, help="how many scenarios (8)")
@@ -370,14 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args.scenarios, args.seed)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "continuity.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "continuity.json").write_text(json.dumps(_json_safe(report), indent=2) + "\n")
     if args.plot:
         try:
             plot(report, args.plot)
         except ImportError:
             print("no plot: install the plot extra (pip install 'cortex[plot]')", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: v for k, v in report.items() if k != "per_start"}, indent=2))
+        summary = {k: v for k, v in report.items() if k != "per_start"}
+        print(json.dumps(_json_safe(summary), indent=2, allow_nan=False))
     else:
         print(table(report))
         floor = report["latency"]["floor_ms"]

@@ -115,7 +115,8 @@ def wilson(successes: int, total: int, z: float = 1.96) -> tuple[float, float, f
     denom = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denom
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return (100 * p, 100 * max(0.0, centre - half), 100 * min(1.0, centre + half))
+    low, high = round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)
+    return (100 * p, 100 * low, 100 * high)
 
 
 def bootstrap(
