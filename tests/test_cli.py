@@ -280,3 +280,20 @@ def test_json_is_accepted_after_the_command(home: Path) -> None:
     before = json.loads(ok(cortex(home, "--json", "session", "show")))
     after = json.loads(ok(cortex(home, "session", "show", "--json")))
     assert before == after and after["session_id"] == "s1"
+
+
+def test_a_task_belongs_to_the_current_project_unless_told(home: Path) -> None:
+    def projects() -> dict[str, str | None]:
+        listed = json.loads(ok(cortex(home, "--json", "task", "list")))
+        return {t["task_id"]: t.get("project") for t in listed}
+
+    ok(cortex(home, "task", "add", "t0", "before any session"))  # the directory's project
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "radio"))
+    ok(cortex(home, "task", "add", "t1", "Wire CAT"))  # the open session's project
+    ok(cortex(home, "task", "add", "t2", "Ship the site", "--project", "web"))
+    ok(cortex(home, "task", "add", "t3", "Rotate keys", "--any-project"))
+    first = projects()
+    assert str(first.pop("t0")).startswith(("git:", "path:"))
+    assert first == {"t1": "radio", "t2": "web", "t3": None}
+    ok(cortex(home, "task", "add", "t1", "Wire CAT control", "--any-project"))
+    assert projects()["t1"] is None

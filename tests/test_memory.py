@@ -113,15 +113,23 @@ def test_bad_input_is_one_clear_error(svc: MemoryService, kwargs: dict, message:
     assert svc.list(all_projects=True) == []
 
 
-def test_one_megabyte_content_is_refused_naming_the_limit(svc: MemoryService) -> None:
-    with pytest.raises(ValidationError) as err:
-        svc.add("a" * 1_048_576)
-    assert str(err.value) == (
-        "memory content is 1,048,576 bytes; the limit is 65,536 bytes (64 KB): "
-        "store a summary or split it"
-    )
+def test_content_over_the_limit_is_kept_truncated_with_a_marker(svc: MemoryService) -> None:
+    stored = svc.add("word " * 200_000).memory.content
+    assert len(stored.encode()) <= MAX_CONTENT_BYTES
+    assert stored.startswith("word word")
+    head, marker = stored.rsplit("\n", 1)
+    assert marker == f"[truncated: 999,999 bytes, the first {len(head):,} kept]"
     exact = svc.add("b" * MAX_CONTENT_BYTES).memory
-    assert len(svc.get(exact.id).content) == MAX_CONTENT_BYTES
+    assert svc.get(exact.id).content == "b" * MAX_CONTENT_BYTES
+
+
+def test_truncation_never_splits_a_character_or_leaves_half_a_secret(svc: MemoryService) -> None:
+    secret = "sk-" + "a1B2" * 10
+    text = "é" * (MAX_CONTENT_BYTES // 2 - 10) + f" api_key={secret} " + "z" * 1000
+    stored = svc.add(text).memory.content
+    assert len(stored.encode()) <= MAX_CONTENT_BYTES
+    assert "a1B2" not in stored
+    assert "[truncated: " in stored
 
 
 def test_secrets_are_redacted_before_storage(svc: MemoryService, tmp_path: Path) -> None:
@@ -131,10 +139,19 @@ def test_secrets_are_redacted_before_storage(svc: MemoryService, tmp_path: Path)
     assert svc.search("sk-abcdefghijklmnopqrstuvwxyz123456") == []
 
 
-def test_batch_is_all_or_nothing(svc: MemoryService) -> None:
-    with pytest.raises(ValidationError):
-        svc.add_many([NewMemory("fine"), NewMemory("", layer="rule")])
-    assert svc.list() == []
+def test_a_batch_stores_every_valid_item_and_reports_the_others(svc: MemoryService) -> None:
+    big = "turn " * 16_000  # 80 KB: stored truncated, not refused
+    batch = svc.add_many(
+        [NewMemory("fine"), NewMemory("", layer="rule"), NewMemory(big), NewMemory("x", type="a b")]
+    )
+    assert [r.memory.content for r in batch][0] == "fine"
+    assert "[truncated: 79,999 bytes" in batch[1].memory.content
+    assert [e.to_dict() for e in batch.errors] == [
+        {"index": 1, "error": "memory content is empty; give the text to store"},
+        {"index": 3, "error": "invalid memory type 'a b'; use 1-64 letters, digits, - or _"},
+    ]
+    assert len(svc.list()) == 2
+    assert svc.add_many([NewMemory(" ")]).added == ()
 
 
 # -- upsert ----------------------------------------------------------------------------------
@@ -426,3 +443,24 @@ def test_working_ttl_out_of_range_is_a_config_error(home: Path) -> None:
 
     with pytest.raises(ConfigError, match="out of range; use a value in 0.01-8760"):
         load_config(home, {"MCP_WORKING_MEMORY_TTL_HOURS": "-1"})
+
+
+def test_turns_of_one_session_vote_for_each_other(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    manager = SessionPersistenceManager(svc.store, make_config(), clock)
+    for sid in ("s1", "s2", "s3"):
+        manager.on_session_start(sid, project="api")
+    svc.add("the deploy window is friday noon", session_id="s1")
+    svc.add("we moved the deploy window to friday", session_id="s1")
+    svc.add("the deploy window is friday", session_id="s2")
+    svc.add("lunch is at noon", session_id="s3")
+    ranked = contents(svc.search("deploy window friday", project="api"))
+    # alone, the shorter s2 memory matches best; s1's other turn about the window outvotes it
+    assert ranked == [
+        "the deploy window is friday noon",
+        "the deploy window is friday",
+        "we moved the deploy window to friday",
+    ]
+    unvoted = [m.content for m in svc.list(project="api") if m.source_session_id == "s2"]
+    assert unvoted == ["the deploy window is friday"]

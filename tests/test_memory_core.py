@@ -22,6 +22,7 @@ from cortex.core.retrieval import (
     recency_factor,
     relevances,
     rrf_fuse,
+    session_votes,
     term_overlap,
 )
 from cortex.core.transcripts import (
@@ -254,3 +255,18 @@ def test_term_overlap_uses_stem_like_prefixes() -> None:
     assert term_overlap(["deploys", "redis"], "Deploying Redis nightly") == 1.0
     assert term_overlap(["kafka", "redis"], "redis only") == 0.5
     assert term_overlap([], "x") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("sessions", "scores", "voted"),
+    [
+        (["a", "a", None, "b"], [1.0, 0.5, 0.8, 0.9], [1.05, 0.6, 0.8, 0.9]),
+        ([None, None], [0.3, 0.2], [0.3, 0.2]),
+        (["a", "a", "a"], [1.0, 1.0, 1.0], [1.2, 1.2, 1.2]),
+        ([], [], []),
+    ],
+)
+def test_a_sessions_other_candidates_vote_for_each_one(
+    sessions: list[str | None], scores: list[float], voted: list[float]
+) -> None:
+    assert session_votes(sessions, scores, 0.1) == pytest.approx(voted)

@@ -115,8 +115,30 @@ def test_critical_pin_from_six_day_old_session_is_inherited(
     assert ctx.inherited_pins[0].is_critical
     assert ctx.inherited_pins[0].confidence == pytest.approx(0.657, abs=0.001)
     clock.advance(hours=2 * 24)
+    # 8 days: past the CRITICAL window, but "far"'s last session still hands its CRITICAL pin
+    # over (decayed): a break longer than the windows loses nothing critical.
     later = manager.on_session_start(project="far", keywords=["unrelated words"])
-    assert later.inherited_pins == () and later.preamble is None
+    assert [p.is_critical for p in later.inherited_pins] == [True]
+    assert later.inherited_pins[0].confidence == pytest.approx(0.543, abs=0.001)
+
+
+def test_after_a_long_break_the_last_session_gives_its_tasks_and_critical_pins_only(
+    manager: SessionPersistenceManager, clock: FixedClock
+) -> None:
+    first = manager.on_session_start(project="radio", workdir="/home/u/Projects/radio")
+    manager.add_pin("prod db", "read-only until the migration", critical=True)
+    manager.add_pin("branch", "feature/cat")
+    manager.add_pin("todo", "TODO: task-042 wire the CAT port")
+    manager.on_session_end(first.session_id)
+    finished_session(manager, pins=1, project="elsewhere")
+    clock.advance(hours=21 * 24)
+    ctx = manager.on_session_start(project="radio", keywords=["unrelated"])
+    assert ctx.session_ids == (first.session_id,)
+    assert [p.label.split(" [")[0] for p in ctx.inherited_pins] == ["prod db"]
+    assert ctx.pending_task_count == 1
+    assert ctx.preamble is not None and "PENDING TASKS:\n- [task-042]" in ctx.preamble
+    cold = manager.on_session_start(project="never-seen")
+    assert cold.preamble is None and cold.inherited_pins == ()
 
 
 def test_a_session_whose_critical_pin_did_not_fit_is_not_counted_as_inherited(

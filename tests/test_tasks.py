@@ -231,3 +231,22 @@ def test_merge_tasks_first_wins_case_insensitively():
         ("pin:x", SOURCE_PINS),
     ]
     assert merge_tasks() == []
+
+
+def test_a_task_that_names_a_project_is_pending_for_that_project_only():
+    tasks = pipeline_tasks(
+        {
+            "active_tasks": [
+                {"task_id": "t-api", "stage": "build", "project": "git:api"},
+                {"task_id": "t-web", "stage": "build", "project": "git:web"},
+                {"task_id": "t-any", "stage": "build"},
+            ]
+        }
+    )
+    assert [t.task_id for t in pending_from_pipeline(tasks, project="git:api")] == [
+        "t-api",
+        "t-any",
+    ]
+    assert [t.task_id for t in pending_from_pipeline(tasks)] == ["t-any"]
+    surfaced = pending_from_pipeline(tasks, project="git:web")
+    assert [t.task_id for t in still_pending(surfaced, tasks, "git:api")] == ["t-any"]

@@ -9,7 +9,10 @@ Systems, each indexing the same units per haystack:
 - ``bm25``: plain SQLite FTS5 (default ``unicode61`` tokenizer), the OR of the question's
   words, ranked by ``bm25()``;
 - ``bm25-porter``: the same with the ``porter`` stemmer (the research note's baseline);
-- ``cortex``: ``MemoryService.search`` (stop words, porter, BM25 re-ranked, graph expansion);
+- ``cortex-flat``: ``MemoryService.search`` over memories that name no session (stop words,
+  porter, BM25 re-ranked, graph expansion): Cortex before session votes;
+- ``cortex``: the same with each memory captured in its conversation's session, so that a
+  session's other candidates vote for it (``cortex.core.retrieval.session_votes``);
 - ``cortex+<embedder>``: the same service with an embedder (hybrid BM25 + cosine, RRF).
 
 Writes ``bench/results/retrieval.json`` and prints markdown tables.
@@ -48,6 +51,7 @@ from metrics import (  # noqa: E402
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
+from cortex.services.sessions.manager import SessionPersistenceManager  # noqa: E402
 from cortex.store import open_store  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -81,8 +85,11 @@ def plain_bm25(tokenizer: str) -> Callable[[Corpus], Search]:
     return build
 
 
-def cortex_search(embedder_name: str | None = None) -> Callable[[Corpus], Search]:
-    """``MemoryService`` over an in-memory store holding the corpus's units as memories."""
+def cortex_search(
+    embedder_name: str | None = None, sessions: bool = True
+) -> Callable[[Corpus], Search]:
+    """``MemoryService`` over an in-memory store holding the corpus's units as memories, each
+    captured in its conversation's session (``sessions``; without, no session votes)."""
 
     def build(corpus: Corpus) -> Search:
         embedder = None
@@ -91,11 +98,15 @@ def cortex_search(embedder_name: str | None = None) -> Callable[[Corpus], Search
 
             embedder = load_embedder(embedder_name)
         config = load_config(ROOT / "bench" / "results" / "home", {})
-        service = MemoryService(
-            open_store(":memory:"), config, FixedClock("2026-02-16T09:00:00Z"), embedder
-        )
+        store, clock = open_store(":memory:"), FixedClock("2026-02-16T09:00:00Z")
+        service = MemoryService(store, config, clock, embedder)
         units = [u for u in corpus.units if u.text.strip()]  # an empty memory is refused
-        added = service.add_many([NewMemory(u.text) for u in units], actor="bench")
+        manager = SessionPersistenceManager(store, config, clock)
+        session_ids = {u.session: f"s{i}" for i, u in enumerate(units)} if sessions else {}
+        for sid in dict.fromkeys(session_ids.values()):  # each turn was captured in its session
+            manager.on_session_start(sid, "bench")
+        items = [NewMemory(u.text, session_id=session_ids.get(u.session)) for u in units]
+        added = service.add_many(items, actor="bench")
         unit_of = {r.memory.id: u.id for r, u in zip(added, units, strict=True)}
 
         def search(query: str, k: int) -> list[str]:
@@ -107,29 +118,51 @@ def cortex_search(embedder_name: str | None = None) -> Callable[[Corpus], Search
 
 
 # -- evaluation ------------------------------------------------------------------------------
+Table = dict[str, dict[str, float]]
+
+
+def _table(sums: dict[str, dict[str, float]], counts: dict[str, int]) -> Table:
+    table = {cat: {m: 100 * v / counts[cat] for m, v in ms.items()} for cat, ms in sums.items()}
+    for cat in table:
+        table[cat]["n"] = counts[cat]
+    return table
+
+
 def evaluate(
     corpora: Sequence[Corpus],
     build: Callable[[Corpus], Search],
     depth: int,
     score: Callable[[list[str], Any], dict[str, float]],
-) -> tuple[dict[str, dict[str, float]], list[float]]:
-    """Per-category means of ``score(ranked, question)``, and per-query latencies (ms)."""
+    per_corpus: dict[str, Table] | None = None,
+    build_seconds: list[float] | None = None,
+) -> tuple[Table, list[float]]:
+    """Per-category means of ``score(ranked, question)``, and per-query latencies (ms).
+
+    ``per_corpus`` (when given) receives each corpus's own table, ``build_seconds`` the time
+    each index took to build.
+    """
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
     for corpus in corpora:
+        started = time.perf_counter()
         search = build(corpus)
+        if build_seconds is not None:
+            build_seconds.append(time.perf_counter() - started)
+        own: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        own_counts: dict[str, int] = defaultdict(int)
         for question in corpus.questions:
             started = time.perf_counter()
             ranked = search(question.text, depth)
             latencies.append((time.perf_counter() - started) * 1000)
             for name, value in score(ranked, question).items():
                 sums[question.category][name] += value
+                own[question.category][name] += value
             counts[question.category] += 1
-    table = {cat: {m: 100 * v / counts[cat] for m, v in ms.items()} for cat, ms in sums.items()}
-    for cat in table:
-        table[cat]["n"] = counts[cat]
-    return table, latencies
+            own_counts[question.category] += 1
+        if per_corpus is not None:
+            per_corpus[corpus.name] = _table(own, own_counts)
+    return _table(sums, counts), latencies
 
 
 def overall(
@@ -209,6 +242,21 @@ def markdown(title: str, results: dict[str, Any], cats: Sequence[str], headline:
     return "\n".join(lines)
 
 
+def per_conversation(results: dict[str, Any], metric: str = "R@10") -> str:
+    """One row per LoCoMo conversation: ``metric`` (categories 1-4) of every system."""
+    systems = list(results)
+    lines = [f"#### LoCoMo per conversation, {metric} (categories 1-4)", "",
+             "| conversation | n | " + " | ".join(systems) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in systems) + " |"]  # fmt: skip
+    for name, row in results[systems[0]]["per_corpus"].items():
+        cells = " | ".join(f"{results[s]['per_corpus'][name][metric]:.1f}" for s in systems)
+        lines.append(f"| {name} | {int(row['n'])} | {cells} |")
+    lines.append("")
+    lines.append("index build per conversation (mean s): " + ", ".join(
+        f"{s} {results[s]['build_seconds_mean']:.2f}" for s in systems))  # fmt: skip
+    return "\n".join(lines)
+
+
 def run_suite(
     name: str,
     corpora: Sequence[Corpus],
@@ -220,12 +268,16 @@ def run_suite(
     out: dict[str, Any] = {}
     for system, build in systems.items():
         started = time.perf_counter()
-        table, lat = evaluate(corpora, build, depth, score)
+        per_corpus: dict[str, Table] = {}
+        builds: list[float] = []
+        table, lat = evaluate(corpora, build, depth, score, per_corpus, builds)
         out[system] = {
             "table": table,
             "overall": overall(table, headline_cats),
             "latency": latency(lat),
             "seconds": time.perf_counter() - started,
+            "build_seconds_mean": statistics.fmean(builds) if builds else 0.0,
+            "per_corpus": {c: overall(t, headline_cats) for c, t in per_corpus.items()},
         }
         print(f"  {name} / {system}: {out[system]['seconds']:.1f} s", file=sys.stderr)
     return out
@@ -248,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems: dict[str, Callable[[Corpus], Search]] = {
         "bm25": plain_bm25("unicode61"),
         "bm25-porter": plain_bm25("porter unicode61"),
+        "cortex-flat": cortex_search(sessions=False),
         "cortex": cortex_search(),
     }
     if args.embeddings:
@@ -266,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (RESULTS / name).write_text(json.dumps(report, indent=2))
     print(markdown("LoCoMo, turn level (overall = categories 1-4)", report["locomo"],
                    [*cats14, "adversarial"], "overall 1-4"))  # fmt: skip
+    print()
+    print(per_conversation(report["locomo"]))
     if not lme:
         return 0
     lme_types = sorted(report["lme_session"]["bm25"]["table"])

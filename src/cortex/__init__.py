@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AddBatch": "cortex.services.memory",
     "AddResult": "cortex.services.memory",
     "Checkpoint": "cortex.core.memory_models",
     "Clock": "cortex.clock",
@@ -33,6 +34,7 @@ _EXPORTS = {
     "EventLog": "cortex.services.events",
     "FixedClock": "cortex.clock",
     "HotTopicExtractor": "cortex.core.topics",
+    "ItemError": "cortex.services.memory",
     "Memory": "cortex.core.memory_models",
     "MemoryService": "cortex.services.memory",
     "NewMemory": "cortex.services.memory",
@@ -58,6 +60,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AddBatch",
     "AddResult",
     "Checkpoint",
     "Clock",
@@ -68,6 +71,7 @@ __all__ = [
     "EventLog",
     "FixedClock",
     "HotTopicExtractor",
+    "ItemError",
     "Memory",
     "MemoryService",
     "NewMemory",
@@ -115,7 +119,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from cortex.services.app import Services
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
-    from cortex.services.memory import AddResult, MemoryService, NewMemory
+    from cortex.services.memory import (
+        AddBatch,
+        AddResult,
+        ItemError,
+        MemoryService,
+        NewMemory,
+    )
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store import Store, open_store
 

@@ -19,6 +19,15 @@ Ranking. The store gives each candidate a text relevance in [0, 1] (SQLite: FTS5
     intent  = 1.05 for remember_intent=explicit, else 1.0
 
 so relevance dominates; confidence, layer, age and explicit intent break near-ties.
+
+Session votes. A memory's session is evidence too: when several candidates come from the
+session the memory was captured in, that conversation is about the query, and its other turns
+vote for each other (``session_votes``)::
+
+    voted = score + SESSION_VOTE_WEIGHT * (sum of the scores of the session's other candidates)
+
+Measured on the LoCoMo and LongMemEval_S dev sets (``bench/retrieval``): it raises turn
+recall@10 in every LoCoMo conversation and costs LongMemEval nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +56,11 @@ PRUNED_OVERLAP_WEIGHT = 0.3
 """When common terms were left out of the BM25 pass, the share of all query terms a candidate
 holds counts this much in its relevance (the rest is its BM25 relevance)."""
 RRF_K = 60
+SESSION_VOTE_WEIGHT = 0.1
+"""Share of a session's other candidates' scores added to each of its candidates."""
+VOTE_POOL = 20
+"""Candidates that vote (and are ranked) before a search cuts to its limit (at least twice
+the limit). A pool of 50 measured the same on the dev sets and cost a quarter more per query."""
 """Reciprocal-rank-fusion constant (Cormack et al. 2009); 60 is the usual choice."""
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -174,6 +188,21 @@ def rank_score(relevance: float, memory: Memory, now: datetime) -> float:
         * recency_factor(memory.created_at, now)
         * intent
     )
+
+
+def session_votes(
+    sessions: Sequence[str | None], scores: Sequence[float], weight: float = SESSION_VOTE_WEIGHT
+) -> list[float]:
+    """Each score plus ``weight`` times the scores of the other candidates of its session
+    (the module docstring's formula); a candidate with no session gets no votes."""
+    totals: dict[str, float] = {}
+    for session, score in zip(sessions, scores, strict=True):
+        if session is not None:
+            totals[session] = totals.get(session, 0.0) + score
+    return [
+        score + weight * (totals[session] - score) if session is not None else score
+        for session, score in zip(sessions, scores, strict=True)
+    ]
 
 
 def relevances(bm25_scores: Sequence[float]) -> list[float]:

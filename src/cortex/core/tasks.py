@@ -63,12 +63,14 @@ def _normalize_task(raw: Any, default_id: str | None, position: int) -> dict[str
     task_id = _identifier(raw.get("task_id")) or _identifier(raw.get("id")) or default_id
     if not task_id:
         raise ValidationError(f'pipeline task #{position} has no "task_id"; add one or {_FIX}')
-    return {
+    task = {
         "task_id": task_id,
         "title": _text(raw.get("title")) or _text(raw.get("name")) or task_id,
         "stage": _text(raw.get("current_stage")) or _text(raw.get("stage")) or "",
         "updated_at": _text(raw.get("updated_at")) or _text(raw.get("last_activity")),
     }
+    project = _text(raw.get("project"))
+    return task | {"project": project} if project else task
 
 
 def pipeline_tasks(data: Any) -> dict[str, dict[str, Any]]:
@@ -105,11 +107,20 @@ def _is_done_stage(stage: str) -> bool:
     return stage.strip().lower() in DONE_STAGES
 
 
+def task_in_project(task: Mapping[str, Any], project: str | None) -> bool:
+    """A task names the project it belongs to, or none (then every session sees it)."""
+    owner = task.get("project")
+    return not owner or owner == project
+
+
 def pending_from_pipeline(
-    tasks: Mapping[str, Mapping[str, Any]], stages: Iterable[str] = PENDING_STAGES
+    tasks: Mapping[str, Mapping[str, Any]],
+    stages: Iterable[str] = PENDING_STAGES,
+    project: str | None = None,
 ) -> list[PendingTask]:
-    """Tasks whose stage is one of ``stages`` (build/verify/validate), in document order;
-    titles redacted (a pipeline's file is written by tools Cortex does not control)."""
+    """Tasks whose stage is one of ``stages`` (build/verify/validate), in document order,
+    of ``project`` or of no project (``task_in_project``); titles redacted (a pipeline's file
+    is written by tools Cortex does not control)."""
     wanted = {s.lower() for s in stages}
     return [
         PendingTask(
@@ -121,7 +132,7 @@ def pending_from_pipeline(
             source=SOURCE_PIPELINE,
         )
         for task in tasks.values()
-        if str(task.get("stage") or "").lower() in wanted
+        if str(task.get("stage") or "").lower() in wanted and task_in_project(task, project)
     ]
 
 
@@ -195,14 +206,17 @@ def _refreshed(task: PendingTask, current: Mapping[str, Any]) -> PendingTask:
 
 
 def still_pending(
-    tasks: Iterable[PendingTask], pipeline: Mapping[str, Mapping[str, Any]] | None
+    tasks: Iterable[PendingTask],
+    pipeline: Mapping[str, Mapping[str, Any]] | None,
+    project: str | None = None,
 ) -> list[PendingTask]:
     """The surfaced tasks that are still pending now (filtered on restore).
 
     ``pipeline`` is ``pipeline_tasks(...)`` of the current file, or None when the file is
     missing. Pipeline-sourced tasks are dropped when done or absent (or when there is no
     file); pin-sourced tasks are dropped only when the pipeline marks them done. A task the
-    pipeline knows gets its current stage and title.
+    pipeline knows gets its current stage and title; one it says belongs to a project other
+    than ``project`` is dropped (a record written before tasks named their project).
     """
     by_id = {str(k).lower(): v for k, v in (pipeline or {}).items()}
     kept: list[PendingTask] = []
@@ -212,7 +226,9 @@ def still_pending(
             if task.source == SOURCE_PIPELINE:
                 continue
             kept.append(task)
-        elif not _is_done_stage(str(current.get("stage") or "")):
+        elif not _is_done_stage(str(current.get("stage") or "")) and task_in_project(
+            current, project
+        ):
             kept.append(_refreshed(task, current))
     return kept
 

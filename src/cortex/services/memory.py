@@ -11,9 +11,8 @@ search and context assembly are ``cortex.services.search``.
 
 from __future__ import annotations
 
-import builtins
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -43,7 +42,15 @@ from cortex.services.memory_checks import (
 )
 from cortex.services.search import MemoryReader
 
-__all__ = ["MAX_CONTENT_BYTES", "MAX_KEY_CHARS", "AddResult", "MemoryService", "NewMemory"]
+__all__ = [
+    "MAX_CONTENT_BYTES",
+    "MAX_KEY_CHARS",
+    "AddBatch",
+    "AddResult",
+    "ItemError",
+    "MemoryService",
+    "NewMemory",
+]
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,38 @@ class AddResult:
         return self.memory.to_dict() | {"superseded_id": self.superseded_id}
 
 
+@dataclass(frozen=True)
+class ItemError:
+    """An item of a batch that was not stored: its position in the input and why."""
+
+    index: int
+    error: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"index": self.index, "error": self.error}
+
+
+@dataclass(frozen=True)
+class AddBatch:
+    """What ``add_many`` did: the stored items in input order, and the refused ones.
+
+    Iterating, indexing and ``len`` see the stored items (``AddResult``); ``errors`` lists
+    the items that were refused, each with its index in the input.
+    """
+
+    added: tuple[AddResult, ...]
+    errors: tuple[ItemError, ...] = ()
+
+    def __iter__(self) -> Iterator[AddResult]:
+        return iter(self.added)
+
+    def __len__(self) -> int:
+        return len(self.added)
+
+    def __getitem__(self, index: int) -> AddResult:
+        return self.added[index]
+
+
 class MemoryService(MemoryReader):
     """Add, edit and forget memories; reading them (list, search, context) is ``MemoryReader``'s."""
 
@@ -101,15 +140,29 @@ class MemoryService(MemoryReader):
             content, layer, type, scope, project, user_id, tags, upsert_key, session_id,
             remember_intent, confidence, expires_at,
         )  # fmt: skip
-        return self.add_many([item], actor=actor)[0]
+        batch = self.add_many([item], actor=actor)
+        if batch.errors:
+            raise ValidationError(batch.errors[0].error)
+        return batch[0]
 
-    def add_many(
-        self, items: Iterable[NewMemory], *, actor: str = "api"
-    ) -> builtins.list[AddResult]:
-        """Add memories in one transaction (upserts apply in order); all or nothing."""
+    def add_many(self, items: Iterable[NewMemory], *, actor: str = "api") -> AddBatch:
+        """Add memories in one transaction (upserts apply in order).
+
+        An item that fails validation is left out and reported in ``AddBatch.errors`` with
+        its index; the others are stored. Text over the size limit is stored truncated with
+        a visible marker (``memory_checks.truncate_content``), never refused.
+        """
         now = self.clock.now()
         projects: dict[str, tuple[str, str | None]] = {}
-        memories = [self._build(item, now, projects) for item in items]
+        memories: list[Memory] = []
+        errors: list[ItemError] = []
+        for index, item in enumerate(items):
+            try:
+                memories.append(self._build(item, now, projects))
+            except ValidationError as exc:
+                errors.append(ItemError(index, str(exc)))
+        if not memories:
+            return AddBatch((), tuple(errors))
         with self.store.transaction():
             superseded = self.store.add_memories(memories)
             at = to_iso(now)
@@ -121,7 +174,8 @@ class MemoryService(MemoryReader):
             from cortex.services.embeddings import embed_and_store
 
             embed_and_store(self.store, self.embedder, memories)
-        return [AddResult(m, old) for m, old in zip(memories, superseded, strict=True)]
+        added = tuple(AddResult(m, old) for m, old in zip(memories, superseded, strict=True))
+        return AddBatch(added, tuple(errors))
 
     def build(self, item: NewMemory) -> Memory:
         """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""

@@ -14,7 +14,8 @@ from cortex.core.retrieval import normalize_tags
 from cortex.errors import ValidationError
 
 MAX_CONTENT_BYTES = 65_536
-"""Largest memory (UTF-8 bytes, before redaction): a memory is a fact, not a document."""
+"""Largest memory (UTF-8 bytes, after redaction): a memory is a fact, not a document; a longer
+text is kept truncated with a visible marker (``truncate_content``)."""
 MAX_KEY_CHARS = 200
 MAX_TYPE_CHARS = 64
 MAX_LIMIT = 1000
@@ -39,16 +40,26 @@ def check_limit(limit: int, what: str = "limit") -> int:
 
 
 def check_content(content: object, what: str = "memory content") -> str:
-    """Non-empty text of at most ``MAX_CONTENT_BYTES``, redacted."""
+    """Non-empty text, redacted, then cut to ``MAX_CONTENT_BYTES`` with a visible marker.
+
+    Redaction runs on the whole text first, so a cut never leaves half a credential behind.
+    """
     if not isinstance(content, str) or not content.strip():
         raise ValidationError(f"{what} is empty; give the text to store")
-    size = len(content.encode("utf-8", "surrogatepass"))
-    if size > MAX_CONTENT_BYTES:
-        raise ValidationError(
-            f"{what} is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} bytes (64 KB): "
-            "store a summary or split it"
-        )
-    return redact(content.strip())
+    return truncate_content(redact(content.strip()))
+
+
+def truncate_content(text: str, limit: int = MAX_CONTENT_BYTES) -> str:
+    """``text`` unchanged when it fits ``limit`` UTF-8 bytes, else its head and a marker
+    naming the original size (the whole result fits ``limit``)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    marker = f"\n[truncated: {len(data):,} bytes, the first {{kept:,}} kept]"
+    room = limit - len(marker.format(kept=limit).encode("utf-8"))
+    head = data[:room].decode("utf-8", "ignore").rstrip()
+    kept = len(head.encode("utf-8", "surrogatepass"))
+    return head + marker.format(kept=kept)
 
 
 def check_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -64,8 +64,14 @@ def _find(doc: dict[str, Any], task_id: str) -> dict[str, Any] | None:
     return None
 
 
-def upsert_task(path: Path, task_id: str, title: str, stage: str, at: str) -> dict[str, Any]:
-    """Add a task or update its title and stage."""
+def upsert_task(
+    path: Path, task_id: str, title: str, stage: str, at: str, project: str | None = None
+) -> dict[str, Any]:
+    """Add a task or update its title and stage.
+
+    ``project`` (a project identity) makes it pending for that project's sessions only; ``""``
+    makes it every project's; None keeps what the task had.
+    """
 
     def change(doc: dict[str, Any]) -> dict[str, Any]:
         task = _find(doc, task_id)
@@ -77,6 +83,10 @@ def upsert_task(path: Path, task_id: str, title: str, stage: str, at: str) -> di
             else:
                 tasks.append(task)
         task.update({"title": redact(title), "current_stage": stage, "updated_at": at})
+        if project:
+            task["project"] = project
+        elif project == "":
+            task.pop("project", None)
         return task
 
     return _edit(path, change)

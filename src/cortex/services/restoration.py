@@ -125,7 +125,8 @@ def _pending(
     groups = [list(s.pending_tasks) for s in contributors]
     tasks = merge_tasks(*groups)
     if pipeline is not UNKNOWN_PIPELINE:
-        tasks = still_pending(tasks, pipeline)
+        project = contributors[0].project if contributors else None
+        tasks = still_pending(tasks, pipeline, project)
     ages: dict[str, str] = {}
     for session in contributors:
         for task in session.pending_tasks:
@@ -170,6 +171,9 @@ class Selection:
     scored: tuple[ScoredSession, ...]
     standard_sources: tuple[SessionState, ...]
     explain: tuple[str, ...]
+    last: SessionState | None = None
+    """The project's most recent completed session, whatever its age or score: its pending
+    tasks and CRITICAL pins always pass on (the work left open before a break)."""
 
 
 def select_contributors(
@@ -179,11 +183,15 @@ def select_contributors(
     config: Config,
     *,
     explain_all: bool = False,
+    last: SessionState | None = None,
 ) -> Selection:
-    """Score ``candidates`` (completed, same project) and pick the contributing sessions.
+    """Score ``candidates`` (completed, same project, newest first) and pick the contributing
+    sessions.
 
-    The score breakdown of every candidate is explained with ``explain_all``; otherwise only
-    that of the sessions that qualified (the cheap default on the hook path).
+    ``last`` is the project's most recent completed session when ``candidates`` (the
+    window) hold none; otherwise the newest candidate is. The score breakdown of every
+    candidate is explained with ``explain_all``; otherwise only that of the sessions that
+    qualified (the cheap default on the hook path).
     """
     in_window = [
         s
@@ -196,7 +204,8 @@ def select_contributors(
     shown = score_all(in_window, keywords, now, 0.0, None) if explain_all else scored
     explain = [format_breakdown(s, s.session.session_id, config.relevance_threshold) for s in shown]
     sources = _standard_sources(scored, explain)
-    return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain))
+    last = candidates[0] if candidates else last
+    return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain), last)
 
 
 def plan_restoration(
@@ -221,7 +230,16 @@ def plan_restoration(
         for s in selection.candidates
         if hours_between(s.end_time or s.start_time, now) <= config.critical_inheritance_days * 24
     ]
+    last = selection.last
+    if last is not None and last not in critical_window:
+        critical_window.insert(0, last)  # newest first: its CRITICAL pins win a label
     critical, critical_decay = _candidate_pins(critical_window, now, config, kind="critical")
+    task_sources = [s.session for s in scored]
+    if last is not None and last not in task_sources and last.pending_tasks:
+        task_sources.append(last)  # the project's last session always hands its tasks on
+    for session in task_sources:
+        if session not in contributors:
+            contributors.append(session)
     pins, decisions = merge_inherited(
         current_pins, critical + standard, max_inherited=config.max_inherited_pins
     )
@@ -245,7 +263,7 @@ def plan_restoration(
     return _finish(
         scored,
         contributors,
-        [s.session for s in scored],
+        task_sources,
         current_pins,
         pins,
         decisions,

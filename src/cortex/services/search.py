@@ -31,11 +31,13 @@ from cortex.core.memory_models import (
     SessionSummary,
 )
 from cortex.core.retrieval import (
+    VOTE_POOL,
     matched_terms,
     memory_text,
     normalize_tags,
     query_terms,
     rank_score,
+    session_votes,
 )
 from cortex.core.tokens import estimate_tokens
 from cortex.errors import NotFoundError, ValidationError
@@ -62,6 +64,17 @@ EXPAND_SEEDS = 5
 LINK_DISCOUNT = 0.5
 SUMMARY_SNAPSHOTS = 3
 """Snapshot headers a session summary lists, newest first."""
+
+
+def _voted(hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
+    """``hits`` re-ranked with their sessions' votes (``core.retrieval.session_votes``)."""
+    sessions = [h.memory.source_session_id for h in hits]
+    if len(set(sessions) - {None}) == len([s for s in sessions if s is not None]):
+        return hits  # no session holds two candidates: nothing to vote
+    scores = session_votes(sessions, [h.score for h in hits])
+    voted = [replace(h, score=s) for h, s in zip(hits, scores, strict=True)]
+    voted.sort(key=lambda h: -h.score)
+    return voted
 
 
 class MemoryReader(Service):
@@ -149,7 +162,7 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = self._lexical(query, flt, max(limit * 2, 20))
+        hits = _voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL)))
         if self.embedder is not None:
             from cortex.services.embeddings import hybrid_rerank
 

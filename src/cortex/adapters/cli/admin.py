@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine, clean, pass_rt
@@ -25,9 +27,21 @@ def task() -> None:
     show_default=True,
     help="Pipeline stage; build, verify and validate count as pending.",
 )
+@click.option(
+    "--project",
+    help="Project identity the task belongs to (default: the current directory's project).",
+)
+@click.option("--any-project", is_flag=True, help="Pending for the sessions of every project.")
 @pass_rt
-def task_add(rt: Runtime, task_id: str, title: str, stage: str) -> None:
+def task_add(
+    rt: Runtime, task_id: str, title: str, stage: str, project: str | None, any_project: bool
+) -> None:
     """Add TASK_ID (or update its title and stage).
+
+    The task belongs to one project, so only that project's sessions carry it: --project,
+    else the current directory's project (the identity hooks use: git remote and root
+    commit, else the path) when it has an open session, else the project of the most
+    recently active open session, else the current directory's.
 
     \b
     Example:
@@ -44,8 +58,24 @@ def task_add(rt: Runtime, task_id: str, title: str, stage: str) -> None:
         clean(title) or "",
         stage.strip().lower(),
         rt.now_iso(),
+        "" if any_project else clean(project) or _current_project(rt),
     )
     rt.emit(added, f"task {task_id} at stage {added['current_stage']}")
+
+
+def _current_project(rt: Runtime) -> str:
+    """The project a task added here belongs to (see ``task add``)."""
+    from cortex.errors import NotFoundError
+    from cortex.services.project import harness_project_dir, project_identity
+
+    where = harness_project_dir(rt.env) or os.getcwd()
+    identity = project_identity(where, rt.config.home / "cache", rt.env).id
+    for candidate in (identity, None):
+        try:
+            return rt.sessions.resolve(None, candidate).project or identity
+        except NotFoundError:
+            continue
+    return identity
 
 
 @task.command("list", context_settings=CONTEXT)

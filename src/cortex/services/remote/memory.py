@@ -25,7 +25,7 @@ from cortex.core.memory_models import (
     SessionBlock,
 )
 from cortex.errors import ValidationError
-from cortex.services.memory import AddResult, MemoryService, NewMemory
+from cortex.services.memory import AddBatch, AddResult, ItemError, MemoryService, NewMemory
 from cortex.services.remote.client import RemoteClient
 from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.transport import segment
@@ -67,12 +67,18 @@ class RemoteMemory(MemoryService):
         self.client = client
 
     # -- writes --------------------------------------------------------------------------------
-    def add_many(
-        self, items: Iterable[NewMemory], *, actor: str = "api"
-    ) -> builtins.list[AddResult]:
+    def add_many(self, items: Iterable[NewMemory], *, actor: str = "api") -> AddBatch:
         """``POST /v1/memories/add`` per item, in order (the server redacts, validates and
-        supersedes; it has no batch endpoint, so a batch is not atomic here). ``add`` is one."""
-        return [self._add(item) for item in items]
+        supersedes; it has no batch endpoint, so a batch is not atomic here). An item the server
+        refuses is reported in ``errors`` and the others are still sent. ``add`` is one."""
+        added: list[AddResult] = []
+        errors: list[ItemError] = []
+        for index, item in enumerate(items):
+            try:
+                added.append(self._add(item))
+            except ValidationError as exc:
+                errors.append(ItemError(index, str(exc)))
+        return AddBatch(tuple(added), tuple(errors))
 
     def _add(self, item: NewMemory) -> AddResult:
         body = _fields(**asdict(item))

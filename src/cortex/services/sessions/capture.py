@@ -71,7 +71,7 @@ class SessionCapture:
             state = with_topics(
                 state,
                 extractor,
-                pending_tasks=ctx.detect_pending(state.working_memory),
+                pending_tasks=ctx.detect_pending(state.working_memory, project=state.project),
                 last_activity=at,
                 updated_at=at,
             )
@@ -119,7 +119,7 @@ class SessionCapture:
                     last_activity=at,
                     updated_at=at,
                     working_memory=pins,
-                    pending_tasks=ctx.detect_pending(pins),
+                    pending_tasks=ctx.detect_pending(pins, project=state.project),
                 )
             )
             emit_captured(ctx, state)

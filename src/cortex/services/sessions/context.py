@@ -59,8 +59,10 @@ class SessionContext(Service):
         self._metrics = metrics
         self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
         self._depth = 0
-        self._pipeline: tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]
-        self._pipeline = (_NOT_READ, None, ())
+        self._pipeline: tuple[
+            object, Mapping[str, dict[str, Any]] | None, dict[str | None, tuple[PendingTask, ...]]
+        ]
+        self._pipeline = (_NOT_READ, None, {})
 
     @property
     def metrics(self) -> MetricsWriter:
@@ -215,7 +217,9 @@ class SessionContext(Service):
 
     def _pipeline_read(
         self,
-    ) -> tuple[object, Mapping[str, dict[str, Any]] | None, tuple[PendingTask, ...]]:
+    ) -> tuple[
+        object, Mapping[str, dict[str, Any]] | None, dict[str | None, tuple[PendingTask, ...]]
+    ]:
         path = self.config.pipeline_state_path
         try:
             info = path.stat()
@@ -228,32 +232,45 @@ class SessionContext(Service):
             except CortexError as exc:
                 log.warning("%s", exc)
                 tasks = UNKNOWN_PIPELINE
-            self._pipeline = (key, tasks, _pending_of(tasks))
+            self._pipeline = (key, tasks, {None: _pending_of(tasks, None)})
         return self._pipeline
 
-    def _pipeline_tasks(self) -> tuple[PendingTask, ...]:
-        """The pipeline's pending tasks, already trimmed to those a record can hold."""
-        return self._pipeline_read()[2]
+    def _pipeline_tasks(self, project: str | None = None) -> tuple[PendingTask, ...]:
+        """The pipeline's pending tasks of ``project`` (and of no project), trimmed to those a
+        record can hold; computed once per project while the file is unchanged."""
+        _, tasks, by_project = self._pipeline_read()
+        if project not in by_project:
+            by_project[project] = _pending_of(tasks, project)
+        return by_project[project]
 
     def detect_pending(
-        self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
+        self,
+        pins: Sequence[Pin],
+        pipeline: Mapping[str, dict[str, Any]] | None = None,
+        project: str | None = None,
     ) -> tuple[PendingTask, ...]:
         """Pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
-        ``pipeline`` is the already-loaded pipeline file, when the caller has it.
+        ``pipeline`` is the already-loaded pipeline file, when the caller has it. A pipeline
+        task that names a project is pending only for sessions of that project.
         """
-        from_pipeline = self._pipeline_tasks() if pipeline is None else _pending_of(pipeline)
+        from_pipeline = (
+            self._pipeline_tasks(project) if pipeline is None else _pending_of(pipeline, project)
+        )
         return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
 
 
 _NOT_READ = object()
 
 
-def _pending_of(pipeline: Mapping[str, dict[str, Any]] | None) -> tuple[PendingTask, ...]:
-    """The pipeline's pending tasks, least valuable left out beyond what a record can hold."""
+def _pending_of(
+    pipeline: Mapping[str, dict[str, Any]] | None, project: str | None
+) -> tuple[PendingTask, ...]:
+    """The pipeline's pending tasks of ``project`` (and of no project), least valuable left out
+    beyond what a record can hold."""
     if pipeline is None or pipeline is UNKNOWN_PIPELINE:
         return ()
-    return tasks_that_can_fit(tuple(pending_from_pipeline(pipeline, PENDING_STAGES)))
+    return tasks_that_can_fit(tuple(pending_from_pipeline(pipeline, PENDING_STAGES, project)))
 
 
 def check_open(state: SessionState) -> SessionState:

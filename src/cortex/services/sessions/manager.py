@@ -117,13 +117,17 @@ class SessionPersistenceManager(Service):
         return self.recovery.open_sessions()
 
     def detect_pending(
-        self, pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None = None
+        self,
+        pins: Sequence[Pin],
+        pipeline: Mapping[str, dict[str, Any]] | None = None,
+        project: str | None = None,
     ) -> tuple[PendingTask, ...]:
         """Pipeline tasks in build/verify/validate, plus tasks pins say are unfinished.
 
-        ``pipeline`` is the already-loaded pipeline file, when the caller has it.
+        ``pipeline`` is the already-loaded pipeline file, when the caller has it; a pipeline
+        task that names a project is pending only for ``project``.
         """
-        return self._context.detect_pending(pins, pipeline)
+        return self._context.detect_pending(pins, pipeline, project)
 
     # -- start ---------------------------------------------------------------------------------
     def on_session_start(

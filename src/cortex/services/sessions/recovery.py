@@ -94,7 +94,7 @@ class CrashRecovery:
             pending_tasks=tuple(
                 merge_tasks(
                     list(state.pending_tasks),
-                    list(ctx.detect_pending(state.working_memory, pipeline)),
+                    list(ctx.detect_pending(state.working_memory, pipeline, state.project)),
                 )
             ),
             updated_at=ctx.now_iso(),

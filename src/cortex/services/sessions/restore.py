@@ -23,6 +23,7 @@ debug_log = logging.getLogger("cortex.debug")
 
 RESTORE_BUDGET_SECONDS = 1.5
 """Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""
+EPOCH = "1970-01-01T00:00:00.000000Z"
 CANDIDATE_LIMIT = 50
 """Most recent completed sessions scored at a start (the spec's getRecentSessions(7, 50))."""
 
@@ -99,7 +100,15 @@ class Restorer:
             all_pins=False,
         )
         pipeline = ctx.pipeline()
-        selection = select_contributors(candidates, words, now, ctx.config, explain_all=explain_all)
+        last = None
+        if not candidates:  # a break longer than the windows: the last session, however old
+            before = ctx.store.completed_sessions_since(
+                EPOCH, state.project, limit=1, exclude_id=state.session_id, all_pins=False
+            )
+            last = before[0] if before else None
+        selection = select_contributors(
+            candidates, words, now, ctx.config, explain_all=explain_all, last=last
+        )
         sources = [self._with_pins(s) for s in selection.standard_sources]
         plan = plan_restoration(
             selection, sources, state.working_memory, now, ctx.config, pipeline, recovered
