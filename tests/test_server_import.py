@@ -43,6 +43,8 @@ def populate(home: Path) -> None:
         app.memory.edit(note.memory.id, tags=["lint", "style"])
         app.memory.forget(app.memory.add("temporary").memory.id)
         assert app.store.memory_links(first.memory.id)
+        app.procedures.add("Release", ["bump the version", "tag", "push"], project="api")
+        app.consolidation.run(dry_run=True)
 
 
 def cortex(*args: str) -> Any:
@@ -74,6 +76,8 @@ def assert_same(source: Store, target: Store) -> None:
         assert sorted(map(repr, source.memory_links(mid))) == sorted(
             map(repr, target.memory_links(mid))
         )
+    assert source.list_consolidation_runs() == target.list_consolidation_runs() != []
+    assert source.list_procedures("api", None) == target.list_procedures("api", None) != []
     assert audit(source) == audit(target) != []
     fields = lambda s: [(e.event, e.session_id, e.payload, e.created_at) for e in s.iter_metrics()]  # noqa: E731
     assert fields(source) == fields(target) != []

@@ -11,10 +11,13 @@ TRANSFER_TABLES = (
     "session_snapshots",
     "checkpoints",
     "compaction_events",
+    "consolidation_runs",
+    "procedures",
     "audit_log",
 )
 """Tables ``export_rows``/``import_rows`` move verbatim (the metrics chain is re-chained
-instead, by ``cortex.services.transfer``; embeddings are recomputed, never copied)."""
+instead, by ``cortex.services.transfer``; embeddings are recomputed, never copied; the
+worker's job leases belong to the machine that ran them and are not moved)."""
 
 KEYLESS_TABLES = ("audit_log",)
 """Tables whose rows get a fresh id in the target: a copy claims each row once instead."""
