@@ -4,6 +4,7 @@ changes made on a page seen by the CLI."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -284,3 +285,26 @@ def test_a_hook_event_shows_in_the_latency_table(client: TestClient, home: Path)
     assert done.returncode == 0, done.stderr
     table = re.search(r'<table id="latency">(.*?)</table>', client.get("/health").text, re.S)
     assert table and re.search(r"<td>claude-code</td><td>SessionStart</td><td>1</td>", table[1])
+
+
+def test_the_health_check_runs_doctor_when_the_launcher_gives_it(
+    home: Path, populated: dict[str, str], tmp_path: Path
+) -> None:
+    from cortex.adapters.hooks.doctor import diagnose
+
+    config = load_config(home, env={})
+    user_home = tmp_path / "user"  # no host has Cortex's hooks installed here
+    user_home.mkdir()
+
+    def doctor() -> dict[str, Any]:
+        return diagnose(config, FixedClock(LATER), user_home, tmp_path).to_dict()
+
+    client = TestClient(local_app(config, FixedClock(LATER), doctor), base_url="http://127.0.0.1")
+    assert 'id="doctor">Runs with the check above.' in client.get("/health").text
+    checked = client.get("/health?check=1").text
+    problems = diagnose(config, FixedClock(LATER), user_home, tmp_path).problems
+    assert problems, "doctor finds no hook installed for any host"
+    for problem in problems:
+        assert html.escape(problem, quote=False) in checked
+    plain = TestClient(local_app(config, FixedClock(LATER)), base_url="http://127.0.0.1")
+    assert 'id="doctor"' not in plain.get("/health?check=1").text  # a team server has none

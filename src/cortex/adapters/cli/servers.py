@@ -8,6 +8,7 @@ web stack only inside ``cortex ui``, so the rest of the CLI runs without those e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -133,7 +134,12 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
             f"the dashboard needs the server extra ({exc}); pip install 'cortex-continuity[server]'"
         ) from exc
     _check_port(port)
-    app = local_app(rt.config, rt.clock if rt.now else None)
+    from cortex.adapters.hooks.doctor import diagnose
+
+    def doctor() -> dict[str, Any]:
+        return diagnose(rt.config, rt.clock, Path.home(), Path.cwd()).to_dict()
+
+    app = local_app(rt.config, rt.clock if rt.now else None, doctor)
     url = f"http://127.0.0.1:{port}/"
     rt.emit({"url": url, "home": str(rt.config.home)}, f"Cortex dashboard on {url} (Ctrl-C stops)")
     if open_browser:

@@ -60,6 +60,9 @@ class Binding:
     token: Callable[[Request], str]
     label: Callable[[Request], str]
     may_change: Callable[[Request], None] = _anyone
+    doctor: Callable[[], dict[str, Any]] | None = None
+    """``cortex doctor``'s report of this home (hooks installed, events arriving), when the
+    caller can run it (``cortex ui``; a team server has no hooks of its own)."""
 
 
 Handler = Callable[[Request, Services], Response]

@@ -9,7 +9,9 @@ name to 127.0.0.1).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -41,14 +43,20 @@ def install_token(home: Path) -> str:
     return text
 
 
-def local_app(config: Config, clock: Clock | None = None) -> Starlette:
-    """The dashboard over ``config``'s home: migrated once here, then a store per request."""
+def local_app(
+    config: Config,
+    clock: Clock | None = None,
+    doctor: Callable[[], dict[str, Any]] | None = None,
+) -> Starlette:
+    """The dashboard over ``config``'s home: migrated once here, then a store per request;
+    ``doctor`` (``cortex doctor``'s report) joins the health page's check."""
     Services.open(config, clock).close()
     token = install_token(config.home)
     binding = Binding(
         services=lambda _request: Services.open(config, clock, migrate=False),
         token=lambda _request: token,
         label=lambda _request: str(config.home),
+        doctor=doctor,
     )
     app = create_ui(binding)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))

@@ -104,11 +104,19 @@ def routes(ui: Ui) -> list[Route]:
         )
 
     def health(request: Request, app: Services) -> Response:
-        report = app.dashboard.health(check=request.query_params.get("check") == "1")
+        check = request.query_params.get("check") == "1"
+        report = app.dashboard.health(check=check)
+        doctor = ui.binding.doctor() if check and ui.binding.doctor is not None else None
         return ui.render(
             request,
             "health.html",
-            {"h": report, "chart": charts.day_bars(report.captures_per_day), "live": True},
+            {
+                "h": report,
+                "chart": charts.day_bars(report.captures_per_day),
+                "live": True,
+                "doctor": doctor,
+                "has_doctor": ui.binding.doctor is not None,
+            },
         )
 
     return [
