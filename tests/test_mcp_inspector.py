@@ -110,6 +110,9 @@ def test_inspector_calls_every_tool(inspector: Inspector) -> None:
     found = call("search_memories", query="serial port")["results"]
     assert [r["memory"]["id"] for r in found] == [added["id"]]
     assert "ttyUSB0" in call("get_context", query="serial")["text"]
+    assert [m["id"] for m in call("list_memories")["memories"]] == [added["id"]]
+    shadow = call("consolidate_memories")
+    assert shadow["applied"] is False and shadow["input_count"] >= 1
     assert call("forget_memory", memory_id=added["id"])["id"] == added["id"]
     assert call("checkpoint_session", summary="cat control wired")["session_id"] == first
     assert call("snapshot_session")["session_id"] == first
