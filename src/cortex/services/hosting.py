@@ -37,6 +37,10 @@ T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
 
 
+MAX_CACHED_CONFIGS = 10_000
+"""Tenants whose settings a server process keeps (then it starts over)."""
+
+
 class ServiceHost:
     """The database of a server process and per-request ``Services`` over it.
 
@@ -66,6 +70,7 @@ class ServiceHost:
         self._migrated = False
         self._lock = threading.Lock()
         self._secret = secret
+        self._configs: dict[str, Config] = {}
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
@@ -79,8 +84,16 @@ class ServiceHost:
             return store
 
     def config(self, tenant: str) -> Config:
-        """``tenant``'s settings: defaults only, for a home inside the data directory."""
-        return load_config(self.data_dir / "tenants" / check_tenant_id(tenant), env={})
+        """``tenant``'s settings: defaults only, for a home inside the data directory; read
+        once per process and tenant (building them costs about a millisecond a request)."""
+        found = self._configs.get(tenant)
+        if found is None:
+            found = load_config(self.data_dir / "tenants" / check_tenant_id(tenant), env={})
+            with self._lock:
+                if len(self._configs) >= MAX_CACHED_CONFIGS:
+                    self._configs.clear()
+                self._configs[tenant] = found
+        return found
 
     def open(self, tenant: str) -> Services:
         """``tenant``'s services for one request; the caller closes them."""
