@@ -203,7 +203,8 @@ class StoreContract:
         assert ids(crashed=True) == ["s2"] and ids(crashed=False) == ["s3", "s1"]
         assert ids(since=t(3)) == ["s3", "s2"] and ids(until=t(3)) == ["s1"]
         assert ids(project="a", any_project=False, since=t(2)) == ["s2"]
-        assert store.recent_projects(10) == ["b", "a"] and store.recent_projects(1) == ["b"]
+        assert store.session_projects(limit=10) == ["b", "a"]
+        assert store.session_projects(limit=1) == ["b"]
 
     def test_mark_continued(self, store: Store) -> None:
         store.save_session(session("s1", t(1), t(2)))

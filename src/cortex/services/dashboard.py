@@ -47,7 +47,7 @@ from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.restore import Restorer
-from cortex.services.sessions.start import _context_keywords as context_keywords
+from cortex.services.sessions.start import context_keywords
 from cortex.store.protocol import Store
 
 CRASHED = "crashed"
@@ -190,7 +190,7 @@ class Dashboard(Service):
 
     def projects(self) -> list[str]:
         """Every project with a session, the most recently started first (at most 500)."""
-        return self.store.recent_projects(PROJECT_LIMIT)
+        return self.store.session_projects(limit=PROJECT_LIMIT)
 
     def session(self, session_id: str) -> SessionDetail:
         """A session, its events, checkpoints, snapshots, compactions, chain and metrics."""

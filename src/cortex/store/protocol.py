@@ -101,10 +101,6 @@ class SessionStore(Protocol):
         started at or after ``since`` and before ``until``."""
         ...
 
-    def recent_projects(self, limit: int) -> list[str]:
-        """Projects by their newest session's start, newest first, at most ``limit``."""
-        ...
-
     def session_projects(self, *, limit: int = 500) -> list[str]:
         """The distinct projects sessions were recorded under (none for no project), the one
         whose latest session started last first."""

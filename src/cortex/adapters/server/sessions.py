@@ -69,18 +69,9 @@ def end(body: EndIn, caller: Writer) -> Json:
 @router.post("/sessions/checkpoint")
 def checkpoint(body: CheckpointIn, caller: Writer) -> Json:
     """Write a checkpoint of what must survive a compaction."""
-    with caller.services() as app:
-        done = apply_once(
-            app,
-            body.request_id,
-            lambda: app.compaction.checkpoint(
-                body.session_id,
-                summary=body.reason,
-                decisions=body.decisions,
-                next_steps=body.next_steps,
-            ),
-        )
-    return DUPLICATE if done is None else done.to_dict()
+    return _once(caller, body, lambda app: app.compaction.checkpoint(
+        body.session_id, summary=body.reason, decisions=body.decisions,
+        next_steps=body.next_steps))  # fmt: skip
 
 
 @router.get("/sessions/{session_id}/checkpoints")

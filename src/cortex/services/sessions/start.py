@@ -53,7 +53,7 @@ class SessionStart:
         at = ctx.now_iso()
         name = project_name or display_name(project)
         keywords = tuple(redact(k) for k in keywords if isinstance(k, str))  # stored as topics
-        words = _context_keywords(name, workdir, keywords)
+        words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
         with ctx.tx():
             existing = ctx.store.get_session(sid)
@@ -150,7 +150,7 @@ def _restored(
     )
 
 
-def _context_keywords(
+def context_keywords(
     project: str | None, workdir: str | None, keywords: Iterable[str]
 ) -> list[str]:
     """The new session's "current context": project, workdir, keywords."""

@@ -118,15 +118,6 @@ class SessionRepository:
         rows = self.db.rows(session_projects_query("tenant_id = %s AND "), (self.db.tenant, limit))
         return [str(row[0]) for row in rows]
 
-    def recent_projects(self, limit: int) -> list[str]:
-        """Projects by their newest session's start, newest first."""
-        rows = self.db.rows(
-            "SELECT project FROM session_states WHERE tenant_id = %s AND project IS NOT NULL "
-            "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT %s",
-            (self.db.tenant, limit),
-        )
-        return [str(row[0]) for row in rows]
-
     def count(self) -> int:
         row = self.db.one("SELECT count(*) FROM session_states WHERE tenant_id = %s", self._t())
         return int(row[0]) if row else 0

@@ -230,9 +230,6 @@ class PostgresStore(RegistryMethods, HygieneMethods):
     def session_projects(self, *, limit: int = 500) -> list[str]:
         return self._sessions.projects(limit)
 
-    def recent_projects(self, limit: int) -> list[str]:
-        return self._sessions.recent_projects(limit)
-
     def count_sessions(self) -> int:
         return self._sessions.count()
 

@@ -123,15 +123,6 @@ class SessionRepository:
         sql = session_projects_query().replace("%s", "?")
         return [str(row[0]) for row in self._db.rows(sql, (limit,))]
 
-    def recent_projects(self, limit: int) -> list[str]:
-        """Projects by their newest session's start, newest first."""
-        rows = self._db.rows(
-            "SELECT project FROM session_states WHERE project IS NOT NULL "
-            "GROUP BY project ORDER BY MAX(start_time) DESC LIMIT ?",
-            (limit,),
-        )
-        return [str(row[0]) for row in rows]
-
     def count_sessions(self) -> int:
         """How many session rows exist (SQLite only: tests and tools)."""
         return int(self._db.rows("SELECT count(*) FROM session_states")[0][0])

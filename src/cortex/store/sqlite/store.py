@@ -74,7 +74,6 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.completed_sessions_since = sessions.completed_sessions_since
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
-        self.recent_projects = sessions.recent_projects
         self.count_sessions = sessions.count_sessions
         self.task_sessions = sessions.task_sessions
         self.session_projects = sessions.session_projects
