@@ -63,6 +63,9 @@ def test_close_idle_checkpoints_and_closes_only_lapsed_idle_sessions(
     assert (run.status, run.detail["session_ids"]) == ("ok", [idle])
     closed = app.sessions.get_session(idle)
     assert closed is not None and not closed.is_open
+    # It ended when it went quiet, not three hours later when the worker noticed: a worker
+    # pass must not make an abandoned session the most recent one at the next restore.
+    assert closed.end_time == closed.last_activity < still_time(app, live)
     checkpoint = app.compaction.latest_checkpoint(idle)
     assert checkpoint is not None and checkpoint.type == "interrupted"
     assert "180 idle minutes" in checkpoint.summary
@@ -70,6 +73,12 @@ def test_close_idle_checkpoints_and_closes_only_lapsed_idle_sessions(
     assert still is not None and still.is_open
     (metric,) = app.metrics.list(event="session_idle_closed")
     assert (metric.session_id, metric.payload) == (idle, {"idle_minutes": 180})
+
+
+def still_time(app: Services, session_id: str) -> str:
+    state = app.sessions.get_session(session_id)
+    assert state is not None and state.last_activity is not None
+    return state.last_activity
 
 
 def test_archive_and_consolidate_jobs(

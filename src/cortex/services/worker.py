@@ -7,9 +7,11 @@ two workers (two machines on one PostgreSQL tenant, or two processes on one SQLi
 run the same job at once, and a worker that dies mid-job gives the lease up when it expires.
 
 Built-in jobs: ``close_idle`` (write a checkpoint for, then close, open sessions idle for
-``session_idle_close_minutes`` whose lease lapsed), ``archive`` (sessions ended more than
-``archive_after_days`` ago to cold storage) and ``consolidate`` (a consolidation run; shadow
-mode while ``consolidation_shadow`` is true).
+``session_idle_close_minutes`` whose lease lapsed; each ends at its last activity),
+``archive`` (sessions ended more than ``archive_after_days`` ago to cold storage),
+``consolidate`` (a consolidation run; shadow mode while ``consolidation_shadow`` is true) and
+``orphan_sweep`` (the continuity protocol's sweep: a session is suspended, resumable, within a
+pass of its lease lapsing; ``close_idle`` ends it for good only after the long idle time).
 
 Adding a job: build a ``Job`` and pass it to ``register_job`` (at import time of the module
 that defines it), or add it to ``BUILTIN_JOBS``; ``Worker`` runs every registered job.
@@ -84,7 +86,7 @@ def close_idle_sessions(app: Services) -> dict[str, Any]:
             type="interrupted",
             summary=f"closed by the worker after {idle} idle minutes",
         )
-        app.sessions.on_session_end(state.session_id)
+        app.sessions.end_idle_session(state.session_id, last)
         app.metrics.writer.emit("session_idle_closed", state.session_id,
                                 {"idle_minutes": idle}, app.now_iso())  # fmt: skip
         closed.append(state.session_id)

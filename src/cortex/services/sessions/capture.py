@@ -95,8 +95,17 @@ class SessionCapture:
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
         """The final record (redacted pins, tasks, topics), its mirror and metric."""
+        return self._end(session_id, None)
+
+    def end_idle(self, session_id: str, last_activity: str) -> SessionState:
+        """The final record of a session that sat idle: it ended at its last activity, not
+        when the worker noticed (the record itself is written now)."""
+        return self._end(session_id, last_activity)
+
+    def _end(self, session_id: str | None, ended_at: str | None) -> SessionState:
         ctx = self.context
-        at = ctx.now_iso()
+        now = ctx.now_iso()
+        at = ended_at or now
         with ctx.tx():
             state = ctx.resolve(session_id)
             if not state.is_open:
@@ -107,7 +116,7 @@ class SessionCapture:
             for pin in pins:
                 if pin.label not in known:  # pinned through the working-memory file
                     extractor.record_working_memory_label(pin.label)
-            for memory_id in self._learned(state.session_id, at):
+            for memory_id in self._learned(state.session_id, now):
                 extractor.record_learning_id(memory_id)
             state = ctx.save(
                 with_topics(
@@ -117,7 +126,7 @@ class SessionCapture:
                     # A session that never became ACTIVE (a failed health check) is suspended.
                     state=COMPLETE if can_transition(state.state, COMPLETE) else SUSPENDED,
                     last_activity=at,
-                    updated_at=at,
+                    updated_at=now,
                     working_memory=pins,
                     pending_tasks=ctx.detect_pending(pins, project=state.project),
                 )

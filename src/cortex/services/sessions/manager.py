@@ -204,6 +204,10 @@ class SessionPersistenceManager(Service):
         """The final record (redacted pins, tasks, topics), its mirror and metric."""
         return self.capture.on_session_end(session_id)
 
+    def end_idle_session(self, session_id: str, last_activity: str) -> SessionState:
+        """End a session that sat idle: its final record, ended at its last activity."""
+        return self.capture.end_idle(session_id, last_activity)
+
     # -- crash recovery ------------------------------------------------------------------------
     def is_lapsed(self, state: SessionState) -> bool:
         """An open session is crashed when its lease lapsed or its owner process is gone."""
