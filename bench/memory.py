@@ -110,7 +110,7 @@ def build(path: Path, count: int) -> float:
     for start in range(0, count, 10_000):
         service.add_many(make_memories(min(10_000, count - start), rng), actor="bench")
         if start % 100_000 == 0:
-            print(f"  built {start + 10_000:,}", file=sys.stderr)
+            print(f"  built {min(count, start + 10_000):,}", file=sys.stderr)
     elapsed = time.perf_counter() - started
     service.store.close()
     return elapsed
@@ -184,20 +184,21 @@ def write_rate(path: Path, batches: int, rng: random.Random) -> float:
     return total / elapsed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description="1M-memory search/context/add benchmark")
-    parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--queries", type=int, default=500)
-    parser.add_argument("--batches", type=int, default=10)
-    args = parser.parse_args()
+def corpus(count: int) -> tuple[Path, float | None]:
+    """The cached database of ``count`` memories (built on first use); its path and the
+    seconds the build took now (None when it was cached)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"memory-{args.count}.db"
-    build_seconds = None
-    if not path.exists():
-        build_seconds = build(path, args.count)
+    path = RESULTS / f"memory-{count}.db"
+    return path, None if path.exists() else build(path, count)
+
+
+def measure(count: int, n_queries: int, batches: int) -> dict[str, object]:
+    """Search and context p50/p95 over ``count`` memories, recall of the source memory, and
+    the batch add rate (``write_rate``); no floor."""
+    path, build_seconds = corpus(count)
     rng = random.Random(SEED + 1)
     service = open_service(path)
-    calls = queries(service, args.queries, rng)
+    calls = queries(service, n_queries, rng)
     timed(calls[:50], lambda q, p: service.search(q, project=p, limit=10))  # warm the cache
     search = timed(calls, lambda q, p: service.search(q, project=p, limit=10))
     context = timed(
@@ -207,15 +208,24 @@ def main() -> int:
         1 for q, p, source in calls if source in {h.memory.id for h in service.search(q, project=p)}
     )
     service.store.close()
-    report = {
-        "memories": args.count,
+    return {
+        "memories": count,
         "db_bytes": path.stat().st_size,
         "build_seconds": build_seconds,
         "search_limit10": percentiles(search),
         "get_context_4000": percentiles(context),
         "source_memory_in_top10": round(found / len(calls), 3),
-        "add_with_upsert_per_second": round(write_rate(path, args.batches, rng)),
+        "add_with_upsert_per_second": round(write_rate(path, batches, rng)),
     }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="1M-memory search/context/add benchmark")
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--batches", type=int, default=10)
+    args = parser.parse_args()
+    report = measure(args.count, args.queries, args.batches)
     # The floor of this run: a whole `python -c "import sqlite3"` process (bench/compare.py).
     floor = floor_ms()
     report["floor_ms"] = round(floor, 2)
