@@ -6,12 +6,14 @@
     .venv/bin/python bench/table.py --skip ingest --skip memory-search-1m
 
 The floor is a whole ``python -c "import sqlite3"`` process of this virtualenv
-(``bench/compare.py``'s ``floor_ms``), timed at the start and again at the end; its median
-over both is what every row is divided by. Process rows are medians of whole processes;
-in-process rows are compared with the same floor (a restore's CPU time against the time of
-the floor process, say); the hook server's resident memory is compared with the RSS of the
-floor process held open. Each row reuses its benchmark's own code: ``bench/hooks.py``,
-``bench/core.py``, ``bench/memory.py`` and ``bench/hook_server_rss.py``.
+(``bench/compare.py``'s ``floor_ms``, a median of several), timed at the start, before each
+step and at the end: each row is divided by the floor timed just before it (the load of a
+shared machine drifts within a run), and the floor row shows the median of all of them.
+Process rows are medians of whole processes; in-process rows are compared with the same
+floor (a restore's CPU time against the time of the floor process, say); the hook server's
+resident memory is compared with the RSS of the floor process held open. Each row reuses its
+benchmark's own code: ``bench/hooks.py``, ``bench/core.py``, ``bench/memory.py`` and
+``bench/hook_server_rss.py``.
 
 Progress goes to stderr (a live bar on a terminal, plain lines otherwise); the markdown table
 (or, with ``--json``, the whole report) goes to stdout, and ``--out`` writes the report as
@@ -266,9 +268,20 @@ def process(figures: dict[str, float]) -> dict[str, Any]:
     return {**figures, "value": figures["median_ms"]}
 
 
-def measure(sizes: Sizes, skip: set[str], progress: Progress) -> dict[str, dict[str, Any]]:
-    """{row key: raw figures} for every row not in ``skip``."""
+def measure(
+    sizes: Sizes, skip: set[str], progress: Progress, step_floors: list[float]
+) -> dict[str, dict[str, Any]]:
+    """{row key: raw figures} for every row not in ``skip``, each with the floor timed just
+    before its step (``floor_ms``, also appended to ``step_floors``): the load of a shared
+    machine drifts within a run."""
     out: dict[str, dict[str, Any]] = {}
+    floors: dict[str, float] = {}
+
+    def step(what: str, *keys: str) -> None:
+        progress.step(what)
+        step_floors.append(floor_ms(sizes.floor_runs))
+        floors.update(dict.fromkeys(keys, step_floors[-1]))
+
     wanted = [key for key in ROW_KEYS if key not in skip]
     with tempfile.TemporaryDirectory(prefix="cortex-table-") as tmp:
         root = Path(tmp)
@@ -276,7 +289,7 @@ def measure(sizes: Sizes, skip: set[str], progress: Progress) -> dict[str, dict[
             cwd = hooks.make_repo(root)
             for key, mode in (("hook-server", "server"), ("hook-no-server", "in-process")):
                 if key in wanted:
-                    progress.step(f"{key}: {sizes.sessions:,} sessions, {sizes.runs} hooks")
+                    step(f"{key}: {sizes.sessions:,} sessions, {sizes.runs} hooks", key)
                     rows = hooks.bench_mode(
                         root, cwd, mode, sizes.sessions, sizes.runs, only=("SessionStart",)
                     )
@@ -285,34 +298,43 @@ def measure(sizes: Sizes, skip: set[str], progress: Progress) -> dict[str, dict[
         if {"session-start", "restore-cpu"} & set(wanted):
             home = sessions_home(root, sizes.sessions)
             if "session-start" in wanted:
-                progress.step(f"session-start: {sizes.runs} `cortex session start` processes")
+                step(
+                    f"session-start: {sizes.runs} `cortex session start` processes", "session-start"
+                )
                 out["session-start"] = process(core.whole_process(home, sizes.runs))
             if "restore-cpu" in wanted:
-                progress.step(f"restore-cpu: {sizes.restore_runs} restores in-process")
+                step(f"restore-cpu: {sizes.restore_runs} restores in-process", "restore-cpu")
                 manager = core.open_manager(home)
                 out["restore-cpu"] = core.restore(manager, sizes.restore_runs)
                 out["restore-cpu"]["value"] = out["restore-cpu"]["cpu_median_ms"]
                 manager.store.close()
         if "restore-stored" in wanted:
-            progress.step(f"restore-stored: {sizes.restore_stored:,} stored sessions")
+            step(f"restore-stored: {sizes.restore_stored:,} stored sessions", "restore-stored")
             manager = core.open_manager(sessions_home(root, sizes.restore_stored))
             out["restore-stored"] = core.restore(manager, sizes.restore_runs)
             out["restore-stored"]["value"] = out["restore-stored"]["median_ms"]
             manager.store.close()
         if "memory-search-process" in wanted:
-            progress.step(f"memory-search-process: {sizes.search_memories:,} memories")
+            step(
+                f"memory-search-process: {sizes.search_memories:,} memories",
+                "memory-search-process",
+            )
             home, query, project = memory_home(root, sizes.search_memories)
             figures = core.whole_process(
                 home, sizes.runs, lambda i: ["memory", "search", query, "--project", project]
             )
             out["memory-search-process"] = {**process(figures), "query": query}
         if "ingest" in wanted:
-            progress.step(f"ingest: {sizes.batches} batches into {sizes.search_memories:,}")
+            step(f"ingest: {sizes.batches} batches into {sizes.search_memories:,}", "ingest")
             path, _ = memory.corpus(sizes.search_memories)
             rate, cpu = memory.write_rates(path, sizes.batches, random.Random(memory.SEED + 3))
             out["ingest"] = {"value": rate, "per_cpu_second": round(cpu), "batches": sizes.batches}
         if {"memory-search-1m", "ingest-1m"} & set(wanted):
-            progress.step(f"memory: search and ingest over {sizes.memories:,} memories")
+            step(
+                f"memory: search and ingest over {sizes.memories:,}",
+                "memory-search-1m",
+                "ingest-1m",
+            )
             report = memory.measure(sizes.memories, sizes.queries, sizes.batches)
             search = report["search_limit10"]
             assert isinstance(search, dict)
@@ -326,9 +348,11 @@ def measure(sizes: Sizes, skip: set[str], progress: Progress) -> dict[str, dict[
                     "batches": sizes.batches,
                 }
         if "server-rss" in wanted:
-            progress.step(f"server-rss: a hook server through {sizes.events:,} events")
+            step(f"server-rss: a hook server through {sizes.events:,} events", "server-rss")
             rss = hook_server_rss.measure(sizes.events, progress=False)
             out["server-rss"] = {**rss, "value": rss["after_mib"]}
+    for key, figures in out.items():
+        figures["floor_ms"] = round(floors[key], 2)
     return out
 
 
@@ -343,7 +367,7 @@ def report(
             continue
         figures = raw[row.key]
         value = float(figures.pop("value"))
-        base = floor_rss if row.key == "server-rss" else floor
+        base = floor_rss if row.key == "server-rss" else figures["floor_ms"]
         ratio = row.per_floor(value) / base
         rows.append(
             {
@@ -378,18 +402,23 @@ def markdown(result: dict[str, Any]) -> str:
         f"load average {before[0]:.2f} before, {after[0]:.2f} after"
         f"{' (--quick sizes)' if result['quick'] else ''}.",
         "",
-        "| path | value | x floor | goal | met |",
-        "| --- | --- | --- | --- | --- |",
-        f'| floor: a whole `python -c "import sqlite3"` process | {floor["median_ms"]:.1f} ms, '
-        f"{floor['rss_mib']:.1f} MiB RSS | 1.0x | | |",
+        "| path | value | floor | x floor | goal | met |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f'| floor: a whole `python -c "import sqlite3"` process (median of '
+        f"{len(floor['samples_ms'])} timings) | {floor['median_ms']:.1f} ms, "
+        f"{floor['rss_mib']:.1f} MiB RSS | | 1.0x | | |",
     ]
     for row in result["rows"]:
+        if row["key"] == "server-rss":
+            base = f"{floor['rss_mib']:.1f} MiB RSS"
+        else:
+            base = f"{row['figures']['floor_ms']:.1f} ms"
         value = f"{row['value']:,.0f}" if row["value"] >= 1000 else f"{row['value']:.2f}"
         value = f"{value} {row['unit']}"
         if "per_cpu_second" in row["figures"]:
             value += f" ({row['figures']['per_cpu_second']:,} per CPU second)"
         lines.append(
-            f"| {row['path']} | {value} | {row['x_floor']:.2f}x "
+            f"| {row['path']} | {value} | {base} | {row['x_floor']:.2f}x "
             f"({row['compared_with']}) | {row['goal']} | {'met' if row['met'] else 'missed'} |"
         )
     return "\n".join(lines)
@@ -424,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         progress.step(f"floor: {sizes.floor_runs} `python -c 'import sqlite3'` processes")
         floors = [floor_ms(sizes.floor_runs)]
-        raw = measure(sizes, skip, progress)
+        raw = measure(sizes, skip, progress, floors)
         progress.step("floor again, and its resident memory")
         floors.append(floor_ms(sizes.floor_runs))
         floor_rss = hook_server_rss.floor_mib()
