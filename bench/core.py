@@ -82,32 +82,44 @@ def populate(
 
 
 def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
-    samples = []
+    """Median and p95 wall time of ``runs`` calls, and the median CPU time of this process
+    (``cpu_median_ms``: what a busy machine inflates least)."""
+    samples, cpu = [], []
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         fn()
         samples.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu_started) * 1000)
     samples.sort()
     return {
         "median_ms": statistics.median(samples),
         "p95_ms": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
+        "cpu_median_ms": statistics.median(cpu),
         "runs": runs,
     }
 
 
-def in_process(home: Path, runs: int) -> dict[str, dict[str, float]]:
-    """Restore, capture, lookback, scoring and decay, in one process."""
-    config = load_config(home, {})
-    clock = FixedClock(NOW)
-    manager = SessionPersistenceManager.open(config, clock)
-    out: dict[str, dict[str, float]] = {}
+def restore(manager: SessionPersistenceManager, runs: int) -> dict[str, float]:
+    """``on_session_start`` of a new session of ``PROJECT`` (the restore), ``runs`` times."""
     counter = iter(range(10**9))
-    out["restore (on_session_start)"] = timed(
+    return timed(
         lambda: manager.on_session_start(
             f"r{next(counter)}", project=PROJECT, keywords=["topic3 topic4"]
         ),
         runs,
     )
+
+
+def open_manager(home: Path) -> SessionPersistenceManager:
+    return SessionPersistenceManager.open(load_config(home, {}), FixedClock(NOW))
+
+
+def in_process(home: Path, runs: int) -> dict[str, dict[str, float]]:
+    """Restore, capture, lookback, scoring and decay, in one process."""
+    manager = open_manager(home)
+    clock = manager.clock
+    out: dict[str, dict[str, float]] = {}
+    out["restore (on_session_start)"] = restore(manager, runs)
     sid = manager.on_session_start("capture", project=PROJECT).session_id
     out["turn capture (record)"] = timed(
         lambda: manager.record(
@@ -140,8 +152,11 @@ def in_process(home: Path, runs: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def whole_process(home: Path, runs: int) -> dict[str, float]:
-    """A whole ``cortex session start`` process, interpreter start included."""
+def whole_process(
+    home: Path, runs: int, command: Callable[[int], list[str]] | None = None
+) -> dict[str, float]:
+    """A whole ``cortex`` process, interpreter start included: ``command(i)`` gives the
+    arguments of run ``i`` (default: ``session start`` of a new session of ``PROJECT``)."""
     exe = str(Path(sys.executable).with_name("cortex"))
     # An installed package has its bytecode compiled; this environment may forbid writing it
     # (PYTHONDONTWRITEBYTECODE), which would make every process recompile Cortex.
@@ -153,10 +168,12 @@ def whole_process(home: Path, runs: int) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(CORTEX_HOME=str(home), CORTEX_NOW=NOW)
     counter = iter(range(runs))
-    args = ["session", "start", "--project", PROJECT, "--session-id"]
+    make = command or (
+        lambda i: ["session", "start", "--project", PROJECT, "--session-id", f"w{i}"]
+    )
     return timed(
         lambda: subprocess.run(
-            [exe, *args, f"w{next(counter)}"], env=env, check=True, capture_output=True
+            [exe, *make(next(counter))], env=env, check=True, capture_output=True
         ),
         runs,
     )

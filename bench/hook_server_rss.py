@@ -41,11 +41,8 @@ def floor_mib() -> float:
         proc.communicate("")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def measure(events: int, progress: bool = True) -> dict[str, float | int]:
+    """RSS of a hook server idle and after ``events`` events, and the floor's, in MiB."""
     home = tempfile.mkdtemp(prefix="cortex-rss-")
     env = {**os.environ, "CORTEX_HOME": home, "CORTEX_HOOK_IDLE_SECONDS": "600"}
     server = subprocess.Popen([sys.executable, "-m", "cortex.adapters.hooks.server", home], env=env)
@@ -57,26 +54,28 @@ def main() -> int:
             time.sleep(0.05)
         idle = rss_mib(server.pid)
         sent = 0
-        while sent < args.events:
+        while sent < events:
             sid = f"s{sent}"
-            events = [{"hook_event_name": "SessionStart", "source": "startup"}]
-            events += [
+            session = [{"hook_event_name": "SessionStart", "source": "startup"}]
+            session += [
                 {"hook_event_name": "UserPromptSubmit", "prompt": f"turn {i} on the ft991a cat"}
                 for i in range(98)
             ]
-            events.append({"hook_event_name": "SessionEnd"})
-            for event in events[: args.events - sent]:
+            session.append({"hook_event_name": "SessionEnd"})
+            for event in session[: events - sent]:
                 raw = json.dumps({**event, "session_id": sid, "cwd": home}).encode()
                 request(home, "claude-code", raw, {"CORTEX_HOME": home}, home)
                 sent += 1
-            print(f"\r{sent}/{args.events} events", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
+            if progress:
+                print(f"\r{sent}/{events} events", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
         after = rss_mib(server.pid)
     finally:
         server.terminate()
         server.wait(10)
     floor = floor_mib()
-    result = {
+    return {
         "events": sent,
         "floor_mib": round(floor, 1),
         "idle_mib": round(idle, 1),
@@ -84,6 +83,20 @@ def main() -> int:
         "after_ratio_to_floor": round(after / floor, 2),
         "load": os.getloadavg()[0],
     }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.events)
+    sent, idle, after, floor = (
+        result["events"],
+        result["idle_mib"],
+        result["after_mib"],
+        result["floor_mib"],
+    )
     if args.json:
         print(json.dumps(result))
     else:

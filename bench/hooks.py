@@ -134,7 +134,11 @@ def child_env(home: Path, server: bool) -> dict[str, str]:
     return env
 
 
-def bench_mode(root: Path, cwd: str, mode: str, sessions: int, runs: int) -> dict[str, Row]:
+def bench_mode(
+    root: Path, cwd: str, mode: str, sessions: int, runs: int, only: tuple[str, ...] = ()
+) -> dict[str, Row]:
+    """One mode (``server`` or ``in-process``) on a new home of ``sessions`` stored sessions;
+    every event, or the ``only`` ones."""
     home = root / f"home-{mode}"
     populate(
         home / "brain.db",
@@ -161,7 +165,7 @@ def bench_mode(root: Path, cwd: str, mode: str, sessions: int, runs: int) -> dic
     }
     run_once(live, env, cwd)
     try:
-        return measure(events, env, cwd, runs)
+        return measure({k: v for k, v in events.items() if not only or k in only}, env, cwd, runs)
     finally:
         pid = server_pid(home)
         if pid:

@@ -10,7 +10,7 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config
-from cortex.core.memory_models import MemoryLink
+from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.errors import ConflictError, NotFoundError, ValidationError
 from cortex.services.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
 from cortex.services.sessions.manager import SessionPersistenceManager
@@ -197,6 +197,34 @@ def test_upserts_in_one_batch_apply_in_order(svc: MemoryService) -> None:
     results = svc.add_many([NewMemory(f"v{i}", upsert_key="k") for i in range(5)])
     assert [r.superseded_id for r in results] == [None] + [r.memory.id for r in results[:-1]]
     assert contents(svc.list()) == ["v4"]
+
+
+def test_a_large_batch_with_repeated_keys_keeps_the_chain(svc: MemoryService) -> None:
+    """Over a thousand rows (several INSERT statements): a stored truth replaced, then
+    replaced again within the batch; each replaced row says by whom, with one link each."""
+    stored = svc.add("v-stored", project="api", upsert_key="k").memory
+    items = [NewMemory(f"plain {i}", project="api") for i in range(1200)]
+    items[10:10] = [NewMemory(f"v{i}", project="api", upsert_key="k") for i in range(3)]
+    results = svc.add_many(items)
+    chain = [r.memory for r in results if r.memory.upsert_key == "k"]
+    assert [r.superseded_id for r in results if r.memory.upsert_key == "k"] == [
+        stored.id,
+        chain[0].id,
+        chain[1].id,
+    ]
+    assert svc.store.count_memories(MemoryFilter(project="api"), svc.now_iso()) == 1201
+    assert [svc.get(m.id).superseded_by for m in (stored, *chain)] == [
+        chain[0].id,
+        chain[1].id,
+        chain[2].id,
+        None,
+    ]
+    links = [(lk.from_id, lk.to_id) for m in chain for lk in svc.store.memory_links(m.id)]
+    assert sorted(set(links)) == sorted(
+        [(chain[0].id, stored.id), (chain[1].id, chain[0].id), (chain[2].id, chain[1].id)]
+    )
+    assert contents(svc.search("v2", project="api")) == ["v2"]
+    assert len(svc.search("plain", project="api", limit=50)) == 50
 
 
 def test_one_live_truth_is_a_database_invariant(svc: MemoryService, tmp_path: Path) -> None:

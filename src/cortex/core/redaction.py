@@ -160,9 +160,14 @@ _SHORTEST_TOKEN = 20
 
 @cache
 def _rules() -> tuple[
-    tuple[tuple[str, re.Pattern[str]], ...], tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
+    tuple[tuple[str, re.Pattern[str]], ...],
+    tuple[tuple[str, re.Pattern[str]], ...],
+    tuple[tuple[tuple[str, ...], re.Pattern[str]], ...],
+    re.Pattern[str],
 ]:
-    """Compiled (guard, pattern) rules for the original text and for the lowercased copy."""
+    """Compiled rules: (guard, pattern) for the original text, the subset that also applies
+    to text without a 20-character piece, (guards, pattern) for the lowercased copy, and one
+    pattern that finds any guard of the lowercased rules (most text has none: one scan)."""
     original = [
         (prefix, re.compile(f"{re.escape(prefix)}(?<![{_WORD}]{re.escape(prefix)}){body}"))
         for prefix, body in _PREFIXED
@@ -171,7 +176,10 @@ def _rules() -> tuple[
     stems = "|".join(_KEY_STEMS)
     key_values = rf"(?:{stems}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
     folded = [(guards, re.compile(pattern or key_values)) for guards, pattern in _FOLDED]
-    return tuple(original), tuple(folded)
+    short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
+    literals = sorted({guard for guards, _ in _FOLDED for guard in guards}, key=len, reverse=True)
+    any_guard = re.compile("|".join(map(re.escape, literals)))
+    return tuple(original), short, tuple(folded), any_guard
 
 
 @cache
@@ -246,20 +254,21 @@ def _random_run_spans(text: str) -> Iterator[tuple[int, int]]:
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
-    original, folded_rules = _rules()
+    original, short, folded_rules, any_guard = _rules()
     spans = list(_pem_spans(text))
     # Every provider token and random run is 20+ characters without white space: text with
     # no such piece (most prose) skips those rules. URL passwords can be shorter.
     longest = max(map(len, text.split()), default=0)
-    for guard, pattern in original:
-        if (longest >= _SHORTEST_TOKEN or guard == "://") and guard in text:
+    for guard, pattern in original if longest >= _SHORTEST_TOKEN else short:
+        if guard in text:
             spans.extend(_group_spans(pattern, text))
     # U+0130 is the one code point whose lowercase is two characters; mapping it first keeps
     # ``folded`` the same length as ``text``, so spans found in it apply to ``text``.
     folded = text.replace("\u0130", "i").lower()
-    for guards, pattern in folded_rules:
-        if any(guard in folded for guard in guards):
-            spans.extend(_group_spans(pattern, folded))
+    if any_guard.search(folded) is not None:
+        for guards, pattern in folded_rules:
+            if any(guard in folded for guard in guards):
+                spans.extend(_group_spans(pattern, folded))
     if longest >= 32:
         spans.extend(_random_run_spans(text))
     return spans

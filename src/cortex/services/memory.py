@@ -153,19 +153,19 @@ class MemoryService(MemoryReader):
         a visible marker (``memory_checks.truncate_content``), never refused.
         """
         now = self.clock.now()
+        at = to_iso(now)
         projects: dict[str, tuple[str, str | None]] = {}
         memories: list[Memory] = []
         errors: list[ItemError] = []
         for index, item in enumerate(items):
             try:
-                memories.append(self._build(item, now, projects))
+                memories.append(self._build(item, now, at, projects))
             except ValidationError as exc:
                 errors.append(ItemError(index, str(exc)))
         if not memories:
             return AddBatch((), tuple(errors))
         with self.store.transaction():
             superseded = self.store.add_memories(memories)
-            at = to_iso(now)
             for memory, old_id in zip(memories, superseded, strict=True):
                 if old_id is not None:
                     detail = {"superseded": old_id, "upsert_key": memory.upsert_key}
@@ -179,13 +179,18 @@ class MemoryService(MemoryReader):
 
     def build(self, item: NewMemory) -> Memory:
         """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""
-        return self._build(item, self.clock.now(), {})
+        now = self.clock.now()
+        return self._build(item, now, to_iso(now), {})
 
     def _build(
-        self, item: NewMemory, now_dt: datetime, projects: dict[str, tuple[str, str | None]]
+        self,
+        item: NewMemory,
+        now_dt: datetime,
+        now: str,
+        projects: dict[str, tuple[str, str | None]],
     ) -> Memory:
-        """Validate one ``NewMemory`` and apply the defaults; raises ``ValidationError``."""
-        now = to_iso(now_dt)
+        """Validate one ``NewMemory`` and apply the defaults (``now`` is ``now_dt`` as
+        stored); raises ``ValidationError``."""
         content = check_content(item.content)
         intent = check_intent(item.remember_intent or IMPLICIT)
         kind = check_type(item.type) if item.type else None

@@ -1,13 +1,16 @@
 """Memories over SQLite: writes with the live-upsert rule, filtered reads, links.
 
 The row mapping and the filter are shared (``cortex.store.records``, ``cortex.store.filters``);
-here is the SQL text. The FTS5 index follows every write by trigger (``m006_memory_fts``);
-search is in ``cortex.store.sqlite.search``.
+here is the SQL text. The FTS5 index follows every write by trigger (``m006_memory_fts``), so
+batches go in many rows per statement (FTS5 flushes at each one); search is in
+``cortex.store.sqlite.search``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
@@ -23,10 +26,9 @@ from cortex.store.sqlite.db import Database
 
 COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 """Every memory column over alias ``m``, in the order ``memory_from_row`` reads."""
-_INSERT = (
-    f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
-)
+_INSERT_INTO = f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)})"
+_ROW_MARKS = f"({', '.join('?' for _ in MEMORY_COLUMNS)})"
+_ROWS_PER_INSERT = 500
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
 _LIVE_KEY = (
@@ -40,6 +42,13 @@ _LINK = "INSERT OR IGNORE INTO memory_links (from_id, to_id, kind, created_at) V
 def filter_sql(flt: MemoryFilter, now: str) -> tuple[str, list[Any]]:
     """The WHERE clause (over alias ``m``) of what ``flt`` may see at ``now``."""
     return memory_filter_sql(flt, now, mark="?", find="instr")
+
+
+def _replaced(m: Memory, by: Memory | None) -> Memory:
+    """``m`` as stored when ``by`` (of the same batch) supersedes it, else ``m``."""
+    if by is None:
+        return m
+    return replace(m, superseded_by=by.id, superseded_at=by.created_at, updated_at=by.created_at)
 
 
 def marks(values: Sequence[Any]) -> str:
@@ -58,32 +67,60 @@ class MemoryRepository:
 
         A memory with an ``upsert_key`` supersedes the live memory with the same scope,
         project, user, type and key: that one gets ``superseded_by``/``superseded_at`` and a
-        ``supersedes`` link from the new one. Memories without a key go in one executemany.
+        ``supersedes`` link from the new one. Upserts apply in order: a later memory of the
+        batch with the same key supersedes the earlier one, which is stored superseded.
+        Rows without a key are stored first, then the keyed ones, each in input order.
         """
         superseded: list[str | None] = [None] * len(memories)
+        latest: dict[tuple[Any, ...], int] = {}  # live key -> index of its newest memory
+        replaced_by: dict[int, Memory] = {}  # index -> the memory of the batch replacing it
         with self._db.transaction():
-            plain = [memory_values(m) for m in memories if m.upsert_key is None]
-            if plain:
-                self._db.run_many(_INSERT, plain, conflict=_CONFLICT)
             for index, m in enumerate(memories):
-                if m.upsert_key is not None:
-                    superseded[index] = self._upsert_one(m)
-        return superseded
-
-    def _upsert_one(self, m: Memory) -> str | None:
-        key = (m.scope, m.project, m.user_id, m.type, m.upsert_key)
-        found = self._db.rows(_LIVE_KEY, key)
-        old_id = str(found[0][0]) if found else None
-        if old_id is not None:
-            self._db.run(
+                if m.upsert_key is None:
+                    continue
+                key = (m.scope, m.project, m.user_id, m.type, m.upsert_key)
+                earlier = latest.get(key)
+                if earlier is None:
+                    found = self._db.rows(_LIVE_KEY, key)
+                    superseded[index] = str(found[0][0]) if found else None
+                else:
+                    superseded[index] = memories[earlier].id
+                    replaced_by[earlier] = m
+                latest[key] = index
+            batch_ids = {m.id for m in replaced_by.values()}
+            pairs = [(m, old) for m, old in zip(memories, superseded, strict=True) if old]
+            self._db.run_many(
                 "UPDATE memories SET superseded_by = ?, superseded_at = ?, updated_at = ? "
                 "WHERE id = ?",
-                (m.id, m.created_at, m.created_at, old_id),
+                [
+                    (m.id, m.created_at, m.created_at, old)
+                    for m, old in pairs
+                    if m.id not in batch_ids
+                ],
             )
-        self._db.run(_INSERT, memory_values(m), conflict=_CONFLICT)
-        if old_id is not None:
-            self._db.run(_LINK, (m.id, old_id, "supersedes", m.created_at))
-        return old_id
+            rows = [memory_values(m) for m in memories if m.upsert_key is None]
+            rows += [
+                memory_values(_replaced(m, replaced_by.get(index)))
+                for index, m in enumerate(memories)
+                if m.upsert_key is not None
+            ]
+            self._insert(rows)
+            self._db.run_many(_LINK, [(m.id, old, "supersedes", m.created_at) for m, old in pairs])
+        return superseded
+
+    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert memory rows, many per statement.
+
+        The full-text index follows by trigger; FTS5 flushes its pending terms at every
+        statement, so one row per statement (``executemany``) costs about three times as
+        much as a few hundred rows per ``INSERT``. The index it builds is the same.
+        """
+        limit = self._db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        per_statement = max(1, min(_ROWS_PER_INSERT, limit // len(MEMORY_COLUMNS)))
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            sql = f"{_INSERT_INTO} VALUES {', '.join(_ROW_MARKS for _ in chunk)}"
+            self._db.run(sql, [value for row in chunk for value in row], conflict=_CONFLICT)
 
     def get_memory(self, memory_id: str) -> Memory | None:
         found = memories_from_rows(

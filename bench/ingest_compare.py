@@ -1,0 +1,70 @@
+"""Batch ingest before and after, interleaved in one run: ``add_many`` of 1,000 memories, half
+of them replacing a live memory by key (``bench/memory.py``'s ``write_rate``), on a copy of a
+cached corpus, with an older commit's sources and with this checkout's.
+
+Run: ``.venv/bin/python bench/ingest_compare.py --rev HEAD~3 --count 100000``
+(``--rounds N``, ``--batches N``). The corpus is ``bench/results/memory-COUNT.db`` (built by
+``bench/memory.py --count COUNT`` if missing). Each sample is a whole process running that
+tree's own ``write_rate`` on its sources (``PYTHONPATH``); the floor (a whole
+``python -c "import sqlite3"`` process) is timed before each round, and the time of 1,000
+memories is given as a ratio to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from compare import extract, floor_ms
+from memory import corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = (
+    "import random, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import memory; "
+    "print(memory.write_rate(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7)))"
+)
+
+
+def rate(tree: Path, db: Path, batches: int) -> float:
+    """Memories per second of ``tree``'s ``write_rate`` on a copy of ``db``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    args = [str(tree / "bench"), str(tree / "src"), str(db), str(batches)]
+    out = subprocess.run(
+        [sys.executable, "-c", SAMPLE, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~3")
+    parser.add_argument("--count", type=int, default=100_000, help="memories in the corpus")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=5)
+    args = parser.parse_args()
+    db, _ = corpus(args.count)
+    samples: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory(prefix="cortex-ingest-") as tmp:
+        trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
+        for n in range(args.rounds):
+            floor = floor_ms()
+            for label, tree in trees.items():
+                per_second = rate(tree, db, args.batches)
+                samples[label].append((per_second, 1e6 / per_second / floor))
+                print(f"round {n + 1}: {label} {per_second:,.0f}/s, floor {floor:.1f} ms")
+    load = os.getloadavg()
+    print(f"\n{args.count:,} memories stored; before = {args.rev}, after = this checkout")
+    print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for label, pairs in samples.items():
+        per_second = statistics.median(p for p, _ in pairs)
+        ratio = statistics.median(r for _, r in pairs)
+        print(f"{label:<7} {per_second:>9,.0f} memories/s   1,000 memories = {ratio:.2f}x floor")
+
+
+if __name__ == "__main__":
+    main()
