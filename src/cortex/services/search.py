@@ -2,10 +2,11 @@
 
 Search asks the store for candidates holding any of the query's words (stop words dropped):
 full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches when the index
-finds nothing. The reader re-ranks them by confidence, layer and recency, and adds memories
-linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine, fused by
-reciprocal rank). SQL and the way to candidates are in the store, the formulas in
-``cortex.core.retrieval`` and ``cortex.core.budgets``.
+finds nothing. The reader re-ranks them by confidence, layer and recency, by their fit to the
+whole question (share of its terms held; a time named when it asks when), by their session's
+other candidates, and adds memories linked one hop from the best hits. With an embedder it
+is hybrid (BM25 + cosine, fused by reciprocal rank). SQL and the way to candidates are in the
+store, the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from cortex.core.memory_models import (
 )
 from cortex.core.retrieval import (
     VOTE_POOL,
+    asks_when,
     matched_terms,
     memory_text,
     normalize_tags,
+    query_fit,
     query_terms,
     rank_score,
     session_votes,
@@ -64,6 +67,16 @@ EXPAND_SEEDS = 5
 LINK_DISCOUNT = 0.5
 SUMMARY_SNAPSHOTS = 3
 """Snapshot headers a session summary lists, newest first."""
+
+
+def _fitted(query: str, hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
+    """``hits`` re-ranked by their fit to the whole query (``core.retrieval.query_fit``: the
+    share of its terms they hold, and a time named when it asks when)."""
+    terms, when = query_terms(query), asks_when(query)
+    fitted = [replace(h, score=h.score * query_fit(terms, when, memory_text(h.memory)))
+              for h in hits]  # fmt: skip
+    fitted.sort(key=lambda h: -h.score)
+    return fitted
 
 
 def _voted(hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
@@ -162,7 +175,7 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = _voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL)))
+        hits = _voted(_fitted(query, self._lexical(query, flt, max(limit * 2, VOTE_POOL))))
         if self.embedder is not None:
             from cortex.services.embeddings import hybrid_rerank
 
