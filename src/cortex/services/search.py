@@ -69,16 +69,6 @@ SUMMARY_SNAPSHOTS = 3
 """Snapshot headers a session summary lists, newest first."""
 
 
-def _fitted(query: str, hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
-    """``hits`` re-ranked by their fit to the whole query (``core.retrieval.query_fit``: the
-    share of its terms they hold, and a time named when it asks when)."""
-    terms, when = query_terms(query), asks_when(query)
-    fitted = [replace(h, score=h.score * query_fit(terms, when, memory_text(h.memory)))
-              for h in hits]  # fmt: skip
-    fitted.sort(key=lambda h: -h.score)
-    return fitted
-
-
 def _voted(hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
     """``hits`` re-ranked with their sessions' votes (``core.retrieval.session_votes``)."""
     sessions = [h.memory.source_session_id for h in hits]
@@ -175,7 +165,7 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = _voted(_fitted(query, self._lexical(query, flt, max(limit * 2, VOTE_POOL))))
+        hits = _voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL)))
         if self.embedder is not None:
             from cortex.services.embeddings import hybrid_rerank
 
@@ -186,15 +176,20 @@ class MemoryReader(Service):
         return hits
 
     def _lexical(self, query: str, flt: MemoryFilter, pool: int) -> builtins.list[ScoredMemory]:
-        """The store's candidates re-ranked: full-text ones by relevance, the unranked ones
-        (substring or newest matches) by the share of query terms they hold."""
+        """The store's candidates re-ranked: full-text ones by relevance and their fit to the
+        whole query (``core.retrieval.query_fit``), the unranked ones (substring or newest
+        matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
-        terms = query_terms(query)
+        terms, when = query_terms(query), asks_when(query)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
         found = self.store.search_memories(terms, flt, now, limit=pool)
         ranked = [
-            ScoredMemory(m, rank_score(r, m, now_dt), f"full-text match (relevance {r:.3g})")
+            ScoredMemory(
+                m,
+                rank_score(r, m, now_dt) * query_fit(terms, when, memory_text(m)),
+                f"full-text match (relevance {r:.3g})",
+            )
             for m, r in found
             if r > 0
         ]
