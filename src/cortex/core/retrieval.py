@@ -75,7 +75,7 @@ COVERAGE_WEIGHT = 0.6
 """How much the share of the query's terms a memory holds counts in its fit (see above)."""
 COVERAGE_FULL_WORDS = 100
 """Memories up to this many words get the whole coverage weight; longer ones less."""
-TIME_CUE_BOOST = 0.3
+TIME_CUE_BOOST = 0.5
 """Extra score for a memory that names a time, when the question asks when."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
