@@ -144,7 +144,8 @@ def asks_when(query: str) -> bool:
 
 def mentions_time(text: str) -> bool:
     """Whether ``text`` names a time: a relative one ("yesterday", "last week", "ago"), a
-    weekday, a month, a year (1900-2099), an ordinal day ("3rd") or a numeric date."""
+    weekday, a month, a year (1900-2099), an ordinal day ("3rd") or a numeric date. Words that
+    are also months or seasons ("may", "march", "fall") count wherever they appear."""
     return _TIME_REFERENCE.search(text) is not None
 
 
