@@ -318,6 +318,8 @@ def test_query_fit_weighs_term_coverage_and_time_cues() -> None:
     assert query_fit(terms, False, "billing staging migration") == 1.0
     assert query_fit(terms, False, "billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
     assert query_fit([], False, "anything") == 1.0
+    # one term: the index found it in every candidate, stemmed or not
+    assert query_fit(["studies"], False, "a study") == 1.0
     # a long memory holds most words of any question: its share counts less
     long_text = "billing " + "word " * (2 * COVERAGE_FULL_WORDS - 1)
     assert query_fit(terms, False, long_text) == pytest.approx(1 - COVERAGE_WEIGHT / 3)

@@ -24,7 +24,7 @@ Query fit. Each candidate's score is then multiplied by how well it fits the que
 whole (``query_fit``)::
 
     fit      = coverage * time
-    coverage = 1 - w + w * (share of the query's terms the memory holds)
+    coverage = 1 - w + w * (share of the query's terms the memory holds), for 2+ terms
     w        = COVERAGE_WEIGHT * min(1, COVERAGE_FULL_WORDS / words in the memory)
     time     = 1 + TIME_CUE_BOOST when the question asks when (``asks_when``) and the
                memory names a time (``mentions_time``), else 1
@@ -151,9 +151,11 @@ def mentions_time(text: str) -> bool:
 
 def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
     """The module docstring's fit of a memory's ``text`` to a query of ``terms`` (``when``:
-    the query asks when, see ``asks_when``); 1.0 for an empty query."""
+    the query asks when, see ``asks_when``). Coverage needs two terms or more: every full-text
+    candidate of a one-term query holds that term, also where the index matched it by its stem
+    and ``matched_terms``'s prefix test does not ("studies", "study")."""
     fit = 1.0
-    if terms:
+    if len(terms) > 1:
         weight = COVERAGE_WEIGHT * min(1.0, COVERAGE_FULL_WORDS / max(1, len(text.split())))
         fit = 1 - weight + weight * len(matched_terms(terms, text)) / len(terms)
     if when and mentions_time(text):
