@@ -492,3 +492,31 @@ def test_turns_of_one_session_vote_for_each_other(
     ]
     unvoted = [m.content for m in svc.list(project="api") if m.source_session_id == "s2"]
     assert unvoted == ["the deploy window is friday"]
+
+
+def test_a_memory_answering_the_whole_question_outranks_one_rare_word(svc: MemoryService) -> None:
+    for text in ["billing", "notes on billing: the staging migration follows the review",
+                 "staging is down", "staging again", "staging cache", "the migration script",
+                 "a migration guide", "migration notes", "lunch at noon", "the parser refactor",
+                 "the parser tests", "the release notes", "the weekly sync",
+                 "a review checklist"]:  # fmt: skip
+        svc.add(text)
+    # by BM25 alone the one-word "billing" (the rarest term, in the shortest memory) comes
+    # first, at 0.83 of its relevance; holding one term of three, it keeps 0.6 of its own
+    assert contents(svc.search("billing staging migration", limit=2)) == [
+        "notes on billing: the staging migration follows the review",
+        "billing",
+    ]
+
+
+def test_a_when_question_prefers_the_memory_that_says_when(svc: MemoryService) -> None:
+    svc.add("we shipped the parser refactor")
+    svc.add("we shipped the parser refactor yesterday")
+    assert contents(svc.search("When did we ship the parser refactor?", limit=2)) == [
+        "we shipped the parser refactor yesterday",
+        "we shipped the parser refactor",
+    ]
+    # not a question about time: the shorter, equally matching memory stays first
+    assert contents(svc.search("ship the parser refactor", limit=2))[0] == (
+        "we shipped the parser refactor"
+    )

@@ -12,11 +12,17 @@ from hypothesis import strategies as st
 from cortex.core.budgets import compaction_due, fill_budget
 from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
 from cortex.core.retrieval import (
+    COVERAGE_FULL_WORDS,
+    COVERAGE_WEIGHT,
     STOPWORDS,
+    TIME_CUE_BOOST,
+    asks_when,
     fts_query,
     like_patterns,
+    mentions_time,
     normalize_tags,
     plan_terms,
+    query_fit,
     query_terms,
     rank_score,
     recency_factor,
@@ -270,3 +276,54 @@ def test_a_sessions_other_candidates_vote_for_each_one(
     sessions: list[str | None], scores: list[float], voted: list[float]
 ) -> None:
     assert session_votes(sessions, scores, 0.1) == pytest.approx(voted)
+
+
+@pytest.mark.parametrize(
+    ("query", "when"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("when is the release", True),
+        ("How long has she had the dog?", True),
+        ("What year did they move?", True),
+        ("how many weeks did the migration take", True),
+        ("What did Caroline say when they met?", False),
+        ("Where is the config file?", False),
+        ("how many dogs does James have", False),
+    ],
+)
+def test_asks_when(query: str, when: bool) -> None:
+    assert asks_when(query) is when
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("I went to the group yesterday", True),
+        ("we met last week", True),
+        ("two years ago", True),
+        ("on 3rd March", True),
+        ("the deadline is 2023-05-03", True),
+        ("released 5/3", True),
+        ("see you on Friday", True),
+        ("the deploy uses redis", False),
+        ("version 3 of the api", False),
+    ],
+)
+def test_mentions_time(text: str, named: bool) -> None:
+    assert mentions_time(text) is named
+
+
+def test_query_fit_weighs_term_coverage_and_time_cues() -> None:
+    terms = ["billing", "staging", "migration"]
+    assert query_fit(terms, False, "billing staging migration") == 1.0
+    assert query_fit(terms, False, "billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
+    assert query_fit([], False, "anything") == 1.0
+    # one term: the index found it in every candidate, stemmed or not
+    assert query_fit(["studies"], False, "a study") == 1.0
+    # a long memory holds most words of any question: its share counts less
+    long_text = "billing " + "word " * (2 * COVERAGE_FULL_WORDS - 1)
+    assert query_fit(terms, False, long_text) == pytest.approx(1 - COVERAGE_WEIGHT / 3)
+    # a when-question lifts a memory that names a time, and only then
+    assert query_fit(terms, True, "billing staging migration yesterday") == 1 + TIME_CUE_BOOST
+    assert query_fit(terms, False, "billing staging migration yesterday") == 1.0
+    assert query_fit(terms, True, "billing staging migration") == 1.0

@@ -10,7 +10,7 @@ Systems, each indexing the same units per haystack:
   words, ranked by ``bm25()``;
 - ``bm25-porter``: the same with the ``porter`` stemmer (the research note's baseline);
 - ``cortex-flat``: ``MemoryService.search`` over memories that name no session (stop words,
-  porter, BM25 re-ranked, graph expansion): Cortex before session votes;
+  porter, BM25 re-ranked, fit to the whole question, graph expansion): no session votes;
 - ``cortex``: the same with each memory captured in its conversation's session, so that a
   session's other candidates vote for it (``cortex.core.retrieval.session_votes``);
 - ``cortex+<embedder>``: the same service with an embedder (hybrid BM25 + cosine, RRF).

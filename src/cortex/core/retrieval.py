@@ -20,6 +20,21 @@ Ranking. The store gives each candidate a text relevance in [0, 1] (SQLite: FTS5
 
 so relevance dominates; confidence, layer, age and explicit intent break near-ties.
 
+Query fit. Each candidate's score is then multiplied by how well it fits the question as a
+whole (``query_fit``)::
+
+    fit      = coverage * time
+    coverage = 1 - w + w * (share of the query's terms the memory holds), for 2+ terms
+    w        = COVERAGE_WEIGHT * min(1, COVERAGE_FULL_WORDS / words in the memory)
+    time     = 1 + TIME_CUE_BOOST when the question asks when (``asks_when``) and the
+               memory names a time (``mentions_time``), else 1
+
+BM25 sums its terms' weights, so a short memory holding one rare word of the question can
+outrank one holding all of them; coverage favours the memory that answers the question's
+every part. A long memory holds most words of any question, so there the share says little
+and its weight fades. A question about when something happened is answered by a memory that
+says when ("yesterday", "last week", "May 3", "2023").
+
 Session votes. A memory's session is evidence too: when several candidates come from the
 session the memory was captured in, that conversation is about the query, and its other turns
 vote for each other (``session_votes``)::
@@ -56,6 +71,12 @@ PRUNED_OVERLAP_WEIGHT = 0.3
 """When common terms were left out of the BM25 pass, the share of all query terms a candidate
 holds counts this much in its relevance (the rest is its BM25 relevance)."""
 RRF_K = 60
+COVERAGE_WEIGHT = 0.6
+"""How much the share of the query's terms a memory holds counts in its fit (see above)."""
+COVERAGE_FULL_WORDS = 100
+"""Memories up to this many words get the whole coverage weight; longer ones less."""
+TIME_CUE_BOOST = 0.5
+"""Extra score for a memory that names a time, when the question asks when."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
 VOTE_POOL = 20
@@ -91,6 +112,55 @@ def query_terms(text: str) -> list[str]:
     words = [w for w in words if w.strip("_")]
     kept = [w for w in words if w not in STOPWORDS] or words
     return list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
+
+
+_MONTHS = (
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+)
+_TIME_WORDS = (
+    "yesterday today tonight tomorrow ago weekend weekends week weeks month months year years "
+    "day days morning evening afternoon night nights recently lately summer winter spring "
+    "autumn fall christmas birthday since monday tuesday wednesday thursday friday saturday "
+    "sunday"
+)
+_TIME_REFERENCE = re.compile(
+    r"\b(?:" + "|".join((_TIME_WORDS + " " + _MONTHS).split())
+    + r"|(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th)|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?)\b",
+    re.IGNORECASE,
+)  # fmt: skip
+_WHEN_QUESTION = re.compile(
+    r"^\W*when\b|\bwhen (?:did|do|does|was|were|is|are|will|has|have|had)\b|\bhow long\b"
+    r"|\b(?:what|which) (?:year|month|date|day|time|week)\b"
+    r"|\bhow many (?:days|weeks|months|years)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks for a time: "when did ...", "how long ...", "what year ..."."""
+    return _WHEN_QUESTION.search(query) is not None
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` names a time: a relative one ("yesterday", "last week", "ago"), a
+    weekday, a month, a year (1900-2099), an ordinal day ("3rd") or a numeric date. Words that
+    are also months or seasons ("may", "march", "fall") count wherever they appear."""
+    return _TIME_REFERENCE.search(text) is not None
+
+
+def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
+    """The module docstring's fit of a memory's ``text`` to a query of ``terms`` (``when``:
+    the query asks when, see ``asks_when``). Coverage needs two terms or more: every full-text
+    candidate of a one-term query holds that term, also where the index matched it by its stem
+    and ``matched_terms``'s prefix test does not ("studies", "study")."""
+    fit = 1.0
+    if len(terms) > 1:
+        weight = COVERAGE_WEIGHT * min(1.0, COVERAGE_FULL_WORDS / max(1, len(text.split())))
+        fit = 1 - weight + weight * len(matched_terms(terms, text)) / len(terms)
+    if when and mentions_time(text):
+        fit *= 1 + TIME_CUE_BOOST
+    return fit
 
 
 def fts_query(terms: Sequence[str], operator: str = "OR") -> str:
