@@ -41,6 +41,7 @@ from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
+from cortex.store.tasks import TaskRepository
 
 MAX_TENANT_CHARS = 128
 
@@ -107,6 +108,9 @@ class PostgresStore(RegistryMethods, HygieneMethods):
             lambda: self._db.in_transaction,
         )
         self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
+        tasks = TaskRepository(self._db.rows, self._db.execute, self.tenant)
+        self.save_task, self.add_tasks = tasks.save_task, tasks.add_tasks
+        self.get_task, self.list_tasks = tasks.get_task, tasks.list_tasks
         if migrate:
             try:
                 self.migrate()
