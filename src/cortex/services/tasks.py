@@ -151,15 +151,19 @@ class StoreTasks:
         return task.to_dict()
 
 
+_READ_FIELDS = frozenset(
+    "task_id id title name current_stage stage updated_at last_activity project".split()
+)
+"""The fields of a pipeline entry Cortex reads (``core.tasks.pipeline_tasks``)."""
+
+
 def imported(tasks: Tasks, raw: Mapping[str, Any] | None, at: str) -> list[TaskRecord]:
     """A pipeline file's tasks as records to store: stage in lower case, title redacted,
     every field Cortex does not read kept (redacted) in ``detail``."""
     entries = _raw_entries(raw)
     records = []
     for task_id, task in tasks.items():
-        known = {"task_id", "id", "title", "name", "current_stage", "stage", "updated_at"}
-        extra = {k: v for k, v in entries.get(task_id, {}).items() if k not in known}
-        extra.pop("project", None)
+        extra = {k: v for k, v in entries.get(task_id, {}).items() if k not in _READ_FIELDS}
         records.append(
             TaskRecord(
                 task_id=task_id,
