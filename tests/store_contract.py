@@ -24,6 +24,7 @@ from cortex.core.models import (
     SessionState,
     SOPInteraction,
 )
+from cortex.core.tasks import TaskRecord
 from cortex.store.protocol import Store
 
 
@@ -286,6 +287,45 @@ class StoreContract:
             ("memory.edit", "cli"),
         ]
         assert [a.target for a in store.list_audit(limit=1)] == ["m1"]
+
+    # -- tasks -------------------------------------------------------------------------------
+    def test_tasks_round_trip_in_the_order_first_added(self, store: Store) -> None:
+        first = TaskRecord("t-2", "Wire CAT", "build", t(1), t(1), "git:abc", {"owner": "ana"})
+        store.save_task(first)
+        store.save_task(TaskRecord("t-1", "Rotate keys", "design", t(2)))
+        assert store.get_task("t-2") == first
+        assert store.get_task("t-3") is None
+        changed = replace(first, title="Wire CAT control", stage="done", updated_at=t(3))
+        store.save_task(replace(changed, created_at=t(9)))  # an update keeps created_at
+        assert store.get_task("t-2") == changed
+        assert [task.task_id for task in store.list_tasks()] == ["t-2", "t-1"]
+
+    def test_tasks_narrowed_by_stage_and_project(self, store: Store) -> None:
+        store.save_task(TaskRecord("a", "A", "build", t(1), project="p1"))
+        store.save_task(TaskRecord("b", "B", "verify", t(1)))
+        store.save_task(TaskRecord("c", "C", "done", t(1), project="p1"))
+        store.save_task(TaskRecord("d", "D", "build", t(1), project="p2"))
+        ids = [x.task_id for x in store.list_tasks(stages=("build", "verify"), project="p1")]
+        assert ids == ["a", "b"]
+        assert [x.task_id for x in store.list_tasks(project="p2")] == ["b", "d"]
+        assert [x.task_id for x in store.list_tasks(stages=("done",))] == ["c"]
+        assert store.list_tasks(stages=()) == []
+        assert [x.task_id for x in store.list_tasks(limit=2)] == ["a", "b"]
+
+    def test_add_tasks_keeps_what_is_stored(self, store: Store) -> None:
+        store.save_task(TaskRecord("a", "Kept", "verify", t(1)))
+        added = store.add_tasks(
+            [TaskRecord("a", "Other", "build", t(2)), TaskRecord("b", "B", "build", t(2))]
+        )
+        assert added == 1
+        assert store.get_task("a") == TaskRecord("a", "Kept", "verify", t(1))
+        assert store.add_tasks([TaskRecord("b", "B", "build", t(2))]) == 0
+
+    def test_a_task_rolls_back_with_its_transaction(self, store: Store) -> None:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.save_task(TaskRecord("a", "A", "build", t(1)))
+            raise RuntimeError("boom")
+        assert store.list_tasks() == []
 
     # -- transactions ------------------------------------------------------------------------
     def test_transaction_commits(self, store: Store) -> None:

@@ -146,8 +146,10 @@ def test_another_tenant_can_neither_read_nor_change_a_tenants_records(
 ) -> None:
     key_a, key_b = new_key(host), new_key(host)
     sid, mid = seed(client, key_a)
+    call(client, key_a, "PUT", "/v1/tasks/t-a", {"title": "a's task"})
     before = snapshot_of(client, key_a, sid, mid)
     attempts = [
+        ("POST", "/v1/tasks/t-a/done", {}),
         ("GET", f"/v1/sessions/{sid}", None),
         ("GET", f"/v1/sessions/{sid}/pins", None),
         ("GET", f"/v1/sessions/{sid}/chain", None),
@@ -175,7 +177,12 @@ def test_another_tenant_can_neither_read_nor_change_a_tenants_records(
         "results": []
     }
     assert call(client, key_b, "GET", "/v1/sessions")["sessions"][0]["session_id"] == other
+    assert call(client, key_b, "GET", "/v1/tasks") == {"tasks": []}
+    # The same task id in another tenant is that tenant's own task.
+    call(client, key_b, "PUT", "/v1/tasks/t-a", {"title": "b's task", "stage": "done"})
     assert snapshot_of(client, key_a, sid, mid) == before
+    a_tasks = call(client, key_a, "GET", "/v1/tasks")["tasks"]
+    assert [(t["title"], t["stage"]) for t in a_tasks] == [("a's task", "build")]
 
 
 def test_read_keys_cannot_write_and_revoked_keys_stop_at_once(

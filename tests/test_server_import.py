@@ -45,6 +45,14 @@ def populate(home: Path) -> None:
         assert app.store.memory_links(first.memory.id)
         app.procedures.add("Release", ["bump the version", "tag", "push"], project="api")
         app.consolidation.run(dry_run=True)
+        app.tasks.add("task-1", "Wire CAT", "build", "api")
+        app.tasks.add("task-2", "Rotate keys", "verify", "")
+        app.tasks.add("task-3", "Ship", "design", "api")
+        app.tasks.done("task-3")
+    # A real pipeline's file carries fields Cortex does not read: they are kept too.
+    state = json.loads((home / "pipeline/state.json").read_text())
+    state["active_tasks"][0]["owner"] = "ana"
+    (home / "pipeline/state.json").write_text(json.dumps(state))
 
 
 def cortex(*args: str) -> Any:
@@ -93,6 +101,7 @@ def test_import_copies_everything_once_and_verifies(pg_url: str, tmp_path: Path)
     first = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
     assert all(c["added"] == c["read"] for c in first.values()), first
     assert first["memories"]["read"] == 4 and first["metrics"]["read"] > 0
+    assert first["tasks"] == {"read": 3, "added": 3}
     again = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
     assert all(c["added"] == 0 and c["read"] == first[t]["read"] for t, c in again.items())
 
@@ -101,6 +110,10 @@ def test_import_copies_everything_once_and_verifies(pg_url: str, tmp_path: Path)
     try:
         with host.open(tenant) as app:
             assert_same(source, app.store)
+            with Services.open(load_config(home, env={})) as laptop:
+                local = laptop.tasks.list_tasks()
+            assert app.tasks.list_tasks() == local and len(local) == 3
+            assert app.store.get_task("task-1").detail == {"owner": "ana"}
             report = app.metrics.verify()
             assert report.ok and report.checked == first["metrics"]["read"], report.problems
     finally:

@@ -159,6 +159,7 @@ def test_every_data_table_leads_with_the_tenant(pg_root: Any) -> None:
         "session_events",
         "session_snapshots",
         "session_states",
+        "tasks",
         "worker_jobs",
     ]
     unique = [(name, col, notnull) for name, uniq, col, notnull in firsts if uniq]

@@ -118,6 +118,20 @@ def test_tenants_share_ids_and_never_see_each_other(pg_root: Any) -> None:
     assert bo.bump_checkpoint_count("s1", t(9)) == 1
 
 
+def test_tasks_of_one_tenant_are_invisible_to_another(pg_root: Any) -> None:
+    from cortex.core.tasks import TaskRecord
+
+    run = secrets.token_hex(4)
+    ana, bo = pg_root.for_tenant(f"ana-{run}"), pg_root.for_tenant(f"bo-{run}")
+    ana.save_task(TaskRecord("t-1", "ana's task", "build", t(1)))
+    assert bo.get_task("t-1") is None and bo.list_tasks() == []
+    bo.save_task(TaskRecord("t-1", "bo's task", "verify", t(2)))  # the same id, its own row
+    assert bo.add_tasks([TaskRecord("t-2", "bo's other", "build", t(2))]) == 1
+    assert ana.get_task("t-1") == TaskRecord("t-1", "ana's task", "build", t(1))
+    assert [x.task_id for x in ana.list_tasks(stages=("build", "verify"))] == ["t-1"]
+    assert [x.title for x in bo.list_tasks()] == ["bo's task", "bo's other"]
+
+
 def test_id_prefixes_resolve_within_a_tenant_only(pg_root: Any) -> None:
     run = secrets.token_hex(4)
     ana, bo = pg_root.for_tenant(f"ana-{run}"), pg_root.for_tenant(f"bo-{run}")

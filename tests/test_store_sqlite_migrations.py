@@ -61,6 +61,7 @@ def test_migration_names_and_order() -> None:
         "m014_request_ids",
         "m015_memory_hygiene",
         "m017_protocol",
+        "m018_tenant_tasks",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.core.models import PendingTask, Pin
@@ -101,6 +102,38 @@ def pipeline_tasks(data: Any) -> dict[str, dict[str, Any]]:
         task = _normalize_task(raw, default_id, position)
         tasks.setdefault(task["task_id"], task)
     return tasks
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A pipeline task as a store keeps it (a team server's tenant tasks).
+
+    ``project`` None: every project's task. ``detail`` holds the fields of a pipeline file's
+    entry that Cortex does not read, so that an imported task loses nothing.
+    """
+
+    task_id: str
+    title: str
+    stage: str
+    created_at: str
+    updated_at: str | None = None
+    project: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The task as ``pipeline_tasks`` normalizes a file's entry (``project`` when set)."""
+        task = {
+            "task_id": self.task_id,
+            "title": self.title,
+            "stage": self.stage,
+            "updated_at": self.updated_at,
+        }
+        return task | {"project": self.project} if self.project else task
+
+
+def is_pending_stage(stage: str) -> bool:
+    """Whether a task at ``stage`` is pending work (build, verify, validate)."""
+    return stage.strip().lower() in PENDING_STAGES
 
 
 def _is_done_stage(stage: str) -> bool:

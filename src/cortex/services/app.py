@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from cortex.services.protocol import ProtocolService
     from cortex.services.review import ReviewService
     from cortex.services.sessions.manager import SessionPersistenceManager
+    from cortex.services.tasks import TaskService, TaskSource
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
 
@@ -55,6 +56,8 @@ class Services(Service):
     ``metrics_key``: the metrics chain's key when it comes from elsewhere than the home's
     ``metrics.key`` file (a server derives each tenant's from its secret); the chain then keeps
     no local head file, so that every server process verifies the same chain alike.
+    ``tasks_in_store``: pipeline tasks live in the store (a server's tenant tasks) instead of
+    the home's pipeline file.
     """
 
     def __init__(
@@ -64,9 +67,11 @@ class Services(Service):
         clock: Clock | None = None,
         *,
         metrics_key: bytes | None = None,
+        tasks_in_store: bool = False,
     ) -> None:
         super().__init__(store, config, clock)
         self.metrics_key = metrics_key
+        self.tasks_in_store = tasks_in_store
 
     def _writer(self) -> MetricsWriter | None:
         if self.metrics_key is None:
@@ -97,7 +102,25 @@ class Services(Service):
         """Capture, restore, recover, continue and chain sessions; their pins."""
         from cortex.services.sessions.manager import SessionPersistenceManager
 
-        return SessionPersistenceManager(self.store, self.config, self.clock, self._writer())
+        return SessionPersistenceManager(
+            self.store, self.config, self.clock, self._writer(), self.task_source
+        )
+
+    @cached_property
+    def task_source(self) -> TaskSource:
+        """Where pending tasks live: the store (``tasks_in_store``) or the pipeline file."""
+        from cortex.services.tasks import PipelineFile, StoreTasks
+
+        if self.tasks_in_store:
+            return StoreTasks(self.store)
+        return PipelineFile(self.config.pipeline_state_path)
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        """Pipeline tasks: list, add, mark done (the ones every preamble carries)."""
+        from cortex.services.tasks import TaskService
+
+        return TaskService(self.store, self.config, self.clock, self.task_source)
 
     @cached_property
     def memory(self) -> MemoryService:
@@ -209,7 +232,13 @@ class Services(Service):
                 f"cannot rebind the services of {self.config.db_path} to {config.db_path}; "
                 "open a new Services for another database"
             )
-        return Services(self.store, config, clock, metrics_key=self.metrics_key)
+        return Services(
+            self.store,
+            config,
+            clock,
+            metrics_key=self.metrics_key,
+            tasks_in_store=self.tasks_in_store,
+        )
 
     def close(self) -> None:
         """Close the store; the services are unusable afterwards."""

@@ -7,11 +7,13 @@ outlives a request. The database is opened and migrated on first use, so a serve
 database is down still starts and answers ``/healthz``; ``ready`` says when it can serve.
 
 Each tenant's settings resolve for a home of its own under the host's data directory
-(``<data_dir>/tenants/<tenant>``): the session mirrors and the pipeline file a service reads or
-writes stay inside the tenant's directory, never a shared one. With a server ``secret`` each
-tenant's metrics key is derived from it (``tenant_key``), never stored, so that every process
-behind a load balancer writes and verifies one chain per tenant; without one (a development
-server) the key is a file in the tenant's home, as on a laptop.
+(``<data_dir>/tenants/<tenant>``): the session mirrors a service writes stay inside the
+tenant's directory, never a shared one. A tenant's pipeline tasks live in the database
+(``tasks_in_store``), so that every server process and every machine of the tenant sees
+them. With a server ``secret`` each tenant's metrics key is derived from it (``tenant_key``),
+never stored, so that every process behind a load balancer writes and verifies one chain per
+tenant; without one (a development server) the key is a file in the tenant's home, as on a
+laptop.
 """
 
 from __future__ import annotations
@@ -103,7 +105,13 @@ class ServiceHost:
                 "or serve a postgresql:// database for tenant " + repr(tenant)
             )
         key = tenant_key(self._secret, tenant) if self._secret else None
-        return Services(self._store(tenant), self.config(tenant), self.clock, metrics_key=key)
+        return Services(
+            self._store(tenant),
+            self.config(tenant),
+            self.clock,
+            metrics_key=key,
+            tasks_in_store=True,
+        )
 
     def registry(self) -> Services:
         """Services for the tenant and key registry (authentication, management)."""

@@ -7,6 +7,9 @@ The metrics chain is **re-chained** under the tenant's key (the server's, derive
 secret): each event keeps its name, session, payload and time, and gets the next ``seq`` and
 a hash the server can verify. Audit rows and metrics events have no key that survives the
 copy, so each is claimed once per source (a request id naming the source and the row).
+The home's pipeline tasks (its ``pipeline/state.json``) become the tenant's tasks: each task
+the tenant does not hold yet is added with its title, stage, project and every other field
+of its entry; one it holds stays as it is.
 """
 
 from __future__ import annotations
@@ -123,13 +126,32 @@ def _rechain(
             progress("metrics", summary.read["metrics"])
 
 
+def import_tasks(pipeline: Path, target: Services, summary: ImportSummary) -> None:
+    """Add the pipeline file's tasks that ``target``'s tenant does not hold yet."""
+    from cortex.files import read_json
+    from cortex.services.pipeline import load_pipeline
+    from cortex.services.tasks import imported
+
+    tasks = load_pipeline(pipeline) or {}
+    records = imported(tasks, read_json(pipeline) if tasks else None, target.now_iso())
+    summary.read["tasks"] = len(records)
+    with target.store.transaction():
+        summary.added["tasks"] = target.store.add_tasks(records) if records else 0
+
+
 def import_file(
-    path: Path, host: ServiceHost, tenant: str, progress: Progress | None = None
+    path: Path,
+    host: ServiceHost,
+    tenant: str,
+    progress: Progress | None = None,
+    pipeline: Path | None = None,
 ) -> ImportSummary:
-    """``import_home`` of the SQLite file at ``path`` into ``tenant`` of ``host``'s database.
+    """``import_home`` of the SQLite file at ``path`` into ``tenant`` of ``host``'s database,
+    and the tasks of the ``pipeline`` state file (when given).
 
     Raises:
         NotFoundError: there is no such file, or no such tenant.
+        ValidationError: the pipeline file is not a pipeline document.
     """
     if not path.is_file():
         raise NotFoundError(f"no such file {path}; give the path of a Cortex brain.db")
@@ -141,6 +163,9 @@ def import_file(
     source = open_store(path)
     try:
         with host.open(tenant) as target:
-            return import_home(source, target, progress)
+            summary = import_home(source, target, progress)
+            if pipeline is not None:
+                import_tasks(pipeline, target, summary)
+            return summary
     finally:
         source.close()

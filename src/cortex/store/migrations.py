@@ -34,6 +34,7 @@ MIGRATION_NAMES = (
     "m014_request_ids",
     "m015_memory_hygiene",
     "m017_protocol",
+    "m018_tenant_tasks",
 )
 
 SCHEMA_V4 = "m001_session_states"

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
         SessionSnapshot,
     )
     from cortex.core.models import AuditEntry, MetricEvent, SessionState
+    from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
 
@@ -460,6 +461,33 @@ class RequestStore(Protocol):
         ...
 
 
+class TaskStore(Protocol):
+    """Pipeline tasks of this store's tenant (a team server's pending work), by task id."""
+
+    def save_task(self, task: TaskRecord) -> None:
+        """Insert the task, or replace its title, stage, project, detail and ``updated_at``
+        (its ``created_at`` and its place in the order stay)."""
+        ...
+
+    def add_tasks(self, tasks: Sequence[TaskRecord]) -> int:
+        """Insert each task whose id is not stored yet (a stored one is left as it is);
+        return how many were added."""
+        ...
+
+    def get_task(self, task_id: str) -> TaskRecord | None: ...
+
+    def list_tasks(
+        self,
+        *,
+        stages: Sequence[str] | None = None,
+        project: str | None = None,
+        limit: int | None = None,
+    ) -> list[TaskRecord]:
+        """Tasks in the order they were first added: at one of ``stages`` (exact, lower case)
+        when given, of ``project`` or of no project when ``project`` is given."""
+        ...
+
+
 class TransferStore(Protocol):
     """Verbatim copies of whole tables (``cortex.store.transfer.TRANSFER_TABLES``), to move one
     home into another store. Rows are column -> value dicts as a SQLite file holds them (JSON
@@ -479,6 +507,7 @@ class Store(
     TransferStore,
     TenantStore,
     RequestStore,
+    TaskStore,
     SessionStore,
     LeaseStore,
     MetricStore,

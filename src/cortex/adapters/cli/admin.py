@@ -8,14 +8,15 @@ import click
 
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine, clean, pass_rt
 from cortex.config import SETTINGS
-from cortex.core.tasks import DONE_STAGES, KNOWN_STAGES, PENDING_STAGES, STAGES
+from cortex.core.tasks import KNOWN_STAGES, STAGES
 from cortex.errors import ValidationError
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
 def task() -> None:
-    """Tasks: the pipeline state file's pending work, and protocol tasks (task folders, the
-    start and end rituals, retries, budgets: see docs/protocol.md)."""
+    """Tasks: pending work every preamble carries (the pipeline state file, or the team
+    server's tasks in client mode), and protocol tasks (task folders, the start and end
+    rituals, retries, budgets: see docs/protocol.md)."""
 
 
 @task.command("add", context_settings=CONTEXT)
@@ -41,31 +42,28 @@ def task_add(
     The task belongs to one project, so only that project's sessions carry it: --project,
     else the current directory's project (the identity hooks use: git remote and root
     commit, else the path) when it has an open session, else the project of the most
-    recently active open session, else the current directory's.
+    recently active open session, else the current directory's. In client mode
+    (CORTEX_SERVER set) the task goes to the server, where every machine of the tenant sees
+    it; while the server is down it waits in the journal (`cortex sync` delivers it).
 
     \b
     Example:
       cortex task add task-004-session-persistence "Session persistence" --stage build
     """
-    from cortex.files import check_id
-    from cortex.services.pipeline import upsert_task
-
     if stage.strip().lower() not in KNOWN_STAGES:
         raise UsageLine(f"unknown stage {stage!r}; use one of {', '.join(STAGES)}")
-    added = upsert_task(
-        rt.config.pipeline_state_path,
-        check_id(task_id, "task id"),
+    added = rt.services.tasks.add(
+        task_id,
         clean(title) or "",
-        stage.strip().lower(),
-        rt.now_iso(),
+        stage,
         "" if any_project else clean(project) or _current_project(rt),
     )
-    rt.emit(added, f"task {task_id} at stage {added['current_stage']}")
+    rt.emit(added, f"task {task_id} at stage {added['stage']}")
 
 
 def _current_project(rt: Runtime) -> str:
     """The project a task added here belongs to (see ``task add``)."""
-    from cortex.errors import NotFoundError
+    from cortex.errors import NotFoundError, UnavailableError
     from cortex.services.project import harness_project_dir, project_identity
 
     where = harness_project_dir(rt.env) or os.getcwd()
@@ -75,23 +73,23 @@ def _current_project(rt: Runtime) -> str:
             return rt.sessions.resolve(None, candidate).project or identity
         except NotFoundError:
             continue
+        except UnavailableError:  # client mode, server down: the task waits in the journal
+            break
     return identity
 
 
 @task.command("list", context_settings=CONTEXT)
+@click.option("--pending", "pending_only", is_flag=True, help="Only the pending tasks.")
+@click.option("--project", help="Only this project's tasks and those of no project.")
 @pass_rt
-def task_list(rt: Runtime) -> None:
-    """List the pipeline's tasks and whether each is pending.
+def task_list(rt: Runtime, pending_only: bool, project: str | None) -> None:
+    """List the tasks and whether each is pending (in client mode, the server's).
 
     \b
     Example:
-      cortex task list
+      cortex task list --pending
     """
-    from cortex.services.pipeline import load_pipeline
-
-    tasks = list((load_pipeline(rt.config.pipeline_state_path) or {}).values())
-    for item in tasks:
-        item["pending"] = item.get("stage") in PENDING_STAGES
+    tasks = rt.services.tasks.list_tasks(pending_only=pending_only, project=clean(project))
     rt.emit(
         tasks,
         "\n".join(
@@ -113,9 +111,7 @@ def task_done(rt: Runtime, task_id: str) -> None:
     Example:
       cortex task done task-004-session-persistence
     """
-    from cortex.services.pipeline import set_stage
-
-    done = set_stage(rt.config.pipeline_state_path, task_id, DONE_STAGES[0], rt.now_iso())
+    done = rt.services.tasks.done(task_id)
     rt.emit(done, f"task {task_id} done")
 
 

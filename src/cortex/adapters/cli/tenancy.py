@@ -210,16 +210,26 @@ def server() -> None:
 @server.command("import", context_settings=CONTEXT)
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--tenant", "tenant_name", required=True, help="The tenant to import into.")
+@click.option(
+    "--pipeline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The pipeline state file whose tasks to import (default: the one of the home that "
+    "holds the brain.db).",
+)
 @DB
 @pass_rt
-def server_import(rt: Runtime, path: Path, tenant_name: str, db_url: str) -> None:
+def server_import(
+    rt: Runtime, path: Path, tenant_name: str, pipeline: Path | None, db_url: str
+) -> None:
     """Copy everything of a local SQLite brain.db into a tenant, once (a re-run adds nothing).
 
     Sessions, memories (with their supersession links), memory links, session events,
     snapshots, checkpoints, compaction events and audit rows are copied verbatim. Metrics
     events are re-chained under the tenant's key (derived from CORTEX_SERVER_SECRET, which
     must be set): same names, sessions, payloads and times, new seq and hashes, so that
-    `metrics verify` passes on the server. Progress goes to stderr; --json prints the counts.
+    `metrics verify` passes on the server. The home's pipeline tasks become the tenant's
+    tasks (one the tenant already holds stays as it is). Progress goes to stderr; --json
+    prints the counts.
 
     \b
     Example:
@@ -240,12 +250,24 @@ def server_import(rt: Runtime, path: Path, tenant_name: str, db_url: str) -> Non
     def progress(table: str, done: int) -> None:
         click.echo(f"import: {table}: {done} rows", err=True)
 
-    summary = import_file(path.expanduser(), host, tenant_name, progress)
+    path = path.expanduser()
+    tasks = pipeline.expanduser() if pipeline else _home_pipeline(rt, path)
+    summary = import_file(path, host, tenant_name, progress, tasks)
     counts = summary.to_dict()
     rt.emit(
         {"tenant": tenant_name, "source": str(path), "tables": counts},
         "\n".join(f"{t}: {c['added']} added of {c['read']}" for t, c in counts.items()),
     )
+
+
+def _home_pipeline(rt: Runtime, db: Path) -> Path:
+    """The pipeline file of the home that holds ``db``: this home's settings when it is this
+    home's database, else those of its directory."""
+    from cortex.config import load_config
+
+    if db.resolve() == rt.config.db_path.resolve():
+        return rt.config.pipeline_state_path
+    return load_config(db.parent, env={}).pipeline_state_path
 
 
 def register(group: click.Group) -> None:

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cortex.adapters.server import memory, sessions
+from cortex.adapters.server import memory, sessions, tasks
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
 from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
@@ -159,6 +159,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.include_router(sessions.router)
     app.include_router(memory.router)
+    app.include_router(tasks.router)
     app.mount(UI_PREFIX, tenant_ui(app.state.host))  # the dashboard, per API key's tenant
     _probes(app)
     app.router.on_shutdown.append(app.state.host.close)

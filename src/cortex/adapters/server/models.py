@@ -44,7 +44,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (400, "Bad input the schema cannot express (e.g. '..' in an id, an unknown session)"),
         (401, "Missing, unknown or revoked API key"),
         (403, "The key's scopes do not allow this"),
-        (404, "No such session, memory or pin in this tenant"),
+        (404, "No such session, memory, pin or task in this tenant"),
         (409, "Conflicts with the current state"),
         (413, "Request body too large"),
         (422, "The body or a parameter fails the schema"),

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.memory_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.core.models import SessionState
+from cortex.core.redaction import redact
+from cortex.core.tasks import DONE_STAGES
 from cortex.errors import UnavailableError
+from cortex.files import check_id
 from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
@@ -26,6 +29,15 @@ from cortex.services.remote.client import RemoteClient
 from cortex.services.remote.journal import DrainReport
 from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.sessions import RemoteSessions, session_path
+from cortex.services.remote.transport import segment
+from cortex.services.tasks import (
+    TaskService,
+    TaskSource,
+    check_stage,
+    check_title,
+    task_view,
+)
+from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
@@ -62,6 +74,15 @@ class RemoteServices(Services):
     @cached_property
     def metrics(self) -> MetricsService:
         return RemoteMetrics(self.client, self.config, self.clock)
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        return RemoteTasks(self.client, self.config, self.clock)
+
+    @cached_property
+    def task_source(self) -> TaskSource:
+        """Tasks live on the server: nothing here may read or edit a local task list."""
+        return cast(TaskSource, LocalOnly(self.client.transport.url))
 
     def sync(self) -> DrainReport:
         """Deliver every write waiting in the journal, in order, now."""
@@ -227,3 +248,47 @@ class RemoteMetrics(MetricsService):
         problems = [str(p) for p in data.get("problems") or ()]
         ok = bool(data.get("ok", not problems))
         return VerifyReport(ok=ok, checked=int(data.get("checked") or 0), problems=problems)
+
+
+class RemoteTasks(TaskService):
+    """A tenant's pipeline tasks on the server (``/v1/tasks``); while the server is
+    unavailable an add or a done waits in the journal and this answers with what was asked."""
+
+    def __init__(self, client: RemoteClient, config: Config, clock: Clock) -> None:
+        local = LocalOnly(client.transport.url)
+        super().__init__(cast(Store, local), config, clock, cast(TaskSource, local))
+        self.client = client
+
+    def list_tasks(
+        self, *, pending_only: bool = False, project: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = urlencode(
+            {"pending": str(pending_only).lower(), **({"project": project} if project else {})}
+        )
+        return list(self.client.read("GET", f"/v1/tasks?{query}").get("tasks") or ())
+
+    def add(
+        self, task_id: str, title: str, stage: str = "build", project: str | None = None
+    ) -> dict[str, Any]:
+        task_id, stage = check_id(task_id, "task id"), check_stage(stage)
+        body = {"title": redact(check_title(title)) or task_id, "stage": stage}
+        if project is not None:
+            body["project"] = project
+        answer = self.client.write("PUT", _task_path(task_id), body)
+        if answer is not None and "task_id" in answer:
+            return answer
+        assumed = {"task_id": task_id, **body, "updated_at": self.now_iso()}
+        return task_view({k: v for k, v in assumed.items() if v != ""})
+
+    def done(self, task_id: str) -> dict[str, Any]:
+        task_id = check_id(task_id, "task id")
+        answer = self.client.write("POST", f"{_task_path(task_id)}/done", {})
+        if answer is not None and "task_id" in answer:
+            return answer
+        return task_view(
+            {"task_id": task_id, "stage": DONE_STAGES[0], "updated_at": self.now_iso()}
+        )
+
+
+def _task_path(task_id: str) -> str:
+    return f"/v1/tasks/{segment(task_id)}"

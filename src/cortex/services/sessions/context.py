@@ -8,7 +8,7 @@ save (size-capped), mirror to JSON and to the working-memory file, and pending-t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -29,9 +29,9 @@ from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
 from cortex.services.base import Service
 from cortex.services.ids import lookup
-from cortex.services.pipeline import load_pipeline
 from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
+from cortex.services.tasks import PipelineFile, Tasks, TaskSource
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
 
@@ -54,15 +54,17 @@ class SessionContext(Service):
         config: Config,
         clock: Clock | None = None,
         metrics: MetricsWriter | None = None,
+        tasks: TaskSource | None = None,
     ) -> None:
         super().__init__(store, config, clock)
         self._metrics = metrics
+        self.tasks = tasks or PipelineFile(config.pipeline_state_path)
+        """Where pending tasks come from: the pipeline file, or a tenant's tasks in the store."""
         self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
         self._depth = 0
-        self._pipeline: tuple[
-            object, Mapping[str, dict[str, Any]] | None, dict[str | None, tuple[PendingTask, ...]]
-        ]
-        self._pipeline = (_NOT_READ, None, {})
+        self._all: tuple[object, Tasks | None] | None = None
+        self._pending: tuple[object, Tasks | None, dict[str | None, tuple[PendingTask, ...]]]
+        self._pending = (_NOT_READ, None, {})
 
     @property
     def metrics(self) -> MetricsWriter:
@@ -87,8 +89,8 @@ class SessionContext(Service):
         describes.
         """
         if self._depth == 0:
-            # Read (and trim) the pipeline file before taking the write lock: it can be long,
-            # and every writer waiting on the lock would wait for it too.
+            # Read (and trim) the pending tasks before taking the write lock: a pipeline file
+            # can be long, and every writer waiting on the lock would wait for it too.
             self._pipeline_tasks()
         self._depth += 1
         written: list[MetricEvent] = []
@@ -209,36 +211,29 @@ class SessionContext(Service):
 
     # -- pending tasks -------------------------------------------------------------------------
     def pipeline(self) -> Mapping[str, dict[str, Any]] | None:
-        """Pipeline tasks; a malformed file is logged and treated as unknown (nothing dropped).
+        """Every pipeline task; an unreadable task list is logged and treated as unknown
+        (nothing dropped). Read again only when the task source changed."""
+        version = self.tasks.version()
+        if self._all is None or self._all[0] != version:
+            self._all = (version, self._read(self.tasks.tasks))
+        return self._all[1]
 
-        Read again only when the file changed (the transaction reads it before it begins).
-        """
-        return self._pipeline_read()[1]
-
-    def _pipeline_read(
-        self,
-    ) -> tuple[
-        object, Mapping[str, dict[str, Any]] | None, dict[str | None, tuple[PendingTask, ...]]
-    ]:
-        path = self.config.pipeline_state_path
+    def _read(self, read: Callable[[], Tasks | None]) -> Tasks | None:
         try:
-            info = path.stat()
-            key: object = (info.st_ino, info.st_size, info.st_mtime_ns)
-        except OSError:
-            key = None
-        if self._pipeline[0] != key:
-            try:
-                tasks: Mapping[str, dict[str, Any]] | None = load_pipeline(path)
-            except CortexError as exc:
-                log.warning("%s", exc)
-                tasks = UNKNOWN_PIPELINE
-            self._pipeline = (key, tasks, {None: _pending_of(tasks, None)})
-        return self._pipeline
+            return read()
+        except CortexError as exc:
+            log.warning("%s", exc)
+            return UNKNOWN_PIPELINE
 
     def _pipeline_tasks(self, project: str | None = None) -> tuple[PendingTask, ...]:
-        """The pipeline's pending tasks of ``project`` (and of no project), trimmed to those a
-        record can hold; computed once per project while the file is unchanged."""
-        _, tasks, by_project = self._pipeline_read()
+        """The pending tasks of ``project`` (and of no project), trimmed to those a record can
+        hold; read once, and computed once per project, while the task source is unchanged."""
+        version = self.tasks.version()
+        if self._pending[0] != version:
+            known = self._all is not None and self._all[0] == version
+            read = self._all[1] if self._all is not None and known else None
+            self._pending = (version, read if known else self._read(self.tasks.pending), {})
+        _, tasks, by_project = self._pending
         if project not in by_project:
             by_project[project] = _pending_of(tasks, project)
         return by_project[project]

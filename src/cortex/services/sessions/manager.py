@@ -36,10 +36,14 @@ from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.metrics import MetricsWriter
+    from cortex.services.tasks import TaskSource
 
 
 class SessionPersistenceManager(Service):
-    """Capture, restore, recover and chain sessions over one ``Store``."""
+    """Capture, restore, recover and chain sessions over one ``Store``.
+
+    ``tasks`` is where pending tasks come from (default: the home's pipeline file).
+    """
 
     def __init__(
         self,
@@ -47,9 +51,10 @@ class SessionPersistenceManager(Service):
         config: Config,
         clock: Clock | None = None,
         metrics: MetricsWriter | None = None,
+        tasks: TaskSource | None = None,
     ) -> None:
         super().__init__(store, config, clock)
-        context = SessionContext(self.store, self.config, self.clock, metrics)
+        context = SessionContext(self.store, self.config, self.clock, metrics, tasks)
         restorer = Restorer(context)
         self._context = context
         self.recovery = CrashRecovery(context)

@@ -483,6 +483,28 @@ def m017_protocol(conn: Conn) -> None:
     )
 
 
+def m018_tenant_tasks(conn: Conn) -> None:
+    """Pipeline tasks kept in the database, per tenant (a team server's pending work)."""
+    _run(
+        conn,
+        f"""
+        CREATE TABLE tasks (
+            tenant_id {KEY} NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            task_id {KEY} NOT NULL,
+            title TEXT NOT NULL,
+            stage {KEY} NOT NULL,
+            project {KEY},
+            detail TEXT NOT NULL DEFAULT '{{}}',
+            created_at {KEY} NOT NULL,
+            updated_at {KEY},
+            PRIMARY KEY (tenant_id, task_id)
+        )
+        """,
+        "CREATE INDEX idx_tasks_stage ON tasks(tenant_id, stage, seq)",
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -500,6 +522,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m014_request_ids", m014_request_ids),
     ("m015_memory_hygiene", m015_memory_hygiene),
     ("m017_protocol", m017_protocol),
+    ("m018_tenant_tasks", m018_tenant_tasks),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

@@ -41,6 +41,7 @@ from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
+from cortex.store.tasks import TaskMethods, TaskRepository
 
 MAX_TENANT_CHARS = 128
 
@@ -56,7 +57,7 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-class PostgresStore(RegistryMethods, HygieneMethods):
+class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
 
     Args:
@@ -107,6 +108,7 @@ class PostgresStore(RegistryMethods, HygieneMethods):
             lambda: self._db.in_transaction,
         )
         self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
+        self.task_rows = TaskRepository(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:
                 self.migrate()

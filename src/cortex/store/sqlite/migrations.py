@@ -521,6 +521,27 @@ def m017_protocol(conn: sqlite3.Connection) -> None:
     )
 
 
+def m018_tenant_tasks(conn: sqlite3.Connection) -> None:
+    """Pipeline tasks kept in the database, per tenant (a team server's pending work)."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS tasks (
+            seq INTEGER PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            title TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            project TEXT,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            updated_at TEXT,
+            UNIQUE (tenant_id, task_id)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_tasks_stage ON tasks(tenant_id, stage, seq)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -538,4 +559,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m014_request_ids", m014_request_ids),
     Migration("m015_memory_hygiene", m015_memory_hygiene),
     Migration("m017_protocol", m017_protocol),
+    Migration("m018_tenant_tasks", m018_tenant_tasks),
 )
