@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import resource
 import secrets
 import signal
@@ -181,49 +182,74 @@ class Connection:
             self.streams = None
 
 
-async def agent(
-    conn: Connection, turns: int, deadline: float, out: Results, request_ids: bool
-) -> None:
-    def body(fields: dict[str, Any]) -> dict[str, Any]:
-        return fields | {"request_id": secrets.token_hex(16)} if request_ids else fields
+@dataclass(frozen=True)
+class Plan:
+    """What each agent does: ``turns`` per session for ``seconds``; with a ``rate`` (captured
+    turns/s of all agents together) each agent is paced, else it sends as fast as answered."""
 
-    async def call(path: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+    agents: int
+    turns: int
+    seconds: float
+    request_ids: bool
+    rate: float | None
+
+    @property
+    def interval(self) -> float:
+        """Seconds between one agent's requests (0: no pacing)."""
+        if not self.rate:
+            return 0.0
+        return self.agents / (self.rate * (self.turns + 2) / self.turns)
+
+
+async def agent(conn: Connection, plan: Plan, deadline: float, out: Results) -> None:
+    """start -> turns -> end until ``deadline``, paced as ``plan`` says."""
+    turns, request_ids, interval = plan.turns, plan.request_ids, plan.interval
+    due = time.monotonic() + random.uniform(0, interval)
+
+    async def call(path: str, fields: dict[str, Any]) -> tuple[dict[str, Any] | None, float]:
+        """The answer (None on an error, counted) and its time in ms from being sent."""
+        nonlocal due
+        if interval:
+            now = time.monotonic()
+            if due > now:
+                await asyncio.sleep(due - now)
+            due = max(due, now) + interval
+        if request_ids:
+            fields = fields | {"request_id": secrets.token_hex(16)}
         out.requests += 1
+        sent = time.perf_counter()
         try:
-            status, answer = await conn.post(path, body(fields))
+            status, answer = await conn.post(path, fields)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             out.errors[type(exc).__name__] += 1
             await conn.close()
-            return None
+            return None, 0.0
         if status >= 300:
             out.errors[f"http {status} {answer.get('error', {}).get('code', '')}"] += 1
-            return None
-        return answer
+            return None, 0.0
+        return answer, (time.perf_counter() - sent) * 1000
 
     while time.monotonic() < deadline:
-        t = time.perf_counter()
-        started = await call("/v1/sessions/start", {"project": "api", "keywords": ["auth"]})
+        started, ms = await call("/v1/sessions/start", {"project": "api", "keywords": ["auth"]})
         if started is None:
             await asyncio.sleep(0.1)
             continue
-        out.starts.append((time.perf_counter() - t) * 1000)
+        out.starts.append(ms)
         sid = started["session_id"]
         for n in range(turns):
             text = {"text": f"auth refactor turn {n}: rotate tokens", "categories": ["code"]}
-            if await call(f"/v1/sessions/{sid}/turns", text) is not None:
+            if (await call(f"/v1/sessions/{sid}/turns", text))[0] is not None:
                 out.turns += 1
         await call("/v1/sessions/end", {"session_id": sid})
     await conn.close()
 
 
-async def load(
-    port: int, workers: int, keys: list[str], turns: int, seconds: float, request_ids: bool
-) -> tuple[Results, float]:
+async def load(port: int, workers: int, keys: list[str], plan: Plan) -> tuple[Results, float]:
     out = Results()
     started = time.monotonic()
-    deadline = started + seconds
+    deadline = started + plan.seconds
     conns = [Connection("127.0.0.1", port, key) for key in keys]
-    tasks = [asyncio.create_task(agent(c, turns, deadline, out, request_ids)) for c in conns]
+    tasks = [asyncio.create_task(agent(c, plan, deadline, out)) for c in conns]
 
     async def progress() -> None:
         while True:
@@ -249,9 +275,7 @@ def wait_ready(port: int, workers: int) -> None:
     raise SystemExit(f"cortex serve --workers {workers} did not become ready; see its log")
 
 
-def run_one(
-    url: str, workers: int, keys: list[str], turns: int, seconds: float, request_ids: bool
-) -> dict[str, Any]:
+def run_one(url: str, workers: int, keys: list[str], plan: Plan) -> dict[str, Any]:
     port, home = free_port(), tempfile.mkdtemp()
     env = dict(os.environ) | {"CORTEX_HOME": home, "CORTEX_SERVER_SECRET": SECRET}
     args = ["serve", "--db", url, "--port", str(port), "--workers", str(workers)]
@@ -261,7 +285,7 @@ def run_one(
         wait_ready(port, workers)
         server, database = cpu_seconds(group_pids(proc.pid)), cpu_seconds(postgres_pids())
         mine, machine = self_cpu(), machine_busy_seconds()
-        out, elapsed = asyncio.run(load(port, workers, keys, turns, seconds, request_ids))
+        out, elapsed = asyncio.run(load(port, workers, keys, plan))
         cpu = [
             self_cpu() - mine,
             spent(server, cpu_seconds(group_pids(proc.pid))),
@@ -301,8 +325,15 @@ def main() -> None:
     parser.add_argument(
         "--no-request-ids", action="store_true", help="send mutations without a request_id"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="pace the agents to this many captured turns/s in all (default: as fast as "
+        "answered); the restore times then show the latency at that load, not the queue",
+    )
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
+    plan = Plan(opts.agents, opts.turns, opts.seconds, not opts.no_request_ids, opts.rate)
     name = f"cortex_bench_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -311,10 +342,8 @@ def main() -> None:
         keys = make_keys(url, opts.agents, opts.tenants)
         runs = []
         for workers in (int(w) for w in opts.workers.split(",")):
-            log(f"workers={workers}: {opts.agents} agents for {opts.seconds:g}s")
-            runs.append(
-                run_one(url, workers, keys, opts.turns, opts.seconds, not opts.no_request_ids)
-            )
+            log(f"workers={workers}: {plan.agents} agents for {plan.seconds:g}s")
+            runs.append(run_one(url, workers, keys, plan))
             log(f"  {runs[-1]}")
     finally:
         with psycopg.connect(ADMIN, autocommit=True) as conn:
@@ -323,7 +352,8 @@ def main() -> None:
         "agents": opts.agents,
         "tenants": opts.tenants,
         "turns_per_session": opts.turns,
-        "request_ids": not opts.no_request_ids,
+        "request_ids": plan.request_ids,
+        "paced_turns_per_s": plan.rate,
         "cpus": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "floor_python_import_sqlite3_ms": round(floor_ms(), 1),
@@ -333,7 +363,8 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     floor = report["floor_python_import_sqlite3_ms"]
-    print(f"{opts.agents} agents, {opts.turns} turns/session, {report['cpus']} CPUs, "
+    paced = f"paced to {plan.rate:g} turns/s" if plan.rate else "unpaced"
+    print(f"{opts.agents} agents ({paced}), {opts.turns} turns/session, {report['cpus']} CPUs, "
           f"load {report['loadavg']}, floor {floor} ms")  # fmt: skip
     print("workers  turns/s  restore p50  restore p95  errors  "
           "CPU s generator/server/postgres/machine  server, postgres CPU ms/request")  # fmt: skip

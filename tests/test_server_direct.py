@@ -5,6 +5,7 @@ routes leave it to FastAPI), and the two answers must match, errors included."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
+from cortex.adapters.server.auth import RateLimiter  # noqa: E402
 from cortex.adapters.server.direct import ROUTES, DirectRoutes  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 from test_server import client, host, new_key  # noqa: E402
@@ -32,11 +34,11 @@ def both(client: TestClient, path: str, body: bytes, key: str | None) -> tuple[A
     return post(client, DIRECT, path, body, key), post(client, ROUTED, path, body, key)
 
 
-def test_only_well_formed_posts_of_the_three_routes_are_served_directly() -> None:
+def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path: Path) -> None:
     direct = DirectRoutes(
         lambda *_: None,  # type: ignore[arg-type,return-value]
-        host=None,  # type: ignore[arg-type]
-        limiter=None,  # type: ignore[arg-type]
+        host=ServiceHost(str(tmp_path / "cortex.db"), tmp_path),
+        limiter=RateLimiter(1, 1),
         render=lambda *_: None,  # type: ignore[arg-type,return-value]
     )
 

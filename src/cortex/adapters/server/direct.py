@@ -9,6 +9,9 @@ request gets the same 4xx body either way, and the Cortex errors raised here (40
 429, ...) are answered by the application's own handler. What this saves per request: one
 of two worker-thread hops, FastAPI's routing, dependency solving and response validation
 (see "Team server under load" in docs/benchmarks.md).
+
+Turns queue for fewer worker threads than the pool has connections; starts and ends do not,
+so under load a restore, which someone waits for, is not queued behind every captured turn.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelError
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,6 +38,8 @@ from cortex.services.hosting import ServiceHost
 
 _ID = re.compile(ID_PATTERN)
 MAX_ID_CHARS = 128
+RESERVED = 2
+"""Connections of the pool that turns leave to starts and ends."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +50,11 @@ class DirectRoute:
     model: type[BaseModel]
     needed: str
     call: Callable[..., Json]
+    queue: bool = False
 
 
 ROUTES = (
-    DirectRoute(re.compile(r"/v1/sessions/([^/]+)/turns"), TurnIn, WRITE, sessions.turn),
+    DirectRoute(re.compile(r"/v1/sessions/([^/]+)/turns"), TurnIn, WRITE, sessions.turn, True),
     DirectRoute(re.compile(r"/v1/sessions/start"), StartIn, WRITE, sessions.start),
     DirectRoute(re.compile(r"/v1/sessions/end"), EndIn, WRITE, sessions.end),
 )
@@ -79,6 +86,9 @@ class DirectRoutes:
         self.limiter = limiter
         self.render = render
         self.routes = routes
+        # Turns wait their turn for fewer threads than the pool has connections, so that a
+        # session start (a restore, which someone waits for) finds a connection at once.
+        self._queue = anyio.CapacityLimiter(max(1, host.pool_size - RESERVED))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
@@ -105,7 +115,10 @@ class DirectRoutes:
             return route.call(*params, parsed, who)
 
         try:
-            answer = await run_in_threadpool(work)
+            if route.queue:
+                answer = await anyio.to_thread.run_sync(work, limiter=self._queue)
+            else:
+                answer = await anyio.to_thread.run_sync(work)
         except (CortexError, HTTPException) as exc:
             response = self.render(None, exc)
         else:
