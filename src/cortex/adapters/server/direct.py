@@ -10,8 +10,8 @@ request gets the same 4xx body either way, and the Cortex errors raised here (40
 of two worker-thread hops, FastAPI's routing, dependency solving and response validation
 (see "Team server under load" in docs/benchmarks.md).
 
-Turns queue for fewer worker threads than the pool has connections; starts and ends do not,
-so under load a restore, which someone waits for, is not queued behind every captured turn.
+Turns queue for as many worker threads as half the pool's connections; starts and ends do
+not, so under load a restore, which someone waits for, is not queued behind every turn.
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ from cortex.services.hosting import ServiceHost
 
 _ID = re.compile(ID_PATTERN)
 MAX_ID_CHARS = 128
-RESERVED = 2
-"""Connections of the pool that turns leave to starts and ends."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +84,10 @@ class DirectRoutes:
         self.limiter = limiter
         self.render = render
         self.routes = routes
-        # Turns wait their turn for fewer threads than the pool has connections, so that a
-        # session start (a restore, which someone waits for) finds a connection at once.
-        self._queue = anyio.CapacityLimiter(max(1, host.pool_size - RESERVED))
+        # Turns take at most half the pool's connections, so that a session start (a
+        # restore, which someone waits for) or end finds one at once rather than queueing
+        # behind every captured turn.
+        self._queue = anyio.CapacityLimiter(max(1, host.pool_size // 2))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
