@@ -37,7 +37,7 @@ def both(client: TestClient, path: str, body: bytes, key: str | None) -> tuple[A
 def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path: Path) -> None:
     direct = DirectRoutes(
         lambda *_: None,  # type: ignore[arg-type,return-value]
-        host=ServiceHost(str(tmp_path / "cortex.db"), tmp_path),
+        host=ServiceHost(str(tmp_path / "cortex.db"), tmp_path, pool_size=6),
         limiter=RateLimiter(1, 1),
         render=lambda *_: None,  # type: ignore[arg-type,return-value]
     )
@@ -46,6 +46,8 @@ def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path
         headers = [(b"content-type", kind), (b"content-length", b"2")]
         return {"type": "http", "method": method, "path": path, "headers": headers}
 
+    # turns leave half of the pool's connections to starts and ends
+    assert direct._queue.total_tokens == 3
     served = direct._match(scope("/v1/sessions/s-1/turns"))
     assert served is not None and served == (ROUTES[0], ("s-1",))
     assert direct._match(scope("/v1/sessions/start")) == (ROUTES[1], ())
