@@ -61,6 +61,7 @@ def serve(
     Example:
       CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
+      cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
     """
     if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
         raise ConfigError(
