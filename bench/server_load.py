@@ -9,9 +9,11 @@ how much each took (CPU seconds of the generator, the server's processes, Postgr
 processes, and the whole machine, other users included).
 
 Run: ``.venv/bin/python bench/server_load.py`` (``--agents``, ``--turns``, ``--workers 1,2,4``,
-``--seconds`` (load time per process count; sessions under way then finish), ``--json``).
-Loopback only; the scratch database is dropped at the end. Reports captured turns/s, restore
-(start) p50/p95, errors, the interpreter floor (``python -c "import sqlite3"``) and the load.
+``--seconds`` (load time per process count; sessions under way then finish), ``--rate N``
+(pace the agents to N captured turns/s in all: the restore times at that load rather than at
+saturation), ``--no-request-ids``, ``--json``). Progress goes to stderr. Loopback only; the
+scratch database is dropped at the end. Reports captured turns/s, restore (start) p50/p95,
+errors, the interpreter floor (``python -c "import sqlite3"``) and the load.
 """
 
 from __future__ import annotations
