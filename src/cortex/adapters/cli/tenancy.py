@@ -46,8 +46,12 @@ def _registry(rt: Runtime, db_url: str) -> Services:
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
 @click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
               help="PostgreSQL connections per worker process.")  # fmt: skip
+@click.option("--access-log", is_flag=True,
+              help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
-def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int) -> None:
+def serve(
+    rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int, access_log: bool
+) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
 
     On PostgreSQL, CORTEX_SERVER_SECRET (from the environment, never a flag) must hold the
@@ -57,6 +61,7 @@ def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_siz
     Example:
       CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
+      cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
     """
     if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
         raise ConfigError(
@@ -70,6 +75,7 @@ def serve(rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_siz
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
+    args += [] if access_log else ["--no-access-log"]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "uvicorn", *args], env)

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import memory, sessions, tasks
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
+from cortex.adapters.server.direct import DirectRoutes
 from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
@@ -58,7 +59,7 @@ def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
-def _cortex_error(_: Request, exc: Exception) -> JSONResponse:
+def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CortexError)
     code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
@@ -75,12 +76,18 @@ def _invalid(_: Request, exc: Exception) -> JSONResponse:
     return error(422, "validation_error", f"{text}; fix the request (see /openapi.json)")
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def _http(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(
         exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
     )
     return error(exc.status_code, code, f"{exc.detail}; see /openapi.json for the endpoints")
+
+
+def _answer(request: Request | None, exc: Exception) -> JSONResponse:
+    """The error response of a ``CortexError`` or an ``HTTPException`` raised outside FastAPI's
+    routing (the direct routes), as its handlers answer it."""
+    return _http(request, exc) if isinstance(exc, HTTPException) else _cortex_error(request, exc)
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -156,7 +163,9 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    state = app.state
+    app.add_middleware(DirectRoutes, host=state.host, limiter=state.limiter, render=_answer)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to both
     app.include_router(sessions.router)
     app.include_router(memory.router)
     app.include_router(tasks.router)

@@ -71,8 +71,7 @@ class Caller:
         return self.host.open(self.tenant)
 
 
-def _bearer(request: Request) -> str:
-    header = request.headers.get("authorization", "")
+def _bearer(header: str) -> str:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise UnauthorizedError(
@@ -82,13 +81,14 @@ def _bearer(request: Request) -> str:
     return token.strip()
 
 
-def _caller(request: Request, needed: str) -> Caller:
-    host: ServiceHost = request.app.state.host
-    token = _bearer(request)
+def authorize(host: ServiceHost, limiter: RateLimiter, header: str, needed: str) -> Caller:
+    """The caller an ``Authorization`` header names, once its key is live (read from the
+    registry now), within its rate limit, and with a scope that allows ``needed``."""
+    token = _bearer(header)
     tenant, scopes = host.authenticate(token)
     parsed = parse_key(token)
     assert parsed is not None  # authenticate accepted it, so it parses
-    request.app.state.limiter.take(parsed[0])
+    limiter.take(parsed[0])
     if not allows(scopes, needed):
         raise ForbiddenError(
             f"this API key has scopes {','.join(scopes)}; this call needs {needed}: "
@@ -101,7 +101,10 @@ def scope(needed: str) -> Callable[[Request], Caller]:
     """A dependency that authenticates the request and checks it may do ``needed``."""
 
     def dependency(request: Request) -> Caller:
-        return _caller(request, needed)
+        state = request.app.state
+        return authorize(
+            state.host, state.limiter, request.headers.get("authorization", ""), needed
+        )
 
     return dependency
 

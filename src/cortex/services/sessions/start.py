@@ -56,7 +56,8 @@ class SessionStart:
         words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
         with ctx.tx():
-            existing = ctx.store.get_session(sid)
+            # A new random id names no stored session: one round trip fewer per fresh start.
+            existing = ctx.store.get_session(sid) if session_id is not None else None
             recovered = self.recovery.detect_and_recover_crashed(sid)
             previous = ctx.store.latest_session(project) if existing is None else None
             state = existing or SessionState(

@@ -1,0 +1,120 @@
+"""The direct routes (session start, turns, end served beside FastAPI) answer exactly as the
+FastAPI routes do: each request is sent twice, once as ``application/json`` (served directly)
+and once as ``application/merge-patch+json`` (FastAPI parses it as JSON too, but the direct
+routes leave it to FastAPI), and the two answers must match, errors included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cortex.adapters.server.app import create_app  # noqa: E402
+from cortex.adapters.server.auth import RateLimiter  # noqa: E402
+from cortex.adapters.server.direct import ROUTES, DirectRoutes  # noqa: E402
+from cortex.services.hosting import ServiceHost  # noqa: E402
+from test_server import client, host, new_key  # noqa: E402
+
+__all__ = ["client", "host"]  # the fixtures of test_server.py, shared
+
+DIRECT, ROUTED = "application/json", "application/merge-patch+json"
+
+
+def post(client: TestClient, kind: str, path: str, body: bytes, key: str | None) -> Any:
+    headers = {"Content-Type": kind} | ({"Authorization": f"Bearer {key}"} if key else {})
+    response = client.post(path, content=body, headers=headers)
+    return response.status_code, response.json(), response.headers.get("retry-after")
+
+
+def both(client: TestClient, path: str, body: bytes, key: str | None) -> tuple[Any, Any]:
+    return post(client, DIRECT, path, body, key), post(client, ROUTED, path, body, key)
+
+
+def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path: Path) -> None:
+    direct = DirectRoutes(
+        lambda *_: None,  # type: ignore[arg-type,return-value]
+        host=ServiceHost(str(tmp_path / "cortex.db"), tmp_path, pool_size=6),
+        limiter=RateLimiter(1, 1),
+        render=lambda *_: None,  # type: ignore[arg-type,return-value]
+    )
+
+    def scope(path: str, method: str = "POST", kind: bytes = b"application/json") -> Any:
+        headers = [(b"content-type", kind), (b"content-length", b"2")]
+        return {"type": "http", "method": method, "path": path, "headers": headers}
+
+    # turns leave half of the pool's connections to starts and ends
+    assert direct._queue.total_tokens == 3
+    served = direct._match(scope("/v1/sessions/s-1/turns"))
+    assert served is not None and served == (ROUTES[0], ("s-1",))
+    assert direct._match(scope("/v1/sessions/start")) == (ROUTES[1], ())
+    assert direct._match(scope("/v1/sessions/end", kind=b"Application/JSON; charset=utf-8"))
+    for refused in (
+        scope("/v1/sessions/s-1/turns", method="GET"),
+        scope("/v1/sessions/s-1/turns", kind=b"text/plain"),
+        scope("/v1/sessions/s-1/turns", kind=ROUTED.encode()),
+        scope("/v1/sessions/a b/turns"),
+        scope("/v1/sessions/s-1\n/turns"),
+        scope(f"/v1/sessions/{'x' * 129}/turns"),
+        scope("/v1/sessions/s-1/turns/more"),
+        scope("/v1/sessions/checkpoint"),
+        {**scope("/v1/sessions/start"), "headers": [(b"content-type", b"application/json")]},
+    ):
+        assert direct._match(refused) is None, refused["path"]
+
+
+def test_direct_answers_match_fastapis_for_success_and_every_error(
+    client: TestClient, host: ServiceHost
+) -> None:
+    key = new_key(host)
+    with host.registry() as app:
+        tenant = app.tenants.authenticate(key)[0]
+    reader = new_key(host, "read", tenant)
+    ids = {}
+    for kind in (DIRECT, ROUTED):
+        status, started, _ = post(client, kind, "/v1/sessions/start", b'{"project": "api"}', key)
+        assert status == 200 and started["session_id"]
+        ids[kind] = started["session_id"]
+    sid = ids[DIRECT]
+    turns = f"/v1/sessions/{sid}/turns"
+    for _ in ("applied", "replayed"):
+        answers = [post(client, kind, turns, f'{{"text": "auth", "request_id": "r-{n}"}}'.encode(),
+                        key) for n, kind in enumerate((DIRECT, ROUTED))]  # fmt: skip
+        assert answers[0] == answers[1]
+    assert answers[0][1] == {"session_id": sid, "duplicate": True}
+    same = [
+        (turns, b'{"text": 5}', key),  # fails the model: 422
+        (turns, b'{"text": "x", "colour": "red"}', key),  # unknown field: 422
+        (turns, b"{not json", key),
+        (turns, b'{"text": "x"}', reader),  # 403
+        (turns, b'{"text": "x"}', None),  # 401
+        (turns, b'{"text": "x"}', "ctx_nosuchkey_0123456789abcdef"),  # 401
+        ("/v1/sessions/no-such-session/turns", b'{"text": "x"}', key),  # 404
+        ("/v1/sessions/end", b'{"session_id": "no-such-session"}', key),
+        ("/v1/sessions/end", b"{}", key),
+    ]
+    for path, body, who in same:
+        direct, routed = both(client, path, body, who)
+        assert direct == routed, (path, body)
+    ended = [post(client, kind, "/v1/sessions/end", f'{{"session_id": "{ids[kind]}"}}'.encode(),
+                  key) for kind in (DIRECT, ROUTED)]  # fmt: skip
+    assert [e[0] for e in ended] == [200, 200]
+    assert ended[0][1]["state"] == ended[1][1]["state"] == "COMPLETE"
+    assert ended[0][1].keys() == ended[1][1].keys()
+    with host.registry() as app:
+        app.tenants.revoke_key(key.split("_")[1])
+    direct, routed = both(client, turns, b'{"text": "after revocation"}', key)
+    assert direct == routed and direct[0] == 401  # at once, on the direct route too
+
+
+def test_direct_routes_keep_the_rate_limit(host: ServiceHost) -> None:
+    limited = TestClient(create_app(host.url, host=host, rate_per_second=0.01, burst=2))
+    key = new_key(host)
+    codes = [post(limited, DIRECT, "/v1/sessions/start", b"{}", key)[0] for _ in range(3)]
+    assert codes == [200, 200, 429]
+    status, body, retry_after = post(limited, DIRECT, "/v1/sessions/start", b"{}", key)
+    assert status == 429 and body["error"]["code"] == "rate_limited"
+    assert retry_after is not None and int(retry_after) >= 1
