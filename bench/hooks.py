@@ -1,8 +1,9 @@
 """Whole-process timing of ``cortex hook claude-code`` against a home with 10,000 sessions.
 
 Run: ``.venv/bin/python bench/hooks.py`` (``--runs N``, ``--sessions N``). Each sample is one
-real process of the venv's ``cortex`` script, by absolute path, with the event's JSON on
-stdin, interpreter start included, timed from spawn to exit; peak RSS comes from ``wait4``.
+real process of the command ``cortex install`` writes (the venv's interpreter running the hook
+client by absolute path), with the event's JSON on stdin, interpreter start included, timed
+from spawn to exit; peak RSS comes from GNU time.
 Two modes: through the hook server (the default for users: started by the first hook, then
 warm) and in-process (``CORTEX_HOOK_SERVER=0``: every process imports the engine). Prints a
 table and writes bench/results/hooks.json.
@@ -14,6 +15,7 @@ import argparse
 import compileall
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import cortex
 from core import NOW, populate  # bench/core.py: the same realistic sessions
+from cortex.adapters.hooks.install_hosts import hook_program
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.services.project import project_identity
 
@@ -47,12 +50,18 @@ def make_repo(root: Path) -> str:
     return str(repo)
 
 
+def hook_command() -> list[str]:
+    """What ``cortex install claude-code`` writes for this checkout, as words: this
+    interpreter running the hook client by path (the console script where install uses it)."""
+    return [*shlex.split(hook_program({}, str(CORTEX))), "hook", "claude-code"]
+
+
 def _hook(
     prefix: list[str], payload: dict[str, object], env: dict[str, str], cwd: str
 ) -> subprocess.CompletedProcess[bytes]:
-    """One ``cortex hook claude-code`` process (after ``prefix``) with ``payload`` on stdin."""
+    """One installed hook process (after ``prefix``) with ``payload`` on stdin."""
     return subprocess.run(
-        [*prefix, str(CORTEX), "hook", "claude-code"],
+        [*prefix, *hook_command()],
         input=json.dumps(payload).encode(),
         capture_output=True,
         env=env,
@@ -174,7 +183,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     args = parser.parse_args()
     compileall.compile_dir(Path(cortex.__file__).parent, quiet=1)
-    report: dict[str, object] = {"sessions": args.sessions, "command": f"{CORTEX} hook claude-code"}
+    report: dict[str, object] = {"sessions": args.sessions, "command": shlex.join(hook_command())}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cwd = make_repo(root)
