@@ -32,6 +32,7 @@ FIGURES = (
     ("hook PostToolUse, hook server", "hooks", ("server", "PostToolUse", "median_ms")),
     ("hook SessionStart, in-process", "hooks", ("in-process", "SessionStart", "median_ms")),
     ("restore in-process, 10,000 stored", "core", ("10,000 stored", RESTORE, "median_ms")),
+    ("restore CPU in-process, 10,000 stored", "core", ("10,000 stored", RESTORE, "median_cpu_ms")),
     ("turn capture in-process", "core", ("10,000 stored", "turn capture (record)", "median_ms")),
     (
         "whole `cortex session start`",

@@ -18,10 +18,11 @@ import pytest
 
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
+from cortex.adapters.hooks.install_hosts import CLIENT_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 CORTEX_BIN = str(Path(sys.executable).parent / "cortex")
-HOOK_PROGRAM = shlex.join([sys.executable, "-S", "-I", hook_client.__file__])
+HOOK_PROGRAM = shlex.join([sys.executable, *CLIENT_FLAGS, hook_client.__file__])
 
 
 @pytest.fixture

@@ -9,13 +9,14 @@ fields; ``dispatch.py`` says what each event records and answers, and states the
 every reader shares: a session's ``project`` is ``project_identity(dir).id``
 (``cortex.services.project``).
 
-Speed: a fresh interpreter that imports the engine costs ~100 ms on a slow machine, more than
-a hook's budget. So the first hook that finds no hook server handles its event in-process and
-then starts one (``server.py``) in the background; later hooks hand their raw input to it over
-a Unix socket in the home and print its answer. Installed hooks run ``client.py`` by path
-(``python -S -I``), which does that without importing this package at all and comes here only
-when no server takes the event; ``cortex hook HOST`` does the same through the console script.
-``CORTEX_HOOK_SERVER=0`` turns the server off; the in-process path is always the fallback.
+Speed: a fresh interpreter that imports the engine costs ~100 ms on a slow machine, more than a
+hook's budget. So the first hook that finds no hook server handles its event in-process and then
+starts one (``server.py``) in the background; later hooks hand their raw input to it over a Unix
+socket in the home and print its answer. Installed hooks run ``client.py`` by path (``python -S
+-I -X frozen_modules=on``), which does that without importing this package at all and comes here
+only when no server takes the event; ``cortex hook HOST`` does the same through the console
+script. ``CORTEX_HOOK_SERVER=0`` turns the server off; the in-process path is always the
+fallback.
 """
 
 from __future__ import annotations

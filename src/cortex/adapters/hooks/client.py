@@ -1,10 +1,12 @@
-"""The hook client: what an installed hook runs, ``python -S -I client.py [--home DIR] hook HOST``.
+"""The hook client: what an installed hook runs, ``python -S -I -X frozen_modules=on client.py
+[--home DIR] hook HOST``.
 
 A host starts one process per event, so this file is written to start cheaper than any other
 Python process: run by path with ``-S -I`` it has no ``site``, no package import and no
 ``sys.path`` of its own, and it imports only built-in and standard-library modules (``_socket``,
-``select``). It hands the raw stdin bytes (unparsed) with its host, working directory and
-environment to the home's hook server (``server.py``) and prints the answer.
+``select``); ``-X frozen_modules=on`` loads ``os`` and its kin from the interpreter itself even
+where the build leaves that off. It hands the raw stdin bytes (unparsed) with its host, working
+directory and environment to the home's hook server (``server.py``) and prints the answer.
 
 When no server takes the event (none runs, ``CORTEX_HOOK_SERVER=0``, the server was upgraded
 meanwhile, no Unix sockets) it falls back to the full in-process path with the input it
@@ -16,8 +18,8 @@ The same module is also imported normally: ``cortex.adapters.hooks``, ``server.p
 ``cortex.entry`` share its reading, wire format and option parsing.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: in a script it imports the ``__future__`` module
+# (~1 ms); every annotation here also works evaluated.
 import _socket  # not ``socket``: its enums cost a hook client ~4 ms, and it needs none
 import os
 import sys

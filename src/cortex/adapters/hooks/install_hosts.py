@@ -11,10 +11,11 @@
 (research notes, sections 1, 4; project scope: the same names under ``DIR`` instead of ``~``).
 Claude Code's project hooks go to ``settings.local.json``, the personal, git-ignored file,
 because the command is an absolute path on this machine. Hooks run the hook client
-(``hook_program``: this interpreter with ``-S -I`` and ``client.py`` by absolute path, the
-cheapest process Python starts); MCP runs the ``cortex`` script. An entry is ours when its
-command runs ``cortex ... hook HOST`` (the script) or ``.../cortex/.../client.py ... hook HOST``
-(the client), or ``cortex ... mcp`` (MCP), so installs of either form are recognized.
+(``hook_program``: this interpreter with ``-S -I -X frozen_modules=on`` and ``client.py`` by
+absolute path, the cheapest process Python starts); MCP runs the ``cortex`` script. An entry is
+ours when its command runs ``cortex ... hook HOST`` (the script) or ``.../cortex/.../client.py
+... hook HOST`` (the client), or ``cortex ... mcp`` (MCP), so installs of either form are
+recognized.
 """
 
 from __future__ import annotations
@@ -113,10 +114,14 @@ def cortex_command(env: Mapping[str, str]) -> str:
     return str(Path(found).absolute()) if found else f"{sys.executable} -m cortex.entry"
 
 
+CLIENT_FLAGS = ("-S", "-I", "-X", "frozen_modules=on")
+"""No ``site``, isolated from the user's environment, standard modules from the interpreter."""
+
+
 def hook_program(env: Mapping[str, str], cortex_bin: str) -> str:
     """What an installed hook runs before ``[--home DIR] hook HOST``.
 
-    This interpreter running ``client.py`` by absolute path with ``-S -I``: no ``site``, no
+    This interpreter running ``client.py`` by absolute path with ``CLIENT_FLAGS``: no ``site``, no
     package import, so each event costs less than a bare ``python -c "import sqlite3"``. The
     ``cortex`` script (``cortex_bin``) instead when ``CORTEX_BIN`` in ``env`` names one, and on
     Windows, which has no Unix socket for the hook server.
@@ -124,7 +129,7 @@ def hook_program(env: Mapping[str, str], cortex_bin: str) -> str:
     if env.get("CORTEX_BIN") or os.name == "nt" or not sys.executable:
         return shlex.quote(cortex_bin) if " -m " not in cortex_bin else cortex_bin
     client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.py")
-    return shlex.join([os.path.abspath(sys.executable), "-S", "-I", client])
+    return shlex.join([os.path.abspath(sys.executable), *CLIENT_FLAGS, client])
 
 
 def target(
