@@ -341,3 +341,23 @@ def test_killed_writer_leaves_a_readable_database(tmp_path: Path) -> None:
         assert count >= 200 and count % 5 == 0  # whole transactions only
         assert len(store.list_sessions(limit=count)) == count
         store.save_session(session("after", t(2)))
+
+
+def test_a_decoded_session_row_is_reused_until_the_row_changes(sqlite_store: SQLiteStore) -> None:
+    from dataclasses import replace
+
+    from cortex.store import records
+
+    sqlite_store.save_session(full_session("memo"))
+    first = sqlite_store.get_session("memo")
+    assert first is not None
+    assert sqlite_store.get_session("memo") is first  # the same row: decoded once
+    changed = replace(first, hot_topics=(*first.hot_topics, "antenna"))
+    sqlite_store.save_session(changed)
+    again = sqlite_store.get_session("memo")
+    assert again == changed and again is not first
+    for n in range(records.DECODED_SESSIONS + 5):
+        sqlite_store.save_session(session(f"other-{n}", t(10, 9)))
+        sqlite_store.get_session(f"other-{n}")
+    assert len(records._decoded) <= records.DECODED_SESSIONS
+    assert sqlite_store.get_session("memo") == changed  # evicted, then decoded again
