@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
             read = read_stdin(MAX_INPUT_BYTES, STDIN_TIMEOUT_SECONDS)
             env = event_env()
             if read[1] is None and server_enabled(env):
-                output = request(home_dir(env), args[0], read[0], env, current_dir())
+                output = _ask(args[0], read[0], env)
                 if output is not None:
                     write(output)
                     return 0
@@ -63,6 +63,15 @@ def main(argv: list[str]) -> int:
         if os.environ.get("CORTEX_RAISE_ERRORS") == "1" and isinstance(exc, Exception):
             raise
         return 0
+
+
+def _ask(host: str, raw: bytes, env: dict[str, str]) -> str | None:
+    """The server's answer; None (handle it in-process) also when asking failed unexpectedly
+    (no socket could be made, say), so that the event is recorded and the failure logged."""
+    try:
+        return request(home_dir(env), host, raw, env, current_dir())
+    except Exception:  # noqa: BLE001 - the in-process path handles and logs what it can
+        return None
 
 
 def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
