@@ -361,3 +361,17 @@ def test_a_decoded_session_row_is_reused_until_the_row_changes(sqlite_store: SQL
         sqlite_store.get_session(f"other-{n}")
     assert len(records._decoded) <= records.DECODED_SESSIONS
     assert sqlite_store.get_session("memo") == changed  # evicted, then decoded again
+
+
+def test_a_session_row_with_decoded_json_is_decoded_each_time() -> None:
+    """PostgreSQL hands JSON columns over decoded (lists, dicts): such a row is not kept."""
+    from cortex.store import records
+
+    records._decoded.clear()  # the first row seen by a process, as in a fresh server worker
+    row = dict.fromkeys(records.SESSION_COLUMNS)
+    row.update(id="pg-1", start_time=t(10, 9), created_at=t(10, 9), hot_topics=["antenna"])
+    values = tuple(row[c] for c in records.SESSION_COLUMNS)
+    first = records.session_from_row(values)
+    assert first is not None and first.hot_topics == ("antenna",)
+    assert records.session_from_row(values) == first
+    assert records._decoded == {}

@@ -182,9 +182,10 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
     """
     key = tuple(row)
     try:
-        state = _decoded.pop(key, None)
+        hash(key)  # (``pop`` on an empty dict would not find out)
     except TypeError:
         return _decode_session(row)
+    state = _decoded.pop(key, None)
     if state is None:
         state = _decode_session(row)
         if state is None:
