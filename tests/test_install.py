@@ -411,6 +411,7 @@ def installed_command(settings: Path, event: str) -> str:
 def test_the_installed_command_runs_the_hook_client_with_and_without_a_server(
     home: Path, user: Path
 ) -> None:
+    from cortex.adapters.hooks.server import server_pid
     from test_hooks import manager, wait_for_server
 
     ok(cortex(home, user, "install", "claude-code", "--no-mcp"))
@@ -441,6 +442,11 @@ def test_the_installed_command_runs_the_hook_client_with_and_without_a_server(
         assert not {m for m in imported if m.startswith(("cortex", "site", "json"))}  # ...only
         state = manager(home).store.get_session("c1")
         assert state is not None and "antenna" in state.hot_topics
+        command = command.replace("hook claude-code", "hook bogus")  # the server refuses it
+        assert hook(prompt).returncode == 0
+        assert "unknown host 'bogus'" in (home / "logs" / "hooks.log").read_text()
+        assert server_pid(home) == pid  # and serves on
+        command = our_command(home, "claude-code")
     finally:
         os.kill(pid, 15)
     refused = hook({**start, "session_id": "c2"}, "-I")  # "-I" twice is fine; no server now
