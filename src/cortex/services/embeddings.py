@@ -112,7 +112,7 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Mean-pooled, L2-normalized sentence vectors (the sentence-transformers pipeline)."""
-        import numpy as np  # type: ignore[import-not-found]
+        import numpy as np  # type: ignore[import-not-found,unused-ignore]
 
         if self._session is None:
             self._load()
