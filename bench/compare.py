@@ -29,8 +29,10 @@ RESTORE = "restore (on_session_start)"
 FIGURES = (
     ("hook SessionStart, hook server", "hooks", ("server", "SessionStart", "median_ms")),
     ("hook UserPromptSubmit, hook server", "hooks", ("server", "UserPromptSubmit", "median_ms")),
+    ("hook PostToolUse, hook server", "hooks", ("server", "PostToolUse", "median_ms")),
     ("hook SessionStart, in-process", "hooks", ("in-process", "SessionStart", "median_ms")),
     ("restore in-process, 10,000 stored", "core", ("10,000 stored", RESTORE, "median_ms")),
+    ("restore CPU in-process, 10,000 stored", "core", ("10,000 stored", RESTORE, "cpu_median_ms")),
     ("turn capture in-process", "core", ("10,000 stored", "turn capture (record)", "median_ms")),
     (
         "whole `cortex session start`",

@@ -195,7 +195,10 @@ def main() -> None:
             rows = in_process(home, runs)
             rows["whole `cortex session start` process"] = whole_process(home, max(20, runs // 10))
             for name, r in rows.items():
-                print(f"{name:<40} median {r['median_ms']:8.3f} ms   p95 {r['p95_ms']:8.3f} ms")
+                cpu = f"   CPU {r['cpu_median_ms']:8.3f} ms" if "cpu_median_ms" in r else ""
+                print(
+                    f"{name:<40} median {r['median_ms']:8.3f} ms   p95 {r['p95_ms']:8.3f} ms{cpu}"
+                )
             results[label] = rows
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "core.json").write_text(json.dumps(results, indent=2))

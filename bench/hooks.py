@@ -1,11 +1,13 @@
 """Whole-process timing of ``cortex hook claude-code`` against a home with 10,000 sessions.
 
 Run: ``.venv/bin/python bench/hooks.py`` (``--runs N``, ``--sessions N``). Each sample is one
-real process of the venv's ``cortex`` script, by absolute path, with the event's JSON on
-stdin, interpreter start included, timed from spawn to exit; peak RSS comes from ``wait4``.
+real process of the command ``cortex install`` writes (the venv's interpreter running the hook
+client by absolute path), with the event's JSON on stdin, interpreter start included, timed
+from spawn to exit; peak RSS comes from GNU time.
 Two modes: through the hook server (the default for users: started by the first hook, then
-warm) and in-process (``CORTEX_HOOK_SERVER=0``: every process imports the engine). Prints a
-table and writes bench/results/hooks.json.
+warm) and in-process (``CORTEX_HOOK_SERVER=0``: every process imports the engine). With
+``--versus-script``, also the floor, the installed command and the ``cortex`` script, one after
+another per sample, through the server. Prints a table and writes bench/results/hooks.json.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import compileall
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import cortex
 from core import NOW, populate  # bench/core.py: the same realistic sessions
+from cortex.adapters.hooks.install_hosts import hook_program
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.services.project import project_identity
 
@@ -47,12 +51,23 @@ def make_repo(root: Path) -> str:
     return str(repo)
 
 
+def hook_command() -> list[str]:
+    """What ``cortex install claude-code`` writes for this checkout, as words: this
+    interpreter running the hook client by path (the console script where install uses it)."""
+    return [*shlex.split(hook_program({}, str(CORTEX))), "hook", "claude-code"]
+
+
 def _hook(
-    prefix: list[str], payload: dict[str, object], env: dict[str, str], cwd: str
+    prefix: list[str],
+    payload: dict[str, object],
+    env: dict[str, str],
+    cwd: str,
+    command: list[str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """One ``cortex hook claude-code`` process (after ``prefix``) with ``payload`` on stdin."""
+    """One installed hook process (after ``prefix``; ``command`` instead of the installed one)
+    with ``payload`` on stdin."""
     return subprocess.run(
-        [*prefix, str(CORTEX), "hook", "claude-code"],
+        [*prefix, *(command or hook_command())],
         input=json.dumps(payload).encode(),
         capture_output=True,
         env=env,
@@ -61,11 +76,37 @@ def _hook(
     )
 
 
-def run_once(payload: dict[str, object], env: dict[str, str], cwd: str) -> tuple[float, str]:
+def run_once(
+    payload: dict[str, object], env: dict[str, str], cwd: str, command: list[str] | None = None
+) -> tuple[float, str]:
     """(milliseconds, stdout) of one whole hook process."""
     started = time.perf_counter()
-    result = _hook([], payload, env, cwd)
+    result = _hook([], payload, env, cwd, command)
     return (time.perf_counter() - started) * 1000, result.stdout.decode()
+
+
+def versus_script(events: Events, env: dict[str, str], cwd: str, runs: int) -> dict[str, Row]:
+    """Per sample, one after another: the floor (``python -c "import sqlite3"``), the installed
+    command and the ``cortex hook claude-code`` script; medians and medians of the per-sample
+    ratios to the floor, so that a busy host's swings hit all three alike."""
+    floor = [sys.executable, "-c", "import sqlite3"]
+    script = [str(CORTEX), "hook", "claude-code"]
+    results: dict[str, Row] = {}
+    for name, make in events.items():
+        samples: dict[str, list[float]] = {"floor": [], "installed": [], "script": []}
+        for i in range(runs):
+            started = time.perf_counter()
+            subprocess.run(floor, check=True)
+            samples["floor"].append((time.perf_counter() - started) * 1000)
+            samples["installed"].append(run_once(make(2 * i), env, cwd)[0])
+            samples["script"].append(run_once(make(2 * i + 1), env, cwd, script)[0])
+        row: Row = {"runs": runs}
+        for label, values in samples.items():
+            row[f"{label}_ms"] = round(statistics.median(values), 1)
+            ratios = [v / f for v, f in zip(values, samples["floor"], strict=True)]
+            row[f"{label}_x_floor"] = round(statistics.median(ratios), 2)
+        results[name] = row
+    return results
 
 
 def peak_rss_mib(payload: dict[str, object], env: dict[str, str], cwd: str) -> float | None:
@@ -135,10 +176,17 @@ def child_env(home: Path, server: bool) -> dict[str, str]:
 
 
 def bench_mode(
-    root: Path, cwd: str, mode: str, sessions: int, runs: int, only: tuple[str, ...] = ()
+    root: Path,
+    cwd: str,
+    mode: str,
+    sessions: int,
+    runs: int,
+    only: tuple[str, ...] = (),
+    versus: dict[str, Row] | None = None,
 ) -> dict[str, Row]:
     """One mode (``server`` or ``in-process``) on a new home of ``sessions`` stored sessions;
-    every event, or the ``only`` ones."""
+    every event, or the ``only`` ones. With ``versus`` (server mode), ``versus_script``'s rows
+    go into it too."""
     home = root / f"home-{mode}"
     populate(
         home / "brain.db",
@@ -165,7 +213,11 @@ def bench_mode(
     }
     run_once(live, env, cwd)
     try:
-        return measure({k: v for k, v in events.items() if not only or k in only}, env, cwd, runs)
+        chosen = {k: v for k, v in events.items() if not only or k in only}
+        rows = measure(chosen, env, cwd, runs)
+        if versus is not None and mode == "server":
+            versus.update(versus_script(chosen, env, cwd, runs))
+        return rows
     finally:
         pid = server_pid(home)
         if pid:
@@ -176,14 +228,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument(
+        "--versus-script",
+        action="store_true",
+        help="also time, per sample, the floor, the installed command and the `cortex` script",
+    )
     args = parser.parse_args()
     compileall.compile_dir(Path(cortex.__file__).parent, quiet=1)
-    report: dict[str, object] = {"sessions": args.sessions, "command": f"{CORTEX} hook claude-code"}
+    report: dict[str, object] = {"sessions": args.sessions, "command": shlex.join(hook_command())}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cwd = make_repo(root)
+        versus: dict[str, Row] | None = {} if args.versus_script else None
         for mode in ("server", "in-process"):
-            report[mode] = bench_mode(root, cwd, mode, args.sessions, args.runs)
+            report[mode] = bench_mode(root, cwd, mode, args.sessions, args.runs, versus=versus)
+        if versus:
+            report["server, versus the cortex script"] = versus
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "hooks.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"{args.sessions} stored sessions, {args.runs} runs per row: {report['command']}")
@@ -195,6 +255,14 @@ def main() -> None:
             print(
                 f"{mode:<11} {name:<17} {row['median_ms']:>9} {row['p95_ms']:>7} "
                 f"{row['peak_rss_mib'] or '-':>12}"
+            )
+    if versus:
+        print("\nhook server, per sample: floor / installed command / `cortex` script (x floor)")
+        for name, row in versus.items():
+            print(
+                f"{name:<17} {row['floor_ms']:>6} ms / {row['installed_ms']:>6} ms "
+                f"({row['installed_x_floor']:.2f}x) / {row['script_ms']:>6} ms "
+                f"({row['script_x_floor']:.2f}x)"
             )
 
 

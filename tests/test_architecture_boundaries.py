@@ -262,6 +262,7 @@ ENVIRONMENT_READERS = {
     "cortex.config": None,  # load_config's default (``env=None``)
     "cortex.entry": None,
     "cortex.adapters.hooks": None,  # the hook fast path
+    "cortex.adapters.hooks.client": None,  # the installed hook command, run by path
     "cortex.adapters.cli.main": "run",
     "cortex.adapters.hooks.server": "main",
     "cortex.adapters.server.app": "app_from_env",  # uvicorn's workers' factory

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -15,10 +16,13 @@ from typing import Any
 
 import pytest
 
+from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
+from cortex.adapters.hooks.install_hosts import CLIENT_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 CORTEX_BIN = str(Path(sys.executable).parent / "cortex")
+HOOK_PROGRAM = shlex.join([sys.executable, *CLIENT_FLAGS, hook_client.__file__])
 
 
 @pytest.fixture
@@ -54,7 +58,8 @@ def read(path: Path) -> Any:
 
 
 def our_command(home: Path, host: str) -> str:
-    return f"{CORTEX_BIN} --home {home} hook {host}"
+    """What install writes: this interpreter running the hook client by path."""
+    return f"{HOOK_PROGRAM} --home {home} hook {host}"
 
 
 OTHER_HOOKS = {
@@ -394,3 +399,92 @@ def test_doctor_reports_an_unmigrated_database(home: Path, user: Path) -> None:
     assert "pending migration(s) (m001_session_states, ...); run `cortex db migrate`" in (
         result.stdout
     )
+
+
+# -- the hook client's command line ---------------------------------------------------------------
+def installed_command(settings: Path, event: str) -> str:
+    command = read(settings)["hooks"][event][0]["hooks"][0]["command"]
+    assert isinstance(command, str)
+    return command
+
+
+def test_the_installed_command_runs_the_hook_client_with_and_without_a_server(
+    home: Path, user: Path
+) -> None:
+    from cortex.adapters.hooks.server import server_pid
+    from test_hooks import manager, wait_for_server
+
+    ok(cortex(home, user, "install", "claude-code", "--no-mcp"))
+    command = installed_command(user / ".claude" / "settings.json", "SessionStart")
+    assert command == our_command(home, "claude-code")
+    # What a host passes: no CORTEX_HOME (the command names it); a PYTHONPATH that `-I` ignores.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORTEX_", "CLAUDE_"))}
+    env.update(HOME=str(user), PYTHONPATH=str(user / "nowhere"), CORTEX_HOOK_SERVER_IDLE="30")
+
+    def hook(payload: dict[str, Any], *flags: str) -> subprocess.CompletedProcess[bytes]:
+        words = shlex.split(command)
+        return subprocess.run(
+            [words[0], *flags, *words[1:]],
+            input=json.dumps(payload).encode(), env=env, cwd=user, capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+
+    start = {"hook_event_name": "SessionStart", "session_id": "c1", "cwd": str(user)}
+    first = hook(start)  # no server yet: handled in-process, then one is started
+    assert (first.returncode, first.stderr) == (0, b"")
+    pid = wait_for_server(home)  # which the client started
+    try:
+        prompt = {**start, "hook_event_name": "UserPromptSubmit", "prompt": "tune the antenna"}
+        served = hook(prompt, "-X", "importtime")
+        assert served.returncode == 0
+        imported = {line.split("|")[-1].strip() for line in served.stderr.decode().splitlines()}
+        assert "_socket" in imported  # it asked the server...
+        assert not {m for m in imported if m.startswith(("cortex", "site", "json"))}  # ...only
+        state = manager(home).store.get_session("c1")
+        assert state is not None and "antenna" in state.hot_topics
+        command = command.replace("hook claude-code", "hook bogus")  # the server refuses it
+        assert hook(prompt).returncode == 0
+        assert "unknown host 'bogus'" in (home / "logs" / "hooks.log").read_text()
+        assert server_pid(home) == pid  # and serves on
+        command = our_command(home, "claude-code")
+    finally:
+        os.kill(pid, 15)
+    refused = hook({**start, "session_id": "c2"}, "-I")  # "-I" twice is fine; no server now
+    assert refused.returncode == 0
+    assert manager(home).store.get_session("c2") is not None
+
+
+def test_an_install_of_the_console_script_is_recognized_replaced_and_removed(
+    home: Path, user: Path
+) -> None:
+    """Installs written before the hook client keep working: doctor, install and uninstall
+    all treat ``cortex --home HOME hook HOST`` as Cortex's hook."""
+    settings = user / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    old = f"{CORTEX_BIN} --home {home} hook claude-code"
+    groups = {"SessionStart": [{"hooks": [{"type": "command", "command": old}]}]}
+    settings.write_text(json.dumps({"hooks": groups}))
+    report = json.loads(cortex(home, user, "--json", "doctor").stdout)
+    assert report["hosts"]["claude-code"]["installed"] == [{"path": str(settings), "command": old}]
+    removed = ok(cortex(home, user, "uninstall", "claude-code"))
+    assert f"{settings}: deleted (removed SessionStart)" in removed
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(json.dumps({"hooks": groups}))
+    ok(cortex(home, user, "install", "claude-code", "--no-mcp"))
+    data = read(settings)
+    assert [h["command"] for g in data["hooks"]["SessionStart"] for h in g["hooks"]] == [
+        our_command(home, "claude-code")
+    ]
+
+
+def test_doctor_reports_a_hook_client_that_is_gone(home: Path, user: Path) -> None:
+    ok(cortex(home, user, "install", "claude-code", "--no-mcp"))
+    settings = user / ".claude" / "settings.json"
+    gone = str(user / "old-venv" / "cortex" / "adapters" / "hooks" / "client.py")
+    settings.write_text(settings.read_text().replace(hook_client.__file__, gone))
+    report = json.loads(cortex(home, user, "--json", "doctor").stdout)
+    assert (
+        f"claude-code: the hook command's program {gone} is gone; rerun `cortex install "
+        "claude-code`" in report["problems"]
+    )
+    assert not any(sys.executable in p for p in report["problems"])

@@ -341,3 +341,37 @@ def test_killed_writer_leaves_a_readable_database(tmp_path: Path) -> None:
         assert count >= 200 and count % 5 == 0  # whole transactions only
         assert len(store.list_sessions(limit=count)) == count
         store.save_session(session("after", t(2)))
+
+
+def test_a_decoded_session_row_is_reused_until_the_row_changes(sqlite_store: SQLiteStore) -> None:
+    from dataclasses import replace
+
+    from cortex.store import records
+
+    sqlite_store.save_session(full_session("memo"))
+    first = sqlite_store.get_session("memo")
+    assert first is not None
+    assert sqlite_store.get_session("memo") is first  # the same row: decoded once
+    changed = replace(first, hot_topics=(*first.hot_topics, "antenna"))
+    sqlite_store.save_session(changed)
+    again = sqlite_store.get_session("memo")
+    assert again == changed and again is not first
+    for n in range(records.DECODED_SESSIONS + 5):
+        sqlite_store.save_session(session(f"other-{n}", t(10, 9)))
+        sqlite_store.get_session(f"other-{n}")
+    assert len(records._decoded) <= records.DECODED_SESSIONS
+    assert sqlite_store.get_session("memo") == changed  # evicted, then decoded again
+
+
+def test_a_session_row_with_decoded_json_is_decoded_each_time() -> None:
+    """PostgreSQL hands JSON columns over decoded (lists, dicts): such a row is not kept."""
+    from cortex.store import records
+
+    records._decoded.clear()  # the first row seen by a process, as in a fresh server worker
+    row = dict.fromkeys(records.SESSION_COLUMNS)
+    row.update(id="pg-1", start_time=t(10, 9), created_at=t(10, 9), hot_topics=["antenna"])
+    values = tuple(row[c] for c in records.SESSION_COLUMNS)
+    first = records.session_from_row(values)
+    assert first is not None and first.hot_topics == ("antenna",)
+    assert records.session_from_row(values) == first
+    assert records._decoded == {}

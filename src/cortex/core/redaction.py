@@ -22,9 +22,10 @@ What is recognised:
 
 How it stays fast: most text holds no secret, so every rule is guarded by a literal that
 must occur in the text (``str.__contains__`` at C speed) before its regular expression runs;
-patterns are compiled on first use, not at import. Case-insensitive rules run on a lowercased
-copy of the same length, each rule reports the secret's span, and the spans are merged and
-replaced once. ``redact`` repeats until nothing changes (a few passes), so it is idempotent.
+patterns are compiled on first use, not at import, and a short text's result is kept. Case-
+insensitive rules run on a lowercased copy of the same length, each rule reports the
+secret's span, and the spans are merged and replaced once. ``redact`` repeats until nothing
+changes (a few passes), so it is idempotent.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 
 # Not ``from typing import TYPE_CHECKING``: the hook path need not pay for importing typing.
 TYPE_CHECKING = False
@@ -296,10 +297,26 @@ def _one_pass(text: str) -> str:
     return "".join(out)
 
 
+SHORT_TEXT = 256
+"""Texts up to this long (labels, names, ids, metric fields) are redacted once per process."""
+
+
 def redact(text: str) -> str:
     """``text`` with every credential replaced by ``[REDACTED]`` (keys of ``key=value`` kept)."""
     if not isinstance(text, str) or not text:
         return text
+    if len(text) <= SHORT_TEXT:
+        return _redact_short(text)
+    return _redact(text)
+
+
+@lru_cache(maxsize=4096)
+def _redact_short(text: str) -> str:
+    # A restore redacts the same pin labels, task titles and metric fields at every start.
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     for _ in range(_MAX_PASSES):
         redacted = _one_pass(text)
         if redacted == text:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 
 from cortex.clock import hours_between
 from cortex.core.models import ScoreBreakdown, ScoredSession, SessionState
@@ -27,8 +28,21 @@ DEFAULT_THRESHOLD = 0.25
 _EPSILON = 1e-9
 
 
-def _normalize(words: Iterable[str]) -> set[str]:
-    return {w.strip().lower() for w in words if w and w.strip()}
+class _Normalized(frozenset[str]):
+    """Words already stripped and lower-cased (``score_all`` normalizes its keywords once)."""
+
+
+def _normalize(words: Iterable[str]) -> frozenset[str]:
+    if isinstance(words, _Normalized):
+        return words
+    if isinstance(words, tuple):  # a session's hot topics: the same tuple at every restore
+        return _normalize_tuple(words)
+    return _Normalized(w.strip().lower() for w in words if w and w.strip())
+
+
+@lru_cache(maxsize=1024)
+def _normalize_tuple(words: tuple[str, ...]) -> frozenset[str]:
+    return _Normalized(w.strip().lower() for w in words if w and w.strip())
 
 
 def topic_overlap(keywords: Iterable[str], hot_topics: Iterable[str]) -> tuple[int, int, float]:
@@ -139,7 +153,7 @@ def score_all(
     """
     if limit is not None and limit <= 0:
         return []
-    words = list(keywords)
+    words = _normalize(list(keywords))
     kept: list[ScoredSession] = []
     for session in sessions:
         try:

@@ -41,16 +41,18 @@ def _scope_options(command: F) -> F:
 def _target_for(rt: Runtime, host: str, project: Path | None, user_scope: bool) -> Target:
     if project is not None and user_scope:
         raise click.UsageError("choose one of --project DIR and --user")
-    from cortex.adapters.hooks.install import cortex_command, target
+    from cortex.adapters.hooks.install import cortex_command, hook_program, target
 
     home = rt.config.home
     custom_home = home if home != default_home({}) else None
+    cortex_bin = cortex_command(rt.env)
     return target(
         host,
         project=project.absolute() if project is not None else None,
         user_home=Path.home(),
-        cortex_bin=cortex_command(rt.env),
+        cortex_bin=cortex_bin,
         cortex_home=custom_home.absolute() if custom_home else None,
+        program=hook_program(rt.env, cortex_bin),
     )
 
 

@@ -145,12 +145,12 @@ def _check_hooks(
         report.hosts[host] = {"installed": installed, "last_event": status or None}
         if not installed:
             continue
-        program = _program(installed[0]["command"])
-        if program is not None and not Path(program).exists():
-            report.problems.append(
-                f"{host}: the hook command's program {program} is gone; "
-                f"rerun `cortex install {host}`"
-            )
+        for program in _programs(installed[0]["command"]):
+            if not Path(program).exists():
+                report.problems.append(
+                    f"{host}: the hook command's program {program} is gone; "
+                    f"rerun `cortex install {host}`"
+                )
         if not status:
             report.problems.append(
                 f"{host}: hooks are installed ({installed[0]['path']}) but no event has reached "
@@ -169,12 +169,20 @@ def _check_hooks(
         )
 
 
-def _program(command: str) -> str | None:
+def _programs(command: str) -> list[str]:
+    """The absolute paths a hook command runs: the ``cortex`` script, or the interpreter and
+    the hook client it is given (the words before the command's own options)."""
     try:
         words = shlex.split(command)
     except ValueError:
-        return None
-    return words[0] if words and words[0].startswith("/") else None
+        return []
+    programs = []
+    for word in words:
+        if word == "hook" or word.startswith("--"):
+            break
+        if word.startswith("/"):
+            programs.append(word)
+    return programs
 
 
 def _age(at: object, now: datetime) -> str:

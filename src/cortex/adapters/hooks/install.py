@@ -7,8 +7,9 @@ Merging is idempotent: a second install changes nothing, other entries are kept,
 is ours when its command runs ``cortex ... hook HOST`` (hooks) or ``cortex ... mcp`` under the
 name ``cortex`` (MCP), so uninstall removes exactly those. A group, event list, ``hooks`` or
 ``mcpServers`` object left empty by uninstall is removed; a file left empty is deleted. A file
-that does not parse is never rewritten. Hooks call the virtualenv's ``cortex`` script by
-absolute path (a shim on PATH costs ~120 ms per event).
+that does not parse is never rewritten. Hooks call this virtualenv's interpreter and the hook
+client (``client.py``) by absolute path (a shim on PATH costs ~120 ms per event, the console
+script's ``site`` and imports a few ms more).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from cortex.adapters.hooks.install_hosts import (
     Target,
     cortex_command,
     find_ours,
+    hook_program,
     is_our_hook,
     is_our_mcp,
     target,
@@ -52,6 +54,7 @@ __all__ = [
     "Target",
     "apply",
     "cortex_command",
+    "hook_program",
     "is_our_hook",
     "is_our_mcp",
     "plan",

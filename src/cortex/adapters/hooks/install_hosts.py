@@ -10,12 +10,17 @@
 
 (research notes, sections 1, 4; project scope: the same names under ``DIR`` instead of ``~``).
 Claude Code's project hooks go to ``settings.local.json``, the personal, git-ignored file,
-because the command is an absolute path on this machine. An entry is ours when its command
-runs ``cortex ... hook HOST`` (hooks) or ``cortex ... mcp`` (MCP).
+because the command is an absolute path on this machine. Hooks run the hook client
+(``hook_program``: this interpreter with ``-S -I -X frozen_modules=on`` and ``client.py`` by
+absolute path, the cheapest process Python starts); MCP runs the ``cortex`` script. An entry is
+ours when its command runs ``cortex ... hook HOST`` (the script) or ``.../cortex/.../client.py
+... hook HOST`` (the client), or ``cortex ... mcp`` (MCP), so installs of either form are
+recognized.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -109,6 +114,24 @@ def cortex_command(env: Mapping[str, str]) -> str:
     return str(Path(found).absolute()) if found else f"{sys.executable} -m cortex.entry"
 
 
+CLIENT_FLAGS = ("-S", "-I", "-X", "frozen_modules=on")
+"""No ``site``, isolated from the user's environment, standard modules from the interpreter."""
+
+
+def hook_program(env: Mapping[str, str], cortex_bin: str) -> str:
+    """What an installed hook runs before ``[--home DIR] hook HOST``.
+
+    This interpreter running ``client.py`` by absolute path with ``CLIENT_FLAGS``: no ``site``, no
+    package import, so each event costs less than a bare ``python -c "import sqlite3"``. The
+    ``cortex`` script (``cortex_bin``) instead when ``CORTEX_BIN`` in ``env`` names one, and on
+    Windows, which has no Unix socket for the hook server.
+    """
+    if env.get("CORTEX_BIN") or os.name == "nt" or not sys.executable:
+        return shlex.quote(cortex_bin) if " -m " not in cortex_bin else cortex_bin
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.py")
+    return shlex.join([os.path.abspath(sys.executable), *CLIENT_FLAGS, client])
+
+
 def target(
     host: str,
     *,
@@ -116,12 +139,15 @@ def target(
     user_home: Path,
     cortex_bin: str,
     cortex_home: Path | None,
+    program: str | None = None,
 ) -> Target:
-    """Where ``host``'s hooks and MCP entry go, and the command they run."""
+    """Where ``host``'s hooks and MCP entry go, and the command they run: ``program`` (see
+    ``hook_program``; the quoted ``cortex_bin`` when None) for hooks, ``cortex_bin`` for MCP."""
     if host not in HOSTS:
         raise ValidationError(f"unknown host {host!r}; use one of {', '.join(HOSTS)}")
     base = project if project is not None else user_home
-    program = shlex.quote(cortex_bin) if " -m " not in cortex_bin else cortex_bin
+    if program is None:
+        program = shlex.quote(cortex_bin) if " -m " not in cortex_bin else cortex_bin
     home_args = ["--home", str(cortex_home)] if cortex_home is not None else []
     command = " ".join([program, *map(shlex.quote, home_args), "hook", host])
     mcp_args = [*home_args, "mcp"]
@@ -144,7 +170,8 @@ def target(
 
 # -- recognizing ours ----------------------------------------------------------------------------
 def is_our_hook(command: object, host: str) -> bool:
-    """True for a command that runs ``cortex [options] hook HOST``."""
+    """True for a command that runs ``cortex [options] hook HOST`` (the console script) or
+    ``python -S -I .../cortex/adapters/hooks/client.py [options] hook HOST`` (the client)."""
     if not isinstance(command, str):
         return False
     return re.search(rf"cortex\b.*\shook\s+{re.escape(host)}(\s|$)", command) is not None

@@ -16,18 +16,31 @@ a fresh server).
 
 Wire format (version 1): the request is ``CXH1``, a 4-byte big-endian header length, the
 header (host, cwd and ``NAME=VALUE`` environment entries joined by NUL bytes) and the raw
-input up to end of stream; the reply is ``0`` and the stdout text, or ``S`` when refused.
+input up to end of stream; the reply is ``0`` and the stdout text, or ``S`` when refused (an
+upgrade, or a host the server does not know: the client then runs the in-process path).
 The socket is 0600 in the 0700 home, so only its owner can talk to it.
 
-The client half imports only ``_socket``, ``os``, ``sys`` and ``time``: it runs in every hook.
+The client half (``client.py``, which this module shares the wire format with) imports only the
+standard library: it runs in every hook.
 """
 
 from __future__ import annotations
 
-import _socket  # not ``socket``: its enums cost a hook client ~4 ms, and it needs none
 import os
 import sys
 import time
+
+from cortex.adapters import HOSTS
+from cortex.adapters.hooks.client import (
+    CLIENT_TIMEOUT_SECONDS,
+    MAGIC,
+    MAX_REQUEST_BYTES,
+    REFUSED,
+    SERVED,
+    receive,
+    socket_path,
+    usable,
+)
 
 TYPE_CHECKING = False  # mypy treats this name as true; importing typing costs ~8 ms
 if TYPE_CHECKING:
@@ -37,63 +50,19 @@ if TYPE_CHECKING:
 
     Handler = Callable[[str, bytes, dict[str, str], str], str]
 
-MAGIC = b"CXH1"
-SERVED = b"0"
-REFUSED = b"S"
-CLIENT_TIMEOUT_SECONDS = 10.0
 IDLE_SECONDS = 1800.0
 CHECK_SECONDS = 5.0
 SPAWN_GRACE_SECONDS = 10.0
-MAX_REQUEST_BYTES = 16 * 1024 * 1024
-MAX_SOCKET_PATH = 100
-"""``sun_path`` holds 104 bytes on macOS, 108 on Linux; a longer home gets no server."""
-
-
 STAMP_CHECK_SECONDS = 1.0
 """How often the server looks for changed code (an upgrade) before serving a request."""
 
 
-def socket_path(home: str | Path) -> str:
-    return os.path.join(home, "run", "hook.sock")
-
-
-def _usable(path: str) -> bool:
-    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
-
-
-# -- client --------------------------------------------------------------------------------------
-def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> str | None:
-    """The server's answer to one event; None when no server took it (handle it in-process)."""
-    path = socket_path(home)
-    if not _usable(path):
-        return None
-    header = "\0".join([host, cwd, *(f"{k}={v}" for k, v in env.items())])
-    payload = header.encode("utf-8", "surrogateescape")
-    client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        client.settimeout(CLIENT_TIMEOUT_SECONDS)
-        try:
-            client.connect(path)
-        except OSError:
-            return None
-        try:
-            client.sendall(MAGIC + len(payload).to_bytes(4, "big") + payload + raw)
-            client.shutdown(_socket.SHUT_WR)
-            reply = _receive(client, MAX_REQUEST_BYTES)
-        except OSError:
-            return ""  # sent: the server may have recorded it, so do not record it twice
-    finally:
-        client.close()
-    if reply[:1] == REFUSED:
-        return None
-    return reply[1:].decode("utf-8", "replace")
-
-
+# -- starting one --------------------------------------------------------------------------------
 def spawn(home: str) -> None:
     """Start a server for ``home`` in the background, unless one was started moments ago."""
     run_dir = os.path.join(home, "run")
     marker = os.path.join(run_dir, "hook.spawned")
-    if not _usable(socket_path(home)):
+    if not usable(socket_path(home)):
         return
     try:
         if time.time() - os.stat(marker).st_mtime < SPAWN_GRACE_SECONDS:
@@ -122,19 +91,6 @@ def spawn(home: str) -> None:
         )
     except OSError:
         pass
-
-
-def _receive(conn: _socket.socket | socket.socket, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = conn.recv(1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise OSError("message too large")
-        chunks.append(chunk)
 
 
 # -- server --------------------------------------------------------------------------------------
@@ -212,7 +168,10 @@ def _serve_one(conn: socket.socket, handle: Handler) -> None:
     output = ""
     try:
         conn.settimeout(CLIENT_TIMEOUT_SECONDS)
-        host, cwd, env, raw = _parse(_receive(conn, MAX_REQUEST_BYTES))
+        host, cwd, env, raw = _parse(receive(conn, MAX_REQUEST_BYTES))
+        if host not in HOSTS:  # the client's in-process path logs it (and names the hosts)
+            _send(conn, REFUSED)
+            return
         output = handle(host, raw, env, cwd)
     except Exception:  # noqa: BLE001 - the server outlives any one bad request
         output = ""
