@@ -183,6 +183,7 @@ def select_contributors(
     config: Config,
     *,
     explain_all: bool = False,
+    explained: bool = True,
     last: SessionState | None = None,
 ) -> Selection:
     """Score ``candidates`` (completed, same project, newest first) and pick the contributing
@@ -191,7 +192,8 @@ def select_contributors(
     ``last`` is the project's most recent completed session when ``candidates`` (the
     window) hold none; otherwise the newest candidate is. The score breakdown of every
     candidate is explained with ``explain_all``; otherwise only that of the sessions that
-    qualified (the cheap default on the hook path).
+    qualified (the cheap default); none when ``explained`` is false (nobody will read them: a
+    breakdown is a dozen decimal roundings per session, on every hook-path start).
     """
     in_window = [
         s
@@ -202,7 +204,8 @@ def select_contributors(
         in_window, keywords, now, config.relevance_threshold, config.max_sessions_scored
     )
     shown = score_all(in_window, keywords, now, 0.0, None) if explain_all else scored
-    explain = [format_breakdown(s, s.session.session_id, config.relevance_threshold) for s in shown]
+    threshold = config.relevance_threshold
+    explain = [format_breakdown(s, s.session.session_id, threshold) for s in shown if explained]
     sources = _standard_sources(scored, explain)
     last = candidates[0] if candidates else last
     return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain), last)

@@ -107,7 +107,13 @@ class Restorer:
             )
             last = before[0] if before else None
         selection = select_contributors(
-            candidates, words, now, ctx.config, explain_all=explain_all, last=last
+            candidates,
+            words,
+            now,
+            ctx.config,
+            explain_all=explain_all,
+            explained=explain_all or ctx.config.debug,
+            last=last,
         )
         sources = [self._with_pins(s) for s in selection.standard_sources]
         plan = plan_restoration(
