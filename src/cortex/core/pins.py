@@ -93,7 +93,7 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
 def pin_digest(pin: Pin) -> str:
     """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
     text = json.dumps(pin.to_dict(), sort_keys=True, ensure_ascii=False)
-    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return str(sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16])
 
 
 def apply_copy_edits(
