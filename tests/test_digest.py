@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import subprocess
 import sys
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,3 +38,29 @@ def test_chaining_a_metrics_event_never_loads_openssl() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_hook_event_path_loads_neither_openssl_nor_decimal(tmp_path: Path) -> None:
+    # The hook server lives for hours: OpenSSL's bindings (~3.5 MB) or decimal, loaded by one
+    # event, stay resident. Two sessions, so the second start restores (and scores) the first.
+    code = (
+        "import json, sys\n"
+        "from cortex.adapters.hooks.dispatch import handle\n"
+        "home, cwd = sys.argv[1], sys.argv[2]\n"
+        "env = {'CORTEX_HOME': home}\n"
+        "for sid in ('s1', 's2'):\n"
+        "    for event in ({'hook_event_name': 'SessionStart', 'source': 'startup'},\n"
+        "                  {'hook_event_name': 'UserPromptSubmit', 'prompt': 'ft991a'},\n"
+        "                  {'hook_event_name': 'SessionEnd'}):\n"
+        "        raw = json.dumps({**event, 'session_id': sid, 'cwd': cwd}).encode()\n"
+        "        handle('claude-code', raw, env, cwd)\n"
+        "print(sorted(m for m in ('_hashlib', 'decimal') if m in sys.modules))\n"
+    )
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(home), str(cwd)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert (home / "brain.db").exists()
