@@ -7,6 +7,7 @@ as text in SQLite and compare equal across backends.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Protocol
 
 from cortex.errors import ValidationError
@@ -48,6 +49,17 @@ def to_iso(moment: datetime) -> str:
 
 def parse_time(text: str) -> datetime:
     """Parse ISO 8601 (``Z`` or offset; naive means UTC) into an aware UTC datetime."""
+    return _parse_cached(text) if isinstance(text, str) else _parse(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> datetime:
+    # Datetimes are immutable, so one parse serves every caller: a restore reads the same
+    # session times about 200 times per start.
+    return _parse(text)
+
+
+def _parse(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except (ValueError, AttributeError) as exc:
