@@ -4,7 +4,7 @@ timed in the same run and the load average before and after.
 Run: ``.venv/bin/python bench/suite_time.py`` (the ``make test`` command: ``pytest -n auto
 --dist loadgroup``), or ``-- ARGS...`` for other pytest arguments (``-- -p no:xdist`` for one
 process). ``--durations N`` prints the slowest tests. The floor is a whole
-``python -c "import sqlite3"`` process of this virtualenv (median of 5, before the suite); CPU
+``python -c "import sqlite3"`` process of this virtualenv (median of 7, before the suite); CPU
 time is the suite's and its waited-for children's (``getrusage``), so a server a test leaves
 behind is not counted. Appends one JSON line to bench/results/suite_time.jsonl.
 """
@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -24,16 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "suite_time.jsonl"
 MAKE_TEST = ["-n", "auto", "--dist", "loadgroup"]
+sys.path.insert(0, str(ROOT / "bench" / "continuity"))
 
-
-def floor_seconds(runs: int = 5) -> float:
-    """Median wall time of a whole ``python -c "import sqlite3"`` process."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from run import floor_seconds  # noqa: E402  (the continuity benchmark's floor, median of 7)
 
 
 def children_cpu() -> float:
