@@ -18,8 +18,10 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/cortex demo
 
+# Tests run on one worker per core (pytest-xdist); a module whose fixtures are module-scoped
+# (a browser, a served site) stays on one worker (xdist_group).
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts

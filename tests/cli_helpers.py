@@ -32,6 +32,18 @@ def cortex(
     )
 
 
+def help_text(*command: str) -> str:
+    """``cortex COMMAND --help`` in this process (what a subprocess prints, without the ~0.5 s
+    start of one: help needs neither a home nor the environment)."""
+    from click.testing import CliRunner
+
+    from cortex.adapters.cli.main import cli
+
+    result = CliRunner().invoke(cli, [*command, "--help"], prog_name="cortex", obj={})
+    assert result.exit_code == 0, (command, result.output)
+    return result.output
+
+
 def ok(result: subprocess.CompletedProcess[str]) -> str:
     """The stdout of a command that must have succeeded."""
     assert result.returncode == 0, result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -33,6 +34,26 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def kept_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A migrated home holding one ended session with a pin (project ``kept``), and its id.
+
+    Fuzz tests copy it per example (``copy_home``) instead of creating and migrating a database
+    each time; the session is the data no fuzzed call may reach.
+    """
+    template = tmp_path_factory.mktemp("kept") / "home"
+    with Services.open(load_config(template, {}, {}), FixedClock(START)) as services:
+        kept = services.sessions.on_session_start(project="kept").session_id
+        services.sessions.add_pin("keep", "this pin", kept)
+        services.sessions.on_session_end(kept)
+    return template, kept
+
+
+def copy_home(template: Path, parent: Path) -> Path:
+    """A copy of the home ``template`` as ``parent/home``."""
+    return Path(shutil.copytree(template, parent / "home"))
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import copy_home
 from cortex.adapters.openclaw.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
@@ -272,15 +273,14 @@ METHOD_PARAMS = st.fixed_dictionaries(
     )
 )
 def test_fuzzed_requests_always_get_a_response_and_keep_data(
-    requests: list[Any], tmp_path_factory: pytest.TempPathFactory
+    requests: list[Any], tmp_path_factory: pytest.TempPathFactory, kept_home: tuple[Path, str]
 ) -> None:
-    home = tmp_path_factory.mktemp("bridge")
+    template, kept = kept_home
+    home = copy_home(template, tmp_path_factory.mktemp("bridge"))
     services = Services.open(load_config(home, {}, {}), FixedClock("2026-02-16T09:00:00Z"))
     manager = services.sessions
-    kept = manager.on_session_start(project="kept").session_id
-    manager.add_pin("keep", "me", kept)
-    manager.on_session_end(kept)
     before = manager.store.get_session(kept)
+    assert before is not None and before.working_memory
     bridge = Bridge(services)
     for request in requests:
         if kept in json.dumps(request, default=str):

@@ -488,3 +488,57 @@ def test_doctor_reports_a_hook_client_that_is_gone(home: Path, user: Path) -> No
         "claude-code`" in report["problems"]
     )
     assert not any(sys.executable in p for p in report["problems"])
+
+
+# What each host's latest release reads, taken from the published packages (checked 2026-11-24):
+# Codex CLI 0.169.0 (@openai/codex, the linux-x64 binary's hook schemas and messages) and
+# Gemini CLI 0.61.0 (@google/gemini-cli, its bundled hook registry and settings schema).
+# Cursor is not published as a package: its events are those of Cursor's hooks documentation.
+HOST_EVENTS = {
+    "codex": {
+        "SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
+        "PostToolUse", "PreCompact", "PostCompact", "SubagentStart", "SubagentStop", "Stop",
+        "Interrupt",
+    },
+    "gemini": {
+        "BeforeTool", "AfterTool", "BeforeAgent", "Notification", "AfterAgent", "SessionStart",
+        "SessionEnd", "PreCompress", "BeforeModel", "AfterModel", "BeforeToolSelection",
+    },
+    "cursor": {
+        "sessionStart", "sessionEnd", "beforeSubmitPrompt", "preToolUse", "postToolUse",
+        "postToolUseFailure", "subagentStart", "subagentStop", "beforeShellExecution",
+        "afterShellExecution", "beforeMCPExecution", "afterMCPExecution", "beforeReadFile",
+        "afterFileEdit", "afterAgentResponse", "afterAgentThought", "preCompact", "stop",
+    },
+}  # fmt: skip
+# The keys of a command handler each release reads. Codex 0.169.0 accepts ``async`` but runs
+# such a handler synchronously with a warning; Gemini 0.61.0 has no async flag (a group's
+# handlers run in parallel unless the group says ``sequential``).
+HANDLER_KEYS = {
+    "codex": {"type", "command", "timeout", "statusMessage"},
+    "gemini": {"type", "command", "name", "timeout", "description"},
+    "cursor": {"command", "timeout", "matcher"},
+}
+CODEX_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
+
+
+@pytest.mark.parametrize("host", sorted(HOST_EVENTS))
+def test_the_written_hooks_are_what_the_hosts_latest_release_reads(host: str, user: Path) -> None:
+    from cortex.adapters.hooks.events import KINDS
+    from cortex.adapters.hooks.install_hosts import target, wanted_hooks
+
+    where = target(host, project=None, user_home=user, cortex_bin=CORTEX_BIN, cortex_home=None)
+    wanted = wanted_hooks(where)
+    assert wanted
+    for event, handler, entry in wanted:
+        assert event in HOST_EVENTS[host], event
+        assert event in KINDS[host], event  # and the hook understands what it registered
+        assert set(handler) <= HANDLER_KEYS[host], (event, handler)
+        assert "async" not in handler
+        if host != "cursor":
+            assert handler["type"] == "command" and set(entry) <= {"matcher", "hooks"}
+    if host == "codex":
+        (start,) = [entry for event, _, entry in wanted if event == "SessionStart"]
+        assert start["matcher"].split("|") == list(CODEX_START_SOURCES)
+    if host == "gemini":  # milliseconds: at least a second, at most the default minute
+        assert all(1000 <= handler["timeout"] <= 60_000 for _, handler, _ in wanted)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, ListRootsResult, Root
 
+from conftest import copy_home
 from cortex.adapters.mcp.server import ProjectScope, build_server
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
@@ -496,15 +497,16 @@ CALLS = st.lists(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls=CALLS)
 def test_fuzzed_arguments_never_crash_the_server_or_touch_other_data(
-    calls: list[tuple[str, dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory
+    calls: list[tuple[str, dict[str, Any]]],
+    tmp_path_factory: pytest.TempPathFactory,
+    kept_home: tuple[Path, str],
 ) -> None:
-    home = tmp_path_factory.mktemp("fuzz")
+    template, kept = kept_home
+    home = copy_home(template, tmp_path_factory.mktemp("fuzz"))
     config = load_config(home, {}, {})
     keeper = SessionPersistenceManager.open(config, FixedClock("2026-02-16T09:00:00Z"))
-    kept = keeper.on_session_start(project="kept").session_id
-    keeper.add_pin("keep", "this pin", kept)
-    keeper.on_session_end(kept)
     before = keeper.store.get_session(kept)
+    assert before is not None and before.working_memory
     server = build_server(lambda: Services.open(config), ProjectScope("/p"))
 
     async def body(client: Client) -> None:

@@ -16,6 +16,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 
+# One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
+pytestmark = pytest.mark.xdist_group("test_server")
+
 
 @pytest.fixture(scope="module")
 def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:

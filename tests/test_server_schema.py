@@ -18,6 +18,9 @@ import test_server  # noqa: E402
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 
+# One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
+pytestmark = pytest.mark.xdist_group("test_server_schema")
+
 host = test_server.host  # the module-scoped server host fixture
 
 

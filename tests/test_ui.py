@@ -24,6 +24,9 @@ from cortex.adapters.server.ui.local import TOKEN_FILE, install_token, local_app
 from cortex.clock import FixedClock
 from cortex.config import load_config
 
+# One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
+pytestmark = pytest.mark.xdist_group("test_ui")
+
 SCRIPT = "<script>alert('x')</script>"
 LATER = "2026-02-16T10:00:00Z"
 

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+# One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
+pytestmark = pytest.mark.xdist_group("test_ui_browser")
+
 CHROMIUM = os.environ.get("CORTEX_TEST_CHROMIUM", "/usr/bin/chromium")
 REQUIRED_ENV = "CORTEX_TEST_BROWSER"
 SCRIPT = "<script>window.pwned = 1</script>"

@@ -16,6 +16,9 @@ from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.adapters.server.ui.tenant import form_token  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 
+# One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
+pytestmark = pytest.mark.xdist_group("test_ui_tenants")
+
 
 @pytest.fixture(scope="module")
 def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:

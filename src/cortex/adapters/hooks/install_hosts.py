@@ -57,8 +57,11 @@ CLAUDE_HOOKS = (
     HookSpec("Stop", None, 30, True),
     HookSpec("SessionEnd", None, 2),
 )
+# Codex runs an ``async`` handler synchronously (with a warning), so none is written; its
+# SessionStart also fires after a compaction (``compact``: pins come back, as in Claude Code)
+# and for a forked thread (``fork``: a new session). Gemini has no async flag at all.
 CODEX_HOOKS = (
-    HookSpec("SessionStart", "startup|resume|clear", 15),
+    HookSpec("SessionStart", "startup|resume|clear|compact|fork", 15),
     HookSpec("UserPromptSubmit", None, 15),
     HookSpec("PostToolUse", "*", 30),
     HookSpec("PreCompact", None, 30),
