@@ -15,14 +15,16 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, StorageError
 from cortex.files import ensure_dir
-from cortex.store.migrations import MIGRATIONS_TABLE, refuse_unknown
+from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
 from cortex.store.records import one_line
-from cortex.store.sqlite.migrations import MIGRATIONS, Migration
+
+if TYPE_CHECKING:
+    from cortex.store.sqlite.migrations import Migration
 
 MEMORY = ":memory:"
 Params = Sequence[Any]
@@ -212,12 +214,17 @@ class Database:
     def migrate(self) -> list[str]:
         """Apply pending steps in order; return the names applied now.
 
-        Checking what is pending is one small query, so opening a migrated file stays cheap.
+        Checking what is pending is one small query, so opening a migrated file stays cheap;
+        the steps themselves (their SQL is most of the store's code) load only when one is due.
         """
         if self.connection.in_transaction:
             raise RuntimeError("migrate() needs a connection outside any transaction")
         done = {name for name, _ in self.applied_migrations()}
-        refuse_unknown(done, {m.name for m in MIGRATIONS}, f"database {self.url}")
+        refuse_unknown(done, MIGRATION_NAMES, f"database {self.url}")
+        if done.issuperset(MIGRATION_NAMES):
+            return []
+        from cortex.store.sqlite.migrations import MIGRATIONS
+
         with self.translated():
             return [m.name for m in MIGRATIONS if m.name not in done and self._apply(m)]
 
