@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,18 @@ def test_protocol_migration_tags_existing_checkpoints_with_their_task(tmp_path: 
     rows = conn.execute("SELECT id, task_slug FROM checkpoints ORDER BY id").fetchall()
     assert rows == [("c1", "feat-a"), ("c2", None)]
     conn.close()
+
+
+def test_opening_a_migrated_database_loads_no_migration_step(tmp_path: Path) -> None:
+    # The steps' SQL is most of the store's code; a long-lived hook server on a home in use
+    # must not carry it. A database that needs a step still gets it (the tests above).
+    path = tmp_path / "brain.db"
+    SQLiteStore(path).close()
+    code = (
+        "import sys\n"
+        "from cortex.store import SQLiteStore\n"
+        "SQLiteStore(sys.argv[1]).close()\n"
+        "print('cortex.store.sqlite.migrations' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    assert (out.returncode, out.stdout.strip()) == (0, "False"), out.stderr
