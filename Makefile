@@ -19,9 +19,12 @@ demo: setup
 	$(BIN)/cortex demo
 
 # Tests run on one worker per core (pytest-xdist); a module whose fixtures are module-scoped
-# (a browser, a served site) stays on one worker (xdist_group).
+# (a browser, a served site) stays on one worker (xdist_group). Bytecode caches are written
+# even where PYTHONDONTWRITEBYTECODE is set: the suite starts hundreds of Cortex processes, and
+# without caches each one compiles the modules it imports again (about 70 ms a process), and
+# pytest rewrites every test module's asserts again in each worker.
 test: setup
-	$(BIN)/pytest -n auto --dist loadgroup
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n auto --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts
