@@ -264,6 +264,35 @@ class StoreContract:
         second = store.list_metrics()[1]
         assert (second.payload, second.created_at) == ({"n": 2, "x": [1, 2]}, t(2))
 
+    def test_a_batch_of_metrics_takes_the_next_numbers_in_order(self, store: Store) -> None:
+        assert store.append_metrics([]) == []
+        store.append_metric("first", None, {}, t(1), "0" * 64, "h0")
+        with store.transaction():
+            store.last_metric()  # as the chain's writer does: read the head, then append
+            seqs = store.append_metrics(
+                [
+                    (
+                        f"e{i}",
+                        f"s{i}" if i % 2 else None,
+                        {"i": i, "k": [i]},
+                        t(2),
+                        f"h{i - 1}",
+                        f"h{i}",
+                    )
+                    for i in range(1, 16)
+                ]  # fmt: skip
+            )
+        assert seqs == list(range(2, 17))
+        events = store.list_metrics()
+        assert [(m.seq, m.event) for m in events] == [(1, "first")] + [
+            (i + 1, f"e{i}") for i in range(1, 16)
+        ]
+        assert [(m.session_id, m.payload, m.prev_hash, m.hash) for m in events[1:3]] == [
+            ("s1", {"i": 1, "k": [1]}, "h0", "h1"),
+            (None, {"i": 2, "k": [2]}, "h1", "h2"),
+        ]
+        assert store.append_metric("after", None, {}, t(3), "h15", "h16") == 17
+
     def test_iter_metrics_streams_all_in_order(self, store: Store) -> None:
         with store.transaction():
             for i in range(1, 1203):

@@ -160,16 +160,16 @@ class MetricsWriter:
         transaction has committed.
         """
         items = [(name, sid, _normalized(name, payload)) for name, sid, payload in events]
-        written: list[MetricEvent] = []
+        rows: list[tuple[str, str | None, dict[str, Any], str, str, str]] = []
         with self.store.transaction():
             last = self.store.last_metric()
             prev = last.hash if last is not None else ZERO_HASH
             for name, sid, payload in items:
                 digest = chain_hash(self.key, prev, name, sid, payload, at)
-                seq = self.store.append_metric(name, sid, payload, at, prev, digest)
-                written.append(MetricEvent(seq, name, sid, payload, at, prev, digest))
+                rows.append((name, sid, payload, at, prev, digest))
                 prev = digest
-        return written
+            seqs = self.store.append_metrics(rows) if rows else []
+        return [MetricEvent(seq, *row) for seq, row in zip(seqs, rows, strict=True)]
 
     def advance_head(self, newest: MetricEvent) -> None:
         """Record ``newest`` as the chain head (after its transaction committed)."""

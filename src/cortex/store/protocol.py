@@ -164,6 +164,14 @@ class MetricStore(Protocol):
         """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
         ...
 
+    def append_metrics(
+        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
+    ) -> list[int]:
+        """Append (event, session_id, payload, created_at, prev_hash, hash) rows in order, in
+        one statement where the backend can (a restore appends one per inherited pin, under the
+        chain's lock); return their ``seq`` values, in order."""
+        ...
+
     def list_metrics(
         self,
         *,

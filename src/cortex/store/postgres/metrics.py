@@ -9,7 +9,7 @@ and a deleted ``seq`` is never reused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
@@ -25,6 +25,19 @@ _APPEND = (
     "RETURNING tenant_id, last_seq) "
     f"INSERT INTO metrics (tenant_id, {_METRICS}) "
     "SELECT tenant_id, last_seq, %s, %s, %s, %s, %s, %s FROM counter RETURNING seq"
+)
+# Also one round trip for a whole batch: the counter moves by the batch's size, and each row
+# takes its place below the new last number, in the order given.
+_APPEND_MANY = (
+    "WITH counter AS (INSERT INTO metric_counters (tenant_id, last_seq) VALUES (%s, %s) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET last_seq = metric_counters.last_seq + %s "
+    "RETURNING tenant_id, last_seq) "
+    f"INSERT INTO metrics (tenant_id, {_METRICS}) "
+    "SELECT counter.tenant_id, counter.last_seq - %s + row.n, row.event, row.session_id, "
+    "row.payload, row.created_at, row.prev_hash, row.hash FROM counter, "
+    "unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+    "WITH ORDINALITY AS row(event, session_id, payload, created_at, prev_hash, hash, n) "
+    "ORDER BY row.n RETURNING seq"
 )
 _PAGE = 500
 _MAX_PROBLEMS = 50
@@ -68,6 +81,22 @@ class MetricsRepository:
             )
         assert row is not None  # INSERT ... SELECT from a one-row CTE returns one row
         return int(row[0])
+
+    def append_many(
+        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
+    ) -> list[int]:
+        """Append rows in order in one statement; return their ``seq`` values, in order."""
+        if not events:
+            return []
+        columns = list(zip(*events, strict=True))
+        columns[2] = tuple(dumps(payload) for payload in columns[2])
+        with self.db.transaction():
+            self._lock_chain()
+            rows = self.db.rows(
+                _APPEND_MANY,
+                (self.db.tenant, len(events), len(events), len(events), *map(list, columns)),
+            )
+        return sorted(int(row[0]) for row in rows)
 
     def since(
         self,

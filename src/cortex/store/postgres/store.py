@@ -259,6 +259,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     ) -> int:
         return self._metrics.append(event, session_id, payload, created_at, prev_hash, hash)
 
+    def append_metrics(
+        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
+    ) -> list[int]:
+        return self._metrics.append_many(events)
+
     def list_metrics(
         self,
         *,

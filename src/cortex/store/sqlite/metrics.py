@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
@@ -46,6 +46,14 @@ class MetricRepository:
             "VALUES (?, ?, ?, ?, ?, ?)",
             (event, session_id, dumps(payload), created_at, prev_hash, hash),
         )
+
+    def append_metrics(
+        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
+    ) -> list[int]:
+        """Append rows in order; return their ``seq`` values (one statement each: SQLite's
+        statements cost no round trip)."""
+        with self._db.transaction():
+            return [self.append_metric(*event) for event in events]
 
     def list_metrics(
         self,

@@ -88,6 +88,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     def _bind_logs(self, metrics: MetricRepository, audit: AuditRepository) -> None:
         self.last_metric = metrics.last_metric
         self.append_metric = metrics.append_metric
+        self.append_metrics = metrics.append_metrics
         self.list_metrics = metrics.list_metrics
         self.iter_metrics = metrics.iter_metrics
         self.append_audit = audit.append_audit
