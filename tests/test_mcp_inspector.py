@@ -96,12 +96,14 @@ def test_inspector_lists_every_tool_with_portable_schemas(inspector: Inspector) 
 
 MEMORY_TOOLS = {"add_memory", "search_memories", "get_context", "list_memories",
                 "consolidate_memories", "forget_memory"}  # fmt: skip
-"""Called in a home of their own, so that the two halves run on two test workers at once (each
-call starts a Node process and a Cortex MCP server: about a second)."""
+CHAIN_TOOLS = {"session_chain", "cortex_session_continue"}
+"""The tools are called in three parts, each in a home of its own (memories; restore and chain;
+the rest), so that they run on the test workers side by side: each call starts a Node process
+and a Cortex MCP server, over a second."""
 
 
-def test_the_two_halves_call_every_tool() -> None:
-    assert MEMORY_TOOLS < set(TOOLS)
+def test_the_three_parts_call_every_tool() -> None:
+    assert MEMORY_TOOLS | CHAIN_TOOLS < set(TOOLS) and not MEMORY_TOOLS & CHAIN_TOOLS
 
 
 def recording(inspector: Inspector, called: set[str]) -> Callable[..., dict[str, Any]]:
@@ -112,7 +114,7 @@ def recording(inspector: Inspector, called: set[str]) -> Callable[..., dict[str,
     return call
 
 
-def test_inspector_calls_every_session_tool(inspector: Inspector) -> None:
+def test_inspector_calls_every_working_memory_and_checkpoint_tool(inspector: Inspector) -> None:
     called: set[str] = set()
     call = recording(inspector, called)
     first = call("start_session", keywords=["ft991a", "cat"])["session_id"]
@@ -124,14 +126,22 @@ def test_inspector_calls_every_session_tool(inspector: Inspector) -> None:
     assert call("checkpoint_session", summary="cat control wired")["session_id"] == first
     assert call("snapshot_session")["session_id"] == first
     assert call("end_session")["state"] == "COMPLETE"
+    assert called == set(TOOLS) - MEMORY_TOOLS - CHAIN_TOOLS
 
+
+def test_inspector_calls_every_restore_and_chain_tool(inspector: Inspector) -> None:
+    called: set[str] = set()
+    call = recording(inspector, called)
+    first = call("start_session", keywords=["ft991a", "cat"])["session_id"]
+    call("working_memory_pin", label="baud", content="38400", critical=True)
+    call("end_session")
     second = call("start_session", keywords=["ft991a"])
     assert second["restored_from"] == [first]
     chain = call("session_chain", depth=3)["sessions"]
     assert [s["session_id"] for s in chain] == [first, second["session_id"]]
     continued = call("cortex_session_continue", session_id=first)
     assert continued["continued_from"] == first and continued["inherited_pins"] == []
-    assert called == set(TOOLS) - MEMORY_TOOLS
+    assert CHAIN_TOOLS <= called
 
 
 def test_inspector_calls_every_memory_tool(inspector: Inspector) -> None:
