@@ -27,7 +27,6 @@ from cortex.store.sqlite.db import Database
 COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 """Every memory column over alias ``m``, in the order ``memory_from_row`` reads."""
 _INSERT_INTO = f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)})"
-_ROW_MARKS = f"({', '.join('?' for _ in MEMORY_COLUMNS)})"
 _ROWS_PER_INSERT = 500
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
@@ -117,9 +116,10 @@ class MemoryRepository:
         """
         limit = self._db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         per_statement = max(1, min(_ROWS_PER_INSERT, limit // len(MEMORY_COLUMNS)))
+        one_row = f"({marks(MEMORY_COLUMNS)})"
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            sql = f"{_INSERT_INTO} VALUES {', '.join(_ROW_MARKS for _ in chunk)}"
+            sql = f"{_INSERT_INTO} VALUES {', '.join(one_row for _ in chunk)}"
             self._db.run(sql, [value for row in chunk for value in row], conflict=_CONFLICT)
 
     def get_memory(self, memory_id: str) -> Memory | None:
