@@ -41,7 +41,7 @@ from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
-from cortex.store.tasks import TaskRepository
+from cortex.store.tasks import TaskMethods, TaskRepository
 
 MAX_TENANT_CHARS = 128
 
@@ -57,7 +57,7 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
-class PostgresStore(RegistryMethods, HygieneMethods):
+class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     """The ``Store`` protocol over PostgreSQL, bound to ``tenant``.
 
     Args:
@@ -108,9 +108,7 @@ class PostgresStore(RegistryMethods, HygieneMethods):
             lambda: self._db.in_transaction,
         )
         self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
-        tasks = TaskRepository(self._db.rows, self._db.execute, self.tenant)
-        self.save_task, self.add_tasks = tasks.save_task, tasks.add_tasks
-        self.get_task, self.list_tasks = tasks.get_task, tasks.list_tasks
+        self.task_rows = TaskRepository(self._db.rows, self._db.execute, self.tenant)
         if migrate:
             try:
                 self.migrate()

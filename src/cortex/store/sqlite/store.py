@@ -26,10 +26,10 @@ from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
 from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
-from cortex.store.tasks import TaskRepository
+from cortex.store.tasks import TaskMethods, TaskRepository
 
 
-class SQLiteStore(RegistryMethods, HygieneMethods):
+class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     """The ``Store`` protocol over one SQLite file (or ``:memory:``).
 
     Beyond the protocol, a few SQLite-only methods serve tests and tools: ``count_sessions``,
@@ -62,9 +62,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods):
         self.export_rows = transfer.export_rows
         self.import_rows = transfer.import_rows
         self.registry = Registry(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
-        tasks = TaskRepository(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
-        self.save_task, self.add_tasks = tasks.save_task, tasks.add_tasks
-        self.get_task, self.list_tasks = tasks.get_task, tasks.list_tasks
+        self.task_rows = TaskRepository(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
         if migrate:
             try:
                 self.migrate()
