@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from cortex.adapters.cli.main import cli
 from cortex.clock import FixedClock
 from cortex.config import load_config
+from cortex.core.tasks import TaskRecord
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
 from cortex.store import SQLiteStore
@@ -135,3 +136,33 @@ def test_import_names_what_is_missing(pg_url: str, tmp_path: Path) -> None:
     args = ["server", "import", str(tmp_path / "h" / "brain.db"), "--tenant", "nobody"]
     assert "cortex tenant create nobody" in failure(*args, "--db", pg_url)
     assert "CORTEX_SERVER_SECRET" in failure(*args, "--db", pg_url, secret="")
+
+
+def test_import_copies_the_files_own_task_table(pg_url: str, tmp_path: Path) -> None:
+    """A file a server ran on keeps its tasks in its ``tasks`` table, not in a pipeline file:
+    they are imported too, beside the pipeline's, once."""
+    home = tmp_path / "devserver"
+    populate(home)
+    db = str(home / "brain.db")
+    source = SQLiteStore(db)
+    try:
+        source.save_task(TaskRecord("task-9", "Index the logs", "build", "2026-03-01T10:00:00Z"))
+        source.save_task(TaskRecord("task-8", "Trim the index", "design", "2026-03-01T10:00:00Z"))
+    finally:
+        source.close()
+    tenant = f"imp-{secrets.token_hex(4)}"
+    cortex("tenant", "create", tenant, "--db", pg_url)
+
+    tables = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
+    assert tables["tasks"] == {"read": 5, "added": 5}
+    again = cortex("server", "import", db, "--tenant", tenant, "--db", pg_url)["tables"]
+    assert again["tasks"] == {"read": 5, "added": 0}
+    host = ServiceHost(pg_url, tmp_path / "server", secret=SECRET)
+    try:
+        with host.open(tenant) as app:
+            assert app.store.get_task("task-9").title == "Index the logs"
+            assert [t.task_id for t in app.store.list_tasks()] == [
+                "task-9", "task-8", "task-1", "task-2", "task-3"
+            ]  # fmt: skip
+    finally:
+        host.close()

@@ -7,9 +7,10 @@ The metrics chain is **re-chained** under the tenant's key (the server's, derive
 secret): each event keeps its name, session, payload and time, and gets the next ``seq`` and
 a hash the server can verify. Audit rows and metrics events have no key that survives the
 copy, so each is claimed once per source (a request id naming the source and the row).
-The home's pipeline tasks (its ``pipeline/state.json``) become the tenant's tasks: each task
-the tenant does not hold yet is added with its title, stage, project and every other field
-of its entry; one it holds stays as it is.
+Tasks the file's own tenant holds in its ``tasks`` table (a file a server ran on) and the
+home's pipeline tasks (its ``pipeline/state.json``) become the tenant's tasks: each task the
+tenant does not hold yet is added with its title, stage, project and every other field of its
+entry; one it holds stays as it is.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cortex.core.tasks import TaskRecord
 from cortex.errors import ConfigError, NotFoundError
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
@@ -90,7 +92,18 @@ def import_home(source: Store, target: Services, progress: Progress | None = Non
             if progress:
                 progress(table, summary.read[table])
     _rechain(source, target.store, key, origin, summary, progress)
+    _add_tasks(source.list_tasks(), target, summary)
     return summary
+
+
+def _add_tasks(records: list[TaskRecord], target: Services, summary: ImportSummary) -> None:
+    """Add the ``records`` ``target``'s tenant does not hold yet, counted under ``tasks``."""
+    summary.read["tasks"] = summary.read.get("tasks", 0) + len(records)
+    added = 0
+    if records:
+        with target.store.transaction():
+            added = target.store.add_tasks(records)
+    summary.added["tasks"] = summary.added.get("tasks", 0) + added
 
 
 def _claim(store: Store, origin: str, table: str, row: dict[str, Any]) -> bool:
@@ -133,10 +146,9 @@ def import_tasks(pipeline: Path, target: Services, summary: ImportSummary) -> No
     from cortex.services.tasks import imported
 
     tasks = load_pipeline(pipeline) or {}
-    records = imported(tasks, read_json(pipeline) if tasks else None, target.now_iso())
-    summary.read["tasks"] = len(records)
-    with target.store.transaction():
-        summary.added["tasks"] = target.store.add_tasks(records) if records else 0
+    _add_tasks(
+        imported(tasks, read_json(pipeline) if tasks else None, target.now_iso()), target, summary
+    )
 
 
 def import_file(
