@@ -335,6 +335,20 @@ def test_a_failing_first_statement_rolls_back_and_frees_the_connection(pg_url: s
         pool.close()
 
 
+def test_a_session_write_in_a_transaction_goes_with_the_next_statement(pg_store: Any) -> None:
+    with pg_store.transaction():
+        pg_store.save_session(session("s1", t(1)))
+        assert pg_store.get_session("s1") == session("s1", t(1))  # the write ran first
+        pg_store.save_session(session("s2", t(2)))  # sent with the commit
+    assert pg_store.count_sessions() == 2
+    with pytest.raises(ValidationError, match="^PostgreSQL cannot store this value"):
+        with pg_store.transaction():
+            assert pg_store.claim_request("r1", t(3))
+            pg_store.save_session(session("s3", t(3), project="a\x00b"))  # fails at the commit
+    assert pg_store.count_sessions() == 2
+    assert pg_store.claim_request("r1", t(3))  # the claim was rolled back with it
+
+
 # -- errors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("url", "shown"),

@@ -169,9 +169,9 @@ class Runner:
     def transaction(self) -> Iterator[None]:
         """One transaction; nested calls join it; an exception rolls it back.
 
-        Its ``BEGIN`` (and an advisory lock, see ``lock``) waits for the next statement and
-        goes with it in one round trip (a pipeline; the server runs them in order), so a
-        transaction that runs no statement sends nothing.
+        Its ``BEGIN`` (and an advisory lock, see ``lock``, and a write of ``execute_later``)
+        waits for the next statement and goes with it in one round trip (a pipeline; the
+        server runs them in order), so a transaction that runs no statement sends nothing.
         """
         if self._conn is not None:
             self._depth += 1
@@ -190,7 +190,7 @@ class Runner:
                         _execute(conn, "ROLLBACK", ())
                 raise
             else:
-                if self._begun or len(self._queued) > 1:  # more than BEGIN waits: a lock
+                if self._begun or len(self._queued) > 1:  # more than BEGIN waits
                     self._send(conn, "COMMIT", (), _rowcount)
             finally:
                 self._conn, self._queued = None, []
@@ -240,6 +240,16 @@ class Runner:
         """Run ``sql``; return how many rows it changed."""
         _check_tenant(sql)
         return self._run(sql, params, _rowcount)
+
+    def execute_later(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run ``sql``, a write whose row count nobody reads: inside a transaction it goes
+        with the next statement or the commit (no round trip of its own; an error it meets
+        rolls the transaction back from there), outside one it runs now."""
+        _check_tenant(sql)
+        if self._conn is None:
+            self._run(sql, params, _rowcount)
+        else:
+            self._queued.append((sql, params))
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         """Run ``sql`` once per parameter row, all in one transaction."""
