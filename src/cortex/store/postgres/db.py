@@ -30,6 +30,7 @@ Reader = Callable[[Cursor], T]
 _BEGIN = "BEGIN"
 _CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
+IDLE = pq.TransactionStatus.IDLE
 PIPELINES = psycopg.Pipeline.is_supported()
 """Whether this libpq sends several statements before reading their results."""
 
@@ -184,14 +185,13 @@ class Runner:
             self._conn, self._queued, self._begun = conn, [(_BEGIN, ())], False
             try:
                 yield
+                if self._begun or len(self._queued) > 1:  # more than BEGIN waits
+                    self._send(conn, "COMMIT", (), _rowcount)  # a write that waited may fail
             except BaseException:
-                if self._begun:
+                if conn.info.transaction_status != IDLE:
                     with contextlib.suppress(psycopg.Error):  # the first error is the one to see
                         _execute(conn, "ROLLBACK", ())
                 raise
-            else:
-                if self._begun or len(self._queued) > 1:  # more than BEGIN waits
-                    self._send(conn, "COMMIT", (), _rowcount)
             finally:
                 self._conn, self._queued = None, []
                 self._locks.clear()
