@@ -1,10 +1,14 @@
 """The team server's own cost per request, without HTTP: authenticate a key, open the tenant's
-services, apply one idempotent turn (the work every captured turn does on a server).
+services, apply one idempotent turn (the work every captured turn does on a server), and a
+session start the same way (key, request id, restore).
 
 Run: ``.venv/bin/python bench/server_path.py`` (``--runs N``; needs PostgreSQL at
 ``CORTEX_TEST_POSTGRES_URL`` or 127.0.0.1:5432). A scratch database is created and dropped.
 Prints medians against a floor (a whole ``python -c "import sqlite3"`` process) timed in the
-same run, so a figure can be compared across machines and loads.
+same run, so a figure can be compared across machines and loads, and the CPU per turn and
+per start of this process and of the PostgreSQL backends serving it (read from ``/proc``:
+the server must run on this machine), the figure a busy machine disturbs least. Run it with
+``PYTHONPATH`` at another tree's ``src`` to measure that tree.
 """
 
 from __future__ import annotations
@@ -63,18 +67,54 @@ def measure(url: str, runs: int) -> dict[str, float]:
                 apply_once(app, f"turn-{i}-{time.time_ns()}", record)
 
         def start(i: int) -> None:
-            with host.open("bench") as app:
-                app.sessions.on_session_start(project="api")
+            tenant, _ = host.authenticate(key)
+            with host.open(tenant) as app:
+                begin = lambda: app.sessions.on_session_start(project="api")  # noqa: E731
+                apply_once(app, f"start-{i}-{time.time_ns()}", begin)
 
         for i in range(20):  # warm the pool and the code paths
             turn(i)
-        return {
+        figures = {
             "authenticate_ms": median_ms(lambda _: host.authenticate(key), runs),
             "turn_ms": median_ms(turn, runs),
             "start_ms": median_ms(start, max(20, runs // 4)),
         }
+        for name, action, count in (("turn", turn, runs), ("start", start, max(20, runs // 4))):
+            mine, database = cpu_ms(url, action, count)
+            figures[f"{name}_cpu_ms"], figures[f"{name}_postgres_cpu_ms"] = mine, database
+        return figures
     finally:
         host.close()
+
+
+def backends_cpu_s(url: str) -> float:
+    """CPU seconds so far of the PostgreSQL backends connected to ``url``'s database."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+        ]
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone, or a server on another machine: not counted
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def cpu_ms(url: str, action: Callable[[int], object], runs: int) -> tuple[float, float]:
+    """CPU of ``action`` per call: this process's, and its database backends' (ms)."""
+    database, mine = backends_cpu_s(url), time.process_time()
+    for i in range(runs):
+        action(i)
+    mine, database = time.process_time() - mine, backends_cpu_s(url) - database
+    return mine * 1000 / runs, database * 1000 / runs
 
 
 def main() -> None:
@@ -99,6 +139,9 @@ def main() -> None:
     for label in ("authenticate_ms", "turn_ms", "start_ms"):
         value = figures[label]
         print(f"{label[:-3]:<13} median {value:6.2f} ms  ({value / floor:.3f} floors)")
+    for name in ("turn", "start"):
+        mine, database = figures[f"{name}_cpu_ms"], figures[f"{name}_postgres_cpu_ms"]
+        print(f"{name:<13} CPU {mine:6.2f} ms here, {database:6.2f} ms in PostgreSQL's backends")
 
 
 if __name__ == "__main__":

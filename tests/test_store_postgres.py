@@ -291,6 +291,64 @@ def test_a_failed_statement_rolls_the_transaction_back(pg_store: Any) -> None:
     assert pg_store.count_sessions() == 1
 
 
+def test_a_chain_lock_goes_with_the_next_statement_and_holds_until_commit(pg_url: str) -> None:
+    from cortex.store.postgres import open_pool
+
+    pool = open_pool(pg_url, max_size=2, timeout=5)
+    try:
+        one, two = _store(pg_url, "chain", pool=pool), _store(pg_url, "chain", pool=pool)
+        order: list[str] = []
+
+        def append() -> None:
+            two.append_metric("e2", None, {}, t(2), "0" * 64, "h2")
+            order.append("two")
+
+        with one.transaction():
+            assert one.last_metric() is None  # BEGIN, the chain lock and this read: one trip
+            waiter = threading.Thread(target=append)
+            waiter.start()
+            waiter.join(0.5)
+            assert waiter.is_alive() and not order  # the other writer waits for the lock
+            one.append_metric("e1", None, {}, t(1), "0" * 64, "h1")
+            order.append("one")
+        waiter.join(5)
+        assert order == ["one", "two"]
+        assert [m.event for m in one.list_metrics()] == ["e1", "e2"]
+    finally:
+        pool.close()
+
+
+def test_a_failing_first_statement_rolls_back_and_frees_the_connection(pg_url: str) -> None:
+    from cortex.store.postgres import open_pool
+
+    pool = open_pool(pg_url, max_size=1, timeout=3)
+    try:
+        store = _store(pg_url, "first", pool=pool)
+        store.save_snapshot(SessionSnapshot("dup", "s1", "x", "manual", "# t\n", 1, t(1)))
+        with pytest.raises(ConflictError), store.transaction():
+            store.save_snapshot(SessionSnapshot("dup", "s1", "x", "manual", "# u\n", 1, t(2)))
+        with store.transaction():
+            pass  # runs nothing, sends nothing
+        store.save_session(session("s1", t(1)))  # the pool's one connection is usable
+        assert store.count_sessions() == 1
+    finally:
+        pool.close()
+
+
+def test_a_session_write_in_a_transaction_goes_with_the_next_statement(pg_store: Any) -> None:
+    with pg_store.transaction():
+        pg_store.save_session(session("s1", t(1)))
+        assert pg_store.get_session("s1") == session("s1", t(1))  # the write ran first
+        pg_store.save_session(session("s2", t(2)))  # sent with the commit
+    assert pg_store.count_sessions() == 2
+    with pytest.raises(ValidationError, match="^PostgreSQL cannot store this value"):
+        with pg_store.transaction():
+            assert pg_store.claim_request("r1", t(3))
+            pg_store.save_session(session("s3", t(3), project="a\x00b"))  # fails at the commit
+    assert pg_store.count_sessions() == 2
+    assert pg_store.claim_request("r1", t(3))  # the claim was rolled back with it
+
+
 # -- errors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("url", "shown"),

@@ -33,6 +33,7 @@ from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
 from cortex.store.migrations import migration_names
 
 if TYPE_CHECKING:
+    from cortex.services.tenants import TenantService
     from cortex.store.protocol import SharedStore, Store
 
 T = TypeVar("T")
@@ -73,6 +74,7 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._secret = secret
         self._configs: dict[str, Config] = {}
+        self._keys: TenantService | None = None
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
@@ -119,8 +121,24 @@ class ServiceHost:
 
     def authenticate(self, plaintext: str) -> tuple[str, tuple[str, ...]]:
         """(tenant, scopes) of a live API key, read from the registry now (no cache)."""
-        with self.registry() as app:
-            return app.tenants.authenticate(plaintext)
+        if not self.postgres:
+            with self.registry() as app:
+                return app.tenants.authenticate(plaintext)
+        return self._key_reader().authenticate(plaintext)
+
+    def _key_reader(self) -> TenantService:
+        """The key registry on the shared pool, built once per process (not per request):
+        authenticating only reads, outside any transaction, each read on a connection
+        checked out for it, so every request's thread can share this one."""
+        found = self._keys
+        if found is None:
+            from cortex.services.tenants import TenantService
+
+            found = TenantService(
+                self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock
+            )
+            self._keys = found
+        return found
 
     def ready(self) -> str | None:
         """None when the database answers and is fully migrated, else why not."""
@@ -136,6 +154,7 @@ class ServiceHost:
 
     def close(self) -> None:
         with self._lock:
+            self._keys = None
             if self._root is not None:
                 self._root.close()
                 self._root = None

@@ -10,8 +10,9 @@ request gets the same 4xx body either way, and the Cortex errors raised here (40
 of two worker-thread hops, FastAPI's routing, dependency solving and response validation
 (see "Team server under load" in docs/benchmarks.md).
 
-Turns queue for as many worker threads as half the pool's connections; starts and ends do
-not, so under load a restore, which someone waits for, is not queued behind every turn.
+Turns queue for as many worker threads as half the pool's connections, starts and ends for
+the other half: under load a restore, which someone waits for, is not queued behind every
+turn, and these routes never wait in the pool for a connection (that wait times out).
 """
 
 from __future__ import annotations
@@ -86,8 +87,13 @@ class DirectRoutes:
         self.routes = routes
         # Turns take at most half the pool's connections, so that a session start (a
         # restore, which someone waits for) or end finds one at once rather than queueing
-        # behind every captured turn.
-        self._queue = anyio.CapacityLimiter(max(1, host.pool_size // 2))
+        # behind every captured turn. Starts and ends take the rest: together they never
+        # hold more threads than the pool has connections, so past that a request waits
+        # here, without a deadline, not in the pool, whose wait times out (a 503) when the
+        # machine falls behind.
+        turns = max(1, host.pool_size // 2)
+        self._queue = anyio.CapacityLimiter(turns)
+        self._others = anyio.CapacityLimiter(max(1, host.pool_size - turns))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
@@ -114,10 +120,8 @@ class DirectRoutes:
             return route.call(*params, parsed, who)
 
         try:
-            if route.queue:
-                answer = await anyio.to_thread.run_sync(work, limiter=self._queue)
-            else:
-                answer = await anyio.to_thread.run_sync(work)
+            limiter = self._queue if route.queue else self._others
+            answer = await anyio.to_thread.run_sync(work, limiter=limiter)
         except (CortexError, HTTPException) as exc:
             response = self.render(None, exc)
         else:

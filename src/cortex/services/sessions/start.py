@@ -55,6 +55,10 @@ class SessionStart:
         keywords = tuple(redact(k) for k in keywords if isinstance(k, str))  # stored as topics
         words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
+        if ctx.config.enabled:
+            # The restore reads every task: read them once, and the pending ones (what the
+            # transaction reads first) come from the same read (one round trip fewer).
+            ctx.pipeline()
         with ctx.tx():
             # A new random id names no stored session: one round trip fewer per fresh start.
             existing = ctx.store.get_session(sid) if session_id is not None else None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import psycopg
+from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cortex.errors import ConflictError, CortexError, StorageError, ValidationError
@@ -22,6 +23,16 @@ from cortex.store.records import one_line
 
 Pool = ConnectionPool[psycopg.Connection[Any]]
 Row = tuple[Any, ...]
+Connection = psycopg.Connection[Any]
+Cursor = psycopg.Cursor[Any]
+T = TypeVar("T")
+Reader = Callable[[Cursor], T]
+_BEGIN = "BEGIN"
+_CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
+TUPLES_OK = pq.ExecStatus.TUPLES_OK
+IDLE = pq.TransactionStatus.IDLE
+PIPELINES = psycopg.Pipeline.is_supported()
+"""Whether this libpq sends several statements before reading their results."""
 
 CONNECT_TIMEOUT_S = 10
 """How long opening a store waits for the server before it gives up."""
@@ -135,6 +146,8 @@ class Runner:
         self.tenant = tenant
         self.url = url
         self._conn: psycopg.Connection[Any] | None = None
+        self._queued: list[tuple[str, Sequence[Any]]] = []
+        self._begun = False
         self._depth = 0
         self._locks: set[tuple[int, int]] = set()
 
@@ -147,6 +160,7 @@ class Runner:
         """The open transaction's connection, or one checked out for this call only."""
         if self._conn is not None:
             with translated(self.url):
+                self._send_queued(self._conn)
                 yield self._conn
             return
         with translated(self.url), self.pool.connection() as conn:
@@ -154,7 +168,12 @@ class Runner:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction; nested calls join it; an exception rolls it back."""
+        """One transaction; nested calls join it; an exception rolls it back.
+
+        Its ``BEGIN`` (and an advisory lock, see ``lock``, and a write of ``execute_later``)
+        waits for the next statement and goes with it in one round trip (a pipeline; the
+        server runs them in order), so a transaction that runs no statement sends nothing.
+        """
         if self._conn is not None:
             self._depth += 1
             try:
@@ -162,20 +181,55 @@ class Runner:
             finally:
                 self._depth -= 1
             return
-        with translated(self.url), self.pool.connection() as conn, conn.transaction():
-            self._conn = conn
+        with translated(self.url), self.pool.connection() as conn:
+            self._conn, self._queued, self._begun = conn, [(_BEGIN, ())], False
             try:
                 yield
+                if self._begun or len(self._queued) > 1:  # more than BEGIN waits
+                    self._send(conn, "COMMIT", (), _rowcount)  # a write that waited may fail
+            except BaseException:
+                if conn.info.transaction_status != IDLE:
+                    with contextlib.suppress(psycopg.Error):  # the first error is the one to see
+                        _execute(conn, "ROLLBACK", ())
+                raise
             finally:
-                self._conn = None
+                self._conn, self._queued = None, []
                 self._locks.clear()
+
+    def _send(self, conn: Connection, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
+        """``read`` of the cursor that ran ``sql`` after the statements waiting to be sent."""
+        if not self._queued:
+            return read(_execute(conn, sql, params))
+        queued, self._queued = self._queued, []
+        self._begun = True
+        if not PIPELINES:
+            for before, values in queued:
+                _execute(conn, before, values)
+            return read(_execute(conn, sql, params))
+        with conn.pipeline():
+            for before, values in queued:
+                _execute(conn, before, values)
+            cursor = _execute(conn, sql, params)
+        return read(cursor)
+
+    def _send_queued(self, conn: Connection) -> None:
+        if self._queued:
+            sql, params = self._queued.pop()
+            self._send(conn, sql, params, _rowcount)
+
+    def _run(self, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
+        """``read`` of the cursor that ran ``sql``, in the open transaction or on a connection
+        checked out for this call."""
+        with translated(self.url):
+            if self._conn is not None:
+                return self._send(self._conn, sql, params, read)
+            with self.pool.connection() as conn:
+                return read(conn.execute(sql, params))
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows ``sql`` returns (empty for a statement that returns none)."""
         _check_tenant(sql)
-        with self.connection() as conn:
-            cursor = conn.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+        return self._run(sql, params, _fetched)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row ``sql`` returns, or None."""
@@ -185,8 +239,17 @@ class Runner:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run ``sql``; return how many rows it changed."""
         _check_tenant(sql)
-        with self.connection() as conn:
-            return conn.execute(sql, params).rowcount
+        return self._run(sql, params, _rowcount)
+
+    def execute_later(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run ``sql``, a write whose row count nobody reads: inside a transaction it goes
+        with the next statement or the commit (no round trip of its own; an error it meets
+        rolls the transaction back from there), outside one it runs now."""
+        _check_tenant(sql)
+        if self._conn is None:
+            self._run(sql, params, _rowcount)
+        else:
+            self._queued.append((sql, params))
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         """Run ``sql`` once per parameter row, all in one transaction."""
@@ -200,9 +263,25 @@ class Runner:
             raise RuntimeError("an advisory lock needs an open transaction")
         key = (kind, lock_key(name))
         if key not in self._locks:
-            with translated(self.url):
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
+            # Sent with the next statement (which the server runs once it holds the lock).
+            self._queued.append(("SELECT pg_advisory_xact_lock(%s, %s)", key))
             self._locks.add(key)
+
+
+def _execute(conn: Connection, sql: str, params: Sequence[Any]) -> Cursor:
+    """``sql`` run on ``conn`` (prepared once it has run often, but never BEGIN or COMMIT)."""
+    return conn.execute(sql, params, prepare=False if sql in _CONTROL else None)
+
+
+def _fetched(cursor: Cursor) -> list[Row]:
+    # The result's status, not ``cursor.description``: that builds a column object per
+    # column (a tenth of a captured turn's CPU went to it).
+    result = cursor.pgresult
+    return cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+
+
+def _rowcount(cursor: Cursor) -> int:
+    return cursor.rowcount
 
 
 def _check_tenant(sql: str) -> None:

@@ -47,10 +47,11 @@ class SessionRepository:
         self.db = db
 
     def save(self, state: SessionState) -> None:
-        """Insert or replace the whole row (one atomic UPSERT, safe against a racing writer)."""
+        """Insert or replace the whole row (one atomic UPSERT, safe against a racing writer);
+        in a transaction it goes with the next statement or the commit."""
         data = session_values(state)
         values = [Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS]
-        self.db.execute(_UPSERT, (self.db.tenant, *values))
+        self.db.execute_later(_UPSERT, (self.db.tenant, *values))
 
     def get(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
