@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from itertools import islice
 
-from cortex.core.ids import RUN, batch_ids
+from cortex.services.ids import RUN, batch_ids
 
 
 def test_batch_ids_are_uuid4s_in_their_usual_form() -> None:

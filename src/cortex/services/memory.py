@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
-from cortex.core.ids import batch_ids
 from cortex.core.memory_models import (
     EXPLICIT,
     GLOBAL,
@@ -29,6 +28,7 @@ from cortex.core.memory_models import (
     Memory,
 )
 from cortex.errors import NotFoundError, ValidationError
+from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
     MAX_KEY_CHARS,
