@@ -7,7 +7,8 @@ Run: ``.venv/bin/python bench/ingest_compare.py --rev HEAD~3 --count 100000``
 ``bench/memory.py --count COUNT`` if missing). Each sample is a whole process running that
 tree's own ``write_rate`` on its sources (``PYTHONPATH``); the floor (a whole
 ``python -c "import sqlite3"`` process) is timed before each round, and the time of 1,000
-memories is given as a ratio to it.
+memories is given as a ratio to it. Beside it, the rate per second of the sample's CPU time
+(``write_rates``), which a machine shared with other work inflates least.
 """
 
 from __future__ import annotations
@@ -26,18 +27,20 @@ from memory import corpus
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = (
     "import random, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import memory; "
-    "print(memory.write_rate(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7)))"
+    "print(*memory.write_rates(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7)))"
 )
 
 
-def rate(tree: Path, db: Path, batches: int) -> float:
-    """Memories per second of ``tree``'s ``write_rate`` on a copy of ``db``."""
+def rate(tree: Path, db: Path, batches: int) -> tuple[float, float]:
+    """Memories per second of ``tree``'s ``write_rates`` on a copy of ``db``: of wall-clock
+    time, and of the sample's CPU time."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     args = [str(tree / "bench"), str(tree / "src"), str(db), str(batches)]
     out = subprocess.run(
         [sys.executable, "-c", SAMPLE, *args], env=env, capture_output=True, text=True, check=True
     )
-    return float(out.stdout.split()[-1])
+    wall, cpu = out.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -48,22 +51,29 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5)
     args = parser.parse_args()
     db, _ = corpus(args.count)
-    samples: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    samples: dict[str, list[tuple[float, float, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="cortex-ingest-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
         for n in range(args.rounds):
             floor = floor_ms()
             for label, tree in trees.items():
-                per_second = rate(tree, db, args.batches)
-                samples[label].append((per_second, 1e6 / per_second / floor))
-                print(f"round {n + 1}: {label} {per_second:,.0f}/s, floor {floor:.1f} ms")
+                per_second, per_cpu_second = rate(tree, db, args.batches)
+                samples[label].append((per_second, 1e6 / per_second / floor, per_cpu_second))
+                print(
+                    f"round {n + 1}: {label} {per_second:,.0f}/s "
+                    f"({per_cpu_second:,.0f} per CPU second), floor {floor:.1f} ms"
+                )
     load = os.getloadavg()
     print(f"\n{args.count:,} memories stored; before = {args.rev}, after = this checkout")
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    for label, pairs in samples.items():
-        per_second = statistics.median(p for p, _ in pairs)
-        ratio = statistics.median(r for _, r in pairs)
-        print(f"{label:<7} {per_second:>9,.0f} memories/s   1,000 memories = {ratio:.2f}x floor")
+    for label, rows in samples.items():
+        per_second, ratio, per_cpu_second = (
+            statistics.median(col) for col in zip(*rows, strict=True)
+        )
+        print(
+            f"{label:<7} {per_second:>9,.0f} memories/s   1,000 memories = {ratio:.2f}x floor   "
+            f"{per_cpu_second:>9,.0f} per CPU second"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,49 @@ def memory(mid: str, content: str, **fields: Any) -> Memory:
     )
 
 
+OWNERS: list[dict[str, Any]] = [
+    {"scope": "global"},
+    {"scope": "project", "project": "api"},
+    {"scope": "project", "project": "web"},
+    {"scope": "global", "user_id": "ana"},
+    {"scope": "project", "project": "api", "user_id": "ana"},
+]
+
+
+def check_batch_upserts(store: Store) -> None:
+    """Two batches of keyed memories over several owners: the second replaces some live ones,
+    adds new keys and repeats keys within itself; each supersedes what one-by-one upserts
+    would (checked against a model of the live keys)."""
+    live: dict[tuple[Any, ...], str] = {}
+
+    def add(batch: list[Memory]) -> list[str | None]:
+        expected = []
+        for m in batch:
+            key = (m.scope, m.project, m.user_id, m.type, m.upsert_key)
+            expected.append(live.get(key))
+            live[key] = m.id
+        assert store.add_memories(batch) == expected
+        return expected
+
+    first = [
+        memory(f"a{i}", f"first {i}", upsert_key=f"k{i % 7}", **OWNERS[i % 5]) for i in range(35)
+    ]
+    add(first)
+    second = [
+        memory(f"b{i}", f"second {i}", upsert_key=f"k{i % 9}", created_at=t(17), **OWNERS[i % 4])
+        for i in range(60)
+    ] + [memory("plain", "no key", created_at=t(17))]
+    replaced = add(second)
+    assert 0 < replaced.count(None) < len(replaced)
+    visible = MemoryFilter(all_projects=True, layers=("long_term",))
+    assert {m.id for m in store.list_memories(visible, NOW, limit=200)} == {*live.values(), "plain"}
+
+
 class MemoryStoreContract:
     """Memory, link, event, snapshot, checkpoint and compaction methods of the ``Store``."""
+
+    def test_batch_upserts_supersede_as_one_by_one(self, store: Store) -> None:
+        check_batch_upserts(store)
 
     def test_memory_round_trip(self, store: Store) -> None:
         m = memory(

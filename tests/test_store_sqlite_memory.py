@@ -15,13 +15,19 @@ from cortex.core.memory_models import Checkpoint, MemoryFilter, MemoryLink
 from cortex.store import SQLiteStore
 from cortex.store.sqlite.migrations import fts5_available
 from store_contract import session, t
-from store_contract_memory import NOW, memory
+from store_contract_memory import NOW, check_batch_upserts, memory
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SQLiteStore]:
     with SQLiteStore(tmp_path / "brain.db") as opened:
         yield opened
+
+
+def test_batch_upserts_in_statements_of_a_few_rows(store: SQLiteStore) -> None:
+    # A low limit on a statement's parameters: six keys a lookup, two rows an INSERT.
+    store.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 40)
+    check_batch_upserts(store)
 
 
 def test_fts5_is_available_here() -> None:

@@ -64,6 +64,7 @@ def test_migration_names_and_order() -> None:
         "m015_memory_hygiene",
         "m017_protocol",
         "m018_tenant_tasks",
+        "m019_drop_memory_key_index",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"
@@ -218,6 +219,26 @@ def test_protocol_migration_tags_existing_checkpoints_with_their_task(tmp_path: 
     rows = conn.execute("SELECT id, task_slug FROM checkpoints ORDER BY id").fetchall()
     assert rows == [("c1", "feat-a"), ("c2", None)]
     conn.close()
+
+
+def test_the_unread_memory_key_index_is_dropped_and_keys_stay_unique(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "brain.db")
+    indexes = {
+        str(name)
+        for (name,) in store.connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories'"
+        )
+    }
+    assert "idx_memories_upsert_key" not in indexes
+    assert "idx_memories_upsert_live" in indexes  # one live memory per key, still enforced
+    insert = (
+        "INSERT INTO memories (id, content, scope, upsert_key, created_at, updated_at) "
+        "VALUES (?, 'x', 'global', 'k', ?, ?)"
+    )
+    store.connection.execute(insert, ("m1", t(1), t(1)))
+    with pytest.raises(sqlite3.IntegrityError):
+        store.connection.execute(insert, ("m2", t(1), t(1)))
+    store.close()
 
 
 def test_opening_a_migrated_database_loads_no_migration_step(tmp_path: Path) -> None:

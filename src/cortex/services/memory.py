@@ -11,7 +11,6 @@ search and context assembly are ``cortex.services.search``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from cortex.core.memory_models import (
     Memory,
 )
 from cortex.errors import NotFoundError, ValidationError
+from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
     MAX_KEY_CHARS,
@@ -157,9 +157,10 @@ class MemoryService(MemoryReader):
         projects: dict[str, tuple[str, str | None]] = {}
         memories: list[Memory] = []
         errors: list[ItemError] = []
+        ids = batch_ids()  # a batch's ids share their first byte: its index inserts stay close
         for index, item in enumerate(items):
             try:
-                memories.append(self._build(item, now, at, projects))
+                memories.append(self._build(item, next(ids), now, at, projects))
             except ValidationError as exc:
                 errors.append(ItemError(index, str(exc)))
         if not memories:
@@ -180,17 +181,18 @@ class MemoryService(MemoryReader):
     def build(self, item: NewMemory) -> Memory:
         """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""
         now = self.clock.now()
-        return self._build(item, now, to_iso(now), {})
+        return self._build(item, next(batch_ids()), now, to_iso(now), {})
 
     def _build(
         self,
         item: NewMemory,
+        memory_id: str,
         now_dt: datetime,
         now: str,
         projects: dict[str, tuple[str, str | None]],
     ) -> Memory:
-        """Validate one ``NewMemory`` and apply the defaults (``now`` is ``now_dt`` as
-        stored); raises ``ValidationError``."""
+        """Validate one ``NewMemory`` and apply the defaults, as memory ``memory_id``
+        (``now`` is ``now_dt`` as stored); raises ``ValidationError``."""
         content = check_content(item.content)
         intent = check_intent(item.remember_intent or IMPLICIT)
         kind = check_type(item.type) if item.type else None
@@ -208,7 +210,7 @@ class MemoryService(MemoryReader):
         confidence = check_confidence(item.confidence)
         key = check_key(item.upsert_key)
         return Memory(
-            id=str(uuid.uuid4()),
+            id=memory_id,
             content=content,
             layer=layer,
             type=kind,

@@ -35,6 +35,7 @@ MIGRATION_NAMES = (
     "m015_memory_hygiene",
     "m017_protocol",
     "m018_tenant_tasks",
+    "m019_drop_memory_key_index",
 )
 
 SCHEMA_V4 = "m001_session_states"

@@ -505,6 +505,12 @@ def m018_tenant_tasks(conn: Conn) -> None:
     )
 
 
+def m019_drop_memory_key_index(conn: Conn) -> None:
+    """SQLite drops ``idx_memories_upsert_key`` (no query read it). This schema never had it,
+    so on a database Cortex made the step drops nothing: both backends apply the same names."""
+    _run(conn, "DROP INDEX IF EXISTS idx_memories_upsert_key")
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -523,6 +529,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m015_memory_hygiene", m015_memory_hygiene),
     ("m017_protocol", m017_protocol),
     ("m018_tenant_tasks", m018_tenant_tasks),
+    ("m019_drop_memory_key_index", m019_drop_memory_key_index),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

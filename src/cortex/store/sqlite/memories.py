@@ -9,7 +9,7 @@ batches go in many rows per statement (FTS5 flushes at each one); search is in
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,11 +30,16 @@ _INSERT_INTO = f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)})"
 _ROWS_PER_INSERT = 500
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
-_LIVE_KEY = (
-    "SELECT id FROM memories WHERE scope = ? AND IFNULL(project_id, '') = IFNULL(?, '') "
-    "AND IFNULL(user_id, '') = IFNULL(?, '') AND type = ? AND upsert_key = ? "
-    "AND deleted_at IS NULL AND superseded_at IS NULL"
+# The live memory of each (n, scope, project, user, type, key) row of a VALUES list, by the
+# same expressions as idx_memories_upsert_live, so each row is one search of that index.
+_LIVE_KEYS = (
+    "WITH k(n, scope, project, user_id, type, upsert_key) AS (VALUES {}) "
+    "SELECT k.n, m.id FROM k JOIN memories m ON m.scope = k.scope "
+    "AND IFNULL(m.project_id, '') = IFNULL(k.project, '') "
+    "AND IFNULL(m.user_id, '') = IFNULL(k.user_id, '') AND m.type = k.type "
+    "AND m.upsert_key = k.upsert_key AND m.deleted_at IS NULL AND m.superseded_at IS NULL"
 )
+_KEY_FIELDS = 6
 _LINK = "INSERT OR IGNORE INTO memory_links (from_id, to_id, kind, created_at) VALUES (?, ?, ?, ?)"
 
 
@@ -74,14 +79,20 @@ class MemoryRepository:
         latest: dict[tuple[Any, ...], int] = {}  # live key -> index of its newest memory
         replaced_by: dict[int, Memory] = {}  # index -> the memory of the batch replacing it
         with self._db.transaction():
+            live = self._live_ids(
+                [
+                    (m.scope, m.project, m.user_id, m.type, m.upsert_key)
+                    for m in memories
+                    if m.upsert_key is not None
+                ]
+            )
             for index, m in enumerate(memories):
                 if m.upsert_key is None:
                     continue
                 key = (m.scope, m.project, m.user_id, m.type, m.upsert_key)
                 earlier = latest.get(key)
                 if earlier is None:
-                    found = self._db.rows(_LIVE_KEY, key)
-                    superseded[index] = str(found[0][0]) if found else None
+                    superseded[index] = live.get(key)
                 else:
                     superseded[index] = memories[earlier].id
                     replaced_by[earlier] = m
@@ -107,6 +118,28 @@ class MemoryRepository:
             self._db.run_many(_LINK, [(m.id, old, "supersedes", m.created_at) for m, old in pairs])
         return superseded
 
+    def _live_ids(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:
+        """The id of the live memory holding each (scope, project, user, type, key) of
+        ``keys`` that one holds, found before the batch writes anything: a statement per
+        few hundred keys (a batch of upserts spent more on a statement per key than on the
+        index searches)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[Any, ...], str] = {}
+        for start, chunk in self._chunks(wanted, _KEY_FIELDS):
+            sql = _LIVE_KEYS.format(", ".join(f"({marks(range(_KEY_FIELDS))})" for _ in chunk))
+            params = [v for n, key in enumerate(chunk, start) for v in (n, *key)]
+            for n, memory_id in self._db.rows(sql, params):
+                found[wanted[n]] = str(memory_id)
+        return found
+
+    def _chunks(self, items: list[Any], fields: int) -> Iterator[tuple[int, list[Any]]]:
+        """(start, items) in runs of up to ``_ROWS_PER_INSERT``, fewer if ``fields`` values
+        per item would pass SQLite's limit on a statement's parameters."""
+        limit = self._db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        size = max(1, min(_ROWS_PER_INSERT, limit // fields))
+        for start in range(0, len(items), size):
+            yield start, items[start : start + size]
+
     def _insert(self, rows: list[tuple[Any, ...]]) -> None:
         """Insert memory rows, many per statement.
 
@@ -114,11 +147,8 @@ class MemoryRepository:
         statement, so one row per statement (``executemany``) costs about three times as
         much as a few hundred rows per ``INSERT``. The index it builds is the same.
         """
-        limit = self._db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        per_statement = max(1, min(_ROWS_PER_INSERT, limit // len(MEMORY_COLUMNS)))
         one_row = f"({marks(MEMORY_COLUMNS)})"
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start : start + per_statement]
+        for _, chunk in self._chunks(rows, len(MEMORY_COLUMNS)):
             sql = f"{_INSERT_INTO} VALUES {', '.join(one_row for _ in chunk)}"
             self._db.run(sql, [value for row in chunk for value in row], conflict=_CONFLICT)
 

@@ -542,6 +542,13 @@ def m018_tenant_tasks(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS idx_tasks_stage ON tasks(tenant_id, stage, seq)")
 
 
+def m019_drop_memory_key_index(conn: sqlite3.Connection) -> None:
+    """Drop ``idx_memories_upsert_key``: no query reads it (the live-key lookup and its
+    uniqueness use ``idx_memories_upsert_live``), and a keyed insert put an entry at a random
+    place in it, a page write per memory in a large batch. PostgreSQL never had it."""
+    conn.execute("DROP INDEX IF EXISTS idx_memories_upsert_key")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -560,4 +567,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m015_memory_hygiene", m015_memory_hygiene),
     Migration("m017_protocol", m017_protocol),
     Migration("m018_tenant_tasks", m018_tenant_tasks),
+    Migration("m019_drop_memory_key_index", m019_drop_memory_key_index),
 )
