@@ -36,7 +36,7 @@ def _code_of(cls: type) -> dict[str, tuple[object, ...]]:
 def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import cortex.core.models  # noqa: F401 - the engine's models install the cache
+    import cortex.store  # noqa: F401 - the store installs the cache before the models
 
     assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
     cached = _point_class()
