@@ -8,21 +8,30 @@ import marshal
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from cortex import codecache
 
+POINT = """
+import dataclasses
 
-def _point_class() -> type:
-    @dataclasses.dataclass(frozen=True)
-    class Point:
-        x: int
-        y: int = 0
-        tags: list[str] = dataclasses.field(default_factory=list, compare=False)
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int = 0
+    tags: list[str] = dataclasses.field(default_factory=list, compare=False)
+"""
 
-    return Point
+
+def _point_class(monkeypatch: pytest.MonkeyPatch, module: str = "cortex.codecache_fixture") -> type:
+    """A frozen dataclass made in a module named ``module`` (the cache holds Cortex's)."""
+    namespace = types.ModuleType(module)
+    monkeypatch.setitem(sys.modules, module, namespace)
+    exec(POINT, vars(namespace))
+    return namespace.Point  # type: ignore[no-any-return]
 
 
 def _code_of(cls: type) -> dict[str, tuple[object, ...]]:
@@ -39,9 +48,15 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
     import cortex.store  # noqa: F401 - the store installs the cache before the models
 
     assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
-    cached = _point_class()
+    monkeypatch.setattr(codecache, "_codes", {})  # this test's classes stay out of the file
+    monkeypatch.setattr(codecache, "_added", 0)
+    cached = _point_class(monkeypatch)
+    assert len(codecache._codes) == 6  # Point's six methods, now held
+    assert _code_of(_point_class(monkeypatch)) == _code_of(cached)  # made from the cache
+    _point_class(monkeypatch, "elsewhere")
+    assert len(codecache._codes) == 6  # another package's class: compiled as always
     monkeypatch.setattr(dataclasses, "exec", builtins.exec)
-    plain = _point_class()
+    plain = _point_class(monkeypatch)
     assert _code_of(cached) == _code_of(plain)
     point = cached(1, tags=["a"])
     assert point == cached(1, tags=["b"]) and hash(point) == hash(cached(1))
@@ -53,7 +68,6 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
 def test_saved_codes_load_back_and_a_bad_file_counts_as_empty(tmp_path: Path) -> None:
     path = tmp_path / "__pycache__" / "methods.bin"
     assert codecache.load(str(path)) == {}  # missing
-    _point_class()  # at least one text compiled in this process
     codecache._added = max(codecache._added, 1)
     codecache.save(str(path))
     assert codecache._added == 0

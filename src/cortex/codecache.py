@@ -4,8 +4,9 @@
 class's ``__setattr__``, ``__delattr__`` and ``__hash__``) as source text and compiles it with
 ``exec`` when the class is created. The engine defines some forty dataclasses, so every
 process that imports it compiled about 260 small functions: close to half of the import time
-of a hook or a CLI command. Importing this module makes ``dataclasses`` run the same text
-through a cache of code objects instead: one file in the package's ``__pycache__``
+of a hook or a CLI command. Importing this module makes ``dataclasses`` run the same text,
+for the classes of Cortex's own modules (other packages' classes compile as always), through
+a cache of code objects instead: one file in the package's ``__pycache__``
 (``dataclass-methods.<cache tag>.bin``), read once per process, written back at exit when a
 process compiled text it did not hold (the first run after an install or an upgrade).
 
@@ -21,6 +22,7 @@ processes compile as before.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import marshal
 import os
 import sys
@@ -31,9 +33,8 @@ TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not im
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
-MAX_ENTRIES = 4096
-"""Texts kept at most (the engine's classes need ~260; other dataclasses defined in the same
-process are cached too, up to this bound)."""
+MAX_ENTRIES = 2048
+"""Texts kept at most (the engine's classes need ~260)."""
 
 PATH = os.path.join(
     os.path.dirname(__file__),
@@ -55,10 +56,13 @@ def load(path: str = PATH) -> dict[str, CodeType]:
         return {}
     if not data.startswith(MAGIC_NUMBER):
         return {}
+    gc.disable()  # half a megabyte of new objects would start collections in the middle
     try:
         codes = marshal.loads(data[len(MAGIC_NUMBER) :])
     except (EOFError, ValueError, TypeError):
         return {}
+    finally:
+        gc.enable()
     if not isinstance(codes, dict):
         return {}
     return {k: v for k, v in codes.items() if type(k) is str and type(v) is CodeType}
@@ -85,9 +89,10 @@ def save(path: str = PATH) -> None:
 
 
 def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> None:
-    """``exec`` for ``dataclasses``: source text runs as its cached code object."""
+    """``exec`` for ``dataclasses``: source text runs as its cached code object (for Cortex's
+    own classes: ``globals`` is the namespace of the module that defines the class)."""
     global _added
-    if type(source) is str:
+    if type(source) is str and globals is not None and _ours(globals.get("__name__")):
         code = _codes.get(source)
         if code is None:
             # As ``exec(text)`` in ``dataclasses`` compiles it: no future flags inherited.
@@ -103,6 +108,10 @@ def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: Any 
     if globals is None:  # as ``exec`` called in ``dataclasses`` would run: in its namespace
         globals = vars(dataclasses)
     exec(source, globals, locals)
+
+
+def _ours(module: object) -> bool:
+    return isinstance(module, str) and (module == "cortex" or module.startswith("cortex."))
 
 
 def install() -> None:
