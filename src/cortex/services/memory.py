@@ -11,7 +11,6 @@ search and context assembly are ``cortex.services.search``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -29,6 +28,7 @@ from cortex.core.memory_models import (
     Memory,
 )
 from cortex.errors import NotFoundError, ValidationError
+from cortex.services.ids import new_uuid
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
     MAX_KEY_CHARS,
@@ -208,7 +208,7 @@ class MemoryService(MemoryReader):
         confidence = check_confidence(item.confidence)
         key = check_key(item.upsert_key)
         return Memory(
-            id=str(uuid.uuid4()),
+            id=new_uuid(),
             content=content,
             layer=layer,
             type=kind,
