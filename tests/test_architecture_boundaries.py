@@ -266,6 +266,7 @@ ENVIRONMENT_READERS = {
     "cortex.adapters.hooks": None,  # the hook fast path
     "cortex.adapters.hooks.client": None,  # the installed hook command, run by path
     "cortex.adapters.cli.main": "run",
+    "cortex.adapters.cli.plain": "run",  # the same, for the commands it serves without click
     "cortex.adapters.hooks.server": "main",
     "cortex.adapters.server.app": "app_from_env",  # uvicorn's workers' factory
 }
