@@ -32,22 +32,14 @@ def session() -> None:
     help="Also show why each session, pin and task was or was not restored.",
 )
 @pass_rt
-def session_start(
-    rt: Runtime,
-    session_id: str | None,
-    channel: str,
-    project: str | None,
-    keywords: str,
-    workdir: str | None,
-    explain: bool,
-) -> None:
+def session_start(rt: Runtime, **options: Any) -> None:
     """Open a session and print the continuity preamble (nothing on a cold start).
 
     \b
     Example:
       cortex session start --project lbf-ham-radio --keywords "ft991a cat control"
     """
-    plain.session_start(rt, session_id, channel, project, keywords, workdir, explain)
+    plain.session_start(rt, **options)
 
 
 @session.command("record", context_settings=CONTEXT)
