@@ -32,7 +32,7 @@ def session() -> None:
     help="Also show why each session, pin and task was or was not restored.",
 )
 @pass_rt
-def session_start(rt: Runtime, **options: Any) -> None:
+def session_start(rt: Runtime, /, **options: Any) -> None:
     """Open a session and print the continuity preamble (nothing on a cold start).
 
     \b
