@@ -6,7 +6,7 @@ Layers, imports pointing down only (``docs/architecture.md`` draws them):
     services/   use cases over the store protocol; never a backend, never an adapter
     store/      the Store protocol, migrations, one package per backend; imports core only
     core/       pure domain: no I/O, no clock, no database, no third-party code
-    config, clock, errors, files: plumbing every layer may use
+    config, clock, errors, files, codecache: plumbing every layer may use
 
 The pure core is also checked call by call: it never reads the clock or opens a file.
 """
@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
-PLUMBING = frozenset({"cortex.config", "cortex.clock", "cortex.errors", "cortex.files"})
+PLUMBING = frozenset(
+    {"cortex.config", "cortex.clock", "cortex.errors", "cortex.files", "cortex.codecache"}
+)
 # What each layer may import from cortex, besides itself and the plumbing.
 ALLOWED = {
     "core": ("cortex.core",),
@@ -264,6 +266,7 @@ ENVIRONMENT_READERS = {
     "cortex.adapters.hooks": None,  # the hook fast path
     "cortex.adapters.hooks.client": None,  # the installed hook command, run by path
     "cortex.adapters.cli.main": "run",
+    "cortex.adapters.cli.plain": "run",  # the same, for the commands it serves without click
     "cortex.adapters.hooks.server": "main",
     "cortex.adapters.server.app": "app_from_env",  # uvicorn's workers' factory
 }

@@ -559,6 +559,7 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     assert tops - set(sys.stdlib_module_names) == {"cortex"}
     assert not {"click", "mcp", "cortex.adapters.cli.main", "cortex.adapters.mcp.server"} & names
     assert "cortex.services.memory" not in names  # the services are built lazily
+    assert not {"uuid", "platform"} & names  # ids come from services.ids.new_uuid
 
 
 def wait_for_server(home: Path, seconds: float = 30) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from cli_helpers import cortex, ok
 from cortex.errors import NotFoundError, ValidationError
 from cortex.services.app import Services
+from cortex.services.ids import new_uuid
 
 
 def test_services_take_unique_prefixes_and_list_the_candidates_of_ambiguous_ones(
@@ -56,3 +58,12 @@ def test_the_cli_takes_back_the_short_ids_it_prints(home: Path) -> None:
     mid = mid["memory"]["id"] if "memory" in mid else mid["id"]
     assert "eu-west-1" in ok(cortex(home, "memory", "show", mid[:8]))
     ok(cortex(home, "memory", "forget", mid[:8]))
+
+
+def test_new_uuid_is_a_random_version_4_uuid_as_uuid_writes_it() -> None:
+    made = {new_uuid() for _ in range(200)}
+    assert len(made) == 200
+    for text in made:
+        parsed = uuid.UUID(text)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -225,3 +228,18 @@ def test_an_error_quoting_a_value_keeps_its_own_words_and_hides_secrets() -> Non
     hidden = ValidationError("no pin 'password=hunter22'; see `cortex pin list`")
     assert "hunter22" not in str(hidden) and str(hidden).endswith("; see `cortex pin list`")
     assert "hunter22" not in str(ValidationError("bad line: password: hunter22"))
+
+
+def test_a_rule_is_compiled_only_when_its_guard_occurs() -> None:
+    code = (
+        "from cortex.core import redaction as r\n"
+        "r.redact('tune the ft991a cat control, attempt 7')\n"
+        "plain = r._compiled.cache_info().currsize\n"
+        "out = r.redact('db password=hunter2 and ghp_' + 'a1B2' * 9)\n"
+        "print(plain, r._compiled.cache_info().currsize, out)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    plain, secret, out = done.stdout.split(maxsplit=2)
+    assert int(plain) == 0  # prose with no guard compiles none of the ~70 rules
+    assert 1 <= int(secret) <= 4  # the key=value rule and GitHub's, not all of them
+    assert out.strip() == "db password=[REDACTED] and [REDACTED]"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import cortex.codecache  # noqa: F401 - installs itself before the classes below are made
 from cortex.errors import ConfigError
 
 

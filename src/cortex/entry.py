@@ -4,7 +4,9 @@ Hook processes run once per agent event, so ``cortex hook ...`` must not pay for
 human CLI (click) or anything else heavy: this module looks at argv and imports only what
 the command needs. Global options given before ``hook`` (``--home``, ``--now``, ``--set``,
 ``--json``) become the environment the hook reads (``CORTEX_HOME``, ``CORTEX_NOW``,
-``CORTEX_<NAME>``), which is what they mean to every other command.
+``CORTEX_<NAME>``), which is what they mean to every other command. ``session start`` and
+``memory search`` with plain arguments run without click (``cortex.adapters.cli.plain``); every
+other command line goes to the click CLI.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         from cortex.adapters.hooks import main as hook_main
 
         return hook_main(hook_args)
+    from cortex.adapters.cli.plain import run as run_plain
+
+    code = run_plain(args)  # ``session start`` and ``memory search`` need no click
+    if code is not None:
+        return code
     from cortex.adapters.cli.main import run
 
     return run(args)

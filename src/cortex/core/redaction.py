@@ -161,26 +161,34 @@ _SHORTEST_TOKEN = 20
 
 @cache
 def _rules() -> tuple[
-    tuple[tuple[str, re.Pattern[str]], ...],
-    tuple[tuple[str, re.Pattern[str]], ...],
-    tuple[tuple[tuple[str, ...], re.Pattern[str]], ...],
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, str], ...],
+    tuple[tuple[tuple[str, ...], str], ...],
     re.Pattern[str],
 ]:
-    """Compiled rules: (guard, pattern) for the original text, the subset that also applies
-    to text without a 20-character piece, (guards, pattern) for the lowercased copy, and one
-    pattern that finds any guard of the lowercased rules (most text has none: one scan)."""
+    """The rules: (guard, pattern source) for the original text, the subset that also applies
+    to text without a 20-character piece, (guards, pattern source) for the lowercased copy, and
+    one compiled pattern that finds any guard of the lowercased rules (most text has none: one
+    scan). A rule's own pattern is compiled (``_compiled``) the first time its guard occurs."""
     original = [
-        (prefix, re.compile(f"{re.escape(prefix)}(?<![{_WORD}]{re.escape(prefix)}){body}"))
+        (prefix, f"{re.escape(prefix)}(?<![{_WORD}]{re.escape(prefix)}){body}")
         for prefix, body in _PREFIXED
     ]
-    original += [(guard, re.compile(pattern)) for guard, pattern in _GUARDED]
+    original += _GUARDED
     stems = "|".join(_KEY_STEMS)
     key_values = rf"(?:{stems}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
-    folded = [(guards, re.compile(pattern or key_values)) for guards, pattern in _FOLDED]
+    folded = [(guards, pattern or key_values) for guards, pattern in _FOLDED]
     short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
     literals = sorted({guard for guards, _ in _FOLDED for guard in guards}, key=len, reverse=True)
     any_guard = re.compile("|".join(map(re.escape, literals)))
     return tuple(original), short, tuple(folded), any_guard
+
+
+@cache
+def _compiled(source: str) -> re.Pattern[str]:
+    """A rule's pattern, compiled once per process and only when some text has its guard (a
+    start compiles two or three of the seventy rules, not all of them)."""
+    return re.compile(source)
 
 
 @cache
@@ -194,7 +202,7 @@ def _runs() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Patte
     )
 
 
-_PEM_BODY = re.compile(r"(?:\s*+[A-Za-z0-9+/=]{16,}+)*+")
+_PEM_BODY = r"(?:\s*+[A-Za-z0-9+/=]{16,}+)*+"
 """A block cut short: whitespace-separated base64 chunks of 16+ characters (not prose)."""
 
 
@@ -209,14 +217,15 @@ def _pem_spans(text: str) -> Iterator[tuple[int, int]]:
         end = None if end_missing else end_line.search(text, begin.end())
         if end is None:
             end_missing = True  # no END after here, so none after any later BEGIN either
-            body = _PEM_BODY.match(text, begin.end())
+            body = _compiled(_PEM_BODY).match(text, begin.end())
             pos = body.end() if body else begin.end()
         else:
             pos = end.end()
         yield begin.start(), pos
 
 
-def _group_spans(pattern: re.Pattern[str], source: str) -> Iterator[tuple[int, int]]:
+def _group_spans(rule: str, source: str) -> Iterator[tuple[int, int]]:
+    pattern = _compiled(rule)
     has_group = "s" in pattern.groupindex
     for match in pattern.finditer(source):
         start, end = match.span("s") if has_group else match.span()

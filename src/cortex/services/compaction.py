@@ -15,7 +15,6 @@ through the bridge.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -42,6 +41,7 @@ from cortex.core.transcripts import extract_decisions, format_checkpoint
 from cortex.errors import CortexError, ValidationError
 from cortex.services.base import Service
 from cortex.services.events import EventLog
+from cortex.services.ids import new_uuid
 from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ class CompactionService(Service):
             survivors = self._survivors(state, decisions, files_changed) | dict(extra_state or {})
             checkpoint = validated_checkpoint(
                 Checkpoint(
-                    checkpoint_id=f"ckpt-{at[:10]}-{uuid.uuid4().hex[:8]}",
+                    checkpoint_id=f"ckpt-{at[:10]}-{new_uuid()[:8]}",
                     session_id=session_id,
                     timestamp=at,
                     type=type,
@@ -375,7 +375,7 @@ class CompactionService(Service):
             checkpoint = self.checkpoint(session_id, type="pre_compaction", summary=summary)
             snapshot = self.events.snapshot(session_id, "auto_compaction")
             event = CompactionEvent(
-                id=str(uuid.uuid4()),
+                id=new_uuid(),
                 session_id=session_id,
                 trigger_type=(decision.trigger_type if decision.due else None) or "manual",
                 reason=decision.reason if decision.due else f"forced ({harness_trigger})",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +51,7 @@ from cortex.core.memory_models import (
 )
 from cortex.errors import ConfigError, CortexError, ValidationError
 from cortex.services.base import Service
+from cortex.services.ids import new_uuid
 from cortex.services.memory import NewMemory
 from cortex.store.protocol import Store
 
@@ -294,7 +294,7 @@ class ConsolidationService(Service):
     ) -> ConsolidationRun:
         counts = plan.counts()
         run = ConsolidationRun(
-            id=str(uuid.uuid4()),
+            id=new_uuid(),
             scope=PROJECT if project else GLOBAL,
             project=project,
             user_id=user_id,

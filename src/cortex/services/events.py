@@ -8,8 +8,6 @@ on ``new_session``, ``reset``, ``manual`` or ``auto_compaction``.
 
 from __future__ import annotations
 
-import uuid
-
 from cortex.core.memory_models import (
     EVENT_KINDS,
     ROLES,
@@ -24,7 +22,7 @@ from cortex.core.transcripts import slugify, transcript_markdown
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
-from cortex.services.ids import lookup
+from cortex.services.ids import lookup, new_uuid
 
 MAX_EVENT_CHARS = 65_536
 """Characters of one event's content that are stored (a bounded payload); the token
@@ -78,7 +76,7 @@ class EventLog(Service):
                 bump = 1 if (role, kind) == ("user", "message") else 0
                 turn_index = 0 if last is None else last + bump
             event = SessionEvent(
-                id=str(uuid.uuid4()),
+                id=new_uuid(),
                 session_id=session_id,
                 role=role,
                 kind=kind,
@@ -119,7 +117,7 @@ class EventLog(Service):
             at = self.now_iso()
             title = f"Session {session_id} - {name} ({trigger}, {at[:16].replace('T', ' ')} UTC)"
             snap = SessionSnapshot(
-                id=str(uuid.uuid4()),
+                id=new_uuid(),
                 session_id=session_id,
                 slug=name,
                 source_trigger=trigger,

@@ -43,10 +43,7 @@ def batch_ids() -> Iterator[str]:
         for _ in range(RUN):
             raw = bytearray(os.urandom(16))
             raw[0] = lead
-            raw[6] = (raw[6] & 0x0F) | 0x40
-            raw[8] = (raw[8] & 0x3F) | 0x80
-            h = raw.hex()
-            yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            yield _uuid4(raw)
 
 
 def resolve_id(store: Store, kind: str, given: str) -> str | None:
@@ -79,3 +76,17 @@ def lookup(store: Store, kind: str, given: str, get: Callable[[str], T | None]) 
     if found is None and (full := resolve_id(store, kind, given)) is not None:
         found = get(full)
     return found
+
+
+def new_uuid() -> str:
+    """A random (version 4) UUID, written as ``str(uuid.uuid4())`` writes it, without
+    importing ``uuid`` (it imports ``platform`` and more: ~2 ms of a hook that checkpoints)."""
+    return _uuid4(bytearray(os.urandom(16)))
+
+
+def _uuid4(raw: bytearray) -> str:
+    """The 16 random bytes ``raw`` as a version-4 UUID's text (``str(uuid.UUID(...))``)."""
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    digits = raw.hex()
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"

@@ -10,7 +10,6 @@ becomes a procedure with ``promote``: its user requests, in order, are the steps
 from __future__ import annotations
 
 import builtins
-import uuid
 from collections.abc import Sequence
 
 from cortex.config import Config
@@ -28,6 +27,7 @@ from cortex.core.retrieval import query_terms
 from cortex.errors import ConfigError, NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
+from cortex.services.ids import new_uuid
 from cortex.services.memory_checks import MAX_KEY_CHARS, check_content, check_limit
 from cortex.store.protocol import Store
 
@@ -69,7 +69,7 @@ class ProceduralService(Service):
             raise ValidationError(f"procedure_key is longer than {MAX_KEY_CHARS} characters")
         now = self.now_iso()
         procedure = Procedure(
-            id=str(uuid.uuid4()), procedure_key=key, title=title, steps=tuple(cleaned),
+            id=new_uuid(), procedure_key=key, title=title, steps=tuple(cleaned),
             scope=PROJECT if project else GLOBAL, project=project or None,
             user_id=user_id or None, source_session_id=session_id, created_at=now,
             updated_at=now,

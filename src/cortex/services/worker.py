@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -32,6 +31,7 @@ from cortex.clock import parse_time, to_iso
 from cortex.config import Config
 from cortex.core.hygiene import JobState
 from cortex.errors import CortexError, ValidationError
+from cortex.services.ids import new_uuid
 
 if TYPE_CHECKING:
     from cortex.services.app import Services
@@ -152,7 +152,7 @@ def registered_jobs() -> list[Job]:
 
 def worker_owner() -> str:
     """A lease owner name unique to this process: host, pid and a random part."""
-    return f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{os.uname().nodename}:{os.getpid()}:{new_uuid()[:8]}"
 
 
 def loop(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cortex.codecache  # noqa: F401 - before the models: their dataclass methods come compiled
 from cortex.errors import ConfigError
 from cortex.store.migrations import SCHEMA_V4, migration_names
 from cortex.store.protocol import SharedStore, Store

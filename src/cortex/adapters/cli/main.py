@@ -8,7 +8,6 @@ machines. Errors a user can cause print one line naming the next step and exit 1
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 import click
 
 from cortex.adapters.cli import sessions
+from cortex.adapters.cli.plain import setup_logging
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
 from cortex.config import parse_assignments
 from cortex.errors import CortexError
@@ -82,9 +82,7 @@ def _json_first(argv: Sequence[str]) -> list[str]:
 
 def run(argv: Sequence[str]) -> int:
     """Run the CLI; turn CortexError into one line on stderr and exit code 1."""
-    logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")
-    debug = logging.getLogger("cortex.debug")
-    debug.setLevel(logging.INFO)
+    setup_logging()
     env = dict(os.environ)  # the entry point reads the environment; commands get it passed
     try:
         code = cli.main(args=_json_first(argv), prog_name="cortex", standalone_mode=False, obj=env)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import click
 
+from cortex.adapters.cli import plain
+from cortex.adapters.cli.plain import format_memory
 from cortex.adapters.cli.runtime import (
     CONTEXT,
     F,
@@ -17,22 +19,8 @@ from cortex.adapters.cli.runtime import (
     session_option,
     text_or_stdin,
 )
-from cortex.core.memory_models import ContextResult, Memory, ScoredMemory
+from cortex.core.memory_models import ContextResult, Memory
 from cortex.services.review import ReviewQueue
-
-
-def format_memory(m: Memory) -> str:
-    where = m.project if m.project else "global"
-    tags = f" [{', '.join(m.tags)}]" if m.tags else ""
-    key = f" key={m.upsert_key}" if m.upsert_key else ""
-    state = " (superseded)" if m.superseded_at else (" (forgotten)" if m.deleted_at else "")
-    first = " ".join(m.content.split())
-    shown = first if len(first) <= 100 else first[:99] + "…"
-    return f"{m.id}  {m.layer:<9} {m.type:<10} {where}{key}{tags}{state}\n    {shown}"
-
-
-def format_scored(items: Sequence[ScoredMemory]) -> str:
-    return "\n".join(f"{format_memory(s.memory)}\n    score {s.score:.3f}: {s.why}" for s in items)
 
 
 @click.group(context_settings=CONTEXT)
@@ -165,8 +153,7 @@ def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **sco
     Example:
       cortex memory search "which region do we deploy to?" --project api
     """
-    hits = rt.services.memory.search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
-    rt.emit([h.to_dict() for h in hits], lambda: format_scored(hits) or "no match")
+    plain.memory_search(rt, query, limit, no_expand, **scope)
 
 
 @memory.command("recall", context_settings=CONTEXT)

@@ -1,27 +1,20 @@
-"""What every CLI command shares: the runtime the global options resolve to, the lazy
-command groups, and the options and helpers commands repeat."""
+"""What every CLI command shares: the runtime the global options resolve to (``plain.Runtime``,
+which needs no click), the lazy command groups, and the options and helpers commands repeat."""
 
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from cortex.clock import Clock, FixedClock, SystemClock, to_iso
-from cortex.config import SETTINGS_BY_NAME, Config, coerce, load_config
+from cortex.adapters.cli.plain import Runtime as Runtime
+from cortex.adapters.cli.plain import clean as clean
+from cortex.config import SETTINGS_BY_NAME, coerce
 from cortex.errors import ConfigError
-from cortex.services.app import Services
-
-if TYPE_CHECKING:
-    from cortex.services.sessions.manager import SessionPersistenceManager
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SESSION_HELP = "Session (default: the current active one)."
@@ -35,65 +28,6 @@ def session_option(help: str = SESSION_HELP) -> Callable[[F], F]:
         return click.option("--session-id", help=help)(command)
 
     return decorate
-
-
-@dataclass
-class Runtime:
-    """What the global options resolve to; opens the store only when a command needs it."""
-
-    home: Path | None
-    now: str | None
-    as_json: bool
-    overrides: dict[str, str]
-    env: Mapping[str, str] = field(default_factory=dict)
-    """The process environment, as ``run`` passed it in (nothing else reads it)."""
-
-    @cached_property
-    def config(self) -> Config:
-        """Resolved once per command (it reads config.toml and openclaw.json)."""
-        check_assignments(self.overrides)
-        return load_config(self.home, self.env, self.overrides)
-
-    @cached_property
-    def clock(self) -> Clock:
-        return FixedClock(self.now) if self.now else SystemClock()
-
-    def now_iso(self) -> str:
-        """The command's current time (the fixed ``--now`` or the clock), without a database."""
-        return to_iso(self.clock.now())
-
-    @cached_property
-    def services(self) -> Services:
-        """The services over the home's database, opened on first use, closed with the command."""
-        services = Services.open(self.config, self.clock)
-        ctx = click.get_current_context(silent=True)
-        if ctx is not None:
-            ctx.call_on_close(services.close)
-        return services
-
-    @property
-    def sessions(self) -> SessionPersistenceManager:
-        return self.services.sessions
-
-    def session_id(self, given: str | None) -> str:
-        """``given``, or the session a command run here means: the current one of this
-        directory's project, never another project's (``current_session``)."""
-        if given:
-            return given
-        from cortex.services.project import harness_project_dir, project_identity
-
-        where = harness_project_dir(self.env) or os.getcwd()
-        here = project_identity(where, self.config.home / "cache", self.env)
-        return self.sessions.current_session(here).session_id
-
-    def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
-        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
-        if self.as_json:
-            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-            return
-        shown = text() if callable(text) else text
-        if shown:
-            click.echo(shown)
 
 
 class UsageLine(click.ClickException):
@@ -116,13 +50,6 @@ def check_assignments(overrides: Mapping[str, str]) -> None:
             coerce(setting, raw, Path("~"), "flag")
         except ConfigError as exc:
             raise UsageLine(str(exc)) from exc
-
-
-def clean(text: str | None) -> str | None:
-    """Make argv text storable: undecodable bytes become U+FFFD instead of failing later."""
-    if text is None:
-        return None
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def text_or_stdin(text: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from cortex.adapters.cli import plain
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, clean, pass_rt, session_option
 from cortex.core.models import Pin, SessionState
 from cortex.core.preamble import format_continue_summary
@@ -31,42 +32,14 @@ def session() -> None:
     help="Also show why each session, pin and task was or was not restored.",
 )
 @pass_rt
-def session_start(
-    rt: Runtime,
-    session_id: str | None,
-    channel: str,
-    project: str | None,
-    keywords: str,
-    workdir: str | None,
-    explain: bool,
-) -> None:
+def session_start(rt: Runtime, /, **options: Any) -> None:
     """Open a session and print the continuity preamble (nothing on a cold start).
 
     \b
     Example:
       cortex session start --project lbf-ham-radio --keywords "ft991a cat control"
     """
-    ctx = rt.sessions.on_session_start(
-        session_id,
-        channel,
-        project=clean(project),
-        keywords=[clean(keywords) or ""],
-        workdir=clean(workdir),
-        explain=explain,
-    )
-    data = ctx.to_dict() | ({"explain": list(ctx.explain)} if explain else {})
-    lines = [ctx.preamble or ""] if ctx.preamble else []
-    if explain:
-        lines.append(
-            "WHY:\n"
-            + (
-                "\n".join(f"  {r}" for r in ctx.explain)
-                or "  no prior session of this project in the lookback window"
-            )
-        )
-    rt.emit(data, "\n\n".join(lines))
-    if not rt.as_json:
-        click.echo(f"session {ctx.session_id} started", err=True)
+    plain.session_start(rt, **options)
 
 
 @session.command("record", context_settings=CONTEXT)

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import cortex.codecache  # noqa: F401 - the engine's first dataclass on the hook path
+
 START = "start"
 PROMPT = "prompt"
 TOOL = "tool"

@@ -14,6 +14,7 @@ from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState
 from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
 from cortex.files import check_id
+from cortex.services.ids import new_uuid
 from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
@@ -172,6 +173,4 @@ def context_keywords(
 
 
 def _new_id() -> str:
-    import uuid  # lazily: hooks always pass an id, and uuid costs ~8 ms to import
-
-    return str(uuid.uuid4())
+    return new_uuid()

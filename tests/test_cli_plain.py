@@ -1,0 +1,170 @@
+"""``session start`` and ``memory search`` without click: the same bytes, exit codes and
+errors as the click command line, in real processes, and click stays unimported."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import T0, cortex, ok
+from cortex.adapters.cli import plain
+
+CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(sys.argv[1:]))"
+ENTRY_RUN = (
+    "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
+    "open(sys.argv[0] + '.modules', 'w').write(str('click' in sys.modules)); sys.exit(code)"
+)
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with sessions of one project (one left open) and memories, one with ANSI codes."""
+    home = tmp_path_factory.mktemp("plain") / "seed"
+    ok(cortex(home, "session", "start", "--project", "api", "--session-id", "s1"))
+    ok(cortex(home, "pin", "add", "deploy", "make deploy ENV=staging", "--session-id", "s1"))
+    ok(cortex(home, "session", "end", "--session-id", "s1"))
+    ok(cortex(home, "session", "start", "--project", "api", "--session-id", "s2"))
+    for text, kind in (
+        ("Deploys go to eu-west-1 in the deploy region", "fact"),
+        ("Never deploy on Fridays", "rule"),
+        ("The \x1b[31mred\x1b[0m deploy banner is shown", "fact"),
+    ):
+        ok(cortex(home, "memory", "add", text, "--project", "api", "--type", kind))
+    return home
+
+
+RANDOM = re.compile(
+    rb"ckpt-\d{4}-\d\d-\d\d-[0-9a-f]{8}|[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}"
+)
+
+
+def same(output: bytes) -> bytes:
+    """``output`` with its random ids (new sessions', checkpoints') made alike."""
+    return RANDOM.sub(b"<random id>", output)
+
+
+def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], bool]:
+    """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
+    its own copy of the seed home), and whether the entry's process imported click."""
+    results = []
+    for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
+        home = tmp_path / name
+        shutil.copytree(seed, home)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+        env.update(CORTEX_HOME=str(home), CORTEX_NOW="2026-02-16T10:00:00Z")
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        shown = [
+            same(out.replace(str(home).encode(), b"HOME")) for out in (done.stdout, done.stderr)
+        ]
+        results.append([*shown, done.returncode])
+    imported = (tmp_path / "-c.modules").read_text() == "True"
+    return results[0], results[1], imported
+
+
+PLAIN = [
+    ("session", "start", "--project", "api", "--session-id", "s3", "--keywords", "deploy region"),
+    ("--json", "session", "start", "--project", "api", "--session-id", "s3"),
+    ("session", "start", "--project=api", "--session-id=s3", "--explain", "--channel", "cli2"),
+    ("session", "start", "--project", "api", "--json", "--session-id", "s3", "--explain"),
+    ("session", "start", "--project", "other", "--session-id", "s3", "--workdir", "/tmp"),
+    ("session", "start", "--project", "api"),  # a new random id
+    ("session", "start", "--project", "api", "--session-id", "../escape"),  # a CortexError
+    ("memory", "search", "deploy region", "--project", "api"),
+    ("memory", "search", "deploy", "--project", "api", "--no-expand", "--limit", "1"),
+    ("--json", "memory", "search", "deploy", "--type", "fact", "--type", "rule", "--limit=5"),
+    ("memory", "search", "red banner", "--project", "api"),  # ANSI codes stripped off a pipe
+    ("memory", "search", "nothing-matches-this", "--tags", "x", "--layer", "rule"),
+    ("--now", "2026-02-17T09:00:00Z", "memory", "search", "deploy", "--user", "u1"),
+]
+TO_CLICK = [
+    ("session", "start", "--bogus"),
+    ("session", "start", "--project"),
+    ("session", "start", "--project", "a", "--project", "b"),
+    ("session", "start", "--help"),
+    ("session", "start", "--explain=yes"),
+    ("memory", "search"),
+    ("memory", "search", "a", "b"),
+    ("memory", "search", "q", "--limit", "x"),
+    ("memory", "search", "q", "--limit", "-1"),
+    ("memory", "search", "q", "--", "--project"),
+    ("--set", "lookback_days=3", "session", "start", "--session-id", "s3"),
+    ("--set", "nope=3", "session", "start", "--session-id", "s3"),
+    ("--home", "brain-file", "session", "start"),
+    ("session", "--json"),
+]
+
+
+@pytest.mark.parametrize("args", PLAIN, ids=" ".join)
+def test_plain_command_lines_run_without_click_and_print_the_same(
+    seed: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    assert plain.parse(list(args), {}) is not None
+    through_click, through_entry, imported = run_both(seed, tmp_path, *args)
+    assert through_entry == through_click
+    assert not imported
+
+
+@pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)
+def test_other_command_lines_go_to_click(seed: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "brain-file").write_text("")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert plain.parse(list(args), {}) is None
+    finally:
+        os.chdir(cwd)
+    through_click, through_entry, imported = run_both(seed, tmp_path, *args)
+    assert through_entry == through_click
+    assert imported
+
+
+def test_the_output_of_both_paths_is_what_a_person_sees(seed: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(seed, home)
+    out = cortex(home, "memory", "search", "red banner", "--project", "api", now=T0)
+    assert out.returncode == 0
+    assert "The red deploy banner is" in out.stdout and "\x1b" not in out.stdout
+
+
+def test_the_plain_table_matches_the_click_commands() -> None:
+    """Every option the plain path takes is the click command's, with its parameter name and
+    default: an option added to click is left to click, and a default changed in one place
+    only fails here."""
+    import click
+
+    from cortex.adapters.cli.main import cli
+    from cortex.adapters.cli.plain import COMMANDS
+
+    ctx = click.Context(cli)
+    for (group, name), (_, options, defaults) in COMMANDS.items():
+        sub = cli.get_command(ctx, group)  # groups load lazily
+        assert isinstance(sub, click.Group)
+        command = sub.get_command(ctx, name)
+        assert command is not None
+        params = {p.name: p for p in command.params}
+        for opt, parameter in options.items():
+            key = parameter.rstrip("?#<[]")
+            param = params[key]
+            if opt:
+                assert opt in param.opts, (group, name, opt)
+            else:
+                assert isinstance(param, click.Argument), (group, name, key)
+            default = param.to_info_dict()["default"]  # click's unset default reads None
+            if parameter.endswith("?"):
+                assert isinstance(param, click.Option) and param.is_flag and not default
+            elif parameter.endswith("[]"):
+                assert isinstance(param, click.Option) and param.multiple
+            elif not parameter.endswith("<"):
+                assert defaults[key] == default, (group, name, key)

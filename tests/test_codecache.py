@@ -1,0 +1,111 @@
+"""The dataclass method cache: the same classes as plain ``dataclasses``, compiled once."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import marshal
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from cortex import codecache
+
+POINT = """
+import dataclasses
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int = 0
+    tags: list[str] = dataclasses.field(default_factory=list, compare=False)
+"""
+
+
+def _point_class(monkeypatch: pytest.MonkeyPatch, module: str = "cortex.codecache_fixture") -> type:
+    """A frozen dataclass made in a module named ``module`` (the cache holds Cortex's)."""
+    namespace = types.ModuleType(module)
+    monkeypatch.setitem(sys.modules, module, namespace)
+    exec(POINT, vars(namespace))
+    return namespace.Point  # type: ignore[no-any-return]
+
+
+def _code_of(cls: type) -> dict[str, tuple[object, ...]]:
+    out = {}
+    for name in ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__", "__hash__"):
+        code = getattr(cls, name).__code__
+        out[name] = (code.co_code, code.co_consts, code.co_names, code.co_varnames, code.co_flags)
+    return out
+
+
+def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cortex.store  # noqa: F401 - the store installs the cache before the models
+
+    assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
+    monkeypatch.setattr(codecache, "_codes", {})  # this test's classes stay out of the file
+    monkeypatch.setattr(codecache, "_added", 0)
+    cached = _point_class(monkeypatch)
+    assert len(codecache._codes) == 6  # Point's six methods, now held
+    assert _code_of(_point_class(monkeypatch)) == _code_of(cached)  # made from the cache
+    _point_class(monkeypatch, "elsewhere")
+    assert len(codecache._codes) == 6  # another package's class: compiled as always
+    monkeypatch.setattr(dataclasses, "exec", builtins.exec)
+    plain = _point_class(monkeypatch)
+    assert _code_of(cached) == _code_of(plain)
+    point = cached(1, tags=["a"])
+    assert point == cached(1, tags=["b"]) and hash(point) == hash(cached(1))
+    assert repr(point).endswith("Point(x=1, y=0, tags=['a'])")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 2  # type: ignore[misc]
+
+
+def test_saved_codes_load_back_and_a_bad_file_counts_as_empty(tmp_path: Path) -> None:
+    path = tmp_path / "__pycache__" / "methods.bin"
+    assert codecache.load(str(path)) == {}  # missing
+    codecache._added = max(codecache._added, 1)
+    codecache.save(str(path))
+    assert codecache._added == 0
+    loaded = codecache.load(str(path))
+    assert loaded and loaded.keys() <= codecache._codes.keys()
+    assert all(loaded[k].co_code == codecache._codes[k].co_code for k in loaded)
+    data = path.read_bytes()
+    path.write_bytes(b"\0\0\0\0" + data[4:])  # another interpreter's magic number
+    assert codecache.load(str(path)) == {}
+    path.write_bytes(data[: len(data) // 2])  # cut short
+    assert codecache.load(str(path)) == {}
+    path.write_bytes(codecache.MAGIC_NUMBER + marshal.dumps(["not", "a", "dict"]))
+    assert codecache.load(str(path)) == {}
+
+
+def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    codecache._added = max(codecache._added, 1)
+    codecache.save(str(blocked / "__pycache__" / "methods.bin"))  # its parent is a file
+    assert codecache._added >= 1
+    assert list(tmp_path.iterdir()) == [blocked]
+
+
+def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
+    code = (
+        "import dataclasses, sys\n"
+        "import cortex.store.sqlite.store, cortex.services.sessions.manager\n"
+        "import cortex.adapters.hooks.dispatch\n"
+        "from cortex import codecache\n"
+        "print(codecache._added, len(codecache._codes))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    compiled, held = map(int, runs[1])
+    assert compiled == 0 and held >= 200
