@@ -38,7 +38,8 @@ def connect(path: str, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # WAL: readers don't block the writer and the writer doesn't block readers.
         _enable_wal(conn, busy_timeout_ms / 1000)
-        # With WAL, NORMAL is crash-safe for the file; a power loss may drop only the last commit.
+        # With WAL, NORMAL survives a crash of any process intact (committed is kept); a power
+        # loss or an OS crash may roll back the commits made since the last checkpoint.
         conn.execute("PRAGMA synchronous = NORMAL")
         # Later tables reference sessions; SQLite enforces foreign keys only when asked.
         conn.execute("PRAGMA foreign_keys = ON")
