@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cortex.core.memory_models import Memory
@@ -171,6 +171,9 @@ DECODED_SESSIONS = 128
 """How many decoded session rows a process keeps (``session_from_row``): a restore reads the
 same ~50 completed sessions at every start, and decoding them was a quarter of its CPU."""
 _decoded: dict[tuple[Any, ...], SessionState] = {}
+_CONTINUED_BY = SESSION_COLUMNS.index("continued_by")
+_UPDATED_AT = SESSION_COLUMNS.index("updated_at")
+_FIRST, _SECOND = sorted((_CONTINUED_BY, _UPDATED_AT))
 
 
 def session_from_row(row: Sequence[Any]) -> SessionState | None:
@@ -178,9 +181,12 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
 
     Decoding is a pure function of the row, so a row seen before (every value equal) gives
     back the same frozen state; nobody mutates a decoded state (``topic_state`` is only read).
+    A row that differs from one seen before only in ``continued_by`` and ``updated_at`` (what
+    a restore changes in each session it continues) is that state with those two values.
     Rows with unhashable values (PostgreSQL's decoded JSON) are decoded each time.
     """
-    key = tuple(row)
+    row = tuple(row)
+    key = row[:_FIRST] + row[_FIRST + 1 : _SECOND] + row[_SECOND + 1 :]
     try:
         hash(key)  # (``pop`` on an empty dict would not find out)
     except TypeError:
@@ -195,6 +201,8 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
                 del _decoded[next(iter(_decoded))]  # the least recently used
             except (KeyError, RuntimeError, StopIteration):
                 _decoded.clear()  # another thread changed it meanwhile: start over
+    elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
+        state = replace(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
     _decoded[key] = state  # (again) the most recently used
     return state
 
@@ -330,7 +338,11 @@ def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
+
+
+# Made once: ``json.dumps`` with options builds a new encoder at every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def session_projects_query(tenant_clause: str = "") -> str:

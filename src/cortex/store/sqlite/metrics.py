@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
@@ -12,6 +13,14 @@ from cortex.store.sqlite.db import Database
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
+_INSERTED = "event, session_id, payload, created_at, prev_hash, hash"
+_ROW = "(?, ?, ?, ?, ?, ?)"
+
+
+@cache
+def _insert_metrics(count: int) -> str:
+    """An INSERT of ``count`` metrics rows."""
+    return f"INSERT INTO metrics ({_INSERTED}) VALUES " + ", ".join([_ROW] * count)
 
 
 def _inserted_id(db: Database, sql: str, params: tuple[Any, ...]) -> int:
@@ -42,18 +51,31 @@ class MetricRepository:
         """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
         return _inserted_id(
             self._db,
-            "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            _insert_metrics(1),
             (event, session_id, dumps(payload), created_at, prev_hash, hash),
         )
 
     def append_metrics(
         self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
     ) -> list[int]:
-        """Append rows in order; return their ``seq`` values (one statement each: SQLite's
-        statements cost no round trip)."""
+        """Append rows in order; return their ``seq`` values.
+
+        One INSERT per page of rows: its rows take consecutive ``seq`` values in order (the
+        statement holds the write lock, and AUTOINCREMENT gives each row the largest ``seq``
+        ever used plus one), so the last one's rowid numbers them all.
+        """
+        seqs: list[int] = []
         with self._db.transaction():
-            return [self.append_metric(*event) for event in events]
+            for start in range(0, len(events), _PAGE):
+                page = events[start : start + _PAGE]
+                values = [
+                    value
+                    for event, session_id, payload, created_at, prev_hash, hash_ in page
+                    for value in (event, session_id, dumps(payload), created_at, prev_hash, hash_)
+                ]
+                last = _inserted_id(self._db, _insert_metrics(len(page)), tuple(values))
+                seqs += range(last - len(page) + 1, last + 1)
+        return seqs
 
     def list_metrics(
         self,
