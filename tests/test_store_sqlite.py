@@ -167,7 +167,7 @@ def test_metric_seq_is_never_reused(tmp_path: Path) -> None:
 
 
 def test_a_long_batch_of_metrics_is_numbered_across_its_statements(tmp_path: Path) -> None:
-    """A batch is one INSERT per 500 rows; the numbers follow a deleted newest event's gap."""
+    """A batch is numbered from its last row; the numbers follow a deleted newest event's gap."""
     with SQLiteStore(tmp_path / "brain.db") as store:
         store.append_metric("e", None, {}, t(1), "0" * 64, "h1")
         store.append_metric("e", None, {}, t(1), "h1", "h2")
@@ -398,6 +398,32 @@ def test_a_continued_session_reads_back_with_its_new_link(sqlite_store: SQLiteSt
         seen = sqlite_store.get_session("linked")
         assert seen == linked and seen is not linked  # as a fresh decode gives
     assert sqlite_store.get_session("linked") is sqlite_store.get_session("linked")
+
+
+def test_a_session_changed_by_every_event_keeps_two_decoded_rows(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """An open session's older rows are dropped from the cache as newer ones are read (a hook
+    server reads one per event, for hours); the other sessions' rows stay."""
+    from dataclasses import replace
+
+    from cortex.store import records
+
+    records._decoded.clear()
+    records._versions.clear()
+    sqlite_store.save_session(full_session("steady"))
+    steady = sqlite_store.get_session("steady")
+    sqlite_store.save_session(session("busy", t(1)))
+    busy = sqlite_store.get_session("busy")
+    assert busy is not None
+    for turn in range(20):
+        busy = replace(busy, hot_topics=(f"topic{turn}",), last_activity=t(2, turn % 24))
+        sqlite_store.save_session(busy)
+        assert sqlite_store.get_session("busy") == busy
+    assert sum(1 for key in records._decoded if key[0] == "busy") == 2
+    assert sqlite_store.get_session("steady") is steady  # still kept: not decoded again
+    assert set(records._versions) == {"busy", "steady"}
+    assert sorted(map(len, records._versions.values())) == [1, 2]
 
 
 def test_a_session_row_with_decoded_json_is_decoded_each_time() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from functools import cache
 from typing import Any
 
 from cortex.core.models import AuditEntry, MetricEvent
@@ -13,14 +12,10 @@ from cortex.store.sqlite.db import Database
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
-_INSERTED = "event, session_id, payload, created_at, prev_hash, hash"
-_ROW = "(?, ?, ?, ?, ?, ?)"
-
-
-@cache
-def _insert_metrics(count: int) -> str:
-    """An INSERT of ``count`` metrics rows."""
-    return f"INSERT INTO metrics ({_INSERTED}) VALUES " + ", ".join([_ROW] * count)
+_INSERT_METRIC = (
+    "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 def _inserted_id(db: Database, sql: str, params: tuple[Any, ...]) -> int:
@@ -51,7 +46,7 @@ class MetricRepository:
         """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
         return _inserted_id(
             self._db,
-            _insert_metrics(1),
+            _INSERT_METRIC,
             (event, session_id, dumps(payload), created_at, prev_hash, hash),
         )
 
@@ -60,22 +55,20 @@ class MetricRepository:
     ) -> list[int]:
         """Append rows in order; return their ``seq`` values.
 
-        One INSERT per page of rows: its rows take consecutive ``seq`` values in order (the
-        statement holds the write lock, and AUTOINCREMENT gives each row the largest ``seq``
-        ever used plus one), so the last one's rowid numbers them all.
+        One statement run for every row (``executemany``): the rows take consecutive ``seq``
+        values in order (the transaction holds the write lock, and AUTOINCREMENT gives each row
+        the largest ``seq`` ever used plus one), so the last one's rowid numbers them all.
         """
-        seqs: list[int] = []
+        if not events:
+            return []
+        rows = [
+            (event, session_id, dumps(payload), created_at, prev_hash, hash_)
+            for event, session_id, payload, created_at, prev_hash, hash_ in events
+        ]
         with self._db.transaction():
-            for start in range(0, len(events), _PAGE):
-                page = events[start : start + _PAGE]
-                values = [
-                    value
-                    for event, session_id, payload, created_at, prev_hash, hash_ in page
-                    for value in (event, session_id, dumps(payload), created_at, prev_hash, hash_)
-                ]
-                last = _inserted_id(self._db, _insert_metrics(len(page)), tuple(values))
-                seqs += range(last - len(page) + 1, last + 1)
-        return seqs
+            self._db.run_many(_INSERT_METRIC, rows)
+            last = int(self._db.rows("SELECT last_insert_rowid()")[0][0])
+        return list(range(last - len(rows) + 1, last + 1))
 
     def list_metrics(
         self,
