@@ -243,7 +243,23 @@ def test_payload_is_normalized_or_refused(store: SQLiteStore, key: bytes) -> Non
         writer.emit("session_restored", "s1", {"when": object()}, AT)
     with pytest.raises(ValidationError, match="not plain JSON"):
         writer.emit("session_restored", "s1", {"score": float("nan")}, AT)
+    with pytest.raises(ValidationError, match="not plain JSON"):
+        writer.emit("session_restored", "s1", {"deep": [{"score": float("-inf")}]}, AT)
     assert len(store.list_metrics()) == 1
+
+
+def test_plain_payload_reads_back_as_written(store: SQLiteStore, key: bytes) -> None:
+    """Plain JSON payloads skip the round trip; nested tuples and non-string keys do not."""
+    writer = MetricsWriter(store, key)
+    plain = {"ids": ["a", "b"], "n": 3, "x": 0.1, "ok": True, "none": None, "d": {"k": [1.5]}}
+    nested = {"outer": {"scores": (1, 2), 3: [True]}}
+    written = writer.emit_many(
+        [("session_restored", "s1", plain), ("session_restored", "s1", nested)], AT
+    )
+    assert [e.payload for e in written] == [plain, {"outer": {"scores": [1, 2], "3": [True]}}]
+    assert [e.payload for e in store.list_metrics()] == [e.payload for e in written]
+    assert [e.seq for e in written] == [e.seq for e in store.list_metrics()]
+    assert verify(store, key).ok
 
 
 def test_emit_rolled_back_with_its_transaction(store: SQLiteStore, key: bytes) -> None:

@@ -166,6 +166,21 @@ def test_metric_seq_is_never_reused(tmp_path: Path) -> None:
         assert store.append_metric("e", None, {}, t(1), "h1", "h3") == 3
 
 
+def test_a_long_batch_of_metrics_is_numbered_across_its_statements(tmp_path: Path) -> None:
+    """A batch is numbered from its last row; the numbers follow a deleted newest event's gap."""
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        store.append_metric("e", None, {}, t(1), "0" * 64, "h1")
+        store.append_metric("e", None, {}, t(1), "h1", "h2")
+        store.connection.execute("DELETE FROM metrics WHERE seq = 2")
+        rows = [(f"e{i}", None, {"i": i}, t(2), f"p{i}", f"h{i}") for i in range(1201)]
+        seqs = store.append_metrics(rows)
+        assert seqs == list(range(3, 1204))
+        stored = store.list_metrics(after_seq=2)
+        assert [(m.seq, m.event, m.payload) for m in stored] == [
+            (seq, event, payload) for seq, (event, _, payload, *_) in zip(seqs, rows, strict=True)
+        ]
+
+
 # -- errors ------------------------------------------------------------------------------------
 def test_not_a_database(tmp_path: Path) -> None:
     db = tmp_path / "brain.db"
@@ -361,6 +376,54 @@ def test_a_decoded_session_row_is_reused_until_the_row_changes(sqlite_store: SQL
         sqlite_store.get_session(f"other-{n}")
     assert len(records._decoded) <= records.DECODED_SESSIONS
     assert sqlite_store.get_session("memo") == changed  # evicted, then decoded again
+
+
+def test_a_continued_session_reads_back_with_its_new_link(sqlite_store: SQLiteStore) -> None:
+    """A row changed only in ``continued_by``/``updated_at`` reuses its decoded state for the
+    rest, and reads back exactly as a fresh decode would."""
+    from dataclasses import replace
+
+    from cortex.store import records
+
+    sqlite_store.save_session(full_session("linked"))
+    first = sqlite_store.get_session("linked")
+    assert first is not None
+    seen = first
+    for n, at in ((1, t(3)), (2, t(4))):
+        sqlite_store.mark_continued(["linked"], f"next-{n}", at)
+        linked = sqlite_store.get_session("linked")
+        assert linked == replace(first, continued_by=f"next-{n}", updated_at=at)
+        assert linked.working_memory is seen.working_memory  # not decoded again
+        records._decoded.clear()
+        seen = sqlite_store.get_session("linked")
+        assert seen == linked and seen is not linked  # as a fresh decode gives
+    assert sqlite_store.get_session("linked") is sqlite_store.get_session("linked")
+
+
+def test_a_session_changed_by_every_event_keeps_two_decoded_rows(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """An open session's older rows are dropped from the cache as newer ones are read (a hook
+    server reads one per event, for hours); the other sessions' rows stay."""
+    from dataclasses import replace
+
+    from cortex.store import records
+
+    records._decoded.clear()
+    records._versions.clear()
+    sqlite_store.save_session(full_session("steady"))
+    steady = sqlite_store.get_session("steady")
+    sqlite_store.save_session(session("busy", t(1)))
+    busy = sqlite_store.get_session("busy")
+    assert busy is not None
+    for turn in range(20):
+        busy = replace(busy, hot_topics=(f"topic{turn}",), last_activity=t(2, turn % 24))
+        sqlite_store.save_session(busy)
+        assert sqlite_store.get_session("busy") == busy
+    assert sum(1 for key in records._decoded if key[0] == "busy") == 2
+    assert sqlite_store.get_session("steady") is steady  # still kept: not decoded again
+    assert set(records._versions) == {"busy", "steady"}
+    assert sorted(map(len, records._versions.values())) == [1, 2]
 
 
 def test_a_session_row_with_decoded_json_is_decoded_each_time() -> None:

@@ -73,4 +73,15 @@ def _parse(text: str) -> datetime:
 
 def hours_between(earlier: str, later: datetime) -> float:
     """Hours from the ISO time ``earlier`` to ``later``, never negative."""
+    return _hours_cached(earlier, later) if isinstance(earlier, str) else _hours(earlier, later)
+
+
+@lru_cache(maxsize=256)
+def _hours_cached(earlier: str, later: datetime) -> float:
+    # A restore ages each of its ~50 candidates three times against the same ``now``; small,
+    # since ``now`` moves at every start (a long-lived hook server keeps this cache).
+    return _hours(earlier, later)
+
+
+def _hours(earlier: str, later: datetime) -> float:
     return max(0.0, (later - parse_time(earlier)).total_seconds() / 3600.0)

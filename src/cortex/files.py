@@ -36,6 +36,8 @@ def check_id(value: str, what: str = "session id") -> str:
 def ensure_dir(path: Path) -> Path:
     """Create ``path`` and its missing parents, each 0700; return it."""
     try:
+        if path.exists():  # the common case: one stat instead of one per parent
+            return path
         missing = [p for p in (path, *path.parents) if not p.exists()]
         for directory in reversed(missing):  # mkdir(parents=True) would use the umask
             directory.mkdir(mode=0o700, exist_ok=True)
@@ -77,14 +79,17 @@ def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
     try:
         # A unique sibling name (tempfile costs ~10 ms to import on the hook path).
         tmp = str(target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}")
+        data = memoryview(text.encode("utf-8"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
+            try:  # plain writes on the descriptor: no buffered text file object to set up
+                while data:
+                    data = data[os.write(fd, data) :]
                 if durable:
-                    os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600)
+                    os.fsync(fd)
+                os.fchmod(fd, 0o600)  # exactly 0600 whatever the umask
+            finally:
+                os.close(fd)
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):

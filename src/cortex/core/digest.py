@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 
@@ -42,14 +43,22 @@ def sha256(data: bytes = b"") -> Any:
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """HMAC-SHA256 of ``message`` under ``key`` (32 bytes)."""
+    inner, outer = _padded(key)
+    inner = inner.copy()
+    inner.update(message)
+    outer = outer.copy()
+    outer.update(inner.digest())
+    return bytes(outer.digest())
+
+
+@lru_cache(maxsize=8)
+def _padded(key: bytes) -> tuple[Any, Any]:
+    """The hash states after the inner and outer padded key: a chain hashes every event under
+    one key, so each HMAC copies these instead of hashing the key blocks again."""
     if len(key) > BLOCK:
         key = _sha256(key).digest()
     key = key.ljust(BLOCK, b"\0")
-    inner = _sha256(key.translate(_INNER))
-    inner.update(message)
-    outer = _sha256(key.translate(_OUTER))
-    outer.update(inner.digest())
-    return bytes(outer.digest())
+    return _sha256(key.translate(_INNER)), _sha256(key.translate(_OUTER))
 
 
 def hmac_sha256_hex(key: bytes, message: bytes) -> str:

@@ -367,6 +367,9 @@ def _secret_key_pattern() -> re.Pattern[str]:
     return re.compile("(?:" + "|".join(_KEY_STEMS) + ")" + _KEY_SUFFIX + r"\Z", re.IGNORECASE)
 
 
+@lru_cache(maxsize=512)
 def _secret_key_name(key: str) -> bool:
-    """Whether a mapping key names a secret (``password``, ``api_key``, ``GITHUB_TOKEN``...)."""
+    """Whether a mapping key names a secret (``password``, ``api_key``, ``GITHUB_TOKEN``...).
+
+    Kept per key: payloads repeat a few names (a restore's metrics events, every start)."""
     return _secret_key_pattern().search(key) is not None

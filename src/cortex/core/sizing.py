@@ -290,6 +290,8 @@ def fit_record(state: SessionState, max_bytes: int = MAX_RECORD_BYTES) -> Sessio
     if max_bytes < MIN_RECORD_BYTES:
         raise ValueError(f"max_bytes must be at least {MIN_RECORD_BYTES}, got {max_bytes}")
     size = _safe_size(state)
+    if size <= max_bytes:  # the common case: no trimming steps to build
+        return state
     for step in _steps():
         if size <= max_bytes:
             return state

@@ -85,12 +85,13 @@ def _read_text(path: Path) -> str | None:
 
 def canonical(event: str, session_id: str | None, payload: dict[str, Any], created_at: str) -> str:
     """The hashed form of an event: sorted-key compact JSON of its four seq-free fields."""
-    return json.dumps(
-        {"event": event, "session_id": session_id, "payload": payload, "created_at": created_at},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
+    return _CANONICAL.encode(
+        {"event": event, "session_id": session_id, "payload": payload, "created_at": created_at}
     )
+
+
+# Made once: ``json.dumps`` with options builds a new encoder at every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def chain_hash(
@@ -111,7 +112,16 @@ def _head_mac(key: bytes, seq: int, hash_: str) -> str:
 
 
 def _normalized(event: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` as it will read back from the store, so the stored hash stays valid."""
+    """``payload`` as it will read back from the store, so the stored hash stays valid.
+
+    A payload of plain JSON values already reads back as itself; anything else (tuples,
+    non-string keys, other types) goes through a JSON round trip.
+    """
+    try:
+        if _plain(payload):
+            return payload
+    except RecursionError:
+        pass  # a cycle: JSON reports it below
     try:
         value = json.loads(json.dumps(payload, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -122,6 +132,21 @@ def _normalized(event: str, payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationError(f"metrics payload of {event!r} must be a dict")
     return value
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made only of dicts with string keys, lists, strings, ints, bools,
+    finite floats and None: exactly what a JSON round trip gives back unchanged."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return bool(value - value == 0.0)  # not inf or nan
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain(item) for item in value)
+    return False
 
 
 class MetricsWriter:

@@ -93,6 +93,8 @@ def _candidate_pins(
     records: list[DecayRecord] = []
     seen: set[str] = set()
     for session in sessions:
+        if not session.working_memory:  # most candidates hold no CRITICAL pin: no age needed
+            continue
         hours = session_age_hours(session, now)
         for pin in session.working_memory:
             if (kind == "critical" and not pin.is_critical) or (

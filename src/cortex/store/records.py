@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cortex.core.memory_models import Memory
@@ -170,7 +170,15 @@ def _salvage(data: dict[str, Any]) -> dict[str, Any]:
 DECODED_SESSIONS = 128
 """How many decoded session rows a process keeps (``session_from_row``): a restore reads the
 same ~50 completed sessions at every start, and decoding them was a quarter of its CPU."""
+VERSIONS_PER_SESSION = 2
+"""How many of those rows may be of one session: a restore reads a candidate's row without
+its standard pins and then with them; an open session's older rows (one per event that
+changed it) are never read again, and a long-lived hook server would keep them all."""
 _decoded: dict[tuple[Any, ...], SessionState] = {}
+_versions: dict[Any, list[tuple[Any, ...]]] = {}
+_CONTINUED_BY = SESSION_COLUMNS.index("continued_by")
+_UPDATED_AT = SESSION_COLUMNS.index("updated_at")
+_FIRST, _SECOND = sorted((_CONTINUED_BY, _UPDATED_AT))
 
 
 def session_from_row(row: Sequence[Any]) -> SessionState | None:
@@ -178,9 +186,12 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
 
     Decoding is a pure function of the row, so a row seen before (every value equal) gives
     back the same frozen state; nobody mutates a decoded state (``topic_state`` is only read).
+    A row that differs from one seen before only in ``continued_by`` and ``updated_at`` (what
+    a restore changes in each session it continues) is that state with those two values.
     Rows with unhashable values (PostgreSQL's decoded JSON) are decoded each time.
     """
-    key = tuple(row)
+    row = tuple(row)
+    key = row[:_FIRST] + row[_FIRST + 1 : _SECOND] + row[_SECOND + 1 :]
     try:
         hash(key)  # (``pop`` on an empty dict would not find out)
     except TypeError:
@@ -190,13 +201,32 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
         state = _decode_session(row)
         if state is None:
             return None
-        if len(_decoded) >= DECODED_SESSIONS:
-            try:
-                del _decoded[next(iter(_decoded))]  # the least recently used
-            except (KeyError, RuntimeError, StopIteration):
-                _decoded.clear()  # another thread changed it meanwhile: start over
+        _make_room(key)
+    elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
+        state = replace(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
     _decoded[key] = state  # (again) the most recently used
     return state
+
+
+def _make_room(key: tuple[Any, ...]) -> None:
+    """Before keeping the new row ``key``: drop its session's oldest kept row beyond
+    ``VERSIONS_PER_SESSION``, and the least recently used row when the cache is full."""
+    try:
+        versions = _versions.setdefault(key[0], [])  # key[0]: the session id
+        versions.append(key)
+        if len(versions) > VERSIONS_PER_SESSION:
+            _decoded.pop(versions.pop(0), None)
+        if len(_decoded) >= DECODED_SESSIONS:
+            oldest = next(iter(_decoded))
+            del _decoded[oldest]
+            kept = _versions[oldest[0]]
+            kept.remove(oldest)
+            if not kept:
+                del _versions[oldest[0]]
+    except (KeyError, ValueError, RuntimeError, StopIteration):
+        _decoded.clear()  # another thread changed it meanwhile: start over
+        _versions.clear()
+        _versions[key[0]] = [key]
 
 
 def _decode_session(row: Sequence[Any]) -> SessionState | None:
@@ -330,7 +360,11 @@ def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
+
+
+# Made once: ``json.dumps`` with options builds a new encoder at every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def session_projects_query(tenant_clause: str = "") -> str:

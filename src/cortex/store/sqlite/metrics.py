@@ -12,6 +12,10 @@ from cortex.store.sqlite.db import Database
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
+_INSERT_METRIC = (
+    "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 def _inserted_id(db: Database, sql: str, params: tuple[Any, ...]) -> int:
@@ -42,18 +46,29 @@ class MetricRepository:
         """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
         return _inserted_id(
             self._db,
-            "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            _INSERT_METRIC,
             (event, session_id, dumps(payload), created_at, prev_hash, hash),
         )
 
     def append_metrics(
         self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
     ) -> list[int]:
-        """Append rows in order; return their ``seq`` values (one statement each: SQLite's
-        statements cost no round trip)."""
+        """Append rows in order; return their ``seq`` values.
+
+        One statement run for every row (``executemany``): the rows take consecutive ``seq``
+        values in order (the transaction holds the write lock, and AUTOINCREMENT gives each row
+        the largest ``seq`` ever used plus one), so the last one's rowid numbers them all.
+        """
+        if not events:
+            return []
+        rows = [
+            (event, session_id, dumps(payload), created_at, prev_hash, hash_)
+            for event, session_id, payload, created_at, prev_hash, hash_ in events
+        ]
         with self._db.transaction():
-            return [self.append_metric(*event) for event in events]
+            self._db.run_many(_INSERT_METRIC, rows)
+            last = int(self._db.rows("SELECT last_insert_rowid()")[0][0])
+        return list(range(last - len(rows) + 1, last + 1))
 
     def list_metrics(
         self,
