@@ -520,3 +520,17 @@ def test_a_when_question_prefers_the_memory_that_says_when(svc: MemoryService) -
     assert contents(svc.search("ship the parser refactor", limit=2))[0] == (
         "we shipped the parser refactor"
     )
+
+
+def test_a_memory_about_the_questions_subject_outranks_one_that_names_it(
+    svc: MemoryService,
+) -> None:
+    svc.add("Melanie: Thanks, Caroline! Any career plans after the course?")
+    svc.add("Caroline: I want a career in counseling after my course.")
+    for text in ["Melanie: the course was fun", "Melanie: lunch at noon", "Melanie: pottery"]:
+        svc.add(text)
+    # by BM25 both hold "caroline", "career" and "course"; the shorter addressed one leads
+    assert contents(svc.search("What career will Caroline choose after the course?", limit=2)) == [
+        "Caroline: I want a career in counseling after my course.",
+        "Melanie: Thanks, Caroline! Any career plans after the course?",
+    ]

@@ -15,6 +15,7 @@ from cortex.core.retrieval import (
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
     STOPWORDS,
+    SUBJECT_BOOST,
     TIME_CUE_BOOST,
     asks_when,
     fts_query,
@@ -315,15 +316,28 @@ def test_mentions_time(text: str, named: bool) -> None:
 
 def test_query_fit_weighs_term_coverage_and_time_cues() -> None:
     terms = ["billing", "staging", "migration"]
-    assert query_fit(terms, False, "billing staging migration") == 1.0
-    assert query_fit(terms, False, "billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
+    assert query_fit(terms, False, "ran billing staging migration") == 1.0
+    assert query_fit(terms, False, "ran billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
     assert query_fit([], False, "anything") == 1.0
     # one term: the index found it in every candidate, stemmed or not
     assert query_fit(["studies"], False, "a study") == 1.0
     # a long memory holds most words of any question: its share counts less
-    long_text = "billing " + "word " * (2 * COVERAGE_FULL_WORDS - 1)
+    long_text = "ran billing " + "word " * (2 * COVERAGE_FULL_WORDS - 2)
     assert query_fit(terms, False, long_text) == pytest.approx(1 - COVERAGE_WEIGHT / 3)
     # a when-question lifts a memory that names a time, and only then
-    assert query_fit(terms, True, "billing staging migration yesterday") == 1 + TIME_CUE_BOOST
-    assert query_fit(terms, False, "billing staging migration yesterday") == 1.0
-    assert query_fit(terms, True, "billing staging migration") == 1.0
+    assert query_fit(terms, True, "ran billing staging migration yesterday") == 1 + TIME_CUE_BOOST
+    assert query_fit(terms, False, "ran billing staging migration yesterday") == 1.0
+    assert query_fit(terms, True, "ran billing staging migration") == 1.0
+
+
+def test_query_fit_lifts_a_memory_whose_subject_the_question_names() -> None:
+    terms = query_terms("What career has Caroline chosen?")
+    said = "Caroline: I want to work in counseling, it's my career now."
+    mentioned = "Melanie: Thanks, Caroline! What career would you like?"
+    assert query_fit(terms, False, said) == pytest.approx(
+        query_fit(terms, False, "So " + said) * (1 + SUBJECT_BOOST)
+    )
+    assert query_fit(terms, False, said) > query_fit(terms, False, mentioned)
+    # only a whole first word counts: not a longer word that starts like a term
+    assert query_fit(["post"], False, "Postgres is up") == 1.0
+    assert query_fit(["postgres"], False, "Postgres is up") == 1 + SUBJECT_BOOST

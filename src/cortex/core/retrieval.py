@@ -23,17 +23,22 @@ so relevance dominates; confidence, layer, age and explicit intent break near-ti
 Query fit. Each candidate's score is then multiplied by how well it fits the question as a
 whole (``query_fit``)::
 
-    fit      = coverage * time
+    fit      = coverage * time * subject
     coverage = 1 - w + w * (share of the query's terms the memory holds), for 2+ terms
     w        = COVERAGE_WEIGHT * min(1, COVERAGE_FULL_WORDS / words in the memory)
     time     = 1 + TIME_CUE_BOOST when the question asks when (``asks_when``) and the
                memory names a time (``mentions_time``), else 1
+    subject  = 1 + SUBJECT_BOOST when the memory's first word is one of the query's terms,
+               else 1
 
 BM25 sums its terms' weights, so a short memory holding one rare word of the question can
 outrank one holding all of them; coverage favours the memory that answers the question's
 every part. A long memory holds most words of any question, so there the share says little
 and its weight fades. A question about when something happened is answered by a memory that
-says when ("yesterday", "last week", "May 3", "2023").
+says when ("yesterday", "last week", "May 3", "2023"). A memory is usually about its first
+word ("Caroline: I went to ...", "Postgres listens on 5432"): when that word is one the
+question asks about, the memory is about the question's subject, not one that only mentions
+it in passing ("Melanie: Thanks, Caroline!").
 
 Session votes. A memory's session is evidence too: when several candidates come from the
 session the memory was captured in, that conversation is about the query, and its other turns
@@ -77,6 +82,8 @@ COVERAGE_FULL_WORDS = 100
 """Memories up to this many words get the whole coverage weight; longer ones less."""
 TIME_CUE_BOOST = 0.5
 """Extra score for a memory that names a time, when the question asks when."""
+SUBJECT_BOOST = 0.3
+"""Extra score for a memory whose first word is a query term (its subject, see above)."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
 VOTE_POOL = 20
@@ -160,6 +167,9 @@ def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
         fit = 1 - weight + weight * len(matched_terms(terms, text)) / len(terms)
     if when and mentions_time(text):
         fit *= 1 + TIME_CUE_BOOST
+    first = _WORD.search(text)
+    if first is not None and first.group().lower() in terms:
+        fit *= 1 + SUBJECT_BOOST
     return fit
 
 
