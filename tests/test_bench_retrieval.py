@@ -64,6 +64,8 @@ LOCOMO = [
         "conversation": {
             "speaker_a": "Ann",
             "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_2_date_time": "10:04 am on 25  May, 2023",
             "session_1": [
                 {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound named Pixel"},
                 {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! I started pottery classes"},
@@ -89,6 +91,9 @@ def test_locomo_units_and_questions() -> None:
     (corpus,) = locomo_corpora(LOCOMO)
     assert [u.id for u in corpus.units] == ["D1:1", "D1:2", "D2:1", "D2:2"]
     assert corpus.units[2].text == "Ann: Pixel loves the beach [shares a dog on sand]"
+    assert [u.at for u in corpus.units] == ["2023-05-08T13:56:00Z"] * 2 + [
+        "2023-05-25T10:04:00Z"
+    ] * 2
     assert [(q.category, set(q.gold)) for q in corpus.questions] == [
         ("single-hop", {"D1:1"}),
         ("multi-hop", {"D2:2"}),

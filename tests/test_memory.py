@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.clock import FixedClock
+from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.errors import ConflictError, NotFoundError, ValidationError
@@ -534,3 +534,22 @@ def test_a_memory_about_the_questions_subject_outranks_one_that_names_it(
         "Caroline: I want a career in counseling after my course.",
         "Melanie: Thanks, Caroline! Any career plans after the course?",
     ]
+
+
+def test_a_question_naming_a_date_prefers_what_was_said_that_day(
+    svc: MemoryService, clock: FixedClock
+) -> None:
+    clock.at = parse_time("2026-01-05T10:00:00Z")
+    svc.add("we picked a venue for the offsite")
+    clock.at = parse_time("2026-01-20T10:00:00Z")
+    svc.add("we went to the venue yesterday")
+    clock.at = parse_time("2026-02-16T09:00:00Z")
+    question = "What happened at the venue on January 5, 2026?"
+    assert contents(svc.search(question, limit=2)) == [
+        "we picked a venue for the offsite",
+        "we went to the venue yesterday",
+    ]
+    # without the date the newer, equally matching memory leads
+    assert contents(svc.search("What happened at the venue?", limit=2))[0] == (
+        "we went to the venue yesterday"
+    )

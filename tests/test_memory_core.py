@@ -14,15 +14,18 @@ from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
 from cortex.core.retrieval import (
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
+    DATE_BOOST,
     STOPWORDS,
     SUBJECT_BOOST,
     TIME_CUE_BOOST,
     asks_when,
+    date_fit,
     fts_query,
     like_patterns,
     mentions_time,
     normalize_tags,
     plan_terms,
+    query_dates,
     query_fit,
     query_terms,
     rank_score,
@@ -341,3 +344,33 @@ def test_query_fit_lifts_a_memory_whose_subject_the_question_names() -> None:
     # only a whole first word counts: not a longer word that starts like a term
     assert query_fit(["post"], False, "Postgres is up") == 1.0
     assert query_fit(["postgres"], False, "Postgres is up") == 1 + SUBJECT_BOOST
+
+
+@pytest.mark.parametrize(
+    ("question", "span"),
+    [
+        ("What did Ann paint on October 13, 2023?", ("2023-10-13", "2023-10-13")),
+        ("what broke on the 3rd of june 2024", ("2024-06-03", "2024-06-03")),
+        ("the deploy on 7 May 2023", ("2023-05-07", "2023-05-07")),
+        ("the 2023-05-07 deploy", ("2023-05-07", "2023-05-07")),
+        ("Sept. 4, 2023", ("2023-09-04", "2023-09-04")),
+        ("What setback did Bo face in October 2023?", ("2023-10-01", "2023-10-31")),
+        ("in February 2024", ("2024-02-01", "2024-02-29")),
+        ("in May", None),  # no year: too vague to place
+        ("in 2023", None),  # a year alone
+        ("on February 30, 2023", None),
+        ("2023-13-01", None),
+        ("what did we decide", None),
+    ],
+)
+def test_query_dates(question: str, span: tuple[str, str] | None) -> None:
+    assert query_dates(question) == span
+
+
+def test_date_fit_lifts_memories_made_within_the_span() -> None:
+    span = ("2023-10-01", "2023-10-31")
+    assert date_fit(span, "2023-10-01T00:00:00.000000Z") == 1 + DATE_BOOST
+    assert date_fit(span, "2023-10-31T23:59:59.000000Z") == 1 + DATE_BOOST
+    assert date_fit(span, "2023-11-01T00:00:00.000000Z") == 1.0
+    assert date_fit(span, "2023-09-30T23:59:59.000000Z") == 1.0
+    assert date_fit(None, "2023-10-05T00:00:00.000000Z") == 1.0

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 LOCOMO_CATEGORIES = {
@@ -50,11 +51,13 @@ def distinct_in_order(items: Iterable[str]) -> list[str]:
 # -- LoCoMo ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Unit:
-    """One retrieval unit (a memory): its id, text and the session it belongs to."""
+    """One retrieval unit (a memory): its id, text, the session it belongs to and when that
+    session took place (ISO 8601 UTC, when the data says)."""
 
     id: str
     text: str
     session: str
+    at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,12 @@ def locomo_corpora(samples: list[dict[str, Any]]) -> list[Corpus]:
         conv = sample["conversation"]
         units = []
         for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=_num):
+            at = locomo_time(conv.get(f"{key}_date_time"))
             for turn in conv[key]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                units.append(Unit(turn["dia_id"], text, key))
+                units.append(Unit(turn["dia_id"], text, key, at))
         known = {u.id for u in units}
         session_of = {u.id: u.session for u in units}
         corpus = Corpus(sample["sample_id"], units)
@@ -117,6 +121,14 @@ def locomo_corpora(samples: list[dict[str, Any]]) -> list[Corpus]:
                 )
         corpora.append(corpus)
     return corpora
+
+
+def locomo_time(text: str | None) -> str | None:
+    """A LoCoMo session time (``1:56 pm on 8 May, 2023``) as ISO 8601 UTC, or None."""
+    if not text:
+        return None
+    moment = datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _num(key: str) -> int:

@@ -21,6 +21,7 @@ Writes ``bench/results/retrieval.json`` and prints markdown tables.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import lzma
 import re
@@ -48,7 +49,7 @@ from metrics import (  # noqa: E402
     recall_fraction,
 )
 
-from cortex.clock import FixedClock  # noqa: E402
+from cortex.clock import FixedClock, parse_time  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.services.sessions.manager import SessionPersistenceManager  # noqa: E402
@@ -99,14 +100,21 @@ def cortex_search(
             embedder = load_embedder(embedder_name)
         config = load_config(ROOT / "bench" / "results" / "home", {})
         store, clock = open_store(":memory:"), FixedClock("2026-02-16T09:00:00Z")
+        start = clock.at
         service = MemoryService(store, config, clock, embedder)
         units = [u for u in corpus.units if u.text.strip()]  # an empty memory is refused
         manager = SessionPersistenceManager(store, config, clock)
         session_ids = {u.session: f"s{i}" for i, u in enumerate(units)} if sessions else {}
         for sid in dict.fromkeys(session_ids.values()):  # each turn was captured in its session
             manager.on_session_start(sid, "bench")
-        items = [NewMemory(u.text, session_id=session_ids.get(u.session)) for u in units]
-        added = service.add_many(items, actor="bench")
+        added = []
+        for at, group in itertools.groupby(units, key=lambda u: u.at):
+            clock.at = parse_time(at) if at else start  # each turn made when its session was
+            added += service.add_many(
+                [NewMemory(u.text, session_id=session_ids.get(u.session)) for u in group],
+                actor="bench",
+            )
+        clock.at = start
         unit_of = {r.memory.id: u.id for r, u in zip(added, units, strict=True)}
 
         def search(query: str, k: int) -> list[str]:

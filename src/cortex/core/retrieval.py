@@ -40,6 +40,11 @@ word ("Caroline: I went to ...", "Postgres listens on 5432"): when that word is 
 question asks about, the memory is about the question's subject, not one that only mentions
 it in passing ("Melanie: Thanks, Caroline!").
 
+Dates. A question that names a day or a month ("on May 7, 2023", "7 May 2023", "2023-05-07",
+"in October 2023"; ``query_dates``) asks about what was said then: a memory made within that
+span scores ``1 + DATE_BOOST`` times as much (``date_fit``). The date's own words rarely
+appear in the memory that answers ("I went to the parade yesterday").
+
 Session votes. A memory's session is evidence too: when several candidates come from the
 session the memory was captured in, that conversation is about the query, and its other turns
 vote for each other (``session_votes``)::
@@ -52,10 +57,11 @@ recall@10 in every LoCoMo conversation and costs LongMemEval nothing.
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 
 from cortex.clock import hours_between
 from cortex.core.memory_models import EXPLICIT, LONG_TERM, RULE, WORKING, Memory
@@ -84,6 +90,8 @@ TIME_CUE_BOOST = 0.5
 """Extra score for a memory that names a time, when the question asks when."""
 SUBJECT_BOOST = 0.3
 """Extra score for a memory whose first word is a query term (its subject, see above)."""
+DATE_BOOST = 1.0
+"""Extra score for a memory made on the day (or in the month) the question names."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
 VOTE_POOL = 20
@@ -154,6 +162,52 @@ def mentions_time(text: str) -> bool:
     weekday, a month, a year (1900-2099), an ordinal day ("3rd") or a numeric date. Words that
     are also months or seasons ("may", "march", "fall") count wherever they appear."""
     return _TIME_REFERENCE.search(text) is not None
+
+
+_MONTH_NUMBERS = {  # the full names, their three letters, and "sept"
+    short: number
+    for number, name in enumerate(_MONTHS.split()[:12], start=1)
+    for short in (name, name[:3], "sept" if number == 9 else name)
+}
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r",?\s+(?P<year>(?:19|20)\d\d)\b"
+_NAMED_DATES = (
+    re.compile(r"\b" + _MONTH + r"\s+" + _DAY + _YEAR, re.IGNORECASE),  # May 7th, 2023
+    re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + _YEAR, re.IGNORECASE),  # 7 May 2023
+    re.compile(r"\b" + _MONTH + _YEAR, re.IGNORECASE),  # May 2023
+)
+_ISO_DATE = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
+
+
+def query_dates(query: str) -> tuple[str, str] | None:
+    """The calendar span a question names, as ISO dates (first and last day, inclusive):
+    a day ("May 7th, 2023", "7 May 2023", "2023-05-07") or a month ("May 2023"); None when
+    it names none (a year alone, or a day without its year, is too vague to place)."""
+    found = _ISO_DATE.search(query)
+    for pattern in _NAMED_DATES:
+        found = found or pattern.search(query)
+    if found is None:
+        return None
+    parts = found.groupdict()
+    month = parts["month"].lower()
+    year, number = int(parts["year"]), int(month) if month.isdigit() else _MONTH_NUMBERS[month]
+    try:
+        if parts.get("day"):
+            day = date(year, number, int(parts["day"])).isoformat()
+            return day, day
+        last = calendar.monthrange(year, number)[1]
+        return date(year, number, 1).isoformat(), date(year, number, last).isoformat()
+    except ValueError:  # no such day or month ("February 30, 2023", "2023-13-01")
+        return None
+
+
+def date_fit(span: tuple[str, str] | None, created_at: str) -> float:
+    """``1 + DATE_BOOST`` for a memory made within the question's ``span`` (``query_dates``),
+    else 1."""
+    if span is not None and span[0] <= created_at[:10] <= span[1]:
+        return 1 + DATE_BOOST
+    return 1.0
 
 
 def query_fit(terms: Sequence[str], when: bool, text: str) -> float:

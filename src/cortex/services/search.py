@@ -34,9 +34,11 @@ from cortex.core.memory_models import (
 from cortex.core.retrieval import (
     VOTE_POOL,
     asks_when,
+    date_fit,
     matched_terms,
     memory_text,
     normalize_tags,
+    query_dates,
     query_fit,
     query_terms,
     rank_score,
@@ -180,14 +182,16 @@ class MemoryReader(Service):
         whole query (``core.retrieval.query_fit``), the unranked ones (substring or newest
         matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
-        terms, when = query_terms(query), asks_when(query)
+        terms, when, span = query_terms(query), asks_when(query), query_dates(query)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
         found = self.store.search_memories(terms, flt, now, limit=pool)
         ranked = [
             ScoredMemory(
                 m,
-                rank_score(r, m, now_dt) * query_fit(terms, when, memory_text(m)),
+                rank_score(r, m, now_dt)
+                * query_fit(terms, when, memory_text(m))
+                * date_fit(span, m.created_at),
                 f"full-text match (relevance {r:.3g})",
             )
             for m, r in found
