@@ -113,7 +113,10 @@ def test_longmemeval_official_protocol() -> None:
         "question_id": "q1",
         "question_type": "single-session-user",
         "question": "What degree did I get?",
+        "question_date": "2023/05/30 (Tue) 12:46",
         "haystack_session_ids": ["answer_1", "answer_2", "other"],
+        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 09:00",
+                           "2023/05/22 (Mon) 10:30"],
         "haystack_sessions": [
             [{"role": "user", "content": "I got a Business degree", "has_answer": True},
              {"role": "assistant", "content": "Congrats"}],
@@ -126,5 +129,7 @@ def test_longmemeval_official_protocol() -> None:
     (sessions,) = longmemeval_corpora([item, abstention], "session")
     assert [u.text for u in sessions.units] == ["I got a Business degree", "hello", "weather"]
     assert sessions.questions[0].gold == {"answer_1"}  # answer_2 has no user-side evidence
+    assert sessions.units[0].at == "2023-05-20T02:21:00Z"
+    assert sessions.now == "2023-05-30T12:46:00Z"
     (turns,) = longmemeval_corpora([item], "turn")
     assert turns.questions[0].gold == {"answer_1#0"}

@@ -553,3 +553,19 @@ def test_a_question_naming_a_date_prefers_what_was_said_that_day(
     assert contents(svc.search("What happened at the venue?", limit=2))[0] == (
         "we went to the venue yesterday"
     )
+
+
+def test_a_question_about_last_friday_prefers_what_was_said_that_day(
+    svc: MemoryService, clock: FixedClock
+) -> None:
+    clock.at = parse_time("2026-02-13T18:00:00Z")  # a Friday
+    svc.add("started listening to a jazz album")
+    clock.at = parse_time("2026-02-15T18:00:00Z")
+    svc.add("started listening to a folk album")
+    clock.at = parse_time("2026-02-16T09:00:00Z")  # the Monday after
+    assert contents(svc.search("Which album did I start listening to last Friday?", limit=1)) == [
+        "started listening to a jazz album"
+    ]
+    assert contents(svc.search("Which album did I start listening to?", limit=1)) == [
+        "started listening to a folk album"
+    ]

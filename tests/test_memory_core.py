@@ -367,6 +367,26 @@ def test_query_dates(question: str, span: tuple[str, str] | None) -> None:
     assert query_dates(question) == span
 
 
+@pytest.mark.parametrize(
+    ("question", "span"),
+    [  # asked on Thursday 30 November 2023
+        ("what did I plant two weeks ago?", ("2023-11-13", "2023-11-19")),
+        ("the band I heard last Friday", ("2023-11-24", "2023-11-24")),
+        ("the one this past thursday", ("2023-11-23", "2023-11-23")),
+        ("what I cooked a couple of days ago", ("2023-11-27", "2023-11-29")),
+        ("3 days ago", ("2023-11-26", "2023-11-28")),
+        ("a month ago", ("2023-10-16", "2023-11-15")),
+        ("what did we fix yesterday", ("2023-11-29", "2023-11-29")),
+        ("How many days ago did I buy a smoker?", None),  # asks how long, names no day
+        ("on May 7, 2023, two weeks ago", ("2023-05-07", "2023-05-07")),  # a date wins
+    ],
+)
+def test_query_dates_relative_to_now(question: str, span: tuple[str, str] | None) -> None:
+    assert query_dates(question, datetime(2023, 11, 30, 12, tzinfo=UTC)) == span
+    if span != ("2023-05-07", "2023-05-07"):
+        assert query_dates(question) is None  # without a now, nothing relative is placed
+
+
 def test_date_fit_lifts_memories_made_within_the_span() -> None:
     span = ("2023-10-01", "2023-10-31")
     assert date_fit(span, "2023-10-01T00:00:00.000000Z") == 1 + DATE_BOOST

@@ -114,7 +114,7 @@ def cortex_search(
                 [NewMemory(u.text, session_id=session_ids.get(u.session)) for u in group],
                 actor="bench",
             )
-        clock.at = start
+        clock.at = parse_time(corpus.now) if corpus.now else start  # asked then
         unit_of = {r.memory.id: u.id for r, u in zip(added, units, strict=True)}
 
         def search(query: str, k: int) -> list[str]:

@@ -61,7 +61,7 @@ import calendar
 import math
 import re
 from collections.abc import Iterable, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from cortex.clock import hours_between
 from cortex.core.memory_models import EXPLICIT, LONG_TERM, RULE, WORKING, Memory
@@ -164,6 +164,7 @@ def mentions_time(text: str) -> bool:
     return _TIME_REFERENCE.search(text) is not None
 
 
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH_NUMBERS = {  # the full names, their three letters, and "sept"
     short: number
     for number, name in enumerate(_MONTHS.split()[:12], start=1)
@@ -180,15 +181,51 @@ _NAMED_DATES = (
 _ISO_DATE = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
 
 
-def query_dates(query: str) -> tuple[str, str] | None:
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "a couple of": 2, "couple of": 2, "a few": 3, "few": 3}  # fmt: skip
+_AGO = re.compile(
+    r"\b(?P<count>\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
+    + r")\s+(?P<unit>day|week|month)s?\s+ago\b",
+    re.IGNORECASE,
+)  # fmt: skip
+_LAST_DAY = re.compile(r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b",
+                       re.IGNORECASE)  # fmt: skip
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30}
+
+
+def relative_dates(query: str, now: datetime) -> tuple[str, str] | None:
+    """The span a question names relative to ``now``: "yesterday", "last Friday", "two weeks
+    ago" (the day two weeks back, give or take half a week; "N days ago": that day, give or
+    take one), or None."""
+    today = now.date()
+    if re.search(r"\byesterday\b", query, re.IGNORECASE):
+        day = (today - timedelta(days=1)).isoformat()
+        return day, day
+    found = _LAST_DAY.search(query)
+    if found is not None:
+        back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower())) % 7 or 7
+        day = (today - timedelta(days=back)).isoformat()
+        return day, day
+    found = _AGO.search(query)
+    if found is None:
+        return None
+    count = found["count"].lower()
+    unit = _UNIT_DAYS[found["unit"].lower()]
+    center = today - timedelta(days=(int(count) if count.isdigit() else _COUNTS[count]) * unit)
+    spread = timedelta(days=max(1, unit // 2))
+    return (center - spread).isoformat(), (center + spread).isoformat()
+
+
+def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | None:
     """The calendar span a question names, as ISO dates (first and last day, inclusive):
-    a day ("May 7th, 2023", "7 May 2023", "2023-05-07") or a month ("May 2023"); None when
-    it names none (a year alone, or a day without its year, is too vague to place)."""
+    a day ("May 7th, 2023", "7 May 2023", "2023-05-07") or a month ("May 2023"), or with
+    ``now`` one relative to it (``relative_dates``); None when it names none (a year alone,
+    or a day without its year, is too vague to place)."""
     found = _ISO_DATE.search(query)
     for pattern in _NAMED_DATES:
         found = found or pattern.search(query)
     if found is None:
-        return None
+        return relative_dates(query, now) if now is not None else None
     parts = found.groupdict()
     month = parts["month"].lower()
     year, number = int(parts["year"]), int(month) if month.isdigit() else _MONTH_NUMBERS[month]

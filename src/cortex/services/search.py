@@ -182,7 +182,7 @@ class MemoryReader(Service):
         whole query (``core.retrieval.query_fit``), the unranked ones (substring or newest
         matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
-        terms, when, span = query_terms(query), asks_when(query), query_dates(query)
+        terms, when, span = query_terms(query), asks_when(query), query_dates(query, now_dt)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
         found = self.store.search_memories(terms, flt, now, limit=pool)
