@@ -191,6 +191,8 @@ _AGO = re.compile(
 _LAST_DAY = re.compile(r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b",
                        re.IGNORECASE)  # fmt: skip
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30}
+_DATE_HINT = re.compile(r"(?:19|20)\d\d|\bago\b|yesterday|\b(?:last|past) ", re.IGNORECASE)
+"""What every date ``query_dates`` places holds: a year, "ago", "yesterday", "last"/"past"."""
 
 
 def relative_dates(query: str, now: datetime) -> tuple[str, str] | None:
@@ -221,6 +223,8 @@ def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | No
     a day ("May 7th, 2023", "7 May 2023", "2023-05-07") or a month ("May 2023"), or with
     ``now`` one relative to it (``relative_dates``); None when it names none (a year alone,
     or a day without its year, is too vague to place)."""
+    if _DATE_HINT.search(query) is None:  # most questions name no date: one quick look
+        return None
     found = _ISO_DATE.search(query)
     for pattern in _NAMED_DATES:
         found = found or pattern.search(query)
