@@ -41,8 +41,9 @@ question asks about, the memory is about the question's subject, not one that on
 it in passing ("Melanie: Thanks, Caroline!").
 
 Dates. A question that names a day or a month ("on May 7, 2023", "7 May 2023", "2023-05-07",
-"in October 2023"; ``query_dates``) asks about what was said then: a memory made within that
-span scores ``1 + DATE_BOOST`` times as much (``date_fit``). The date's own words rarely
+"in October 2023"; with the search's time also "yesterday", "last Friday", "two weeks ago":
+``query_dates``) asks about what was said then: a memory made within that span scores
+``1 + DATE_BOOST`` times as much (``date_fit``). The date's own words rarely
 appear in the memory that answers ("I went to the parade yesterday").
 
 Session votes. A memory's session is evidence too: when several candidates come from the
