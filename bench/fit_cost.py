@@ -2,11 +2,14 @@
 
     .venv/bin/python bench/memory.py --count 100000 --queries 300   # builds the store once
     .venv/bin/python bench/fit_cost.py --count 100000 --queries 1000 --rounds 2
+    .venv/bin/python bench/fit_cost.py --count 100000 --queries 1000 --rounds 2 --dated
 
 Over the store ``bench/memory.py`` built (``bench/results/memory-<count>.db``) and its
 generated questions, each query is searched twice (limit 10, project scope), once with
-``cortex.core.retrieval.query_fit`` and once with it replaced by a constant 1, the order
-swapped every other query, so that both see the same load. Per round: wall-time p50 / p95,
+``cortex.core.retrieval.query_fit`` and ``date_fit`` and once with both replaced by a
+constant 1 (and no date looked for in the question), the order swapped every other query, so
+that both see the same load; with ``--dated`` every question ends in " on May 7, 2026", so that
+the date is parsed and checked against every candidate. Per round: wall-time p50 / p95,
 each also as a ratio to the floor timed right after the round (a whole
 ``python -c "import sqlite3"`` process), the mean and p95 of the process's CPU time per
 search (less disturbed by other jobs on a shared machine), and the share of queries whose
@@ -22,7 +25,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cortex.services.search as search_module  # noqa: E402
 import memory  # noqa: E402 - bench/memory.py: the store and its queries
 from compare import floor_ms  # noqa: E402
-from cortex.core.retrieval import query_fit  # noqa: E402
+from cortex.core.retrieval import date_fit, query_dates, query_fit  # noqa: E402
 from cortex.services.memory import MemoryService  # noqa: E402
 
 FIT_ON = query_fit
@@ -41,6 +44,20 @@ def fit_off(terms: Sequence[str], when: bool, text: str) -> float:
     return 1.0
 
 
+def dates_off(query: str, now: object = None) -> None:
+    """The dates of a question, for a search without the fit: none."""
+    return None
+
+
+FITS = {"on": (FIT_ON, query_dates, date_fit), "off": (fit_off, dates_off, date_fit)}
+
+
+def use(name: str) -> None:
+    """Make the search call the ``name`` variant's functions (the names it imported)."""
+    for attribute, value in zip(("query_fit", "query_dates", "date_fit"), FITS[name], strict=True):
+        setattr(search_module, attribute, value)
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
@@ -48,23 +65,20 @@ def p95(values: list[float]) -> float:
 
 def one_round(service: MemoryService, calls: list[tuple[str, str, str]]) -> dict[str, object]:
     """Both variants over ``calls``, interleaved; their figures and this round's floor."""
-    variants: dict[str, Callable[[Sequence[str], bool, str], float]] = {
-        "on": FIT_ON,
-        "off": fit_off,
-    }
+    variants = list(FITS)
     wall: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     found = dict.fromkeys(variants, 0)
     for index, (query, project, source) in enumerate(calls):
         order = list(variants) if index % 2 == 0 else list(reversed(variants))
         for name in order:
-            setattr(search_module, "query_fit", variants[name])  # noqa: B010 - the name search calls
+            use(name)
             started, cpu_started = time.perf_counter(), time.process_time()
             hits = service.search(query, project=project, limit=10)
             cpu[name].append((time.process_time() - cpu_started) * 1000)
             wall[name].append((time.perf_counter() - started) * 1000)
             found[name] += source in {h.memory.id for h in hits}
-    setattr(search_module, "query_fit", FIT_ON)  # noqa: B010
+    use("on")
     floor = floor_ms()
     out: dict[str, object] = {"floor_ms": round(floor, 2), "loadavg_1m": os.getloadavg()[0]}
     for name in variants:
@@ -86,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=100_000, help="the store's size")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--dated", action="store_true", help="end each question in a date")
     args = parser.parse_args(argv)
     path = memory.RESULTS / f"memory-{args.count}.db"
     if not path.exists():
@@ -93,11 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     service = memory.open_service(path)
     calls = memory.queries(service, args.queries, random.Random(memory.SEED + 1))
+    if args.dated:
+        calls = [(f"{query} on May 7, 2026", project, source) for query, project, source in calls]
     for query, project, _ in calls[:50]:  # warm the cache
         service.search(query, project=project, limit=10)
     rounds = [one_round(service, calls) for _ in range(args.rounds)]
     service.store.close()
-    (memory.RESULTS / "fit_cost.json").write_text(json.dumps(rounds, indent=2))
+    name = "fit_cost-dated.json" if args.dated else "fit_cost.json"
+    (memory.RESULTS / name).write_text(json.dumps(rounds, indent=2))
     print(json.dumps(rounds, indent=2))
     return 0
 

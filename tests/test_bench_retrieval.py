@@ -64,6 +64,8 @@ LOCOMO = [
         "conversation": {
             "speaker_a": "Ann",
             "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_2_date_time": "10:04 am on 25  May, 2023",
             "session_1": [
                 {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound named Pixel"},
                 {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! I started pottery classes"},
@@ -89,6 +91,9 @@ def test_locomo_units_and_questions() -> None:
     (corpus,) = locomo_corpora(LOCOMO)
     assert [u.id for u in corpus.units] == ["D1:1", "D1:2", "D2:1", "D2:2"]
     assert corpus.units[2].text == "Ann: Pixel loves the beach [shares a dog on sand]"
+    assert [u.at for u in corpus.units] == ["2023-05-08T13:56:00Z"] * 2 + [
+        "2023-05-25T10:04:00Z"
+    ] * 2
     assert [(q.category, set(q.gold)) for q in corpus.questions] == [
         ("single-hop", {"D1:1"}),
         ("multi-hop", {"D2:2"}),
@@ -108,7 +113,10 @@ def test_longmemeval_official_protocol() -> None:
         "question_id": "q1",
         "question_type": "single-session-user",
         "question": "What degree did I get?",
+        "question_date": "2023/05/30 (Tue) 12:46",
         "haystack_session_ids": ["answer_1", "answer_2", "other"],
+        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 09:00",
+                           "2023/05/22 (Mon) 10:30"],
         "haystack_sessions": [
             [{"role": "user", "content": "I got a Business degree", "has_answer": True},
              {"role": "assistant", "content": "Congrats"}],
@@ -121,5 +129,7 @@ def test_longmemeval_official_protocol() -> None:
     (sessions,) = longmemeval_corpora([item, abstention], "session")
     assert [u.text for u in sessions.units] == ["I got a Business degree", "hello", "weather"]
     assert sessions.questions[0].gold == {"answer_1"}  # answer_2 has no user-side evidence
+    assert sessions.units[0].at == "2023-05-20T02:21:00Z"
+    assert sessions.now == "2023-05-30T12:46:00Z"
     (turns,) = longmemeval_corpora([item], "turn")
     assert turns.questions[0].gold == {"answer_1#0"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.clock import FixedClock
+from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.errors import ConflictError, NotFoundError, ValidationError
@@ -520,3 +520,52 @@ def test_a_when_question_prefers_the_memory_that_says_when(svc: MemoryService) -
     assert contents(svc.search("ship the parser refactor", limit=2))[0] == (
         "we shipped the parser refactor"
     )
+
+
+def test_a_memory_about_the_questions_subject_outranks_one_that_names_it(
+    svc: MemoryService,
+) -> None:
+    svc.add("Melanie: Thanks, Caroline! Any career plans after the course?")
+    svc.add("Caroline: I want a career in counseling after my course.")
+    for text in ["Melanie: the course was fun", "Melanie: lunch at noon", "Melanie: pottery"]:
+        svc.add(text)
+    # by BM25 both hold "caroline", "career" and "course"; the shorter addressed one leads
+    assert contents(svc.search("What career will Caroline choose after the course?", limit=2)) == [
+        "Caroline: I want a career in counseling after my course.",
+        "Melanie: Thanks, Caroline! Any career plans after the course?",
+    ]
+
+
+def test_a_question_naming_a_date_prefers_what_was_said_that_day(
+    svc: MemoryService, clock: FixedClock
+) -> None:
+    clock.at = parse_time("2026-01-05T10:00:00Z")
+    svc.add("we picked a venue for the offsite")
+    clock.at = parse_time("2026-01-20T10:00:00Z")
+    svc.add("we went to the venue yesterday")
+    clock.at = parse_time("2026-02-16T09:00:00Z")
+    question = "What happened at the venue on January 5, 2026?"
+    assert contents(svc.search(question, limit=2)) == [
+        "we picked a venue for the offsite",
+        "we went to the venue yesterday",
+    ]
+    # without the date the newer, equally matching memory leads
+    assert contents(svc.search("What happened at the venue?", limit=2))[0] == (
+        "we went to the venue yesterday"
+    )
+
+
+def test_a_question_about_last_friday_prefers_what_was_said_that_day(
+    svc: MemoryService, clock: FixedClock
+) -> None:
+    clock.at = parse_time("2026-02-13T18:00:00Z")  # a Friday
+    svc.add("started listening to a jazz album")
+    clock.at = parse_time("2026-02-15T18:00:00Z")
+    svc.add("started listening to a folk album")
+    clock.at = parse_time("2026-02-16T09:00:00Z")  # the Monday after
+    assert contents(svc.search("Which album did I start listening to last Friday?", limit=1)) == [
+        "started listening to a jazz album"
+    ]
+    assert contents(svc.search("Which album did I start listening to?", limit=1)) == [
+        "started listening to a folk album"
+    ]

@@ -14,14 +14,18 @@ from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
 from cortex.core.retrieval import (
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
+    DATE_BOOST,
     STOPWORDS,
+    SUBJECT_BOOST,
     TIME_CUE_BOOST,
     asks_when,
+    date_fit,
     fts_query,
     like_patterns,
     mentions_time,
     normalize_tags,
     plan_terms,
+    query_dates,
     query_fit,
     query_terms,
     rank_score,
@@ -315,15 +319,78 @@ def test_mentions_time(text: str, named: bool) -> None:
 
 def test_query_fit_weighs_term_coverage_and_time_cues() -> None:
     terms = ["billing", "staging", "migration"]
-    assert query_fit(terms, False, "billing staging migration") == 1.0
-    assert query_fit(terms, False, "billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
+    assert query_fit(terms, False, "ran billing staging migration") == 1.0
+    assert query_fit(terms, False, "ran billing") == pytest.approx(1 - COVERAGE_WEIGHT * 2 / 3)
     assert query_fit([], False, "anything") == 1.0
     # one term: the index found it in every candidate, stemmed or not
     assert query_fit(["studies"], False, "a study") == 1.0
     # a long memory holds most words of any question: its share counts less
-    long_text = "billing " + "word " * (2 * COVERAGE_FULL_WORDS - 1)
+    long_text = "ran billing " + "word " * (2 * COVERAGE_FULL_WORDS - 2)
     assert query_fit(terms, False, long_text) == pytest.approx(1 - COVERAGE_WEIGHT / 3)
     # a when-question lifts a memory that names a time, and only then
-    assert query_fit(terms, True, "billing staging migration yesterday") == 1 + TIME_CUE_BOOST
-    assert query_fit(terms, False, "billing staging migration yesterday") == 1.0
-    assert query_fit(terms, True, "billing staging migration") == 1.0
+    assert query_fit(terms, True, "ran billing staging migration yesterday") == 1 + TIME_CUE_BOOST
+    assert query_fit(terms, False, "ran billing staging migration yesterday") == 1.0
+    assert query_fit(terms, True, "ran billing staging migration") == 1.0
+
+
+def test_query_fit_lifts_a_memory_whose_subject_the_question_names() -> None:
+    terms = query_terms("What career has Caroline chosen?")
+    said = "Caroline: I want to work in counseling, it's my career now."
+    mentioned = "Melanie: Thanks, Caroline! What career would you like?"
+    assert query_fit(terms, False, said) == pytest.approx(
+        query_fit(terms, False, "So " + said) * (1 + SUBJECT_BOOST)
+    )
+    assert query_fit(terms, False, said) > query_fit(terms, False, mentioned)
+    # only a whole first word counts: not a longer word that starts like a term
+    assert query_fit(["post"], False, "Postgres is up") == 1.0
+    assert query_fit(["postgres"], False, "Postgres is up") == 1 + SUBJECT_BOOST
+
+
+@pytest.mark.parametrize(
+    ("question", "span"),
+    [
+        ("What did Ann paint on October 13, 2023?", ("2023-10-13", "2023-10-13")),
+        ("what broke on the 3rd of june 2024", ("2024-06-03", "2024-06-03")),
+        ("the deploy on 7 May 2023", ("2023-05-07", "2023-05-07")),
+        ("the 2023-05-07 deploy", ("2023-05-07", "2023-05-07")),
+        ("Sept. 4, 2023", ("2023-09-04", "2023-09-04")),
+        ("What setback did Bo face in October 2023?", ("2023-10-01", "2023-10-31")),
+        ("in February 2024", ("2024-02-01", "2024-02-29")),
+        ("in May", None),  # no year: too vague to place
+        ("in 2023", None),  # a year alone
+        ("on February 30, 2023", None),
+        ("2023-13-01", None),
+        ("what did we decide", None),
+    ],
+)
+def test_query_dates(question: str, span: tuple[str, str] | None) -> None:
+    assert query_dates(question) == span
+
+
+@pytest.mark.parametrize(
+    ("question", "span"),
+    [  # asked on Thursday 30 November 2023
+        ("what did I plant two weeks ago?", ("2023-11-13", "2023-11-19")),
+        ("the band I heard last Friday", ("2023-11-24", "2023-11-24")),
+        ("the one this past thursday", ("2023-11-23", "2023-11-23")),
+        ("what I cooked a couple of days ago", ("2023-11-27", "2023-11-29")),
+        ("3 days ago", ("2023-11-26", "2023-11-28")),
+        ("a month ago", ("2023-10-16", "2023-11-15")),
+        ("what did we fix yesterday", ("2023-11-29", "2023-11-29")),
+        ("How many days ago did I buy a smoker?", None),  # asks how long, names no day
+        ("on May 7, 2023, two weeks ago", ("2023-05-07", "2023-05-07")),  # a date wins
+    ],
+)
+def test_query_dates_relative_to_now(question: str, span: tuple[str, str] | None) -> None:
+    assert query_dates(question, datetime(2023, 11, 30, 12, tzinfo=UTC)) == span
+    if span != ("2023-05-07", "2023-05-07"):
+        assert query_dates(question) is None  # without a now, nothing relative is placed
+
+
+def test_date_fit_lifts_memories_made_within_the_span() -> None:
+    span = ("2023-10-01", "2023-10-31")
+    assert date_fit(span, "2023-10-01T00:00:00.000000Z") == 1 + DATE_BOOST
+    assert date_fit(span, "2023-10-31T23:59:59.000000Z") == 1 + DATE_BOOST
+    assert date_fit(span, "2023-11-01T00:00:00.000000Z") == 1.0
+    assert date_fit(span, "2023-09-30T23:59:59.000000Z") == 1.0
+    assert date_fit(None, "2023-10-05T00:00:00.000000Z") == 1.0

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 LOCOMO_CATEGORIES = {
@@ -50,11 +51,13 @@ def distinct_in_order(items: Iterable[str]) -> list[str]:
 # -- LoCoMo ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Unit:
-    """One retrieval unit (a memory): its id, text and the session it belongs to."""
+    """One retrieval unit (a memory): its id, text, the session it belongs to and when that
+    session took place (ISO 8601 UTC, when the data says)."""
 
     id: str
     text: str
     session: str
+    at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class Corpus:
     name: str
     units: list[Unit]
     questions: list[Question] = field(default_factory=list)
+    now: str | None = None
+    """When the questions are asked (ISO 8601 UTC), when the data says."""
 
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
@@ -96,11 +101,12 @@ def locomo_corpora(samples: list[dict[str, Any]]) -> list[Corpus]:
         conv = sample["conversation"]
         units = []
         for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=_num):
+            at = locomo_time(conv.get(f"{key}_date_time"))
             for turn in conv[key]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                units.append(Unit(turn["dia_id"], text, key))
+                units.append(Unit(turn["dia_id"], text, key, at))
         known = {u.id for u in units}
         session_of = {u.id: u.session for u in units}
         corpus = Corpus(sample["sample_id"], units)
@@ -119,6 +125,20 @@ def locomo_corpora(samples: list[dict[str, Any]]) -> list[Corpus]:
     return corpora
 
 
+def locomo_time(text: str | None) -> str | None:
+    """A LoCoMo session time (``1:56 pm on 8 May, 2023``) as ISO 8601 UTC, or None."""
+    if not text:
+        return None
+    moment = datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def lme_time(text: str) -> str:
+    """A LongMemEval time (``2023/05/20 (Sat) 02:21``) as ISO 8601 UTC."""
+    moment = datetime.strptime(re.sub(r"\s*\(\w+\)\s*", " ", text), "%Y/%m/%d %H:%M")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _num(key: str) -> int:
     return int(key.rsplit("_", 1)[1])
 
@@ -133,21 +153,24 @@ def longmemeval_corpora(items: list[dict[str, Any]], level: str) -> list[Corpus]
         if item["question_id"].endswith("_abs"):
             continue
         units, gold = [], set()
-        sessions = zip(item["haystack_session_ids"], item["haystack_sessions"], strict=True)
-        for sid, turns in sessions:
+        sessions = zip(item["haystack_session_ids"], item["haystack_sessions"],
+                       item["haystack_dates"], strict=True)  # fmt: skip
+        for sid, turns, when in sessions:
+            at = lme_time(when)
             user = [t for t in turns if t["role"] == "user"]
             has_gold = "answer" in sid and any(t.get("has_answer") for t in user)
             if level == "session":
-                units.append(Unit(sid, " ".join(t["content"] for t in user), sid))
+                units.append(Unit(sid, " ".join(t["content"] for t in user), sid, at))
                 if has_gold:
                     gold.add(sid)
                 continue
             for index, turn in enumerate(user):
                 uid = f"{sid}#{index}"
-                units.append(Unit(uid, turn["content"], sid))
+                units.append(Unit(uid, turn["content"], sid, at))
                 if "answer" in sid and turn.get("has_answer"):
                     gold.add(uid)
         if gold:
             question = Question(item["question"], frozenset(gold), item["question_type"])
-            corpora.append(Corpus(item["question_id"], units, [question]))
+            now = lme_time(item["question_date"])
+            corpora.append(Corpus(item["question_id"], units, [question], now))
     return corpora

@@ -23,17 +23,28 @@ so relevance dominates; confidence, layer, age and explicit intent break near-ti
 Query fit. Each candidate's score is then multiplied by how well it fits the question as a
 whole (``query_fit``)::
 
-    fit      = coverage * time
+    fit      = coverage * time * subject
     coverage = 1 - w + w * (share of the query's terms the memory holds), for 2+ terms
     w        = COVERAGE_WEIGHT * min(1, COVERAGE_FULL_WORDS / words in the memory)
     time     = 1 + TIME_CUE_BOOST when the question asks when (``asks_when``) and the
                memory names a time (``mentions_time``), else 1
+    subject  = 1 + SUBJECT_BOOST when the memory's first word is one of the query's terms,
+               else 1
 
 BM25 sums its terms' weights, so a short memory holding one rare word of the question can
 outrank one holding all of them; coverage favours the memory that answers the question's
 every part. A long memory holds most words of any question, so there the share says little
 and its weight fades. A question about when something happened is answered by a memory that
-says when ("yesterday", "last week", "May 3", "2023").
+says when ("yesterday", "last week", "May 3", "2023"). A memory is usually about its first
+word ("Caroline: I went to ...", "Postgres listens on 5432"): when that word is one the
+question asks about, the memory is about the question's subject, not one that only mentions
+it in passing ("Melanie: Thanks, Caroline!").
+
+Dates. A question that names a day or a month ("on May 7, 2023", "7 May 2023", "2023-05-07",
+"in October 2023"; with the search's time also "yesterday", "last Friday", "two weeks ago":
+``query_dates``) asks about what was said then: a memory made within that span scores
+``1 + DATE_BOOST`` times as much (``date_fit``). The date's own words rarely
+appear in the memory that answers ("I went to the parade yesterday").
 
 Session votes. A memory's session is evidence too: when several candidates come from the
 session the memory was captured in, that conversation is about the query, and its other turns
@@ -47,10 +58,11 @@ recall@10 in every LoCoMo conversation and costs LongMemEval nothing.
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 from cortex.clock import hours_between
 from cortex.core.memory_models import EXPLICIT, LONG_TERM, RULE, WORKING, Memory
@@ -77,6 +89,10 @@ COVERAGE_FULL_WORDS = 100
 """Memories up to this many words get the whole coverage weight; longer ones less."""
 TIME_CUE_BOOST = 0.5
 """Extra score for a memory that names a time, when the question asks when."""
+SUBJECT_BOOST = 0.3
+"""Extra score for a memory whose first word is a query term (its subject, see above)."""
+DATE_BOOST = 1.0
+"""Extra score for a memory made on the day (or in the month) the question names."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
 VOTE_POOL = 20
@@ -149,6 +165,93 @@ def mentions_time(text: str) -> bool:
     return _TIME_REFERENCE.search(text) is not None
 
 
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTH_NUMBERS = {  # the full names, their three letters, and "sept"
+    short: number
+    for number, name in enumerate(_MONTHS.split()[:12], start=1)
+    for short in (name, name[:3], "sept" if number == 9 else name)
+}
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r",?\s+(?P<year>(?:19|20)\d\d)\b"
+_NAMED_DATES = (
+    re.compile(r"\b" + _MONTH + r"\s+" + _DAY + _YEAR, re.IGNORECASE),  # May 7th, 2023
+    re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + _YEAR, re.IGNORECASE),  # 7 May 2023
+    re.compile(r"\b" + _MONTH + _YEAR, re.IGNORECASE),  # May 2023
+)
+_ISO_DATE = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
+
+
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "a couple of": 2, "couple of": 2, "a few": 3, "few": 3}  # fmt: skip
+_AGO = re.compile(
+    r"\b(?P<count>\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
+    + r")\s+(?P<unit>day|week|month)s?\s+ago\b",
+    re.IGNORECASE,
+)  # fmt: skip
+_LAST_DAY = re.compile(r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b",
+                       re.IGNORECASE)  # fmt: skip
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30}
+_DATE_HINT = re.compile(r"(?:19|20)\d\d|\bago\b|yesterday|\b(?:last|past) ", re.IGNORECASE)
+"""What every date ``query_dates`` places holds: a year, "ago", "yesterday", "last"/"past"."""
+
+
+def relative_dates(query: str, now: datetime) -> tuple[str, str] | None:
+    """The span a question names relative to ``now``: "yesterday", "last Friday", "two weeks
+    ago" (the day two weeks back, give or take half a week; "N days ago": that day, give or
+    take one), or None."""
+    today = now.date()
+    if re.search(r"\byesterday\b", query, re.IGNORECASE):
+        day = (today - timedelta(days=1)).isoformat()
+        return day, day
+    found = _LAST_DAY.search(query)
+    if found is not None:
+        back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower())) % 7 or 7
+        day = (today - timedelta(days=back)).isoformat()
+        return day, day
+    found = _AGO.search(query)
+    if found is None:
+        return None
+    count = found["count"].lower()
+    unit = _UNIT_DAYS[found["unit"].lower()]
+    center = today - timedelta(days=(int(count) if count.isdigit() else _COUNTS[count]) * unit)
+    spread = timedelta(days=max(1, unit // 2))
+    return (center - spread).isoformat(), (center + spread).isoformat()
+
+
+def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | None:
+    """The calendar span a question names, as ISO dates (first and last day, inclusive):
+    a day ("May 7th, 2023", "7 May 2023", "2023-05-07") or a month ("May 2023"), or with
+    ``now`` one relative to it (``relative_dates``); None when it names none (a year alone,
+    or a day without its year, is too vague to place)."""
+    if _DATE_HINT.search(query) is None:  # most questions name no date: one quick look
+        return None
+    found = _ISO_DATE.search(query)
+    for pattern in _NAMED_DATES:
+        found = found or pattern.search(query)
+    if found is None:
+        return relative_dates(query, now) if now is not None else None
+    parts = found.groupdict()
+    month = parts["month"].lower()
+    year, number = int(parts["year"]), int(month) if month.isdigit() else _MONTH_NUMBERS[month]
+    try:
+        if parts.get("day"):
+            day = date(year, number, int(parts["day"])).isoformat()
+            return day, day
+        last = calendar.monthrange(year, number)[1]
+        return date(year, number, 1).isoformat(), date(year, number, last).isoformat()
+    except ValueError:  # no such day or month ("February 30, 2023", "2023-13-01")
+        return None
+
+
+def date_fit(span: tuple[str, str] | None, created_at: str) -> float:
+    """``1 + DATE_BOOST`` for a memory made within the question's ``span`` (``query_dates``),
+    else 1."""
+    if span is not None and span[0] <= created_at[:10] <= span[1]:
+        return 1 + DATE_BOOST
+    return 1.0
+
+
 def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
     """The module docstring's fit of a memory's ``text`` to a query of ``terms`` (``when``:
     the query asks when, see ``asks_when``). Coverage needs two terms or more: every full-text
@@ -160,6 +263,9 @@ def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
         fit = 1 - weight + weight * len(matched_terms(terms, text)) / len(terms)
     if when and mentions_time(text):
         fit *= 1 + TIME_CUE_BOOST
+    first = _WORD.search(text)
+    if first is not None and first.group().lower() in terms:
+        fit *= 1 + SUBJECT_BOOST
     return fit
 
 

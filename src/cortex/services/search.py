@@ -3,10 +3,11 @@
 Search asks the store for candidates holding any of the query's words (stop words dropped):
 full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches when the index
 finds nothing. The reader re-ranks them by confidence, layer and recency, by their fit to the
-whole question (share of its terms held; a time named when it asks when), by their session's
-other candidates, and adds memories linked one hop from the best hits. With an embedder it
-is hybrid (BM25 + cosine, fused by reciprocal rank). SQL and the way to candidates are in the
-store, the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
+whole question (share of its terms held; a time named when it asks when; its subject as
+their first word; made on a date it names), by their session's other candidates, and adds
+memories linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine,
+fused by reciprocal rank). SQL and the way to candidates are in the store, the formulas in
+``cortex.core.retrieval`` and ``cortex.core.budgets``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from cortex.core.memory_models import (
 from cortex.core.retrieval import (
     VOTE_POOL,
     asks_when,
+    date_fit,
     matched_terms,
     memory_text,
     normalize_tags,
+    query_dates,
     query_fit,
     query_terms,
     rank_score,
@@ -180,14 +183,16 @@ class MemoryReader(Service):
         whole query (``core.retrieval.query_fit``), the unranked ones (substring or newest
         matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
-        terms, when = query_terms(query), asks_when(query)
+        terms, when, span = query_terms(query), asks_when(query), query_dates(query, now_dt)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
         found = self.store.search_memories(terms, flt, now, limit=pool)
         ranked = [
             ScoredMemory(
                 m,
-                rank_score(r, m, now_dt) * query_fit(terms, when, memory_text(m)),
+                rank_score(r, m, now_dt)
+                * query_fit(terms, when, memory_text(m))
+                * date_fit(span, m.created_at),
                 f"full-text match (relevance {r:.3g})",
             )
             for m, r in found
