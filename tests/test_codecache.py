@@ -109,3 +109,21 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
     ]
     compiled, held = map(int, runs[1])
     assert compiled == 0 and held >= 200
+
+
+def test_the_hook_server_compiles_without_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook server lives for hours: the cache's texts and code would stay in its memory,
+    and it compiles the methods once. It turns the cache off for itself before the engine's
+    first import, and a process with ``CORTEX_CODECACHE=0`` leaves ``dataclasses`` alone."""
+    from cortex.adapters.hooks import server
+
+    seen: dict[str, str | None] = {}
+    monkeypatch.delenv("CORTEX_CODECACHE", raising=False)
+    monkeypatch.setattr(
+        server, "serve", lambda home, idle: seen.update(env=os.environ.get("CORTEX_CODECACHE")) or 0
+    )
+    assert server.main(["/nowhere"]) == 0 and seen == {"env": "0"}
+    code = "import dataclasses, cortex.config\nprint(hasattr(dataclasses, 'exec'))\n"
+    env = {**os.environ, "CORTEX_CODECACHE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr

@@ -40,7 +40,7 @@ def test_chaining_a_metrics_event_never_loads_openssl() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_the_hook_event_path_loads_neither_openssl_nor_decimal(tmp_path: Path) -> None:
+def test_the_hook_event_path_loads_neither_openssl_nor_decimal_nor_calendar(tmp_path: Path) -> None:
     # The hook server lives for hours: OpenSSL's bindings (~3.5 MB) or decimal, loaded by one
     # event, stay resident. Two sessions, so the second start restores (and scores) the first.
     code = (
@@ -54,7 +54,7 @@ def test_the_hook_event_path_loads_neither_openssl_nor_decimal(tmp_path: Path) -
         "                  {'hook_event_name': 'SessionEnd'}):\n"
         "        raw = json.dumps({**event, 'session_id': sid, 'cwd': cwd}).encode()\n"
         "        handle('claude-code', raw, env, cwd)\n"
-        "print(sorted(m for m in ('_hashlib', 'decimal') if m in sys.modules))\n"
+        "print(sorted(m for m in ('_hashlib', 'decimal', 'calendar') if m in sys.modules))\n"
     )
     home, cwd = tmp_path / "home", tmp_path / "work"
     cwd.mkdir()

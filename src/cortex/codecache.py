@@ -121,4 +121,5 @@ def install() -> None:
         setattr(dataclasses, "exec", cached_exec)  # noqa: B010 - a module global, not a typo
 
 
-install()
+if os.environ.get("CORTEX_CODECACHE") != "0":  # the hook server sets 0 for itself
+    install()

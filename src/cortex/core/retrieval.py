@@ -58,7 +58,6 @@ recall@10 in every LoCoMo conversation and costs LongMemEval nothing.
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -174,23 +173,23 @@ _MONTH_NUMBERS = {  # the full names, their three letters, and "sept"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r",?\s+(?P<year>(?:19|20)\d\d)\b"
+# The date patterns are texts, compiled (and cached by ``re``) by the first question that may
+# name a date: most processes never search, and compiled they are memory a hook server holds.
 _NAMED_DATES = (
-    re.compile(r"\b" + _MONTH + r"\s+" + _DAY + _YEAR, re.IGNORECASE),  # May 7th, 2023
-    re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + _YEAR, re.IGNORECASE),  # 7 May 2023
-    re.compile(r"\b" + _MONTH + _YEAR, re.IGNORECASE),  # May 2023
+    r"\b" + _MONTH + r"\s+" + _DAY + _YEAR,  # May 7th, 2023
+    r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + _YEAR,  # 7 May 2023
+    r"\b" + _MONTH + _YEAR,  # May 2023
 )
-_ISO_DATE = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
+_ISO_DATE = r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"
 
 
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
            "a couple of": 2, "couple of": 2, "a few": 3, "few": 3}  # fmt: skip
-_AGO = re.compile(
+_AGO = (
     r"\b(?P<count>\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
-    + r")\s+(?P<unit>day|week|month)s?\s+ago\b",
-    re.IGNORECASE,
+    + r")\s+(?P<unit>day|week|month)s?\s+ago\b"
 )  # fmt: skip
-_LAST_DAY = re.compile(r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b",
-                       re.IGNORECASE)  # fmt: skip
+_LAST_DAY = r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b"
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30}
 _DATE_HINT = re.compile(r"(?:19|20)\d\d|\bago\b|yesterday|\b(?:last|past) ", re.IGNORECASE)
 """What every date ``query_dates`` places holds: a year, "ago", "yesterday", "last"/"past"."""
@@ -204,12 +203,12 @@ def relative_dates(query: str, now: datetime) -> tuple[str, str] | None:
     if re.search(r"\byesterday\b", query, re.IGNORECASE):
         day = (today - timedelta(days=1)).isoformat()
         return day, day
-    found = _LAST_DAY.search(query)
+    found = re.search(_LAST_DAY, query, re.IGNORECASE)
     if found is not None:
         back = (today.weekday() - _WEEKDAYS.index(found["weekday"].lower())) % 7 or 7
         day = (today - timedelta(days=back)).isoformat()
         return day, day
-    found = _AGO.search(query)
+    found = re.search(_AGO, query, re.IGNORECASE)
     if found is None:
         return None
     count = found["count"].lower()
@@ -226,9 +225,9 @@ def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | No
     or a day without its year, is too vague to place)."""
     if _DATE_HINT.search(query) is None:  # most questions name no date: one quick look
         return None
-    found = _ISO_DATE.search(query)
+    found = re.search(_ISO_DATE, query)
     for pattern in _NAMED_DATES:
-        found = found or pattern.search(query)
+        found = found or re.search(pattern, query, re.IGNORECASE)
     if found is None:
         return relative_dates(query, now) if now is not None else None
     parts = found.groupdict()
@@ -238,8 +237,8 @@ def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | No
         if parts.get("day"):
             day = date(year, number, int(parts["day"])).isoformat()
             return day, day
-        last = calendar.monthrange(year, number)[1]
-        return date(year, number, 1).isoformat(), date(year, number, last).isoformat()
+        after = date(year + number // 12, number % 12 + 1, 1)  # the next month's first day
+        return date(year, number, 1).isoformat(), (after - timedelta(days=1)).isoformat()
     except ValueError:  # no such day or month ("February 30, 2023", "2023-13-01")
         return None
 

@@ -297,6 +297,9 @@ def main(argv: list[str]) -> int:
 
     if len(argv) != 1:
         return 2
+    # Compile dataclass methods as usual: a long-lived process pays for that once, and the
+    # method cache's texts and code would stay in its memory for its whole life.
+    os.environ["CORTEX_CODECACHE"] = "0"
     return serve(Path(argv[0]), idle_seconds(os.environ))
 
 
