@@ -355,6 +355,7 @@ def test_query_fit_lifts_a_memory_whose_subject_the_question_names() -> None:
         ("the 2023-05-07 deploy", ("2023-05-07", "2023-05-07")),
         ("Sept. 4, 2023", ("2023-09-04", "2023-09-04")),
         ("What setback did Bo face in October 2023?", ("2023-10-01", "2023-10-31")),
+        ("the freeze of December 2023", ("2023-12-01", "2023-12-31")),  # the year turns
         ("in February 2024", ("2024-02-01", "2024-02-29")),
         ("in May", None),  # no year: too vague to place
         ("in 2023", None),  # a year alone
