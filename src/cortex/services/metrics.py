@@ -34,7 +34,7 @@ from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
 from cortex.services.base import Service
-from cortex.store.protocol import Store
+from cortex.store.protocol import MetricRow, Store
 
 EVENT_NAMES = (
     "session_captured",
@@ -185,7 +185,7 @@ class MetricsWriter:
         transaction has committed.
         """
         items = [(name, sid, _normalized(name, payload)) for name, sid, payload in events]
-        rows: list[tuple[str, str | None, dict[str, Any], str, str, str]] = []
+        rows: list[MetricRow] = []
         with self.store.transaction():
             last = self.store.last_metric()
             prev = last.hash if last is not None else ZERO_HASH

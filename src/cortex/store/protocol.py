@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
+MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
+"""A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
+
 
 class SessionStore(Protocol):
     """Session records: save, read, list, archive."""
@@ -164,9 +167,7 @@ class MetricStore(Protocol):
         """Append one event; return its ``seq`` (1, 2, 3... with no reuse)."""
         ...
 
-    def append_metrics(
-        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
-    ) -> list[int]:
+    def append_metrics(self, events: Sequence[MetricRow]) -> list[int]:
         """Append (event, session_id, payload, created_at, prev_hash, hash) rows in order, in
         one statement where the backend can (a restore appends one per inherited pin, under the
         chain's lock); return their ``seq`` values, in order."""

@@ -10,12 +10,15 @@ and a deleted ``seq`` is never reused.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
 from cortex.store.postgres.db import LOCK_METRICS_CHAIN, Runner
 from cortex.store.records import dumps
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 # One round trip: bump the tenant's counter, then insert the event under the new number.
@@ -82,9 +85,7 @@ class MetricsRepository:
         assert row is not None  # INSERT ... SELECT from a one-row CTE returns one row
         return int(row[0])
 
-    def append_many(
-        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
-    ) -> list[int]:
+    def append_many(self, events: Sequence[MetricRow]) -> list[int]:
         """Append rows in order in one statement; return their ``seq`` values, in order."""
         if not events:
             return []

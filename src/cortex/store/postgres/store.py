@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
@@ -42,6 +42,9 @@ from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
 from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.tasks import TaskMethods, TaskRepository
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import MetricRow
 
 MAX_TENANT_CHARS = 128
 
@@ -259,9 +262,7 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     ) -> int:
         return self._metrics.append(event, session_id, payload, created_at, prev_hash, hash)
 
-    def append_metrics(
-        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
-    ) -> list[int]:
+    def append_metrics(self, events: Sequence[MetricRow]) -> list[int]:
         return self._metrics.append_many(events)
 
     def list_metrics(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
 from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
@@ -50,9 +53,7 @@ class MetricRepository:
             (event, session_id, dumps(payload), created_at, prev_hash, hash),
         )
 
-    def append_metrics(
-        self, events: Sequence[tuple[str, str | None, dict[str, Any], str, str, str]]
-    ) -> list[int]:
+    def append_metrics(self, events: Sequence[MetricRow]) -> list[int]:
         """Append rows in order; return their ``seq`` values.
 
         One statement run for every row (``executemany``): the rows take consecutive ``seq``
