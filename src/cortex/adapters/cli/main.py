@@ -9,14 +9,13 @@ machines. Errors a user can cause print one line naming the next step and exit 1
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
 
 from cortex.adapters.cli import sessions
-from cortex.adapters.cli.plain import setup_logging
+from cortex.adapters.cli.plain import setup_logging, unexpected
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
 from cortex.config import parse_assignments
 from cortex.errors import CortexError
@@ -96,12 +95,5 @@ def run(argv: Sequence[str]) -> int:
         click.echo(f"error: {exc}", err=True)
         return 1
     except Exception as exc:
-        if env.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
-            raise
-        click.echo(
-            f"error: unexpected {type(exc).__name__}: {exc}; rerun with "
-            "CORTEX_RAISE_ERRORS=1 for a traceback and report it",
-            err=True,
-        )
-        return 1
+        return unexpected(exc, env)
     return code if isinstance(code, int) else 0

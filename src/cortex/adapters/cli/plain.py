@@ -361,7 +361,7 @@ def run(argv: Sequence[str]) -> int | None:
         import errno
 
         if exc.errno != errno.EPIPE:
-            return _failed(exc, rt.env)
+            return unexpected(exc, rt.env)
         # The reader went away (``cortex ... | head``): exit 1 without a traceback, as click
         # does; nothing more can reach the pipe, and the interpreter's last flush must not fail.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -375,11 +375,11 @@ def run(argv: Sequence[str]) -> int | None:
         echo(f"error: {exc}", err=True)
         return 1
     except Exception as exc:  # noqa: BLE001 - reported as the click command line reports it
-        return _failed(exc, rt.env)
+        return unexpected(exc, rt.env)
     return 0
 
 
-def _failed(exc: Exception, env: Mapping[str, str]) -> int:
+def unexpected(exc: Exception, env: Mapping[str, str]) -> int:
     """An unexpected error: one line naming it (raised again under tests or when asked)."""
     if env.get("CORTEX_RAISE_ERRORS") == "1" or "pytest" in sys.modules:
         raise exc
