@@ -1,11 +1,12 @@
 """Batch ingest before and after, interleaved in one run: ``add_many`` of 1,000 memories, half
 of them replacing a live memory by key (``bench/memory.py``'s ``write_rate``), on a copy of a
-cached corpus, with an older commit's sources and with this checkout's.
+cached corpus, with an older commit's sources and with this checkout's (both timed by this
+checkout's ``write_rates``, so that only the sources differ).
 
 Run: ``.venv/bin/python bench/ingest_compare.py --rev HEAD~3 --count 100000``
 (``--rounds N``, ``--batches N``). The corpus is ``bench/results/memory-COUNT.db`` (built by
 ``bench/memory.py --count COUNT`` if missing). Each sample is a whole process running that
-tree's own ``write_rate`` on its sources (``PYTHONPATH``); the floor (a whole
+``write_rate`` on one tree's sources (``PYTHONPATH``); the floor (a whole
 ``python -c "import sqlite3"`` process) is timed before each round, and the time of 1,000
 memories is given as a ratio to it. Beside it, the rate per second of the sample's CPU time
 (``write_rates``), which a machine shared with other work inflates least.
@@ -25,17 +26,21 @@ from compare import extract, floor_ms
 from memory import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
+# ``cortex`` is imported from the tree's sources before ``memory`` (which puts this checkout's
+# ``src`` first on the path): its submodules then load from the tree's package directory.
 SAMPLE = (
-    "import random, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import memory; "
+    "import random, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import cortex; "
+    "assert cortex.__file__.startswith(sys.argv[1]), cortex.__file__; import memory; "
     "print(*memory.write_rates(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7)))"
 )
 
 
 def rate(tree: Path, db: Path, batches: int) -> tuple[float, float]:
-    """Memories per second of ``tree``'s ``write_rates`` on a copy of ``db``: of wall-clock
-    time, and of the sample's CPU time."""
+    """Memories per second of ``write_rates`` (this checkout's, the same harness for both
+    trees) on ``tree``'s sources, on a copy of ``db``: of wall-clock time, and of the sample's
+    CPU time."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    args = [str(tree / "bench"), str(tree / "src"), str(db), str(batches)]
+    args = [str(tree / "src"), str(ROOT / "bench"), str(db), str(batches)]
     out = subprocess.run(
         [sys.executable, "-c", SAMPLE, *args], env=env, capture_output=True, text=True, check=True
     )

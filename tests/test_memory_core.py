@@ -395,3 +395,20 @@ def test_date_fit_lifts_memories_made_within_the_span() -> None:
     assert date_fit(span, "2023-11-01T00:00:00.000000Z") == 1.0
     assert date_fit(span, "2023-09-30T23:59:59.000000Z") == 1.0
     assert date_fit(None, "2023-10-05T00:00:00.000000Z") == 1.0
+
+
+def test_a_quick_memory_is_the_record_init_makes() -> None:
+    fields = {
+        "id": "m1", "content": "use uv", "layer": "working", "scope": "project",
+        "project": "p", "tags": ("a",), "upsert_key": "k", "confidence": 0.5,
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+    }  # fmt: skip
+    quick, made = Memory.quick(**fields), Memory(**fields)
+    assert quick == made and hash(quick) == hash(made) and repr(quick) == repr(made)
+    assert quick.to_dict() == made.to_dict()
+    with pytest.raises(AttributeError):
+        quick.content = "changed"  # type: ignore[misc]  # frozen like any Memory
+    with pytest.raises(TypeError):
+        Memory.quick(id="m1")  # no content
+    with pytest.raises(TypeError):
+        Memory.quick(id="m1", bogus=1)  # an unknown field does not stand in for a missing one

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex.core.redaction import MARKER, contains_secret, redact, redact_value
+from cortex.core.redaction import MARKER, _quiet, _spans, contains_secret, redact, redact_value
 from secret_corpus import CORPUS
 
 R = MARKER
@@ -243,3 +243,23 @@ def test_a_rule_is_compiled_only_when_its_guard_occurs() -> None:
     assert int(plain) == 0  # prose with no guard compiles none of the ~70 rules
     assert 1 <= int(secret) <= 4  # the key=value rule and GitHub's, not all of them
     assert out.strip() == "db password=[REDACTED] and [REDACTED]"
+
+
+@given(st.one_of(secretish, any_text))
+@example("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----")
+@example("see ://u:p@h and " + "a1B2" * 5)
+@example("x" * 19 + " \u0130" + "y" * 19)
+def test_a_quiet_text_is_one_no_rule_matches(text: str):
+    # The early return must never skip a rule: a text it calls quiet has no span at all.
+    if _quiet(text):
+        assert _spans(text) == []
+
+
+@pytest.mark.parametrize("text", [t for _, _, t in CORPUS])
+def test_no_credential_text_is_quiet(text: str):
+    assert not _quiet(text)
+
+
+def test_prose_is_quiet():
+    assert _quiet("Decided to use kafka for queues in proj-01 because redis was too slow")
+    assert not _quiet("we moved to an infrastructure-as-code setup")  # 20+ characters

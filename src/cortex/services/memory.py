@@ -209,7 +209,7 @@ class MemoryService(MemoryReader):
             raise ValidationError("scope project needs a project; pass --project NAME")
         confidence = check_confidence(item.confidence)
         key = check_key(item.upsert_key)
-        return Memory(
+        return Memory.quick(
             id=memory_id,
             content=content,
             layer=layer,
