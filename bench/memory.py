@@ -26,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import time
@@ -161,6 +162,20 @@ def timed(calls: list[tuple[str, str, str]], run) -> list[float]:  # type: ignor
     return out
 
 
+def live_keys(path: Path) -> list[tuple[str, str]]:
+    """The (project, upsert key) pairs of the live long-term project memories in the database at
+    ``path``, in a stable order: what a batch's upserts name, so that each one replaces a live
+    memory (a key that names none is a plain insert with a key lookup)."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT project_id, upsert_key FROM memories WHERE upsert_key IS NOT NULL"
+            " AND superseded_by IS NULL AND deleted_at IS NULL"
+            " AND memory_layer = 'long_term' AND scope = 'project' ORDER BY seq"
+        ).fetchall()
+    db.close()
+    return [(project, key) for project, key in rows]
+
+
 def write_rate(path: Path, batches: int, rng: random.Random) -> float:
     """Memories/s of ``add_many`` batches of 1,000, half replacing live memories by key."""
     return write_rates(path, batches, rng)[0]
@@ -177,16 +192,13 @@ def write_rates(path: Path, batches: int, rng: random.Random) -> tuple[float, fl
     shutil.copyfile(path, copy)
     with copy.open("rb") as data:
         os.fsync(data.fileno())
+    live = live_keys(copy)
     service = open_service(copy)
     total, elapsed, cpu = 0, 0.0, 0.0
     for _ in range(batches):
         items = make_memories(1000, rng)
-        items = [
-            NewMemory(m.content, project=m.project, upsert_key=f"k{rng.randrange(100_000)}")
-            if i % 2 == 0
-            else m
-            for i, m in enumerate(items)
-        ]
+        for i, (project, key) in enumerate(rng.sample(live, min(len(live), len(items) // 2))):
+            items[2 * i] = NewMemory(items[2 * i].content, project=project, upsert_key=key)
         started, cpu_started = time.perf_counter(), time.process_time()
         results = service.add_many(items, actor="bench")
         elapsed += time.perf_counter() - started
