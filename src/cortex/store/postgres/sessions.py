@@ -129,11 +129,15 @@ class SessionRepository:
         return int(row[0]) if row else 0
 
     def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
-        """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement)."""
+        """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement).
+
+        The rows are locked in id order first: two starts of one tenant often continue the
+        same sessions, and rows locked in scan order deadlock them (seen under load)."""
         self.db.execute(
             "UPDATE session_states SET continued_by = %s, updated_at = %s "
-            "WHERE tenant_id = %s AND id = ANY(%s)",
-            (next_id, at, self.db.tenant, list(session_ids)),
+            "WHERE tenant_id = %s AND id IN (SELECT id FROM session_states "
+            "WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE)",
+            (next_id, at, self.db.tenant, self.db.tenant, sorted(session_ids)),
         )
 
     def ended_before(self, before: str, *, limit: int) -> list[SessionState]:
