@@ -16,7 +16,8 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
-from cortex.adapters.server.auth import RateLimitedError  # noqa: E402
+from cortex.adapters.server.auth import RateLimitedError, RateLimiter  # noqa: E402
+from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.tenancy import parse_key  # noqa: E402
 from cortex.errors import (  # noqa: E402
@@ -262,3 +263,22 @@ def test_turn_batches_0_and_a_sqlite_server_capture_one_turn_at_a_time(
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_rest(
+    host: ServiceHost,
+) -> None:
+    def split(batches: int) -> tuple[float, float]:
+        direct = DirectRoutes(
+            lambda *_: None,  # type: ignore[arg-type,return-value]
+            host=host,
+            limiter=RateLimiter(1, 1),
+            render=lambda *_: None,  # type: ignore[arg-type,return-value]
+            turn_batches=batches,
+        )
+        return direct._queue.total_tokens, direct._others.total_tokens
+
+    assert host.pool_size == 4
+    assert split(1) == (1, 3)
+    assert split(5) == (2, 2)  # never more batches than half the pool
+    assert split(0) == (2, 2)  # one transaction a turn: half the pool, as before

@@ -94,21 +94,24 @@ class DirectRoutes:
         self.routes = routes
         # Turns take at most half the pool's connections, so that a session start (a
         # restore, which someone waits for) or end finds one at once rather than queueing
-        # behind every captured turn. Starts and ends take the rest: together they never
+        # behind every captured turn; with group commit, turns take only their batches'
+        # (one connection each). Starts and ends take the rest: together they never
         # hold more threads than the pool has connections, so past that a request waits
         # here, without a deadline, not in the pool, whose wait times out (a 503) when the
         # machine falls behind.
-        turns = max(1, host.pool_size // 2)
+        half = max(1, host.pool_size // 2)
+        batches = min(turn_batches, half) if host.postgres else 0
+        turns = batches or half
         self._queue = anyio.CapacityLimiter(turns)
         self._others = anyio.CapacityLimiter(max(1, host.pool_size - turns))
         self._batches = (
             TurnBatcher(
                 host,
                 lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
-                slots=min(turn_batches, turns),
+                slots=batches,
                 limiter=self._queue,
             )
-            if turn_batches > 0 and host.postgres
+            if batches > 0
             else None
         )
 
