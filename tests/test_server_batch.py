@@ -4,6 +4,7 @@ a replay's None, its own error) and never loses or duplicates one."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,10 +14,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
+import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter  # noqa: E402
+from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.tenancy import parse_key  # noqa: E402
@@ -282,3 +285,31 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
     assert split(1) == (1, 3)
     assert split(5) == (2, 2)  # never more batches than half the pool
     assert split(0) == (2, 2)  # one transaction a turn: half the pool, as before
+
+
+def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_answer(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    sessions = [started(host, tenant) for _ in range(6)]
+    sizes: list[int] = []
+
+    def admit(key_id: str, tenant: str, scopes: tuple[str, ...]) -> None:
+        sizes.append(1)
+
+    async def main() -> tuple[list[Outcome], list[Outcome]]:
+        batcher = TurnBatcher(host, admit, slots=1, limiter=anyio.CapacityLimiter(1))
+        together = await asyncio.gather(
+            *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
+        )
+        one_by_one = []  # each sent as soon as the last is answered: the slot must be free
+        for sid in sessions[:3]:
+            turn = Turn(key, sid, None, {"text": "redis"})
+            one_by_one.append(await batcher.submit(turn))
+        assert batcher._writers == 0
+        return together, one_by_one
+
+    together, one_by_one = asyncio.run(asyncio.wait_for(main(), 60))
+    assert all(isinstance(found, SessionState) for found in together + one_by_one)
+    assert len(sizes) == 9  # each turn admitted once
+    assert all("kafka" in stored(host, tenant, sid).hot_topics for sid in sessions)

@@ -37,21 +37,37 @@ class TurnBatcher:
         self.slots = slots
         self.limiter = limiter
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
-        self._running: set[asyncio.Task[None]] = set()
+        self._writers = 0  # batches being written (or about to be)
+        self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def submit(self, turn: Turn) -> Outcome:
         """The outcome of ``turn``, once the batch that carries it committed."""
-        answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (a test client's): start afresh
+            self._loop, self._waiting, self._writers = loop, [], 0
+        answer: asyncio.Future[Outcome] = loop.create_future()
         self._waiting.append((turn, answer))
-        if len(self._running) < self.slots:
-            task = asyncio.create_task(self._drain())
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+        if self._writers < self.slots:
+            self._writers += 1
+            task = loop.create_task(self._drain())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return await answer
 
     async def _drain(self) -> None:
         """Write batches of the waiting turns until none is left."""
-        while self._waiting:
+        loop = self._loop
+        try:
+            await self._write_all(loop)
+        finally:
+            # In the same step as the last look at the queue (no await between them), so a
+            # turn queued from now on finds a free slot and starts a batch.
+            if self._loop is loop:
+                self._writers -= 1
+
+    async def _write_all(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        while self._waiting and self._loop is loop:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
             turns = [turn for turn, _ in batch]
             try:
