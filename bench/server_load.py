@@ -144,6 +144,8 @@ class Results:
     turns: int = 0
     requests: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    messages: Counter[str] = field(default_factory=Counter)
+    """The errors' messages, by the last part of the request's path."""
 
 
 class Connection:
@@ -194,6 +196,7 @@ class Plan:
     seconds: float
     request_ids: bool
     rate: float | None
+    server_log: str | None = None
 
     @property
     def interval(self) -> float:
@@ -227,7 +230,9 @@ async def agent(conn: Connection, plan: Plan, deadline: float, out: Results) -> 
             await conn.close()
             return None, 0.0
         if status >= 300:
-            out.errors[f"http {status} {answer.get('error', {}).get('code', '')}"] += 1
+            error = answer.get("error", {})
+            out.errors[f"http {status} {error.get('code', '')}"] += 1
+            out.messages[f"{path.rsplit('/', 1)[-1]}: {error.get('message', '')}"] += 1
             return None, 0.0
         return answer, (time.perf_counter() - sent) * 1000
 
@@ -281,8 +286,9 @@ def run_one(url: str, workers: int, keys: list[str], plan: Plan) -> dict[str, An
     port, home = free_port(), tempfile.mkdtemp()
     env = dict(os.environ) | {"CORTEX_HOME": home, "CORTEX_SERVER_SECRET": SECRET}
     args = ["serve", "--db", url, "--port", str(port), "--workers", str(workers)]
+    logged = open(plan.server_log, "ab") if plan.server_log else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen([str(CORTEX), *args], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            stdout=logged, stderr=logged)  # fmt: skip
     try:
         wait_ready(port, workers)
         server, database = cpu_seconds(group_pids(proc.pid)), cpu_seconds(postgres_pids())
@@ -297,6 +303,8 @@ def run_one(url: str, workers: int, keys: list[str], plan: Plan) -> dict[str, An
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+        if not isinstance(logged, int):
+            logged.close()
     return {
         "workers": workers,
         "seconds": round(elapsed, 2),
@@ -308,6 +316,7 @@ def run_one(url: str, workers: int, keys: list[str], plan: Plan) -> dict[str, An
         "requests": out.requests,
         "errors": sum(out.errors.values()),
         "error_kinds": dict(out.errors),
+        "error_messages": dict(out.messages),
         "server_cpu_ms_per_request": round(1000 * cpu[1] / max(1, out.requests), 2),
         "postgres_cpu_ms_per_request": round(1000 * cpu[2] / max(1, out.requests), 2),
         "cpu_s": {
@@ -333,9 +342,12 @@ def main() -> None:
         help="pace the agents to this many captured turns/s in all (default: as fast as "
         "answered); the restore times then show the latency at that load, not the queue",
     )
+    parser.add_argument("--server-log", help="append the server's output to this file")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
-    plan = Plan(opts.agents, opts.turns, opts.seconds, not opts.no_request_ids, opts.rate)
+    plan = Plan(
+        opts.agents, opts.turns, opts.seconds, not opts.no_request_ids, opts.rate, opts.server_log
+    )
     name = f"cortex_bench_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -378,6 +390,7 @@ def main() -> None:
               f"{r['server_cpu_ms_per_request']}, {r['postgres_cpu_ms_per_request']}")  # fmt: skip
         if r["error_kinds"]:
             print(f"         errors: {r['error_kinds']}")
+            print(f"         messages: {r['error_messages']}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The team server's own cost per request, without HTTP: authenticate a key, open the tenant's
 services, apply one idempotent turn (the work every captured turn does on a server), and a
-session start the same way (key, request id, restore).
+session start the same way (key, request id, restore); and, where the tree has group commit,
+turns captured in batches of ``--batch`` (each turn of another session, key and request id
+checked as the server does), per turn.
 
 Run: ``.venv/bin/python bench/server_path.py`` (``--runs N``; needs PostgreSQL at
 ``CORTEX_TEST_POSTGRES_URL`` or 127.0.0.1:5432). A scratch database is created and dropped.
@@ -49,7 +51,7 @@ def floor_ms(runs: int = 15) -> float:
     )
 
 
-def measure(url: str, runs: int) -> dict[str, float]:
+def measure(url: str, runs: int, batch: int) -> dict[str, float]:
     host = ServiceHost(
         url, Path(tempfile.mkdtemp(prefix="cortex-bench-")), pool_size=4, secret="bench"
     )
@@ -82,9 +84,37 @@ def measure(url: str, runs: int) -> dict[str, float]:
         for name, action, count in (("turn", turn, runs), ("start", start, max(20, runs // 4))):
             mine, database = cpu_ms(url, action, count)
             figures[f"{name}_cpu_ms"], figures[f"{name}_postgres_cpu_ms"] = mine, database
+        figures |= batched(host, key, batch, max(5, runs // batch)) if batch > 1 else {}
         return figures
     finally:
         host.close()
+
+
+def batched(host: ServiceHost, key: str, size: int, runs: int) -> dict[str, float]:
+    """A batch of ``size`` turns (one per session), per turn: wall median, CPU here and in
+    PostgreSQL; nothing when this tree has no group commit."""
+    try:
+        from cortex.services.turn_batch import Turn, capture_turns
+    except ImportError:
+        return {}
+    with host.open("bench") as app:
+        sessions = [app.sessions.on_session_start(project="api").session_id for _ in range(size)]
+
+    def batch(i: int) -> None:
+        turns = [
+            Turn(key, sid, f"batch-{i}-{n}-{time.time_ns()}", {"text": f"auth refactor {i}"})
+            for n, sid in enumerate(sessions)
+        ]
+        capture_turns(host, turns, lambda *_: None)
+
+    batch(0)
+    wall = median_ms(batch, runs) / size
+    mine, database = cpu_ms(host.url, batch, runs)
+    return {
+        "batched_turn_ms": wall,
+        "batched_turn_cpu_ms": mine / size,
+        "batched_turn_postgres_cpu_ms": database / size,
+    }
 
 
 def backends_cpu_s(url: str) -> float:
@@ -120,13 +150,14 @@ def cpu_ms(url: str, action: Callable[[int], object], runs: int) -> tuple[float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=20, help="turns per batch (1: none)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     name = f"cortex_bench_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
         try:
-            figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs)
+            figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs, args.batch)
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
     figures["floor_ms"] = floor_ms()
@@ -139,7 +170,12 @@ def main() -> None:
     for label in ("authenticate_ms", "turn_ms", "start_ms"):
         value = figures[label]
         print(f"{label[:-3]:<13} median {value:6.2f} ms  ({value / floor:.3f} floors)")
-    for name in ("turn", "start"):
+    if "batched_turn_ms" in figures:
+        value = figures["batched_turn_ms"]
+        print(f"batched turn  median {value:6.2f} ms  ({value / floor:.3f} floors, per turn)")
+    for name in ("turn", "start", "batched_turn"):
+        if f"{name}_cpu_ms" not in figures:
+            continue
         mine, database = figures[f"{name}_cpu_ms"], figures[f"{name}_postgres_cpu_ms"]
         print(f"{name:<13} CPU {mine:6.2f} ms here, {database:6.2f} ms in PostgreSQL's backends")
 

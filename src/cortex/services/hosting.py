@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import Config, load_config
 from cortex.core.tenancy import check_request_id, check_tenant_id
-from cortex.errors import StorageError, UnauthorizedError
+from cortex.errors import ConfigError, StorageError, UnauthorizedError
 from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
@@ -34,7 +35,7 @@ from cortex.store.migrations import migration_names
 
 if TYPE_CHECKING:
     from cortex.services.tenants import TenantService
-    from cortex.store.protocol import SharedStore, Store
+    from cortex.store.protocol import SharedStore, Store, TurnBatch
 
 T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
@@ -78,14 +79,26 @@ class ServiceHost:
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
+        if self.postgres:
+            return self._shared().for_tenant(tenant)
         with self._lock:
-            if self.postgres:
-                if self._root is None:
-                    self._root = open_shared_store(self.url, pool_size=self.pool_size)
-                return self._root.for_tenant(tenant)
             store = open_store(self.url, migrate=not self._migrated)
             self._migrated = True
             return store
+
+    def _shared(self) -> SharedStore:
+        """The PostgreSQL store owning the pool, opened (and migrated) on first use."""
+        with self._lock:
+            if self._root is None:
+                self._root = open_shared_store(self.url, pool_size=self.pool_size)
+            return self._root
+
+    def turn_batch(self) -> AbstractContextManager[TurnBatch]:
+        """One transaction across tenants for a batch of captured turns (PostgreSQL only:
+        a SQLite server serves one tenant, a turn at a time)."""
+        if not self.postgres:
+            raise ConfigError("batches of turns need a postgresql:// database")
+        return self._shared().turn_batch()
 
     def config(self, tenant: str) -> Config:
         """``tenant``'s settings: defaults only, for a home inside the data directory; read

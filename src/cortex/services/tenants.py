@@ -31,6 +31,21 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+def verify_key(plaintext: str, record: ApiKeyRecord | None) -> tuple[str, tuple[str, ...]]:
+    """(tenant, scopes) of ``plaintext`` when ``record`` (the registry's row of its key id, or
+    None) is live and holds its secret; ``UnauthorizedError`` for anything else."""
+    parsed = parse_key(plaintext)
+    given = secret_hash(parsed[1]) if parsed else _NO_HASH
+    expected = record.secret_hash if record else _NO_HASH
+    if not hmac.compare_digest(given, expected) or record is None:
+        raise UnauthorizedError(
+            "unknown API key; pass Authorization: Bearer ctx_... from `cortex key create`"
+        )
+    if record.revoked_at is not None:
+        raise UnauthorizedError(f"API key {record.key_id} is revoked; ask an admin for a new one")
+    return record.tenant, record.scopes
+
+
 class TenantService(Service):
     """The registry of tenants and API keys (any store of the database sees the same one)."""
 
@@ -98,15 +113,4 @@ class TenantService(Service):
     def authenticate(self, plaintext: str) -> tuple[str, tuple[str, ...]]:
         """(tenant, scopes) of a live key; ``UnauthorizedError`` for anything else."""
         parsed = parse_key(plaintext)
-        record = self.store.get_api_key(parsed[0]) if parsed else None
-        given = secret_hash(parsed[1]) if parsed else _NO_HASH
-        expected = record.secret_hash if record else _NO_HASH
-        if not hmac.compare_digest(given, expected) or record is None:
-            raise UnauthorizedError(
-                "unknown API key; pass Authorization: Bearer ctx_... from `cortex key create`"
-            )
-        if record.revoked_at is not None:
-            raise UnauthorizedError(
-                f"API key {record.key_id} is revoked; ask an admin for a new one"
-            )
-        return record.tenant, record.scopes
+        return verify_key(plaintext, self.store.get_api_key(parsed[0]) if parsed else None)

@@ -557,3 +557,42 @@ class SharedStore(Store, Protocol):
     def for_tenant(self, tenant: str) -> SharedStore:
         """``tenant``'s store on the same pool; closing it leaves the pool open."""
         ...
+
+    def turn_batch(self) -> AbstractContextManager[TurnBatch]:
+        """One transaction across tenants for a batch of captured turns (the team server's
+        group commit), on one connection of the pool: it commits when the block ends and
+        rolls back on an exception."""
+        ...
+
+
+TenantKey = tuple[str, str]
+"""(tenant, id): a session or request id is unique within its tenant only."""
+
+
+class TurnBatch(Protocol):
+    """The reads and writes of a batch of captured turns of many tenants, in one transaction.
+
+    Every row named carries its tenant. The reads go to the database in two round trips
+    (``api_keys``, then ``claim_and_read``); the writes wait for the commit and go with it.
+    """
+
+    def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
+        """The keys among ``key_ids`` that exist (revoked or not, as ``get_api_key``)."""
+        ...
+
+    def claim_and_read(
+        self, claims: Sequence[TenantKey], at: str, sessions: Sequence[TenantKey]
+    ) -> tuple[set[TenantKey], dict[TenantKey, SessionState], dict[str, list[TaskRecord]]]:
+        """Claim the (tenant, request id) pairs of ``claims`` (distinct); read the sessions
+        of ``sessions`` and every pending-stage task of their tenants. Returns the claims
+        this call made (the others were claimed before), the sessions found and the pending
+        tasks of each tenant, in their order."""
+        ...
+
+    def release(self, claims: Sequence[TenantKey]) -> None:
+        """Take back claims this batch made (items that failed or are retried alone)."""
+        ...
+
+    def save_sessions(self, states: Sequence[tuple[str, SessionState]]) -> None:
+        """UPSERT each (tenant, session) whole, as ``save_session`` does."""
+        ...

@@ -22,10 +22,11 @@ _KEY_COLUMNS = (
     "k.key_id, k.tenant_id, k.scopes, k.secret_hash, k.created_at, "
     "COALESCE(k.revoked_at, t.revoked_at), k.label"
 )
-_KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id"
+KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id"
+"""Every key with its tenant's revocation folded in; rows for ``key_from_row``."""
 
 
-def _key(row: Sequence[Any]) -> ApiKeyRecord:
+def key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
     key_id, tenant, scopes, secret_hash, created_at, revoked_at, label = row
     return ApiKeyRecord(
         key_id=str(key_id),
@@ -93,14 +94,14 @@ class Registry:
         )  # fmt: skip
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        found = self._rows(f"{_KEYS} WHERE k.key_id = %s", (key_id,))
-        return _key(found[0]) if found else None
+        found = self._rows(f"{KEYS} WHERE k.key_id = %s", (key_id,))
+        return key_from_row(found[0]) if found else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         where = "" if tenant is None else " WHERE k.tenant_id = %s"
         params = () if tenant is None else (tenant,)
-        rows = self._rows(f"{_KEYS}{where} ORDER BY k.created_at, k.key_id", params)
-        return [_key(row) for row in rows]
+        rows = self._rows(f"{KEYS}{where} ORDER BY k.created_at, k.key_id", params)
+        return [key_from_row(row) for row in rows]
 
     def revoke_api_key(self, key_id: str, at: str) -> bool:
         return (

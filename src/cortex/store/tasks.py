@@ -18,10 +18,10 @@ from cortex.store.records import dumps
 Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 Execute = Callable[[str, Sequence[Any]], int]
 
-_COLUMNS = "task_id, title, stage, created_at, updated_at, project, detail"
+TASK_COLUMNS = "task_id, title, stage, created_at, updated_at, project, detail"
 
 
-def _task(row: Sequence[Any]) -> TaskRecord:
+def task_from_row(row: Sequence[Any]) -> TaskRecord:
     task_id, title, stage, created_at, updated_at, project, detail = row
     try:
         extra = json.loads(detail) if detail else {}
@@ -48,7 +48,8 @@ class TaskRepository:
 
     def _insert(self, task: TaskRecord, on_conflict: str) -> int:
         return self._execute(
-            f"INSERT INTO tasks (tenant_id, {_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            f"INSERT INTO tasks (tenant_id, {TASK_COLUMNS}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
             f"ON CONFLICT (tenant_id, task_id) {on_conflict}",
             (self.tenant, task.task_id, task.title, task.stage, task.created_at,
              task.updated_at, task.project, dumps(dict(task.detail))),
@@ -67,10 +68,10 @@ class TaskRepository:
 
     def get_task(self, task_id: str) -> TaskRecord | None:
         found = self._rows(
-            f"SELECT {_COLUMNS} FROM tasks WHERE tenant_id = %s AND task_id = %s",
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE tenant_id = %s AND task_id = %s",
             (self.tenant, task_id),
         )
-        return _task(found[0]) if found else None
+        return task_from_row(found[0]) if found else None
 
     def list_tasks(
         self,
@@ -89,11 +90,11 @@ class TaskRepository:
         if project is not None:
             where.append("(project IS NULL OR project = %s)")
             params.append(project)
-        sql = f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY seq"
+        sql = f"SELECT {TASK_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY seq"
         if limit is not None:
             sql += " LIMIT %s"
             params.append(int(limit))
-        return [_task(row) for row in self._rows(sql, params)]
+        return [task_from_row(row) for row in self._rows(sql, params)]
 
 
 class TaskMethods:

@@ -46,11 +46,21 @@ def _registry(rt: Runtime, db_url: str) -> Services:
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
 @click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
               help="PostgreSQL connections per worker process.")  # fmt: skip
+@click.option("--turn-batches", default=1, show_default=True, type=click.IntRange(0, 16),
+              help="Batches of captured turns a worker writes at once, each one transaction "
+              "(PostgreSQL; 0: a transaction per turn).")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
 def serve(
-    rt: Runtime, db_url: str, host: str, port: int, workers: int, pool_size: int, access_log: bool
+    rt: Runtime,
+    db_url: str,
+    host: str,
+    port: int,
+    workers: int,
+    pool_size: int,
+    turn_batches: int,
+    access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
 
@@ -72,6 +82,7 @@ def serve(
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
         "CORTEX_SERVER_POOL": str(pool_size),
+        "CORTEX_SERVER_TURN_BATCHES": str(turn_batches),
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]

@@ -41,6 +41,9 @@ log = logging.getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
 ENV_SECRET = "CORTEX_SERVER_SECRET"
+ENV_BATCHES = "CORTEX_SERVER_TURN_BATCHES"
+TURN_BATCHES = 1
+"""Batches of captured turns a worker process writes at once (0: one transaction a turn)."""
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (UnauthorizedError, "unauthorized"),
     (ForbiddenError, "forbidden"),
@@ -139,6 +142,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     host: ServiceHost | None = None,
     secret: str | None = None,
+    turn_batches: int = TURN_BATCHES,
 ) -> FastAPI:
     """The server over ``db_url`` (a postgresql:// URL, or a SQLite path for one person).
 
@@ -149,6 +153,8 @@ def create_app(
         max_body_bytes: larger request bodies get 413.
         host: a ready ``ServiceHost`` (tests fix its clock); built from the others otherwise.
         secret: the server secret each tenant's metrics key is derived from.
+        turn_batches: on PostgreSQL, how many batches of captured turns (group commit, one
+            transaction each) this process writes at once; 0 writes each turn on its own.
     """
     data_dir = data_dir or Path.home() / ".cortex" / "server"
     app = FastAPI(
@@ -164,7 +170,13 @@ def create_app(
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)
     state = app.state
-    app.add_middleware(DirectRoutes, host=state.host, limiter=state.limiter, render=_answer)
+    app.add_middleware(
+        DirectRoutes,
+        host=state.host,
+        limiter=state.limiter,
+        render=_answer,
+        turn_batches=turn_batches,
+    )
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to both
     app.include_router(sessions.router)
     app.include_router(memory.router)
@@ -204,4 +216,5 @@ def app_from_env() -> FastAPI:
         data_dir=Path(os.environ.get(ENV_DATA) or home / "server"),
         pool_size=int(os.environ.get(ENV_POOL) or 10),
         secret=secret,
+        turn_batches=int(os.environ.get(ENV_BATCHES) or TURN_BATCHES),
     )

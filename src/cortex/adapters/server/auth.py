@@ -71,7 +71,7 @@ class Caller:
         return self.host.open(self.tenant)
 
 
-def _bearer(header: str) -> str:
+def bearer(header: str) -> str:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise UnauthorizedError(
@@ -84,17 +84,23 @@ def _bearer(header: str) -> str:
 def authorize(host: ServiceHost, limiter: RateLimiter, header: str, needed: str) -> Caller:
     """The caller an ``Authorization`` header names, once its key is live (read from the
     registry now), within its rate limit, and with a scope that allows ``needed``."""
-    token = _bearer(header)
+    token = bearer(header)
     tenant, scopes = host.authenticate(token)
     parsed = parse_key(token)
     assert parsed is not None  # authenticate accepted it, so it parses
-    limiter.take(parsed[0])
+    admit(limiter, needed, parsed[0], scopes)
+    return Caller(tenant, scopes, host)
+
+
+def admit(limiter: RateLimiter, needed: str, key_id: str, scopes: tuple[str, ...]) -> None:
+    """Let an authenticated key's request through: within its rate limit (a token spent),
+    with a scope that allows ``needed``."""
+    limiter.take(key_id)
     if not allows(scopes, needed):
         raise ForbiddenError(
             f"this API key has scopes {','.join(scopes)}; this call needs {needed}: "
             f"use a key created with --scopes {needed}"
         )
-    return Caller(tenant, scopes, host)
 
 
 def scope(needed: str) -> Callable[[Request], Caller]:

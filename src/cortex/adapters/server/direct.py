@@ -31,11 +31,13 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import sessions
-from cortex.adapters.server.auth import Json, RateLimiter, authorize
+from cortex.adapters.server.auth import Json, RateLimiter, admit, authorize, bearer
+from cortex.adapters.server.batching import TurnBatcher
 from cortex.adapters.server.models import ID_PATTERN, EndIn, StartIn, TurnIn
 from cortex.core.tenancy import WRITE
 from cortex.errors import CortexError
 from cortex.services.hosting import ServiceHost
+from cortex.services.turn_batch import Turn
 
 _ID = re.compile(ID_PATTERN)
 MAX_ID_CHARS = 128
@@ -50,10 +52,14 @@ class DirectRoute:
     needed: str
     call: Callable[..., Json]
     queue: bool = False
+    batched: bool = False
+    """Captured turns: with group commit on, written in batches (``batching``)."""
 
 
 ROUTES = (
-    DirectRoute(re.compile(r"/v1/sessions/([^/]+)/turns"), TurnIn, WRITE, sessions.turn, True),
+    DirectRoute(
+        re.compile(r"/v1/sessions/([^/]+)/turns"), TurnIn, WRITE, sessions.turn, True, True
+    ),
     DirectRoute(re.compile(r"/v1/sessions/start"), StartIn, WRITE, sessions.start),
     DirectRoute(re.compile(r"/v1/sessions/end"), EndIn, WRITE, sessions.end),
 )
@@ -79,6 +85,7 @@ class DirectRoutes:
         limiter: RateLimiter,
         render: Callable[[Any, Exception], JSONResponse],
         routes: tuple[DirectRoute, ...] = ROUTES,
+        turn_batches: int = 0,
     ) -> None:
         self.app = app
         self.host = host
@@ -87,13 +94,26 @@ class DirectRoutes:
         self.routes = routes
         # Turns take at most half the pool's connections, so that a session start (a
         # restore, which someone waits for) or end finds one at once rather than queueing
-        # behind every captured turn. Starts and ends take the rest: together they never
+        # behind every captured turn; with group commit, turns take only their batches'
+        # (one connection each). Starts and ends take the rest: together they never
         # hold more threads than the pool has connections, so past that a request waits
         # here, without a deadline, not in the pool, whose wait times out (a 503) when the
         # machine falls behind.
-        turns = max(1, host.pool_size // 2)
+        half = max(1, host.pool_size // 2)
+        batches = min(turn_batches, half) if host.postgres else 0
+        turns = batches or half
         self._queue = anyio.CapacityLimiter(turns)
         self._others = anyio.CapacityLimiter(max(1, host.pool_size - turns))
+        self._batches = (
+            TurnBatcher(
+                host,
+                lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
+                slots=batches,
+                limiter=self._queue,
+            )
+            if batches > 0
+            else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
@@ -114,6 +134,11 @@ class DirectRoutes:
             await self.app(scope, _replay(body, receive), send)  # its 422, word for word
             return
         header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        if route.batched and self._batches is not None:
+            assert isinstance(parsed, TurnIn)
+            response = await self._turn(self._batches, params[0], parsed, header)
+            await response(scope, receive, send)
+            return
 
         def work() -> Json:
             who = authorize(self.host, self.limiter, header.decode("latin-1"), route.needed)
@@ -127,6 +152,22 @@ class DirectRoutes:
         else:
             response = JSONResponse(answer)
         await response(scope, receive, send)
+
+    async def _turn(
+        self, batches: TurnBatcher, session_id: str, body: TurnIn, header: bytes
+    ) -> JSONResponse:
+        """A captured turn's answer, once the batch that carries it committed."""
+        try:
+            token = bearer(header.decode("latin-1"))
+        except CortexError as exc:
+            return self.render(None, exc)
+        turn = Turn(token, session_id, body.request_id, sessions.turn_signals(body))
+        outcome = await batches.submit(turn)
+        if isinstance(outcome, (CortexError, HTTPException)):
+            return self.render(None, outcome)
+        if isinstance(outcome, Exception):
+            raise outcome  # a bug: the server's 500, as on the single-request path
+        return JSONResponse(sessions.turn_answer(session_id, outcome))
 
     def _match(self, scope: Scope) -> tuple[DirectRoute, tuple[str, ...]] | None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):

@@ -21,6 +21,7 @@ from cortex.adapters.server.models import (
     StartIn,
     TurnIn,
 )
+from cortex.core.models import SessionState
 from cortex.services.app import Services
 from cortex.services.hosting import apply_once
 
@@ -50,9 +51,20 @@ def start(body: StartIn, caller: Writer) -> Json:
 def turn(session_id: Id, body: TurnIn, caller: Writer) -> Json:
     """Per-turn capture: fold this turn's signals into the stored session."""
     with caller.services() as app:
-        fields = body.model_dump(exclude={"request_id"})
-        fields["categories"] = tuple(fields["categories"])
+        fields = turn_signals(body)
         state = apply_once(app, body.request_id, lambda: app.sessions.record(session_id, **fields))
+    return turn_answer(session_id, state)
+
+
+def turn_signals(body: TurnIn) -> dict[str, Any]:
+    """The keyword arguments of ``record`` a turn's body gives."""
+    fields = body.model_dump(exclude={"request_id"})
+    fields["categories"] = tuple(fields["categories"])
+    return fields
+
+
+def turn_answer(session_id: str, state: SessionState | None) -> Json:
+    """The answer to a captured turn (``state`` None: its request id was a replay)."""
     return {"session_id": session_id, "duplicate": state is None}
 
 

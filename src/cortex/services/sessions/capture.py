@@ -7,14 +7,14 @@ most the turn in flight. Signals are redacted where they enter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from cortex.clock import parse_time
 from cortex.core.lifecycle import can_transition
 from cortex.core.memory_models import MemoryFilter
-from cortex.core.models import COMPLETE, SUSPENDED, Pin, SessionState
+from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError
@@ -23,6 +23,12 @@ from cortex.services.working_memory import load_working_memory
 
 MAX_TURN_TEXT = 20_000
 """Characters of one turn's text used for topic extraction (a huge prompt costs no more)."""
+
+
+class PendingOf(Protocol):
+    """The pending tasks of a session with these pins, of this project."""
+
+    def __call__(self, pins: Sequence[Pin], *, project: str | None) -> tuple[PendingTask, ...]: ...
 
 
 class SessionCapture:
@@ -35,17 +41,11 @@ class SessionCapture:
         self,
         session_id: str | None = None,
         *,
-        text: str | None = None,
-        workdir: str | None = None,
-        categories: Iterable[str] = (),
-        learning_id: str | None = None,
-        tool_name: str | None = None,
-        tool_input: Mapping[str, Any] | None = None,
-        files: Iterable[str] = (),
-        weight: float = 1.0,
         current: SessionState | None = None,
+        **signals: Any,
     ) -> SessionState:
-        """Crash-safe per-turn capture: fold this turn's signals into the stored session.
+        """Crash-safe per-turn capture: fold this turn's signals (``fold_turn``'s keyword
+        arguments) into the stored session.
 
         ``current`` is the session's row as the caller read it inside the same transaction
         (``SessionPersistenceManager.transaction``); it spares reading it again.
@@ -54,28 +54,7 @@ class SessionCapture:
         at = ctx.now_iso()
         with ctx.tx():
             state = check_open(current) if current is not None else ctx.resolve_open(session_id)
-            extractor = HotTopicExtractor.from_dict(state.topic_state)
-            # Redacted here, where signals enter: topics, topic_state and projects derive from them.
-            if text:
-                extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
-            if workdir:
-                extractor.record_exec_workdir(redact(workdir))
-            if categories:
-                extractor.record_memory_access([redact(c) for c in categories])
-            if learning_id:
-                extractor.record_learning_id(redact(learning_id))
-            if tool_name:
-                extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
-            for path in files:
-                extractor.record_file_path(redact(path))
-            state = with_topics(
-                state,
-                extractor,
-                pending_tasks=ctx.detect_pending(state.working_memory, project=state.project),
-                last_activity=at,
-                updated_at=at,
-            )
-            return ctx.save(state)
+            return ctx.save(fold_turn(state, at, ctx.detect_pending, **signals))
 
     def update_session_state(self, session_id: str, partial: Mapping[str, Any]) -> SessionState:
         """UPSERT the session-record fields present in ``partial``, keeping all others."""
@@ -150,6 +129,46 @@ class SessionCapture:
         if mirror is not None and mirror.session_id == state.session_id:
             pins = mirror.edits_onto(pins)
         return tuple(replace(p, label=redact(p.label), content=redact(p.content)) for p in pins)
+
+
+def fold_turn(
+    state: SessionState,
+    at: str,
+    pending: PendingOf,
+    *,
+    text: str | None = None,
+    workdir: str | None = None,
+    categories: Iterable[str] = (),
+    learning_id: str | None = None,
+    tool_name: str | None = None,
+    tool_input: Mapping[str, Any] | None = None,
+    files: Iterable[str] = (),
+    weight: float = 1.0,
+) -> SessionState:
+    """The open session ``state`` with one turn's signals folded in at ``at`` (nothing read
+    or written: ``record`` and the server's batches of turns share it). ``pending`` gives
+    the pending tasks of a session's pins and project."""
+    extractor = HotTopicExtractor.from_dict(state.topic_state)
+    # Redacted here, where signals enter: topics, topic_state and projects derive from them.
+    if text:
+        extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
+    if workdir:
+        extractor.record_exec_workdir(redact(workdir))
+    if categories:
+        extractor.record_memory_access([redact(c) for c in categories])
+    if learning_id:
+        extractor.record_learning_id(redact(learning_id))
+    if tool_name:
+        extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
+    for path in files:
+        extractor.record_file_path(redact(path))
+    return with_topics(
+        state,
+        extractor,
+        pending_tasks=pending(state.working_memory, project=state.project),
+        last_activity=at,
+        updated_at=at,
+    )
 
 
 def emit_captured(context: SessionContext, state: SessionState) -> None:

@@ -249,13 +249,25 @@ class SessionContext(Service):
         ``pipeline`` is the already-loaded pipeline file, when the caller has it. A pipeline
         task that names a project is pending only for sessions of that project.
         """
-        from_pipeline = (
-            self._pipeline_tasks(project) if pipeline is None else _pending_of(pipeline, project)
-        )
-        return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
+        if pipeline is None:
+            return _with_pins(self._pipeline_tasks(project), pins)
+        return pending_tasks(pins, pipeline, project)
 
 
 _NOT_READ = object()
+
+
+def pending_tasks(
+    pins: Sequence[Pin], pipeline: Mapping[str, dict[str, Any]] | None, project: str | None
+) -> tuple[PendingTask, ...]:
+    """``detect_pending`` over the tasks of ``pipeline`` (a tenant's, read for a batch)."""
+    return _with_pins(_pending_of(pipeline, project), pins)
+
+
+def _with_pins(
+    from_pipeline: Sequence[PendingTask], pins: Sequence[Pin]
+) -> tuple[PendingTask, ...]:
+    return tuple(merge_tasks(from_pipeline, scan_pins_for_tasks(pins)))
 
 
 def _pending_of(

@@ -27,12 +27,19 @@ SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
     'CASE WHEN working_memory @> \'[{"importance": "CRITICAL"}]\' '
     "THEN working_memory ELSE '[]'::jsonb END",
 )
-_UPSERT = (
+UPSERT = (
     f"INSERT INTO session_states (tenant_id, {', '.join(SESSION_COLUMNS)}) "
     f"VALUES (%s, {', '.join('%s' for _ in SESSION_COLUMNS)}) "
     "ON CONFLICT (tenant_id, id) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in SESSION_COLUMNS[1:])
 )
+"""The whole row of a session, inserted or replaced; its parameters are ``session_row``'s."""
+
+
+def session_row(tenant: str, state: SessionState) -> tuple[Any, ...]:
+    """The parameters of ``UPSERT`` for ``tenant``'s session ``state``."""
+    data = session_values(state)
+    return (tenant, *(Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS))
 
 
 def project_clause(project: str | None) -> tuple[str, tuple[Any, ...]]:
@@ -49,9 +56,7 @@ class SessionRepository:
     def save(self, state: SessionState) -> None:
         """Insert or replace the whole row (one atomic UPSERT, safe against a racing writer);
         in a transaction it goes with the next statement or the commit."""
-        data = session_values(state)
-        values = [Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS]
-        self.db.execute_later(_UPSERT, (self.db.tenant, *values))
+        self.db.execute_later(UPSERT, session_row(self.db.tenant, state))
 
     def get(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
@@ -124,11 +129,15 @@ class SessionRepository:
         return int(row[0]) if row else 0
 
     def mark_continued(self, session_ids: list[str], next_id: str, at: str) -> None:
-        """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement)."""
+        """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement).
+
+        The rows are locked in id order first: two starts of one tenant often continue the
+        same sessions, and rows locked in scan order deadlock them (seen under load)."""
         self.db.execute(
             "UPDATE session_states SET continued_by = %s, updated_at = %s "
-            "WHERE tenant_id = %s AND id = ANY(%s)",
-            (next_id, at, self.db.tenant, list(session_ids)),
+            "WHERE tenant_id = %s AND id IN (SELECT id FROM session_states "
+            "WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE)",
+            (next_id, at, self.db.tenant, self.db.tenant, sorted(session_ids)),
         )
 
     def ended_before(self, before: str, *, limit: int) -> list[SessionState]:

@@ -31,6 +31,7 @@ from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
 from cortex.store.migrations import refuse_unknown
 from cortex.store.postgres import migrations
+from cortex.store.postgres.batch import PostgresTurnBatch, turn_batch
 from cortex.store.postgres.db import Pool, Runner, open_pool, redacted
 from cortex.store.postgres.embeddings import EmbeddingRepository
 from cortex.store.postgres.history import HistoryRepository
@@ -127,6 +128,10 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     def for_tenant(self, tenant: str) -> PostgresStore:
         """A store of ``tenant`` on this store's pool (no migration; closing it keeps the pool)."""
         return PostgresStore(self.url, tenant, pool=self._pool, migrate=False)
+
+    def turn_batch(self) -> AbstractContextManager[PostgresTurnBatch]:
+        """One transaction across tenants for a batch of captured turns (see ``batch``)."""
+        return turn_batch(self._pool, self.url)
 
     def __enter__(self) -> PostgresStore:
         return self

@@ -1,0 +1,161 @@
+"""Group commit of captured turns: the turns a server process received at the same time,
+of any tenants, captured in one transaction of three round trips (a turn alone takes five).
+
+Each turn keeps the answer it would get alone:
+
+- its key is read in the batch's transaction, so a key revoked before the batch stops it;
+  then ``admit`` (the server's rate limit and scope check) runs for it, once;
+- its request id is claimed in the same transaction as its session's write: a replay,
+  within the batch or after it, changes nothing and answers ``None``;
+- a turn that fails (its session ended, a bad request id) gets its error and its claim is
+  taken back; the others commit;
+- what the batch cannot settle on its own (a session named by a prefix or not found, a
+  second turn of one session or of one request id in the batch) is captured alone after
+  the batch commits, in order, through the same path a single request takes;
+- when the batch's transaction fails (PostgreSQL refused a row, a deadlock, the connection
+  broke) nothing of it was committed, and every turn is captured alone.
+
+A turn is answered only after the transaction that captured it committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.clock import to_iso
+from cortex.core.models import PendingTask, Pin, SessionState
+from cortex.core.sizing import fit_record
+from cortex.core.tenancy import check_request_id, parse_key
+from cortex.errors import CortexError
+from cortex.services.hosting import ServiceHost, apply_once
+from cortex.services.sessions.capture import fold_turn
+from cortex.services.sessions.context import check_open, pending_tasks
+from cortex.services.tenants import verify_key
+from cortex.store.protocol import TenantKey, TurnBatch
+
+log = logging.getLogger("cortex.server")
+
+Outcome = SessionState | None | Exception
+"""A turn's result: the stored session, None for a replayed request id, or its error."""
+Admit = Callable[[str, str, tuple[str, ...]], None]
+"""Called with (key id, tenant, scopes) of an authenticated caller; raises a ``CortexError``
+when that caller may not capture a turn now (its rate limit, its scopes)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One captured turn as a server received it."""
+
+    token: str
+    """The caller's API key."""
+    session_id: str
+    request_id: str | None
+    signals: dict[str, Any] = field(default_factory=dict)
+    """``SessionPersistenceManager.record``'s keyword arguments."""
+
+
+class _Alone:
+    """The outcome of a turn left to be captured on its own after the batch."""
+
+
+ALONE = _Alone()
+
+
+def capture_turns(host: ServiceHost, turns: Sequence[Turn], admit: Admit) -> list[Outcome]:
+    """Capture ``turns`` (one batch of a PostgreSQL host); their outcomes, in order."""
+    outcomes: list[Outcome | _Alone] = [ALONE] * len(turns)
+    tenants: list[str | None] = [None] * len(turns)
+    try:
+        with host.turn_batch() as batch:
+            _batch(batch, to_iso(host.clock.now()), turns, admit, outcomes, tenants)
+    except CortexError as exc:
+        log.warning("a batch of %d turns failed (%s); capturing each alone", len(turns), exc)
+        outcomes = [ALONE if tenants[i] else found for i, found in enumerate(outcomes)]
+    return [
+        _alone(host, turn, tenants[i], admit) if isinstance(found, _Alone) else found
+        for i, (turn, found) in enumerate(zip(turns, outcomes, strict=True))
+    ]
+
+
+def _batch(
+    batch: TurnBatch,
+    at: str,
+    turns: Sequence[Turn],
+    admit: Admit,
+    outcomes: list[Outcome | _Alone],
+    tenants: list[str | None],
+) -> None:
+    """Fill ``outcomes`` (and ``tenants``, of the admitted turns) from one batch."""
+    key_ids = [parsed[0] if (parsed := parse_key(t.token)) else "" for t in turns]
+    records = batch.api_keys(sorted({k for k in key_ids if k}))
+    chosen: dict[TenantKey, int] = {}  # the turn each session of the batch takes
+    claims: dict[TenantKey, int] = {}
+    for i, turn in enumerate(turns):
+        try:
+            tenant, scopes = verify_key(turn.token, records.get(key_ids[i]))
+            admit(key_ids[i], tenant, scopes)
+            if turn.request_id is not None:
+                check_request_id(turn.request_id)
+        except CortexError as exc:
+            outcomes[i] = exc
+            continue
+        tenants[i] = tenant
+        request = (tenant, turn.request_id) if turn.request_id is not None else None
+        if (tenant, turn.session_id) in chosen or request in claims:
+            continue  # after the batch, alone: it must see the first one's outcome
+        chosen[(tenant, turn.session_id)] = i
+        if request is not None:
+            claims[request] = i
+    taken, states, tasks = batch.claim_and_read(list(claims), at, list(chosen))
+    pipelines = {t: {task.task_id: task.to_dict() for task in found} for t, found in tasks.items()}
+    saved: list[tuple[str, SessionState]] = []
+    for (tenant, session_id), i in chosen.items():
+        request_id = turns[i].request_id
+        if request_id is not None and (tenant, request_id) not in taken:
+            outcomes[i] = None  # a replay: claimed before
+            continue
+        found = _fold(states.get((tenant, session_id)), at, pipelines[tenant], turns[i])
+        outcomes[i] = found
+        if isinstance(found, SessionState):
+            saved.append((tenant, found))
+        elif request_id is not None:
+            batch.release([(tenant, request_id)])
+    batch.save_sessions(saved)
+
+
+def _fold(
+    state: SessionState | None, at: str, pipeline: dict[str, dict[str, Any]], turn: Turn
+) -> SessionState | Exception | _Alone:
+    """The turn folded into its session as it will be stored, its error, or ``ALONE`` when
+    the session was not read by its whole id."""
+    if state is None:
+        return ALONE
+
+    def pending(pins: Sequence[Pin], *, project: str | None) -> tuple[PendingTask, ...]:
+        return pending_tasks(pins, pipeline, project)
+
+    try:
+        return fit_record(fold_turn(check_open(state), at, pending, **turn.signals))
+    except Exception as exc:  # one turn's failure (a bug included) is that turn's answer
+        return exc
+
+
+def _alone(host: ServiceHost, turn: Turn, tenant: str | None, admit: Admit) -> Outcome:
+    """``turn`` captured on its own, as a single request is (authenticated and admitted
+    first unless the batch did it: ``tenant``)."""
+    try:
+        if tenant is None:
+            tenant, scopes = host.authenticate(turn.token)
+            parsed = parse_key(turn.token)
+            admit(parsed[0] if parsed else "", tenant, scopes)
+        with host.open(tenant) as app:
+            return apply_once(
+                app,
+                turn.request_id,
+                lambda: app.sessions.record(turn.session_id, **turn.signals),
+            )
+    except Exception as exc:  # the answer of this turn only
+        return exc

@@ -1,0 +1,125 @@
+"""A batch of captured turns of many tenants in one transaction (the team server's group
+commit): three round trips for the whole batch, where one turn alone takes five.
+
+1. ``BEGIN`` and the callers' API keys;
+2. the request-id claims, the sessions and the tenants' pending tasks, pipelined;
+3. the claims taken back, the session UPSERTs and ``COMMIT``, pipelined.
+
+Every statement names the tenant of each row it reads or writes (arrays of (tenant, id)
+pairs); rows are written in (tenant, id) order, so that two batches of two worker processes
+lock the same rows in the same order and never deadlock each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from cortex.core.models import SessionState
+from cortex.core.tasks import PENDING_STAGES, TaskRecord
+from cortex.core.tenancy import ApiKeyRecord
+from cortex.store.postgres.db import IDLE, Connection, Pool, translated
+from cortex.store.postgres.sessions import UPSERT, session_row
+from cortex.store.protocol import TenantKey
+from cortex.store.records import SESSION_COLUMNS, session_from_row
+from cortex.store.registry import KEYS, key_from_row
+from cortex.store.tasks import TASK_COLUMNS, task_from_row
+
+_PAIRS = "unnest(%s::text[], %s::text[]) AS u(tenant_id, id)"
+_CLAIM = (
+    "INSERT INTO request_ids (tenant_id, request_id, created_at) "
+    f"SELECT u.tenant_id, u.id, %s FROM {_PAIRS} ORDER BY 1, 2 "
+    "ON CONFLICT DO NOTHING RETURNING tenant_id, request_id"
+)
+_SESSIONS = (
+    f"SELECT s.tenant_id, {', '.join('s.' + c for c in SESSION_COLUMNS)} "
+    f"FROM {_PAIRS} JOIN session_states s ON s.tenant_id = u.tenant_id AND s.id = u.id"
+)
+_TASKS = (
+    f"SELECT tenant_id, {TASK_COLUMNS} FROM tasks "
+    "WHERE tenant_id = ANY(%s::text[]) AND stage = ANY(%s::text[]) ORDER BY tenant_id, seq"
+)
+_RELEASE = (
+    f"DELETE FROM request_ids r USING {_PAIRS} "
+    "WHERE r.tenant_id = u.tenant_id AND r.request_id = u.id"
+)
+
+
+def _pairs(keys: Sequence[TenantKey]) -> tuple[list[str], list[str]]:
+    return [tenant for tenant, _ in keys], [key for _, key in keys]
+
+
+class PostgresTurnBatch:
+    """``TurnBatch`` on one connection in an open transaction (see ``turn_batch``)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._writes: list[tuple[str, Sequence[Any]]] = []
+        self._begun = False
+
+    def _begin(self) -> None:
+        """``BEGIN``, sent with the first statement (in its pipeline)."""
+        if not self._begun:
+            self._conn.execute("BEGIN", prepare=False)
+            self._begun = True
+
+    def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
+        with self._conn.pipeline():
+            self._begin()
+            cursor = self._conn.execute(f"{KEYS} WHERE k.key_id = ANY(%s::text[])", (key_ids,))
+        return {record.key_id: record for record in map(key_from_row, cursor.fetchall())}
+
+    def claim_and_read(
+        self, claims: Sequence[TenantKey], at: str, sessions: Sequence[TenantKey]
+    ) -> tuple[set[TenantKey], dict[TenantKey, SessionState], dict[str, list[TaskRecord]]]:
+        tenants = sorted({tenant for tenant, _ in sessions})
+        with self._conn.pipeline():
+            self._begin()
+            claimed = self._conn.execute(_CLAIM, (at, *_pairs(claims))) if claims else None
+            found = self._conn.execute(_SESSIONS, _pairs(sessions))
+            pending = self._conn.execute(_TASKS, (tenants, list(PENDING_STAGES)))
+        states: dict[TenantKey, SessionState] = {}
+        for row in found.fetchall():
+            state = session_from_row(row[1:])
+            if state is not None:  # an unreadable row: the item is retried alone, which says so
+                states[(str(row[0]), state.session_id)] = state
+        tasks: dict[str, list[TaskRecord]] = {tenant: [] for tenant in tenants}
+        for row in pending.fetchall():
+            tasks[str(row[0])].append(task_from_row(row[1:]))
+        taken = {(str(t), str(r)) for t, r in claimed.fetchall()} if claimed is not None else set()
+        return taken, states, tasks
+
+    def release(self, claims: Sequence[TenantKey]) -> None:
+        if claims:
+            self._writes.append((_RELEASE, _pairs(sorted(claims))))
+
+    def save_sessions(self, states: Sequence[tuple[str, SessionState]]) -> None:
+        for tenant, state in sorted(states, key=lambda item: (item[0], item[1].session_id)):
+            self._writes.append((UPSERT, session_row(tenant, state)))
+
+    def commit(self) -> None:
+        """Send the waiting writes and ``COMMIT`` in one round trip."""
+        writes, self._writes = self._writes, []
+        if not self._begun:
+            return  # nothing was read, so nothing was written
+        with self._conn.pipeline():
+            for sql, params in writes:
+                self._conn.execute(sql, params)
+            self._conn.execute("COMMIT", prepare=False)
+
+
+@contextlib.contextmanager
+def turn_batch(pool: Pool, url: str) -> Iterator[PostgresTurnBatch]:
+    """A ``PostgresTurnBatch`` on a connection of ``pool``: committed when the block ends,
+    rolled back on an exception (psycopg errors leave as Cortex errors)."""
+    with translated(url), pool.connection() as conn:
+        batch = PostgresTurnBatch(conn)
+        try:
+            yield batch
+            batch.commit()
+        except BaseException:
+            if conn.info.transaction_status != IDLE:
+                with contextlib.suppress(Exception):  # the first error is the one to see
+                    conn.execute("ROLLBACK", prepare=False)
+            raise

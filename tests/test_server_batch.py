@@ -1,0 +1,315 @@
+"""Group commit of captured turns on the real PostgreSQL: a batch of turns of several
+tenants in one transaction gives every turn the answer it would get alone (its session,
+a replay's None, its own error) and never loses or duplicates one."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+import anyio  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cortex.adapters.server.app import create_app  # noqa: E402
+from cortex.adapters.server.auth import RateLimitedError, RateLimiter  # noqa: E402
+from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
+from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
+from cortex.core.models import SessionState  # noqa: E402
+from cortex.core.tenancy import parse_key  # noqa: E402
+from cortex.errors import (  # noqa: E402
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    UnauthorizedError,
+    ValidationError,
+)
+from cortex.services.hosting import ServiceHost  # noqa: E402
+from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("test_server_batch")
+
+
+@pytest.fixture(scope="module")
+def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
+    served = ServiceHost(pg_url, tmp_path_factory.mktemp("data"), pool_size=4)
+    yield served
+    served.close()
+
+
+def tenant_key(host: ServiceHost) -> tuple[str, str]:
+    """A new tenant and a write key of it."""
+    tenant = f"t-{secrets.token_hex(5)}"
+    with host.registry() as app:
+        app.tenants.create_tenant(tenant)
+        return tenant, app.tenants.create_key(tenant, "write")[1]
+
+
+def started(host: ServiceHost, tenant: str) -> str:
+    with host.open(tenant) as app:
+        return app.sessions.on_session_start(None, "api").session_id
+
+
+def stored(host: ServiceHost, tenant: str, session_id: str) -> SessionState:
+    with host.open(tenant) as app:
+        found = app.sessions.get_session(session_id)
+    assert found is not None
+    return found
+
+
+def admit_all(key_id: str, tenant: str, scopes: tuple[str, ...]) -> None:
+    """Every authenticated caller may capture (the server's limiter is tested below)."""
+
+
+def capture(host: ServiceHost, turns: list[Turn]) -> list[Outcome]:
+    return capture_turns(host, turns, admit_all)
+
+
+def test_turns_of_several_tenants_commit_together_each_in_its_own_tenant(
+    host: ServiceHost,
+) -> None:
+    callers = [tenant_key(host) for _ in range(3)]
+    sessions = [started(host, tenant) for tenant, _ in callers]
+    turns = [
+        Turn(key, sid, f"r-{n}", {"text": f"topic{n} deploy pipeline", "files": [f"src/{n}.py"]})
+        for n, ((_, key), sid) in enumerate(zip(callers, sessions, strict=True))
+    ]
+    outcomes = capture(host, turns)
+    for n, ((tenant, _), sid) in enumerate(zip(callers, sessions, strict=True)):
+        found = outcomes[n]
+        assert isinstance(found, SessionState) and found.session_id == sid
+        assert f"topic{n}" in stored(host, tenant, sid).hot_topics
+        for other, _ in callers:
+            if other != tenant:  # a session id names a session of its own tenant only
+                with host.open(other) as app:
+                    assert app.sessions.get_session(sid) is None
+
+
+def test_a_batch_stores_what_one_turn_alone_stores(host: ServiceHost) -> None:
+    tenant, key = tenant_key(host)
+    alone, batched = started(host, tenant), started(host, tenant)
+    signals: dict[str, Any] = {"text": "refactor the auth module", "categories": ("infra",)}
+    with host.open(tenant) as app:
+        app.sessions.record(alone, **signals)
+    assert isinstance(capture(host, [Turn(key, batched, None, signals)])[0], SessionState)
+    one, other = stored(host, tenant, alone), stored(host, tenant, batched)
+    assert (one.hot_topics, one.topic_state, one.pending_tasks) == (
+        other.hot_topics,
+        other.topic_state,
+        other.pending_tasks,
+    )
+
+
+def test_a_request_id_applies_once_within_a_batch_and_across_batches(host: ServiceHost) -> None:
+    tenant, key = tenant_key(host)
+    twice, once = started(host, tenant), started(host, tenant)
+    turn = Turn(key, twice, "same-id", {"text": "alpha beta"})
+    outcomes = capture(host, [turn, Turn(key, once, "other-id", {"text": "alpha beta"}), turn])
+    assert isinstance(outcomes[0], SessionState) and outcomes[2] is None
+    assert capture(host, [turn]) == [None]  # a replay in a later batch
+    # the same id in another tenant is another request
+    other, other_key = tenant_key(host)
+    elsewhere = started(host, other)
+    assert isinstance(capture(host, [Turn(other_key, elsewhere, "same-id", {})])[0], SessionState)
+    assert stored(host, tenant, twice).topic_state == stored(host, tenant, once).topic_state
+
+
+def test_two_turns_of_one_session_in_a_batch_both_count_in_order(host: ServiceHost) -> None:
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    outcomes = capture(
+        host, [Turn(key, sid, "a", {"text": "kafka"}), Turn(key, sid, "b", {"text": "redis"})]
+    )
+    assert all(isinstance(found, SessionState) for found in outcomes)
+    assert {"kafka", "redis"} <= set(stored(host, tenant, sid).hot_topics)
+
+
+def test_a_failing_turn_gets_its_error_and_its_claim_back_while_the_others_commit(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    good, ended = started(host, tenant), started(host, tenant)
+    with host.open(tenant) as app:
+        app.sessions.on_session_end(ended)
+    prefix = good[:12]
+    outcomes = capture(
+        host,
+        [
+            Turn(key, ended, "to-ended", {"text": "late"}),
+            Turn(key, "no-such-session", "to-nothing", {}),
+            Turn(key, good, "good", {"text": "kubernetes"}),
+            Turn(key, good, "bad id with spaces", {}),
+        ],
+    )
+    assert isinstance(outcomes[0], ConflictError)
+    assert isinstance(outcomes[1], NotFoundError)
+    assert isinstance(outcomes[2], SessionState) and "kubernetes" in outcomes[2].hot_topics
+    assert isinstance(outcomes[3], ValidationError)
+    with host.open(tenant) as app:  # the failed turns' request ids were not used up
+        assert app.store.claim_request("to-ended", "2026-01-01T00:00:00Z")
+        assert app.store.claim_request("to-nothing", "2026-01-01T00:00:00Z")
+        assert not app.store.claim_request("good", "2026-01-01T00:00:00Z")
+    # a session named by a unique prefix is captured (alone, after the batch), as one turn is
+    assert isinstance(
+        capture(host, [Turn(key, prefix, None, {"text": "terraform"})])[0], SessionState
+    )
+    assert "terraform" in stored(host, tenant, good).hot_topics
+
+
+def test_a_key_revoked_before_the_batch_stops_its_turn_only(host: ServiceHost) -> None:
+    (tenant, key), (other, revoked) = tenant_key(host), tenant_key(host)
+    sid, theirs = started(host, tenant), started(host, other)
+    assert isinstance(capture(host, [Turn(revoked, theirs, None, {})])[0], SessionState)
+    parsed = parse_key(revoked)
+    assert parsed is not None
+    with host.registry() as app:
+        assert app.store.revoke_api_key(parsed[0], "2026-01-01T00:00:00Z")
+    outcomes = capture(
+        host,
+        [
+            Turn(revoked, theirs, "r1", {"text": "grafana"}),
+            Turn(key, sid, "r1", {"text": "still fine"}),
+            Turn("ctx_not_a_key", sid, None, {}),
+        ],
+    )
+    assert isinstance(outcomes[0], UnauthorizedError) and "revoked" in str(outcomes[0])
+    assert isinstance(outcomes[1], SessionState)
+    assert isinstance(outcomes[2], UnauthorizedError)
+    assert "grafana" not in stored(host, other, theirs).hot_topics
+
+
+def test_admission_runs_once_per_turn_and_its_refusal_is_that_turns_answer(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    sid, other = started(host, tenant), started(host, tenant)
+    admitted: list[str] = []
+
+    def admit(key_id: str, tenant: str, scopes: tuple[str, ...]) -> None:
+        admitted.append(key_id)
+        if len(admitted) == 2:
+            raise RateLimitedError("rate limit of 1 requests/s exceeded; retry in 1s", 1)
+
+    turns = [Turn(key, sid, None, {"text": "one"}), Turn(key, other, None, {"text": "two"})]
+    outcomes = capture_turns(host, turns, admit)
+    assert isinstance(outcomes[0], SessionState) and isinstance(outcomes[1], RateLimitedError)
+    assert len(admitted) == 2 and "two" not in stored(host, tenant, other).hot_topics
+
+
+def test_a_postgresql_error_in_the_batch_leaves_each_turn_to_its_own_transaction(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    first, second = started(host, tenant), started(host, tenant)
+    with host.open(tenant) as app:  # PostgreSQL refuses a NUL in JSON: the UPSERT fails
+        with pytest.raises(ValidationError):
+            app.sessions.record(first, learning_id="bad\x00id")
+    outcomes = capture(
+        host,
+        [
+            Turn(key, first, "poison", {"learning_id": "bad\x00id"}),
+            Turn(key, second, "fine", {"text": "postgresql"}),
+        ],
+    )
+    assert isinstance(outcomes[0], ValidationError)
+    assert isinstance(outcomes[1], SessionState)
+    assert "postgresql" in stored(host, tenant, second).hot_topics
+    assert capture(host, [Turn(key, second, "fine", {"text": "again"})]) == [None]
+    with host.open(tenant) as app:
+        assert app.store.claim_request("poison", "2026-01-01T00:00:00Z")
+
+
+def test_concurrent_http_turns_are_answered_after_their_commit(host: ServiceHost) -> None:
+    callers = [tenant_key(host) for _ in range(4)]
+    sessions = [started(host, tenant) for tenant, _ in callers]
+    app = create_app(host.url, host=host, burst=10_000, rate_per_second=10_000, turn_batches=1)
+
+    def send(client: TestClient, n: int) -> tuple[int, Any]:
+        (_, key), sid = callers[n % 4], sessions[n % 4]
+        response = client.post(
+            f"/v1/sessions/{sid}/turns",
+            json={"learning_id": f"learned-{n}", "request_id": f"req-{n}"},
+            headers=auth(key),
+        )
+        return response.status_code, response.json()
+
+    with TestClient(app) as client, ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda n: send(client, n), range(40)))
+        replays = list(pool.map(lambda n: send(client, n), range(0, 40, 5)))
+    assert all(status == 200 and not body["duplicate"] for status, body in answers)
+    assert all(status == 200 and body["duplicate"] for status, body in replays)
+    for n, ((tenant, _), sid) in enumerate(zip(callers, sessions, strict=True)):
+        learned = stored(host, tenant, sid).topic_state["learning_ids"]
+        assert sorted(learned) == sorted(f"learned-{k}" for k in range(n, 40, 4))  # once each
+
+
+def test_turn_batches_0_and_a_sqlite_server_capture_one_turn_at_a_time(
+    host: ServiceHost, tmp_path: Path
+) -> None:
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    client = TestClient(create_app(host.url, host=host, turn_batches=0))
+    body = {"text": "ansible", "request_id": "only-once"}
+    for duplicate in (False, True):
+        response = client.post(f"/v1/sessions/{sid}/turns", json=body, headers=auth(key))
+        assert response.json() == {"session_id": sid, "duplicate": duplicate}
+    assert "ansible" in stored(host, tenant, sid).hot_topics
+    with pytest.raises(ConfigError, match="postgresql"):
+        ServiceHost(str(tmp_path / "cortex.db"), tmp_path).turn_batch()
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_rest(
+    host: ServiceHost,
+) -> None:
+    def split(batches: int) -> tuple[float, float]:
+        direct = DirectRoutes(
+            lambda *_: None,  # type: ignore[arg-type,return-value]
+            host=host,
+            limiter=RateLimiter(1, 1),
+            render=lambda *_: None,  # type: ignore[arg-type,return-value]
+            turn_batches=batches,
+        )
+        return direct._queue.total_tokens, direct._others.total_tokens
+
+    assert host.pool_size == 4
+    assert split(1) == (1, 3)
+    assert split(5) == (2, 2)  # never more batches than half the pool
+    assert split(0) == (2, 2)  # one transaction a turn: half the pool, as before
+
+
+def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_answer(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    sessions = [started(host, tenant) for _ in range(6)]
+    sizes: list[int] = []
+
+    def admit(key_id: str, tenant: str, scopes: tuple[str, ...]) -> None:
+        sizes.append(1)
+
+    async def main() -> tuple[list[Outcome], list[Outcome]]:
+        batcher = TurnBatcher(host, admit, slots=1, limiter=anyio.CapacityLimiter(1))
+        together = await asyncio.gather(
+            *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
+        )
+        one_by_one = []  # each sent as soon as the last is answered: the slot must be free
+        for sid in sessions[:3]:
+            turn = Turn(key, sid, None, {"text": "redis"})
+            one_by_one.append(await batcher.submit(turn))
+        assert batcher._writers == 0
+        return together, one_by_one
+
+    together, one_by_one = asyncio.run(asyncio.wait_for(main(), 60))
+    assert all(isinstance(found, SessionState) for found in together + one_by_one)
+    assert len(sizes) == 9  # each turn admitted once
+    assert all("kafka" in stored(host, tenant, sid).hot_topics for sid in sessions)
