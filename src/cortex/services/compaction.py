@@ -14,7 +14,6 @@ through the bridge.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -39,6 +38,7 @@ from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import extract_decisions, format_checkpoint
 from cortex.errors import CortexError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.events import EventLog
 from cortex.services.ids import new_uuid
@@ -53,7 +53,7 @@ CONTEXT_RULE_LIMIT = 50
 CONTEXT_WORKING_LIMIT = 20
 EVENT_SCAN_LIMIT = 500
 COMPACTION_COUNT_LIMIT = 10_000
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ win everywhere else.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from typing import Any
 from cortex.core.models import Pin
 from cortex.core.pins import apply_copy_edits, label_key, pin_digest
 from cortex.files import quarantine, read_json, write_json
+from cortex.logs import getLogger
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config
 from cortex.errors import CortexError
+from cortex.logs import configure
 from cortex.services.app import Services
 
 if TYPE_CHECKING:
@@ -77,7 +78,12 @@ def _plain_streams() -> bool:
 
 
 def setup_logging() -> None:
-    """Warnings as one ``cortex: ...`` line on stderr; ``cortex.debug`` lines when enabled."""
+    """Warnings as one ``cortex: ...`` line on stderr; ``cortex.debug`` lines when enabled
+    (set up at the first record: most commands log nothing, and need not import logging)."""
+    configure(_stderr_lines)
+
+
+def _stderr_lines() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")

@@ -7,7 +7,6 @@ save (size-capped), mirror to JSON and to the working-memory file, and pending-t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +26,7 @@ from cortex.core.tasks import (
 from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.project import ProjectIdentity, project_label, project_matches
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from cortex.core.models import MetricEvent
     from cortex.services.metrics import MetricsWriter
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 PLACES = ("git:", "path:")
 """Prefixes of the project ids that name a place (a repository, a directory), not a name."""
