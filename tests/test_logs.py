@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import logging
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -97,42 +95,3 @@ def test_configure_runs_at_once_when_logging_is_imported(cortex_logger: logging.
     ran: list[str] = []
     configure(lambda: ran.append("now"))  # this process imported logging already
     assert ran == ["now"]
-
-
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
-
-
-def imported_at_import_time(tree: ast.Module) -> set[str]:
-    """The modules a module's own body imports (not its functions', not TYPE_CHECKING's)."""
-    names: set[str] = set()
-    pending: list[ast.stmt] = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-        elif isinstance(node, ast.If) and ast.unparse(node.test) != "TYPE_CHECKING":
-            pending += node.body + node.orelse
-        elif isinstance(node, ast.Try):
-            pending += node.body + node.orelse + node.finalbody
-        elif isinstance(node, ast.ClassDef):
-            pending += node.body
-    return names
-
-
-def test_no_module_imports_logging_when_it_is_imported() -> None:
-    found = [
-        str(path.relative_to(PACKAGE))
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "logging" in imported_at_import_time(ast.parse(path.read_text()))
-    ]
-    assert found == [], "log through cortex.logs.getLogger; it imports logging at the first record"
-
-
-def test_the_import_finder_sees_through_blocks_but_not_functions() -> None:
-    tree = ast.parse(
-        "import logging\nif X:\n    import a\ntry:\n    from b import c\nexcept E:\n    pass\n"
-        "if TYPE_CHECKING:\n    import d\ndef f():\n    import e\nclass K:\n    import g\n"
-    )
-    assert imported_at_import_time(tree) == {"logging", "a", "b", "g"}

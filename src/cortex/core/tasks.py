@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from cortex.core.models import PendingTask, Pin
 from cortex.core.redaction import redact
 from cortex.errors import ValidationError
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 PENDING_STAGES = ("build", "verify", "validate")
 DONE_STAGES = ("done", "complete", "completed", "closed", "cancelled", "abandoned")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
@@ -44,7 +43,10 @@ from cortex.services.events import EventLog
 from cortex.services.ids import new_uuid
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.services.metrics import MetricsService
 
 HARNESS_TRIGGERS = ("auto", "manual")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
 from cortex.core.memory_models import GLOBAL, Memory, MemoryFilter, MemoryLink
@@ -31,8 +30,13 @@ from cortex.store.hygiene_records import (
 )
 from cortex.store.records import MEMORY_COLUMNS, dumps, memories_from_rows, memory_from_row
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 _MEMORY = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cortex.core.memory_models import Memory
 from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SessionState, SOPInteraction
 from cortex.logs import getLogger
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 log = getLogger("cortex.store")
 

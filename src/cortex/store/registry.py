@@ -9,14 +9,18 @@ row names its tenant in ``tenant_id``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 from cortex.errors import ConflictError
 from cortex.store.records import dumps
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 
 _KEY_COLUMNS = (
     "k.key_id, k.tenant_id, k.scopes, k.secret_hash, k.created_at, "

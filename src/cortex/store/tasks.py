@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from cortex.core.tasks import TaskRecord
 from cortex.store.records import dumps
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 
 _COLUMNS = "task_id, title, stage, created_at, updated_at, project, detail"
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config
@@ -28,7 +27,10 @@ from cortex.errors import CortexError
 from cortex.logs import configure
 from cortex.services.app import Services
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.core.memory_models import Memory, ScoredMemory
     from cortex.services.sessions.manager import SessionPersistenceManager
 

@@ -39,10 +39,6 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cortex.services.compaction import CompactionService
 
 from cortex.adapters.hooks import OWNER_VAR
 from cortex.adapters.hooks import events as ev
@@ -64,6 +60,12 @@ from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
 from cortex.logs import routed
 from cortex.services.project import harness_project_dir, project_identity
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cortex.services.compaction import CompactionService
 
 MAX_CONTEXT_CHARS = 8_000
 """Hosts spill context over 10,000 characters to a file; stay well under."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -31,13 +30,17 @@ from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
-from cortex.services.tasks import PipelineFile, Tasks, TaskSource
+from cortex.services.tasks import PipelineFile, TaskSource
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.core.models import MetricEvent
     from cortex.services.metrics import MetricsWriter
+    from cortex.services.tasks import Tasks
 
 log = getLogger("cortex")
 

@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 from cortex.clock import parse_time, to_iso
 from cortex.core.lifecycle import can_transition
@@ -25,6 +24,10 @@ from cortex.core.tasks import merge_tasks
 from cortex.logs import getLogger
 from cortex.services.sessions.capture import emit_captured
 from cortex.services.sessions.context import SessionContext
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 log = getLogger("cortex")
 

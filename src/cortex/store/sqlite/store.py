@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
@@ -27,6 +26,10 @@ from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
 from cortex.store.tasks import TaskMethods, TaskRepository
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):

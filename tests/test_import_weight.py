@@ -1,0 +1,62 @@
+"""What the hook path and the CLI's quick commands import: the rules that keep modules off it.
+
+The hook server holds what its events imported for hours, and every hook or CLI process pays
+for each module it imports. ``logging`` is imported at the first record (``cortex.logs``), and
+``typing`` is read by mypy only (``TYPE_CHECKING = False`` blocks); ``tests/test_hooks.py``
+and ``tests/test_cli_plain.py`` check the modules real events and commands load.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
+
+
+def imported_at_import_time(tree: ast.Module) -> set[str]:
+    """The modules a module's own body imports (not its functions', not TYPE_CHECKING's)."""
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) != "TYPE_CHECKING":
+            pending += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            pending += node.body + node.orelse + node.finalbody
+        elif isinstance(node, ast.ClassDef):
+            pending += node.body
+    return names
+
+
+def test_no_module_imports_logging_when_it_is_imported() -> None:
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "logging" in imported_at_import_time(ast.parse(path.read_text()))
+    ]
+    assert found == [], "log through cortex.logs.getLogger; it imports logging at the first record"
+
+
+def test_the_import_finder_sees_through_blocks_but_not_functions() -> None:
+    tree = ast.parse(
+        "import logging\nif X:\n    import a\ntry:\n    from b import c\nexcept E:\n    pass\n"
+        "if TYPE_CHECKING:\n    import d\ndef f():\n    import e\nclass K:\n    import g\n"
+    )
+    assert imported_at_import_time(tree) == {"logging", "a", "b", "g"}
+
+
+def test_no_dataclass_field_is_a_class_variable_in_disguise() -> None:
+    # ``dataclasses`` tells a ``ClassVar`` annotation from a field only when ``typing`` is
+    # imported; with typing imported for mypy alone, such a field would silently become an
+    # ``__init__`` argument. None is needed: keep class constants unannotated.
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "ClassVar" in path.read_text()
+    ]
+    assert found == []
