@@ -9,6 +9,8 @@ and ``tests/test_cli_plain.py`` check the modules real events and commands load.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
@@ -60,3 +62,43 @@ def test_no_dataclass_field_is_a_class_variable_in_disguise() -> None:
         if "ClassVar" in path.read_text()
     ]
     assert found == []
+
+
+def test_every_dataclass_has_a_docstring() -> None:
+    # ``dataclasses`` calls ``inspect.signature`` for a class without one, which loads
+    # ``inspect`` (with ``ast``, ``dis`` and ``tokenize``) into every process that makes it.
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None:
+                if any("dataclass" in ast.unparse(d) for d in node.decorator_list):
+                    found.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    assert found == []
+
+
+STAND_IN = """
+import sys
+import cortex, dataclasses
+print("ast" in sys.modules, "dis" in sys.modules, "tokenize" in sys.modules)
+@dataclasses.dataclass
+class NoDoc:
+    x: int
+print(NoDoc.__doc__)
+import inspect
+from inspect import signature
+print(inspect is sys.modules["inspect"], dataclasses.inspect.getsource is inspect.getsource)
+print(signature(NoDoc), inspect.getsource(cortex.__getattr__).startswith("def __getattr__"))
+"""
+
+
+def test_inspect_is_imported_at_its_first_use_and_is_then_the_whole_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STAND_IN], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "False False False",  # dataclasses imported, inspect not yet loaded
+        "NoDoc(x: int)",  # the docstring dataclasses writes (it loaded inspect for it)
+        "True True",
+        "(x: int) -> None True",
+    ]

@@ -15,12 +15,45 @@ process pays for) stays cheap.
 from __future__ import annotations
 
 import importlib
+import sys
+from types import ModuleType
 
 # Not ``from typing import TYPE_CHECKING``: importing typing costs a hook process ~8 ms, and
 # mypy treats any name ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"
+
+
+def _defer_inspect() -> None:
+    """Stand a module in for ``inspect`` that imports the real one at its first attribute read.
+
+    ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms
+    of a hook process, ~1.1 MiB that the hook server would hold for hours) for one call: the
+    signature it writes as the docstring of a class that has none (Cortex's classes have one).
+    The stand-in's ``__getattr__`` (PEP 562) imports ``inspect`` and takes on all its names,
+    so whoever imported the stand-in, or imports ``inspect`` later, gets the real module.
+    (``importlib.util.LazyLoader`` cannot do this: an ``import`` statement reads the lazy
+    module's ``__spec__``, which loads it.)
+    """
+    if "inspect" in sys.modules:
+        return
+    stand_in = ModuleType("inspect")
+
+    def load(name: str) -> object:
+        if sys.modules.get("inspect") is stand_in:
+            del sys.modules["inspect"]
+        real = importlib.import_module("inspect")
+        vars(stand_in).pop("__getattr__", None)  # (a second thread may have been first)
+        vars(stand_in).update(vars(real))
+        return getattr(real, name)
+
+    stand_in.__getattr__ = load  # type: ignore[method-assign]
+    sys.modules["inspect"] = stand_in
+
+
+_defer_inspect()  # before anything imports ``dataclasses``
+
 
 _EXPORTS = {
     "AddBatch": "cortex.services.memory",

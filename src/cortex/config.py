@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Setting:
+    """One row of the settings table: its name, type, default, range and help."""
+
     name: str
     kind: type
     default: Any
