@@ -78,8 +78,9 @@ def test_every_dataclass_has_a_docstring() -> None:
 
 STAND_IN = """
 import sys
-import cortex, dataclasses
+import cortex, dataclasses, pathlib
 print("ast" in sys.modules, "dis" in sys.modules, "tokenize" in sys.modules)
+print("ip_address" in vars(sys.modules["ipaddress"]))  # urllib.parse imported the stand-in
 @dataclasses.dataclass
 class NoDoc:
     x: int
@@ -88,17 +89,21 @@ import inspect
 from inspect import signature
 print(inspect is sys.modules["inspect"], dataclasses.inspect.getsource is inspect.getsource)
 print(signature(NoDoc), inspect.getsource(cortex.__getattr__).startswith("def __getattr__"))
+from urllib.parse import urlsplit
+print(urlsplit("http://[::1]:8/").hostname, "ip_address" in vars(sys.modules["ipaddress"]))
 """
 
 
-def test_inspect_is_imported_at_its_first_use_and_is_then_the_whole_module() -> None:
+def test_inspect_and_ipaddress_are_imported_at_their_first_use_and_whole() -> None:
     done = subprocess.run(
         [sys.executable, "-c", STAND_IN], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "False False False",  # dataclasses imported, inspect not yet loaded
+        "False",
         "NoDoc(x: int)",  # the docstring dataclasses writes (it loaded inspect for it)
         "True True",
         "(x: int) -> None True",
+        "::1 True",  # a bracketed host is checked by the real ipaddress
     ]
