@@ -98,27 +98,3 @@ class TaskRepository:
             sql += " LIMIT %s"
             params.append(int(limit))
         return [_task(row) for row in self._rows(sql, params)]
-
-
-class TaskMethods:
-    """The ``TaskStore`` methods of a store, over its ``task_rows`` repository."""
-
-    task_rows: TaskRepository
-
-    def save_task(self, task: TaskRecord) -> None:
-        self.task_rows.save_task(task)
-
-    def add_tasks(self, tasks: Sequence[TaskRecord]) -> int:
-        return self.task_rows.add_tasks(tasks)
-
-    def get_task(self, task_id: str) -> TaskRecord | None:
-        return self.task_rows.get_task(task_id)
-
-    def list_tasks(
-        self,
-        *,
-        stages: Sequence[str] | None = None,
-        project: str | None = None,
-        limit: int | None = None,
-    ) -> list[TaskRecord]:
-        return self.task_rows.list_tasks(stages=stages, project=project, limit=limit)
