@@ -80,12 +80,7 @@ def _plain_streams() -> bool:
 
 
 def setup_logging() -> None:
-    """Warnings as one ``cortex: ...`` line on stderr; ``cortex.debug`` lines when enabled
-    (set up at the first record: most commands log nothing, and need not import logging)."""
-    configure(_stderr_lines)
-
-
-def _stderr_lines() -> None:
+    """Warnings as one ``cortex: ...`` line on stderr; ``cortex.debug`` lines when enabled."""
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="cortex: %(message)s")
@@ -354,7 +349,9 @@ def run(argv: Sequence[str]) -> int | None:
     if parsed is None:
         return None
     rt, body, values = parsed
-    setup_logging()
+    # Set up at the first record: these two commands log only through Cortex's own loggers
+    # (``cortex.logs``), and most runs log nothing, so they need not import logging.
+    configure(setup_logging)
     try:
         try:
             body(rt, **values)
