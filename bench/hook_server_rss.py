@@ -1,6 +1,9 @@
 """Resident memory of the hook server: idle, then after N events (default 1,000).
 
-Run: ``.venv/bin/python bench/hook_server_rss.py [--events 1000] [--json]``
+Run: ``.venv/bin/python bench/hook_server_rss.py [--events 1000] [--json]``, or
+``... --rev d20ce8b [--rounds 6]`` for an older commit's server and this checkout's, interleaved
+(the older tree from ``git archive``, as ``bench/compare.py`` extracts it; the order alternating
+by round), with each tree's median and range.
 
 A real hook server (``python -m cortex.adapters.hooks.server HOME``) on a throwaway home gets
 Claude Code events over its Unix socket, as hook processes send them: sessions of one start,
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,12 +90,48 @@ def measure(events: int, progress: bool = True, fresh_home: bool = False) -> dic
     floor = floor_mib()
     return {
         "events": sent,
-        "floor_mib": round(floor, 1),
-        "idle_mib": round(idle, 1),
-        "after_mib": round(after, 1),
+        "floor_mib": round(floor, 2),
+        "idle_mib": round(idle, 2),
+        "after_mib": round(after, 2),
         "after_ratio_to_floor": round(after / floor, 2),
         "load": os.getloadavg()[0],
     }
+
+
+def measure_tree(tree: Path, events: int) -> dict[str, float | int]:
+    """``measure`` with a server running ``tree``'s code (``PYTHONPATH`` at its ``src``)."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree / "src")
+    try:
+        return measure(events, progress=False)
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def compare(rev: str, rounds: int, events: int) -> dict[str, list[float]]:
+    """RSS after ``events`` of ``rev``'s server and this checkout's, interleaved, in MiB."""
+    import compileall
+
+    from compare import ROOT, extract
+
+    after: dict[str, list[float]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory(prefix="cortex-rss-compare-") as tmp:
+        trees = {"before": extract(rev, Path(tmp)), "after": ROOT}
+        for tree in trees.values():
+            compileall.compile_dir(str(tree / "src"), quiet=1)  # servers start from bytecode
+        for n in range(rounds):
+            for label in list(trees) if n % 2 == 0 else reversed(list(trees)):
+                result = measure_tree(trees[label], events)
+                after[label].append(float(result["after_mib"]))
+                print(
+                    f"round {n + 1} {label}: {result['after_mib']:.2f} MiB after {events:,} "
+                    f"events (floor {result['floor_mib']:.2f} MiB), load {result['load']:.1f}",
+                    flush=True,
+                )
+    return after
 
 
 def main() -> int:
@@ -103,7 +143,20 @@ def main() -> int:
         action="store_true",
         help="no database yet: the server's first event migrates",
     )
+    parser.add_argument("--rev", help="also measure this older commit's server, interleaved")
+    parser.add_argument("--rounds", type=int, default=6, help="with --rev: rounds of both")
     args = parser.parse_args()
+    if args.rev:
+        runs = compare(args.rev, args.rounds, args.events)
+        if args.json:
+            print(json.dumps({"rev": args.rev, **runs}))
+        for label, values in runs.items():
+            print(
+                f"{label}: median {statistics.median(values):.2f} MiB "
+                f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} runs)"
+            )
+        print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+        return 0
     result = measure(args.events, fresh_home=args.fresh_home)
     sent, idle, after, floor = (
         result["events"],

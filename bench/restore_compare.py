@@ -81,19 +81,6 @@ def restore_instructions(tree: Path, cached: Path, root: Path, runs: int = 20) -
     return (counts[1] - counts[0]) / runs / 1e6
 
 
-def server_rss(tree: Path) -> dict[str, float | int]:
-    """``hook_server_rss.measure`` with a server running ``tree``'s code."""
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(tree / "src")
-    try:
-        return hook_server_rss.measure(1000, progress=False)
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rev", required=True, help="the older commit, e.g. main")
@@ -116,7 +103,7 @@ def main() -> None:
                 shutil.copyfile(cached, home / "brain.db")
                 floor = floor_ms(10)
                 cpu = restore_cpu(trees[label], home, args.runs)
-                rss = server_rss(trees[label])
+                rss = hook_server_rss.measure_tree(trees[label], 1000)
                 row = samples.setdefault(label, {})
                 for key, value in (
                     ("floor_ms", floor),

@@ -6,7 +6,7 @@ Layers, imports pointing down only (``docs/architecture.md`` draws them):
     services/   use cases over the store protocol; never a backend, never an adapter
     store/      the Store protocol, migrations, one package per backend; imports core only
     core/       pure domain: no I/O, no clock, no database, no third-party code
-    config, clock, errors, files, codecache: plumbing every layer may use
+    config, clock, errors, files, codecache, logs: plumbing every layer may use
 
 The pure core is also checked call by call: it never reads the clock or opens a file.
 """
@@ -21,7 +21,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
 PLUMBING = frozenset(
-    {"cortex.config", "cortex.clock", "cortex.errors", "cortex.files", "cortex.codecache"}
+    {
+        "cortex.config",
+        "cortex.clock",
+        "cortex.errors",
+        "cortex.files",
+        "cortex.codecache",
+        "cortex.logs",
+    }
 )
 # What each layer may import from cortex, besides itself and the plumbing.
 ALLOWED = {

@@ -42,6 +42,20 @@ def _code_of(cls: type) -> dict[str, tuple[object, ...]]:
     return out
 
 
+def test_another_package_s_class_is_made_as_plain_dataclasses_make_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cortex.store  # noqa: F401 - installs the cache
+
+    assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
+    other = _point_class(monkeypatch, "elsewhere")
+    monkeypatch.setattr(dataclasses, "exec", builtins.exec)
+    plain = _point_class(monkeypatch, "elsewhere")
+    assert _code_of(other) == _code_of(plain)  # no future flag of codecache's own
+    # (the annotations' values, not the names of dataclasses' locals, such as '_type_x')
+    assert other.__init__.__annotations__ == plain.__init__.__annotations__
+
+
 def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -432,6 +432,17 @@ def log_lines(home: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def test_an_engine_warning_goes_to_the_hooks_log_and_not_to_stderr(home: Path, repo: Path) -> None:
+    tasks = home / "pipeline" / "state.json"
+    tasks.parent.mkdir(parents=True, exist_ok=True)
+    tasks.write_text("{not json")  # the start reads the pending tasks: the engine warns
+    result = run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    assert (result.returncode, result.stderr) == (0, b"")
+    warned = [line for line in log_lines(home) if "engine: pipeline state file" in line]
+    assert warned and all(str(tasks) in line for line in warned)
+    assert manager(home).store.get_session("s1") is not None  # and the start went on
+
+
 @pytest.mark.parametrize(
     ("raw", "logged"),
     [
@@ -553,6 +564,7 @@ def imported_modules(home: Path, payload: dict[str, Any], env: dict[str, str]) -
 
 
 def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path) -> None:
+    in_use(home)
     names = imported_modules(home, event("SessionStart", "s1", repo), {})
     assert "cortex.adapters.hooks.dispatch" in names  # the in-process path: the engine was loaded
     tops = {name.split(".")[0] for name in names}
@@ -560,6 +572,60 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     assert not {"click", "mcp", "cortex.adapters.cli.main", "cortex.adapters.mcp.server"} & names
     assert "cortex.services.memory" not in names  # the services are built lazily
     assert not {"uuid", "platform"} & names  # ids come from services.ids.new_uuid
+    assert NOT_ON_THE_EVENT_PATH & names == set()
+
+
+# Modules an event that logs nothing never needs (the hook server would hold them for hours).
+# (``threading`` comes with ``subprocess``, which a project's first event runs for git.)
+NOT_ON_THE_EVENT_PATH = frozenset(
+    {"logging", "traceback", "typing", "ast", "dis", "tokenize"}
+    | {"cortex.store.hygiene_sql", "cortex.store.registry", "cortex.core.hygiene"}
+)
+
+
+def in_use(home: Path) -> None:
+    """Make ``home``'s database, as a home in use has it (a home's first event also loads the
+    migration steps, and ``typing`` with them: once in its life)."""
+    manager(home).store.close()
+
+
+SERVED = """
+import json, sys
+from cortex.adapters.hooks.dispatch import handle
+from cortex.adapters.hooks.hook import ServicesCache
+home, cwd = sys.argv[1], sys.argv[2]
+cache, env = ServicesCache(), {"CORTEX_HOME": home}
+for sid in ("s1", "s2"):  # the second start restores (and scores) the first session
+    for event in ({"hook_event_name": "SessionStart", "source": "startup"},
+                  {"hook_event_name": "UserPromptSubmit", "prompt": "tune the ft991a"},
+                  {"hook_event_name": "PostToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": "rigctl -m 1036 f"}},
+                  {"hook_event_name": "PreCompact", "trigger": "auto"},
+                  {"hook_event_name": "PostCompact", "compact_summary": "tuned the rig"},
+                  {"hook_event_name": "SessionStart", "source": "compact"},
+                  {"hook_event_name": "Stop", "last_assistant_message": "tuned"},
+                  {"hook_event_name": "SessionEnd"}):
+        raw = json.dumps({**event, "session_id": sid, "cwd": cwd}).encode()
+        handle("claude-code", raw, env, cwd, cache=cache)
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_served_events_leave_the_unneeded_modules_unloaded(home: Path, repo: Path) -> None:
+    # What the hook server runs for each event (dispatch.handle with its ServicesCache).
+    in_use(home)
+    done = subprocess.run(
+        [sys.executable, "-c", SERVED, str(home), str(repo)],
+        capture_output=True,
+        text=True,
+        env=child_env(home),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    names = set(done.stdout.split())
+    assert {"cortex.services.sessions.restore", "cortex.services.compaction"} <= names  # the engine
+    assert NOT_ON_THE_EVENT_PATH & names == set()
+    assert manager(home).store.get_session("s2") is not None
 
 
 def wait_for_server(home: Path, seconds: float = 30) -> int:

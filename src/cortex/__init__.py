@@ -15,12 +15,48 @@ process pays for) stays cheap.
 from __future__ import annotations
 
 import importlib
+import sys
+from types import ModuleType
 
 # Not ``from typing import TYPE_CHECKING``: importing typing costs a hook process ~8 ms, and
 # mypy treats any name ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"
+
+
+def _defer(name: str) -> None:
+    """Stand a module in for ``name`` that imports the real one at its first attribute read.
+
+    Two standard modules are imported by others for a use the engine never makes:
+    ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms
+    of a hook process, ~1 MiB that the hook server would hold for hours) for the signature it
+    writes as the docstring of a class that has none (Cortex's classes have one), and
+    ``urllib.parse`` (which ``pathlib`` imports) imports ``ipaddress`` to check a URL's
+    bracketed host. The stand-in's ``__getattr__`` (PEP 562) imports the module and takes on
+    all its names, so whoever imported the stand-in, or imports the module later, gets the
+    real one. (``importlib.util.LazyLoader`` cannot do this: an ``import`` statement reads the
+    lazy module's ``__spec__``, which loads it.)
+    """
+    if name in sys.modules:
+        return
+    stand_in = ModuleType(name)
+
+    def load(attribute: str) -> object:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        vars(stand_in).pop("__getattr__", None)  # (a second thread may have been first)
+        vars(stand_in).update(vars(real))
+        return getattr(real, attribute)
+
+    stand_in.__getattr__ = load  # type: ignore[method-assign]
+    sys.modules[name] = stand_in
+
+
+_defer("inspect")  # before anything imports ``dataclasses``
+_defer("ipaddress")  # before anything imports ``pathlib``
+
 
 _EXPORTS = {
     "AddBatch": "cortex.services.memory",

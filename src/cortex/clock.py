@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Protocol
 
 from cortex.errors import ValidationError
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
 
 class Clock(Protocol):

@@ -105,6 +105,11 @@ def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: Any 
                     atexit.register(save)
                 _added += 1
         source = code
+    elif type(source) is str:
+        # Not ``exec(text)`` here: it would compile the text with this module's own future
+        # statement (``annotations``), and other packages' ``__init__`` annotations would be
+        # strings ('_type_x'); ``dataclasses``' own ``exec`` inherits none.
+        source = compile(source, "<string>", "exec", dont_inherit=True)
     if globals is None:  # as ``exec`` called in ``dataclasses`` would run: in its namespace
         globals = vars(dataclasses)
     exec(source, globals, locals)

@@ -14,14 +14,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 import cortex.codecache  # noqa: F401 - installs itself before the classes below are made
 from cortex.errors import ConfigError
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
 
 @dataclass(frozen=True)
 class Setting:
+    """One row of the settings table: its name, type, default, range and help."""
+
     name: str
     kind: type
     default: Any

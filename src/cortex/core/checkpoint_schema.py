@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from cortex.core.memory_models import Checkpoint
 from cortex.errors import ValidationError
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 CHECKPOINT_KEYS = (
     "checkpoint_id",

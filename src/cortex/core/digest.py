@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _builtin_sha256() -> Callable[..., Any]:

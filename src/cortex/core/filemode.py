@@ -147,6 +147,8 @@ class Entry:
 
 @dataclass
 class _Building:
+    """A memory file's entry while its lines are read: where it starts, its heading, its text."""
+
     line: int
     heading: str | None
     cortex_section: bool

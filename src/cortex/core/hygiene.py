@@ -7,7 +7,10 @@ CLI, MCP and HTTP adapters print.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 SHADOW = "shadow"
 APPLY = "apply"

@@ -8,7 +8,10 @@ entity). ``to_dict()`` gives the JSON form the CLI, MCP and HTTP adapters print.
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 RULE = "rule"
 WORKING = "working"

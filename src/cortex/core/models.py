@@ -8,7 +8,10 @@ and tolerates missing optional keys, so records written by older versions still 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 """``session_states.schema_version`` of the records this version writes."""

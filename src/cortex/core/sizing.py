@@ -24,11 +24,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
 
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS
 from cortex.errors import ValidationError
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 MAX_RECORD_BYTES = 50_000
 MIN_RECORD_BYTES = 8_192
@@ -43,7 +48,6 @@ _LAST_RESORT_CAPS = (64, 16)
 _MAX_INT = 2**53
 _STAGE_RANK = {"build": 0, "verify": 1, "validate": 2}
 
-T = TypeVar("T")
 Step = Callable[[SessionState, int], SessionState]
 
 

@@ -21,7 +21,6 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 from cortex.core.vocabulary import (
     BROADCAST,
@@ -30,6 +29,10 @@ from cortex.core.vocabulary import (
     PROJECT_CONTAINERS,
     SYSTEM_DIRS,
 )
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_KEYWORDS = 400
 PRUNE_AT = 500

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from cortex.core.memory_models import Checkpoint, SessionEvent
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_SLUG_CHARS = 48
 MAX_DECISIONS = 5

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -21,6 +20,7 @@ from cortex.errors import ConfigError
 from cortex.services.base import Service
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from types import TracebackType
 

@@ -18,6 +18,8 @@ from cortex.store.protocol import Store
 
 @dataclass(frozen=True)
 class ArchiveReport:
+    """How many sessions an archive run moved to cold storage, and the files it wrote."""
+
     archived: int
     paths: tuple[str, ...]
 

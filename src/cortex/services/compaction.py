@@ -14,11 +14,9 @@ through the bridge.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
@@ -39,12 +37,16 @@ from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import extract_decisions, format_checkpoint
 from cortex.errors import CortexError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.events import EventLog
 from cortex.services.ids import new_uuid
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.services.metrics import MetricsService
 
 HARNESS_TRIGGERS = ("auto", "manual")
@@ -53,7 +55,7 @@ CONTEXT_RULE_LIMIT = 50
 CONTEXT_WORKING_LIMIT = 20
 EVENT_SCAN_LIMIT = 500
 COMPACTION_COUNT_LIMIT = 10_000
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from cortex.errors import ValidationError
 from cortex.store.protocol import Store
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 
 MIN_PREFIX = 4
 """The shortest prefix taken for a whole id (shorter ones only match an id exactly)."""

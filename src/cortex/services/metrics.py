@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -34,7 +33,13 @@ from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
 from cortex.services.base import Service
-from cortex.store.protocol import MetricRow, Store
+from cortex.store.protocol import Store
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cortex.store.protocol import MetricRow
 
 EVENT_NAMES = (
     "session_captured",

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from cortex.core.redaction import redact
 from cortex.core.tasks import pipeline_tasks
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import atomic_write_text, file_lock, read_json
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def load_pipeline(path: Path) -> dict[str, dict[str, Any]] | None:

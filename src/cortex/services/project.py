@@ -89,6 +89,8 @@ class ProjectIdentity:
 
 @dataclass(frozen=True)
 class _GitDirs:
+    """A repository's work tree, its git directory and the common one (worktrees share it)."""
+
     worktree: Path
     git_dir: Path
     common_dir: Path

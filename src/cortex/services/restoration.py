@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from cortex.clock import hours_between
 from cortex.config import Config
@@ -24,6 +23,10 @@ from cortex.core.pins import InheritDecision, inherited_copy, merge_inherited
 from cortex.core.preamble import format_preamble, unique_casefold
 from cortex.core.scoring import format_breakdown, score_all, session_age_hours
 from cortex.core.tasks import merge_tasks, still_pending
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 STANDARD_PIN_MIN_SCORE = 0.4
 """Standard pins of sessions other than the most recent qualifying one need this score."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -58,6 +57,7 @@ from cortex.services.memory_checks import (
 )
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from cortex.core.models import SessionState
     from cortex.core.procedures import ScoredProcedure

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -33,7 +32,14 @@ from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.store.protocol import Store
 
-Tasks = Mapping[str, dict[str, Any]]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    Tasks = Mapping[str, dict[str, Any]]
+else:
+    Protocol = object  # a protocol is for mypy only; nothing checks one at run time
+
 MAX_TITLE_CHARS = 500
 
 

@@ -20,7 +20,6 @@ A turn is answered only after the transaction that captured it committed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,13 +29,14 @@ from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.sizing import fit_record
 from cortex.core.tenancy import check_request_id, parse_key
 from cortex.errors import CortexError
+from cortex.logs import getLogger
 from cortex.services.hosting import ServiceHost, apply_once
 from cortex.services.sessions.capture import fold_turn
 from cortex.services.sessions.context import check_open, pending_tasks
 from cortex.services.tenants import verify_key
 from cortex.store.protocol import TenantKey, TurnBatch
 
-log = logging.getLogger("cortex.server")
+log = getLogger("cortex.server")
 
 Outcome = SessionState | None | Exception
 """A turn's result: the stored session, None for a replayed request id, or its error."""

@@ -19,7 +19,6 @@ that defines it), or add it to ``BUILTIN_JOBS``; ``Worker`` runs every registere
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -31,13 +30,14 @@ from cortex.clock import parse_time, to_iso
 from cortex.config import Config
 from cortex.core.hygiene import JobState
 from cortex.errors import CortexError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.ids import new_uuid
 
 if TYPE_CHECKING:
     from cortex.services.app import Services
     from cortex.services.hosting import ServiceHost
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 JOB_LEASE_SECONDS = 1800
 """How long a claimed job is held: a worker that dies mid-job frees it after this."""

@@ -13,16 +13,19 @@ win everywhere else.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cortex.core.models import Pin
 from cortex.core.pins import apply_copy_edits, label_key, pin_digest
 from cortex.files import quarantine, read_json, write_json
+from cortex.logs import getLogger
 
-log = logging.getLogger("cortex")
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+log = getLogger("cortex")
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,16 @@ and tests.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import cortex.codecache  # noqa: F401 - before the models: their dataclass methods come compiled
 from cortex.errors import ConfigError
 from cortex.store.migrations import SCHEMA_V4, migration_names
 from cortex.store.protocol import SharedStore, Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.store.sqlite.store import SQLiteStore
 
 __all__ = [

@@ -7,9 +7,11 @@ text first, then what to find).
 
 from __future__ import annotations
 
-from typing import Any
-
 from cortex.core.memory_models import GLOBAL, MemoryFilter
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def memory_filter_sql(

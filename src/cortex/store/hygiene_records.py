@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
 from cortex.store.records import json_value
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 RUN_COLUMNS = (
     "id",

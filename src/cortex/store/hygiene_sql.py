@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
 from cortex.core.memory_models import GLOBAL, Memory, MemoryFilter, MemoryLink
@@ -31,8 +30,13 @@ from cortex.store.hygiene_records import (
 )
 from cortex.store.records import MEMORY_COLUMNS, dumps, memories_from_rows, memory_from_row
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 _MEMORY = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 
 
@@ -300,59 +304,3 @@ class HygieneRepository:
             tparams,
         )
         return [job_from_row(r) for r in rows]
-
-
-class HygieneMethods:
-    """The hygiene methods of a store (``HygieneStore``), over its ``hygiene`` repository."""
-
-    hygiene: HygieneRepository
-
-    def consolidation_candidates(self, flt: MemoryFilter, now: str, *, limit: int) -> list[Memory]:
-        return self.hygiene.consolidation_candidates(flt, now, limit=limit)
-
-    def supersede_memory(self, old_id: str, new_id: str, at: str) -> bool:
-        return self.hygiene.supersede_memory(old_id, new_id, at)
-
-    def memory_conflicts(
-        self, flt: MemoryFilter, now: str, *, limit: int
-    ) -> list[tuple[Memory, Memory]]:
-        return self.hygiene.memory_conflicts(flt, now, limit=limit)
-
-    def stale_memories(
-        self, flt: MemoryFilter, now: str, before: str, *, limit: int
-    ) -> list[Memory]:
-        return self.hygiene.stale_memories(flt, now, before, limit=limit)
-
-    def save_consolidation_run(self, run: ConsolidationRun) -> None:
-        self.hygiene.save_consolidation_run(run)
-
-    def list_consolidation_runs(self, *, limit: int = 20) -> list[ConsolidationRun]:
-        return self.hygiene.list_consolidation_runs(limit=limit)
-
-    def save_procedure(self, procedure: Procedure) -> Procedure:
-        return self.hygiene.save_procedure(procedure)
-
-    def get_procedure(self, procedure_id: str) -> Procedure | None:
-        return self.hygiene.get_procedure(procedure_id)
-
-    def list_procedures(
-        self, project: str | None, user_id: str | None, *, limit: int = 50
-    ) -> list[Procedure]:
-        return self.hygiene.list_procedures(project, user_id, limit=limit)
-
-    def record_procedure_use(self, procedure_id: str, at: str) -> bool:
-        return self.hygiene.record_procedure_use(procedure_id, at)
-
-    def delete_procedure(self, procedure_id: str, at: str) -> bool:
-        return self.hygiene.delete_procedure(procedure_id, at)
-
-    def claim_job(self, name: str, owner: str, now: str, until: str) -> bool:
-        return self.hygiene.claim_job(name, owner, now, until)
-
-    def finish_job(
-        self, name: str, owner: str, at: str, status: str, detail: dict[str, Any]
-    ) -> bool:
-        return self.hygiene.finish_job(name, owner, at, status, detail)
-
-    def list_jobs(self) -> list[JobState]:
-        return self.hygiene.list_jobs()

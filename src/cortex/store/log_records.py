@@ -8,11 +8,14 @@ writes the values ``*_values`` give.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from cortex.core.memory_models import CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.records import json_value
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 # -- session history -------------------------------------------------------------------------
 EVENT_COLUMNS = (

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
+    from typing import Any, Protocol
+
     from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
     from cortex.core.memory_models import (
         Checkpoint,
@@ -47,8 +49,10 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 
-MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
-"""A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
+    MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
+    """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
+else:
+    Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
 
 class SessionStore(Protocol):

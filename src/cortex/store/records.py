@@ -11,15 +11,18 @@ hides the rest of a session.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from cortex.core.memory_models import Memory
 from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SessionState, SOPInteraction
+from cortex.logs import getLogger
 
-log = logging.getLogger("cortex.store")
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+log = getLogger("cortex.store")
 
 # -- sessions --------------------------------------------------------------------------------
 SESSION_JSON_LISTS = (

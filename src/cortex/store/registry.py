@@ -9,14 +9,18 @@ row names its tenant in ``tenant_id``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from cortex.core.tenancy import ApiKeyRecord, TenantRecord
 from cortex.errors import ConflictError
 from cortex.store.records import dumps
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 
 _KEY_COLUMNS = (
     "k.key_id, k.tenant_id, k.scopes, k.secret_hash, k.created_at, "
@@ -132,41 +136,3 @@ class Registry:
             )
             == 1
         )
-
-
-class RegistryMethods:
-    """The ``TenantStore`` and ``RequestStore`` methods of a store, over its ``registry``."""
-
-    registry: Registry
-
-    def create_tenant(self, tenant: str, at: str) -> TenantRecord:
-        return self.registry.create_tenant(tenant, at)
-
-    def get_tenant(self, tenant: str) -> TenantRecord | None:
-        return self.registry.get_tenant(tenant)
-
-    def list_tenants(self) -> list[TenantRecord]:
-        return self.registry.list_tenants()
-
-    def revoke_tenant(self, tenant: str, at: str) -> bool:
-        return self.registry.revoke_tenant(tenant, at)
-
-    def create_api_key(self, key: ApiKeyRecord) -> None:
-        self.registry.create_api_key(key)
-
-    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        return self.registry.get_api_key(key_id)
-
-    def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
-        return self.registry.list_api_keys(tenant)
-
-    def revoke_api_key(self, key_id: str, at: str) -> bool:
-        return self.registry.revoke_api_key(key_id, at)
-
-    def append_admin_audit(
-        self, action: str, actor: str, tenant: str, detail: dict[str, Any], at: str
-    ) -> int:
-        return self.registry.append_admin_audit(action, actor, tenant, detail, at)
-
-    def claim_request(self, request_id: str, at: str) -> bool:
-        return self.registry.claim_request(request_id, at)

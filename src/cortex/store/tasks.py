@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from cortex.core.tasks import TaskRecord
 from cortex.store.records import dumps
 
-Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-Execute = Callable[[str, Sequence[Any]], int]
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+    Execute = Callable[[str, Sequence[Any]], int]
+
 
 TASK_COLUMNS = "task_id, title, stage, created_at, updated_at, project, detail"
 
@@ -95,27 +99,3 @@ class TaskRepository:
             sql += " LIMIT %s"
             params.append(int(limit))
         return [task_from_row(row) for row in self._rows(sql, params)]
-
-
-class TaskMethods:
-    """The ``TaskStore`` methods of a store, over its ``task_rows`` repository."""
-
-    task_rows: TaskRepository
-
-    def save_task(self, task: TaskRecord) -> None:
-        self.task_rows.save_task(task)
-
-    def add_tasks(self, tasks: Sequence[TaskRecord]) -> int:
-        return self.task_rows.add_tasks(tasks)
-
-    def get_task(self, task_id: str) -> TaskRecord | None:
-        return self.task_rows.get_task(task_id)
-
-    def list_tasks(
-        self,
-        *,
-        stages: Sequence[str] | None = None,
-        project: str | None = None,
-        limit: int | None = None,
-    ) -> list[TaskRecord]:
-        return self.task_rows.list_tasks(stages=stages, project=project, limit=limit)

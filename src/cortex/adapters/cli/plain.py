@@ -20,14 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config
 from cortex.errors import CortexError
+from cortex.logs import configure
 from cortex.services.app import Services
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.core.memory_models import Memory, ScoredMemory
     from cortex.services.sessions.manager import SessionPersistenceManager
 
@@ -346,7 +349,9 @@ def run(argv: Sequence[str]) -> int | None:
     if parsed is None:
         return None
     rt, body, values = parsed
-    setup_logging()
+    # Set up at the first record: these two commands log only through Cortex's own loggers
+    # (``cortex.logs``), and most runs log nothing, so they need not import logging.
+    configure(setup_logging)
     try:
         try:
             body(rt, **values)

@@ -33,17 +33,12 @@ session's row once and passes it along to the capture, which then need not read 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cortex.services.compaction import CompactionService
 
 from cortex.adapters.hooks import OWNER_VAR
 from cortex.adapters.hooks import events as ev
@@ -63,7 +58,14 @@ from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import redact
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
+from cortex.logs import routed
 from cortex.services.project import harness_project_dir, project_identity
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cortex.services.compaction import CompactionService
 
 MAX_CONTEXT_CHARS = 8_000
 """Hosts spill context over 10,000 characters to a file; stay well under."""
@@ -96,7 +98,8 @@ def handle(
     event = HookEvent(host, "", "")
     try:
         event = ev.normalize(host, parse_input(raw))
-        with _engine_log_to(home):
+        # The engine's warnings (a failed restore, a mirror not written) go to hooks.log.
+        with routed(partial(_engine_line, home)):
             context = _dispatch(event, env, home, fallback_cwd, cache or ServicesCache(keep=False))
     except Exception as exc:  # noqa: BLE001 - a hook never fails its host (fail open)
         if cache is not None:
@@ -338,26 +341,5 @@ def _safe_id(session_id: str | None) -> str | None:
         return None
 
 
-class _HooksLogHandler(logging.Handler):
-    """The engine's warnings (a failed restore, a mirror not written) go to hooks.log."""
-
-    def __init__(self, home: Path) -> None:
-        super().__init__(logging.WARNING)
-        self.home = home
-
-    def emit(self, record: logging.LogRecord) -> None:
-        log_line(self.home, f"engine: {record.getMessage()}")
-
-
-@contextlib.contextmanager
-def _engine_log_to(home: Path) -> Iterator[None]:
-    """Route the ``cortex`` logger to hooks.log (not stderr) while one event is handled."""
-    logger = logging.getLogger("cortex")
-    handler, propagate = _HooksLogHandler(home), logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
+def _engine_line(home: Path, message: str) -> None:
+    log_line(home, f"engine: {message}")

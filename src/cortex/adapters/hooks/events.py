@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import cortex.codecache  # noqa: F401 - the engine's first dataclass on the hook path
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 START = "start"
 PROMPT = "prompt"

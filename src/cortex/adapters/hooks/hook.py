@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from cortex.adapters.hooks.events import HookEvent
 from cortex.adapters.hooks.state import read_small_json, session_state_path, write_small_json
@@ -20,7 +19,10 @@ from cortex.errors import UnavailableError
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.services.sessions.manager import SessionPersistenceManager
 
 _UNREAD: Any = object()

@@ -24,10 +24,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from cortex.errors import StorageError
 from cortex.files import atomic_write_text, read_json
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 LOG_MAX_BYTES = 1_000_000
 MAX_LOG_LINE = 600

@@ -12,7 +12,6 @@ Which session a tool acts on when it is given no ``session_id`` (the "current se
 
 from __future__ import annotations
 
-import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -29,11 +28,12 @@ from pydantic import Field
 
 from cortex.adapters.mcp.errors import for_agent
 from cortex.errors import CortexError, NotFoundError
+from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity, project_identity
 from cortex.services.sessions.manager import SessionPersistenceManager
 
-log = logging.getLogger("cortex.mcp")
+log = getLogger("cortex.mcp")
 
 ROOTS_TIMEOUT_SECONDS = 2.0
 """How long to wait for a client's ``roots/list`` answer before using the working directory."""

@@ -22,7 +22,6 @@ methods are in ``methods.py``, their parameter checks in ``params.py``.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -38,6 +37,7 @@ from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.transcripts import format_checkpoint
 from cortex.errors import CortexError, NotFoundError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.app import Services
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from cortex.services.filemode import FileModeService
     from cortex.services.sessions.manager import SessionPersistenceManager
 
-log = logging.getLogger("cortex.adapters.openclaw.bridge")
+log = getLogger("cortex.adapters.openclaw.bridge")
 
 __all__ = ["MAX_LINE_BYTES", "Bridge", "openclaw_config", "run", "serve"]
 

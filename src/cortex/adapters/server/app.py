@@ -8,7 +8,6 @@ is a 4xx, never a 500.
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,10 @@ from cortex.errors import (
     UnauthorizedError,
     ValidationError,
 )
+from cortex.logs import getLogger
 from cortex.services.hosting import ServiceHost
 
-log = logging.getLogger("cortex.server")
+log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
 ENV_SECRET = "CORTEX_SERVER_SECRET"

@@ -54,6 +54,8 @@ MAX_SLUG_TRIES = 100
 
 @dataclass(frozen=True)
 class FileRead:
+    """One workspace file a bootstrap read: its path, the characters taken, whether cut."""
+
     path: str
     chars: int
     truncated: bool

@@ -9,7 +9,6 @@ limit passes. Their output is redacted before it is kept.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shlex
 import signal
@@ -20,8 +19,9 @@ from typing import Any
 
 from cortex.core.redaction import redact
 from cortex.errors import ValidationError
+from cortex.logs import getLogger
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 OUTPUT_TAIL_CHARS = 2_000
 GIT_TIMEOUT_SECONDS = 10.0
 

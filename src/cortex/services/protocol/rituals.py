@@ -14,7 +14,6 @@ then to the configured command and webhook.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,11 +36,12 @@ from cortex.core.models import ACTIVE, COMPLETE, INIT, SUSPENDED, SessionState
 from cortex.core.redaction import redact
 from cortex.errors import ConflictError, CortexError, ValidationError
 from cortex.files import check_id
+from cortex.logs import getLogger
 from cortex.services.protocol import commands
 from cortex.services.protocol.folders import TaskFolder, content_hash
 from cortex.services.protocol.service import ProtocolService
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 OUTCOMES = ("success", "partial", "failed")
 END_STATUSES = ("in-progress", "complete", "blocked")
 LOG_TAIL_CHARS = 1_500

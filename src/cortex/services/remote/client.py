@@ -9,17 +9,17 @@ journal first too, then asks.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 from cortex.clock import Clock, to_iso
 from cortex.config import Config
 from cortex.errors import ConfigError, CortexError, UnavailableError
+from cortex.logs import getLogger
 from cortex.services.remote.journal import DrainReport, Journal, Rejected
 from cortex.services.remote.transport import Transport
 
-log = logging.getLogger("cortex.remote")
+log = getLogger("cortex.remote")
 
 
 def request_id() -> str:

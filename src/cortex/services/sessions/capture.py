@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
 
 from cortex.clock import parse_time
 from cortex.core.lifecycle import can_transition
@@ -20,6 +19,12 @@ from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError
 from cortex.services.sessions.context import SessionContext, check_open, with_topics
 from cortex.services.working_memory import load_working_memory
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+else:
+    Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
 MAX_TURN_TEXT = 20_000
 """Characters of one turn's text used for topic extraction (a huge prompt costs no more)."""

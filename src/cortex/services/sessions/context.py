@@ -7,11 +7,9 @@ save (size-capped), mirror to JSON and to the working-memory file, and pending-t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -27,19 +25,24 @@ from cortex.core.tasks import (
 from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError
 from cortex.files import check_id, write_json
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
-from cortex.services.tasks import PipelineFile, Tasks, TaskSource
+from cortex.services.tasks import PipelineFile, TaskSource
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.core.models import MetricEvent
     from cortex.services.metrics import MetricsWriter
+    from cortex.services.tasks import Tasks
 
-log = logging.getLogger("cortex")
+log = getLogger("cortex")
 
 PLACES = ("git:", "path:")
 """Prefixes of the project ids that name a place (a repository, a directory), not a name."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock, to_iso
 from cortex.config import Config
@@ -34,7 +33,10 @@ from cortex.services.sessions.restore import Restorer
 from cortex.services.sessions.start import SessionStart
 from cortex.store.protocol import Store
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.services.metrics import MetricsWriter
     from cortex.services.tasks import TaskSource
 

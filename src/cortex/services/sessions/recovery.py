@@ -12,21 +12,24 @@ folder when it worked on a task).
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 from cortex.clock import parse_time, to_iso
 from cortex.core.lifecycle import can_transition
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.tasks import merge_tasks
+from cortex.logs import getLogger
 from cortex.services.sessions.capture import emit_captured
 from cortex.services.sessions.context import SessionContext
 
-log = logging.getLogger("cortex")
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+log = getLogger("cortex")
 
 HOST = os.uname().nodename
 """This machine's name, recorded with an owner pid: a pid means nothing on another host."""

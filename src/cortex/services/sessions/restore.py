@@ -6,7 +6,6 @@ A restoration that fails or passes its time budget is a cold start (fail open).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -15,11 +14,12 @@ from datetime import timedelta
 from cortex.clock import parse_time, to_iso
 from cortex.core.models import ScoredSession, SessionState
 from cortex.core.scoring import score_all
+from cortex.logs import getLogger
 from cortex.services.restoration import RestorePlan, plan_restoration, select_contributors
 from cortex.services.sessions.context import SessionContext
 
-log = logging.getLogger("cortex")
-debug_log = logging.getLogger("cortex.debug")
+log = getLogger("cortex")
+debug_log = getLogger("cortex.debug")
 
 RESTORE_BUDGET_SECONDS = 1.5
 """Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
@@ -28,7 +29,8 @@ from cortex.core.memory_models import (
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
 from cortex.errors import ValidationError
 from cortex.store import DEFAULT_TENANT
-from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
+from cortex.store.hygiene_sql import Dialect, HygieneRepository
+from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
 from cortex.store.migrations import refuse_unknown
 from cortex.store.postgres import migrations
 from cortex.store.postgres.batch import PostgresTurnBatch, turn_batch
@@ -41,8 +43,8 @@ from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
-from cortex.store.registry import Registry, RegistryMethods
-from cortex.store.tasks import TaskMethods, TaskRepository
+from cortex.store.registry import Registry
+from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
     from cortex.store.protocol import MetricRow
@@ -99,7 +101,17 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         self._embeddings = EmbeddingRepository(self._db)
         self._history = HistoryRepository(self._db)
         self._transfer = TransferRepository(self._db)
-        self.hygiene = HygieneRepository(
+        if migrate:
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()
+                raise
+
+    # The repositories both backends share (``cortex.store.methods``), built at first use.
+    @cached_property
+    def hygiene(self) -> HygieneRepository:
+        return HygieneRepository(
             Dialect(
                 mark="%s",
                 find="strpos",
@@ -111,14 +123,14 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             self._db.execute,
             lambda: self._db.in_transaction,
         )
-        self.registry = Registry(self._db.rows, self._db.execute, self.tenant)
-        self.task_rows = TaskRepository(self._db.rows, self._db.execute, self.tenant)
-        if migrate:
-            try:
-                self.migrate()
-            except BaseException:
-                self.close()
-                raise
+
+    @cached_property
+    def registry(self) -> Registry:
+        return Registry(self._db.rows, self._db.execute, self.tenant)
+
+    @cached_property
+    def task_rows(self) -> TaskRepository:
+        return TaskRepository(self._db.rows, self._db.execute, self.tenant)
 
     @property
     def pool(self) -> Pool:

@@ -15,7 +15,6 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, StorageError
@@ -23,11 +22,15 @@ from cortex.files import ensure_dir
 from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
 from cortex.store.records import one_line
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.store.sqlite.migrations import Migration
 
+    Params = Sequence[Any]
+
 MEMORY = ":memory:"
-Params = Sequence[Any]
 
 
 def connect(path: str, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:

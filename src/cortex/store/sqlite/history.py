@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from cortex.core.memory_models import (
     Checkpoint,
@@ -30,6 +29,10 @@ from cortex.store.log_records import (
 )
 from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 _EVENTS = ", ".join(EVENT_COLUMNS)
 _SNAPSHOTS = ", ".join(SNAPSHOT_COLUMNS)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.store.filters import memory_filter_sql
@@ -23,6 +22,10 @@ from cortex.store.records import (
     memory_values,
 )
 from cortex.store.sqlite.db import Database
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 """Every memory column over alias ``m``, in the order ``memory_from_row`` reads."""

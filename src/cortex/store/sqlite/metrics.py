@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
 from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.store.protocol import MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)

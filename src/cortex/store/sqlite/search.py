@@ -15,7 +15,6 @@ One call, ``search_memories(terms, ...)``, picks the cheapest way to good candid
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.core.retrieval import (
@@ -30,6 +29,10 @@ from cortex.core.retrieval import (
 from cortex.store.records import memories_from_rows
 from cortex.store.sqlite.db import Database
 from cortex.store.sqlite.memories import COLUMNS, filter_sql, marks
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_CANDIDATES = 1 << 12
 """Deepest full-text candidate list filtered by scope: bounds the cost of a narrow filter."""

@@ -6,8 +6,6 @@ encoding (SQLite keeps JSON as TEXT).
 
 from __future__ import annotations
 
-from typing import Any
-
 from cortex.core.models import SessionState
 from cortex.store.records import (
     SESSION_COLUMNS,
@@ -21,6 +19,10 @@ from cortex.store.records import (
     sessions_from_rows,
 )
 from cortex.store.sqlite.db import Database
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 _PAGE = 500
 _JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")

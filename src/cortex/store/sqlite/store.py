@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from cortex.store import DEFAULT_TENANT
-from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
+from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
 from cortex.store.records import prefix_bounds, prefix_query
-from cortex.store.registry import Registry, RegistryMethods
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.embeddings import EmbeddingRepository
 from cortex.store.sqlite.history import HistoryRepository
@@ -26,7 +25,14 @@ from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
 from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
-from cortex.store.tasks import TaskMethods, TaskRepository
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cortex.store.hygiene_sql import HygieneRepository
+    from cortex.store.registry import Registry
+    from cortex.store.tasks import TaskRepository
 
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
@@ -52,23 +58,40 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self._search = MemorySearch(db)
         self._bind_search(self._search)
         self._bind_history(HistoryRepository(db))
-        self.hygiene = HygieneRepository(
-            Dialect(mark="?", find="instr"),
-            db.rows,
-            lambda sql, params: db.run(sql, params).rowcount,
-            lambda: db.connection.in_transaction,
-        )
         transfer = TransferRepository(db)
         self.export_rows = transfer.export_rows
         self.import_rows = transfer.import_rows
-        self.registry = Registry(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
-        self.task_rows = TaskRepository(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
         if migrate:
             try:
                 self.migrate()
             except BaseException:
                 db.close()
                 raise
+
+    # The repositories both backends share, built (and their modules imported) at first use.
+    @cached_property
+    def hygiene(self) -> HygieneRepository:
+        from cortex.store.hygiene_sql import Dialect, HygieneRepository
+
+        db = self._db
+        return HygieneRepository(
+            Dialect(mark="?", find="instr"),
+            db.rows,
+            lambda sql, params: db.run(sql, params).rowcount,
+            lambda: db.connection.in_transaction,
+        )
+
+    @cached_property
+    def registry(self) -> Registry:
+        from cortex.store.registry import Registry
+
+        return Registry(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
+
+    @cached_property
+    def task_rows(self) -> TaskRepository:
+        from cortex.store.tasks import TaskRepository
+
+        return TaskRepository(self._registry_rows, self._registry_execute, DEFAULT_TENANT)
 
     def _bind_sessions(self, sessions: SessionRepository, leases: LeaseRepository) -> None:
         self.save_session = sessions.save_session

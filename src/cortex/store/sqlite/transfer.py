@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from cortex.store.sqlite.db import Database
 from cortex.store.transfer import KEYLESS_TABLES, check_table
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 _PAGE = 500
 

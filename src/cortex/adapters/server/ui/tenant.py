@@ -33,6 +33,8 @@ PREFIX = "/ui"
 
 @dataclass(frozen=True)
 class _Caller:
+    """The tenant, scopes and key id of the API key a dashboard request came with."""
+
     tenant: str
     scopes: tuple[str, ...]
     key: str

@@ -1,0 +1,109 @@
+"""What the hook path and the CLI's quick commands import: the rules that keep modules off it.
+
+The hook server holds what its events imported for hours, and every hook or CLI process pays
+for each module it imports. ``logging`` is imported at the first record (``cortex.logs``), and
+``typing`` is read by mypy only (``TYPE_CHECKING = False`` blocks); ``tests/test_hooks.py``
+and ``tests/test_cli_plain.py`` check the modules real events and commands load.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cortex"
+
+
+def imported_at_import_time(tree: ast.Module) -> set[str]:
+    """The modules a module's own body imports (not its functions', not TYPE_CHECKING's)."""
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) != "TYPE_CHECKING":
+            pending += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            pending += node.body + node.orelse + node.finalbody
+        elif isinstance(node, ast.ClassDef):
+            pending += node.body
+    return names
+
+
+def test_no_module_imports_logging_when_it_is_imported() -> None:
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "logging" in imported_at_import_time(ast.parse(path.read_text()))
+    ]
+    assert found == [], "log through cortex.logs.getLogger; it imports logging at the first record"
+
+
+def test_the_import_finder_sees_through_blocks_but_not_functions() -> None:
+    tree = ast.parse(
+        "import logging\nif X:\n    import a\ntry:\n    from b import c\nexcept E:\n    pass\n"
+        "if TYPE_CHECKING:\n    import d\ndef f():\n    import e\nclass K:\n    import g\n"
+    )
+    assert imported_at_import_time(tree) == {"logging", "a", "b", "g"}
+
+
+def test_no_dataclass_field_is_a_class_variable_in_disguise() -> None:
+    # ``dataclasses`` tells a ``ClassVar`` annotation from a field only when ``typing`` is
+    # imported; with typing imported for mypy alone, such a field would silently become an
+    # ``__init__`` argument. None is needed: keep class constants unannotated.
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "ClassVar" in path.read_text()
+    ]
+    assert found == []
+
+
+def test_every_dataclass_has_a_docstring() -> None:
+    # ``dataclasses`` calls ``inspect.signature`` for a class without one, which loads
+    # ``inspect`` (with ``ast``, ``dis`` and ``tokenize``) into every process that makes it.
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None:
+                if any("dataclass" in ast.unparse(d) for d in node.decorator_list):
+                    found.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    assert found == []
+
+
+STAND_IN = """
+import sys
+import cortex, dataclasses, pathlib
+print("ast" in sys.modules, "dis" in sys.modules, "tokenize" in sys.modules)
+print("ip_address" in vars(sys.modules["ipaddress"]))  # urllib.parse imported the stand-in
+@dataclasses.dataclass
+class NoDoc:
+    x: int
+print(NoDoc.__doc__)
+import inspect
+from inspect import signature
+print(inspect is sys.modules["inspect"], dataclasses.inspect.getsource is inspect.getsource)
+print(signature(NoDoc), inspect.getsource(cortex.__getattr__).startswith("def __getattr__"))
+from urllib.parse import urlsplit
+print(urlsplit("http://[::1]:8/").hostname, "ip_address" in vars(sys.modules["ipaddress"]))
+"""
+
+
+def test_inspect_and_ipaddress_are_imported_at_their_first_use_and_whole() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STAND_IN], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "False False False",  # dataclasses imported, inspect not yet loaded
+        "False",
+        "NoDoc(x: int)",  # the docstring dataclasses writes (it loaded inspect for it)
+        "True True",
+        "(x: int) -> None True",
+        "::1 True",  # a bracketed host is checked by the real ipaddress
+    ]
