@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cortex.core.digest import sha256
-from cortex.core.models import CRITICAL, NORMAL, Pin
+from cortex.core.models import CRITICAL, NORMAL, Pin, evolve
 from cortex.errors import ConflictError, ValidationError
 
 WORKING_MEMORY_CAP = 10
@@ -174,7 +174,7 @@ def merge_inherited(
 
 def inherited_copy(pin: Pin, session_id: str, at: str, confidence: float) -> Pin:
     """The copy of ``pin`` a new session receives: provenance label, decayed confidence."""
-    return replace(
+    return evolve(
         pin,
         label=provenance_label(pin.label, session_id, at),
         confidence=round(confidence, 4),

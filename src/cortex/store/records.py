@@ -13,11 +13,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from cortex.core.memory_models import Memory
-from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SessionState, SOPInteraction
+from cortex.core.models import (
+    ConfidenceUpdate,
+    PendingTask,
+    Pin,
+    SessionState,
+    SOPInteraction,
+    evolve,
+)
 
 log = logging.getLogger("cortex.store")
 
@@ -203,7 +210,7 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
             return None
         _make_room(key)
     elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
-        state = replace(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
+        state = evolve(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
     _decoded[key] = state  # (again) the most recently used
     return state
 
