@@ -105,7 +105,7 @@ def test_restore_queries_use_their_indexes(tmp_path: Path) -> None:
         assert "idx_session_project_end" in plan and "TEMP B-TREE" not in plan
         plan = _plan_of(store, lambda: store.latest_open_session(any_project=True))
         assert "idx_session_open" in plan and "TEMP B-TREE" not in plan
-        plan = _plan_of(store, lambda: store.latest_session("p1"))
+        plan = _plan_of(store, lambda: store.latest_session_id("p1"))
         assert "idx_session_project_start" in plan and "TEMP B-TREE" not in plan
 
 

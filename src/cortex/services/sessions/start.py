@@ -63,7 +63,7 @@ class SessionStart:
             # A new random id names no stored session: one round trip fewer per fresh start.
             existing = ctx.store.get_session(sid) if session_id is not None else None
             recovered = self.recovery.detect_and_recover_crashed(sid)
-            previous = ctx.store.latest_session(project) if existing is None else None
+            previous = ctx.store.latest_session_id(project) if existing is None else None
             state = existing or SessionState(
                 session_id=sid,
                 start_time=at,
@@ -73,7 +73,7 @@ class SessionStart:
                 user_id=user_id,
                 agent_id=agent_id,
                 task_slug=task_slug,
-                previous_session_id=previous.session_id if previous else None,
+                previous_session_id=previous,
                 parent_session=parent_session,
                 topic_state=extractor.to_dict(),
                 hot_topics=tuple(extractor.get_current_topics()),

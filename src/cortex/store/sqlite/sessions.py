@@ -100,12 +100,13 @@ class SessionRepository:
         with self._db.translated():  # text that is not UTF-8 fails as the select's would
             return sessions_from_rows(map(_critical_pins_only, rows))
 
-    def latest_session(self, project: str | None) -> SessionState | None:
-        """The session of ``project`` that started last, open or not."""
-        found = self._sessions(
-            f"{SELECT} WHERE project IS ? ORDER BY start_time DESC LIMIT 1", (project,)
+    def latest_session_id(self, project: str | None) -> str | None:
+        """The id of the session of ``project`` that started last, open or not."""
+        found = self._db.rows(
+            "SELECT id FROM session_states WHERE project IS ? ORDER BY start_time DESC LIMIT 1",
+            (project,),
         )
-        return found[0] if found else None
+        return str(found[0][0]) if found else None
 
     def list_sessions(
         self,
