@@ -58,7 +58,7 @@ def topic_overlap(keywords: Iterable[str], hot_topics: Iterable[str]) -> tuple[i
     current = _normalize(keywords)
     topics = _normalize(hot_topics)
     inter = len(current & topics)
-    union = len(current | topics)
+    union = len(current) + len(topics) - inter  # |K ∪ T| without building it
     return inter, union, inter / max(union, 1)
 
 
