@@ -92,8 +92,13 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
 
 def pin_digest(pin: Pin) -> str:
     """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
-    text = json.dumps(pin.to_dict(), sort_keys=True, ensure_ascii=False)
+    text = _DIGEST_JSON.encode(pin.to_dict())
     return str(sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16])
+
+
+# Made once (``json.dumps`` with options builds an encoder per call): every start digests
+# each pin it mirrors. The same text as ``json.dumps(..., sort_keys=True, ensure_ascii=False)``.
+_DIGEST_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
 def apply_copy_edits(

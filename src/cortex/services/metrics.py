@@ -84,14 +84,25 @@ def _read_text(path: Path) -> str | None:
 
 
 def canonical(event: str, session_id: str | None, payload: dict[str, Any], created_at: str) -> str:
-    """The hashed form of an event: sorted-key compact JSON of its four seq-free fields."""
-    return _CANONICAL.encode(
-        {"event": event, "session_id": session_id, "payload": payload, "created_at": created_at}
+    """The hashed form of an event: sorted-key compact JSON of its four seq-free fields.
+
+    Written out key by key (in sorted order, each value by the same encoder): the same text as
+    encoding the four as one dict, without building and sorting that dict for every event.
+    """
+    return (
+        f'{{"created_at":{_text(created_at)},"event":{_text(event)},'
+        f'"payload":{_CANONICAL.encode(payload)},"session_id":{_text(session_id)}}}'
     )
+
+
+def _text(value: str | None) -> str:
+    """``value`` as the canonical encoder writes it (a string the common case)."""
+    return _encode_string(value) if type(value) is str else _CANONICAL.encode(value)
 
 
 # Made once: ``json.dumps`` with options builds a new encoder at every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_encode_string = json.encoder.encode_basestring  # what the encoder uses with ensure_ascii=False
 
 
 def chain_hash(

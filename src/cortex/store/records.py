@@ -99,8 +99,9 @@ def json_value(value: Any, kind: type, where: str) -> Any:
 def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str, str]:
     """The three SELECTs of ``session_states`` every backend runs, in its own SQL: every
     column; for restoration, without the columns it never reads (``empty_json`` formats an
-    empty JSON literal, e.g. ``"'{}'"``); and the same with only CRITICAL pins decoded
-    (``critical_pins_only`` is the backend's expression for ``working_memory``)."""
+    empty JSON literal, e.g. ``"'{}'"``, or is ``NULL``: both read as empty); and the same
+    with only CRITICAL pins decoded (``critical_pins_only`` is the backend's expression for
+    ``working_memory``; SQLite's selects it whole and tests it in Python)."""
 
     def select(replaced: dict[str, str]) -> str:
         columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)

@@ -26,11 +26,12 @@ _PAGE = 500
 _JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")
 
 
-# The light select's pins come as bytes and ``_critical_pins_only`` keeps those holding
-# CRITICAL: SQLite's ``instr`` compares at every byte of the ~50 candidates' pins (a third of
-# the query's CPU), Python's substring search skips through them.
+# The columns restoration skips read as NULL (decoded as empty, like '[]' and '{}', but no
+# text to hand over). The light select's pins come as bytes and ``_critical_pins_only``
+# keeps those holding CRITICAL: SQLite's ``instr`` compares at every byte of the ~50
+# candidates' pins (a third of the query's CPU), Python's substring search skips through them.
 SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
-    "'{}'", "CAST(working_memory AS BLOB)"
+    "NULL", "CAST(working_memory AS BLOB)"
 )
 _PINS = SESSION_COLUMNS.index("working_memory")
 _CRITICAL = b'"CRITICAL"'
