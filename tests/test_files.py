@@ -6,31 +6,12 @@ import json
 from typing import Any
 
 from hypothesis import given
-from hypothesis import strategies as st
 
 from cortex.files import pretty_json
-
-_LEAF = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(),  # NaN and the infinities included
-    st.text(max_size=6),
-)
-_KEY = st.one_of(st.text(max_size=4), st.integers(), st.booleans(), st.none(), st.floats())
-_VALUE = st.recursive(
-    _LEAF,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3),
-        st.tuples(inner, inner),
-        st.dictionaries(st.text(max_size=4), inner, max_size=3),
-        st.dictionaries(_KEY, inner, max_size=2),  # keys json turns into strings
-    ),
-    max_leaves=12,
-)
+from json_values import JSON_VALUES
 
 
-@given(_VALUE)
+@given(JSON_VALUES)
 def test_pretty_json_is_json_dumps_with_an_indent_of_two(value: Any) -> None:
     assert pretty_json(value) == json.dumps(value, indent=2, ensure_ascii=False)
 

@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cortex.core.digest import sha256
+from cortex.core.jsontext import compact_encoder
 from cortex.core.models import CRITICAL, NORMAL, Pin, evolve
 from cortex.errors import ConflictError, ValidationError
 
@@ -92,13 +92,13 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
 
 def pin_digest(pin: Pin) -> str:
     """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
-    text = _DIGEST_JSON.encode(pin.to_dict())
+    text = _DIGEST_JSON(pin.to_dict())
     return str(sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16])
 
 
-# Made once (``json.dumps`` with options builds an encoder per call): every start digests
-# each pin it mirrors. The same text as ``json.dumps(..., sort_keys=True, ensure_ascii=False)``.
-_DIGEST_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+# Every start digests each pin it mirrors. The same text as
+# ``json.dumps(..., sort_keys=True, ensure_ascii=False)``.
+_DIGEST_JSON = compact_encoder(sort_keys=True, separators=(", ", ": "))
 
 
 def apply_copy_edits(

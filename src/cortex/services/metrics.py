@@ -30,6 +30,7 @@ from typing import Any
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.digest import hmac_sha256, hmac_sha256_hex
+from cortex.core.jsontext import compact_encoder
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
@@ -91,17 +92,16 @@ def canonical(event: str, session_id: str | None, payload: dict[str, Any], creat
     """
     return (
         f'{{"created_at":{_text(created_at)},"event":{_text(event)},'
-        f'"payload":{_CANONICAL.encode(payload)},"session_id":{_text(session_id)}}}'
+        f'"payload":{_CANONICAL(payload)},"session_id":{_text(session_id)}}}'
     )
 
 
 def _text(value: str | None) -> str:
     """``value`` as the canonical encoder writes it (a string the common case)."""
-    return _encode_string(value) if type(value) is str else _CANONICAL.encode(value)
+    return _encode_string(value) if type(value) is str else _CANONICAL(value)
 
 
-# Made once: ``json.dumps`` with options builds a new encoder at every call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_CANONICAL = compact_encoder(sort_keys=True)  # payloads are checked plain: no cycle
 _encode_string = json.encoder.encode_basestring  # what the encoder uses with ensure_ascii=False
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cortex.core.jsontext import compact_encoder
 from cortex.core.memory_models import Memory
 from cortex.core.models import (
     ConfidenceUpdate,
@@ -368,11 +369,10 @@ def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
-    return _COMPACT.encode(value)
+    return _COMPACT(value)
 
 
-# Made once: ``json.dumps`` with options builds a new encoder at every call.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT = compact_encoder()
 
 
 def session_projects_query(tenant_clause: str = "") -> str:
