@@ -176,14 +176,14 @@ class StoreContract:
         assert _sid(store.latest_open_session(any_project=True)) == "b1"
         assert store.latest_open_session("zzz") is None
 
-    def test_latest_session_open_or_not(self, store: Store) -> None:
-        assert store.latest_session("a") is None
+    def test_latest_session_id_open_or_not(self, store: Store) -> None:
+        assert store.latest_session_id("a") is None
         store.save_session(session("s1", t(1), t(2), project="a"))
         store.save_session(session("s2", t(3), None, project="a"))
         store.save_session(session("s3", t(4), t(5), project="b"))
-        assert _sid(store.latest_session("a")) == "s2"
-        assert _sid(store.latest_session("b")) == "s3"
-        assert store.latest_session(None) is None
+        assert store.latest_session_id("a") == "s2"
+        assert store.latest_session_id("b") == "s3"
+        assert store.latest_session_id(None) is None
 
     def test_list_sessions(self, store: Store) -> None:
         for day, project in ((1, "a"), (2, "b"), (3, "a"), (4, None)):

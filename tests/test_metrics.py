@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cortex.errors import StorageError, ValidationError
 from cortex.services.metrics import (
     EVENT_NAMES,
     ZERO_HASH,
     MetricsWriter,
+    canonical,
     load_or_create_key,
     open_writer,
     verify,
@@ -291,3 +294,29 @@ def test_concurrent_writers_keep_one_chain(store: SQLiteStore, key: bytes, home:
     report = verify(store, key, head)
     assert (report.ok, report.checked) == (True, 100)
     assert json.loads(head.read_text())["seq"] == 100
+
+
+_JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=6)
+)
+_JSON = st.recursive(
+    _JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@given(
+    st.text(max_size=8),
+    st.none() | st.text(max_size=8),
+    st.dictionaries(st.text(max_size=6), _JSON, max_size=4),
+    st.text(max_size=8),
+)
+def test_canonical_is_the_four_fields_as_one_sorted_compact_json_object(
+    event: str, session_id: str | None, payload: dict[str, Any], created_at: str
+) -> None:
+    """``canonical`` writes the four fields out key by key; the hashed text must stay exactly
+    the sorted-key compact JSON of them as one object (every chain already stored uses it)."""
+    whole = {"event": event, "session_id": session_id, "payload": payload, "created_at": created_at}
+    expected = json.dumps(whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical(event, session_id, payload, created_at) == expected

@@ -223,3 +223,34 @@ def test_score_never_increases_with_age(a, b):
     prior = session(topics=("cortex", "hooks"), n_tasks=2)
     early, late = sorted((a, b))
     assert score(prior, ["cortex"], late) <= score(prior, ["cortex"], early)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 1.0, 5.5, 40.0, 100.0, 170.0]),
+            st.lists(st.sampled_from(["cortex", "hooks", "wal", "Radio "]), max_size=4),
+            st.integers(min_value=0, max_value=5),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([0.0, 0.25, 0.4]),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+)
+def test_score_all_is_score_breakdown_of_each_session_ranked_and_cut(items, threshold, limit):
+    """``score_all`` builds the breakdown of the sessions it returns only: what it returns is
+    exactly each session's ``score_breakdown`` above the threshold, best first, cut."""
+    sessions = [
+        session(f"s{i}", hours_ago=hours, topics=tuple(topics), n_tasks=n)
+        for i, (hours, topics, n) in enumerate(items)
+    ]
+    keywords = ["cortex", "radio"]
+    expected = []
+    for prior in sessions:
+        hours = session_age_hours(prior, NOW)
+        b = score_breakdown(prior, keywords, hours)
+        if b.total + 1e-9 >= threshold:
+            expected.append(ScoredSession(prior, b.total, hours, b))
+    expected.sort(key=lambda s: (-s.score, s.hours_elapsed, s.session.session_id))
+    expected = expected if limit is None else expected[:limit]
+    assert score_all(sessions, keywords, NOW, threshold, limit) == expected

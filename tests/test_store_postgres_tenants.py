@@ -62,7 +62,7 @@ def _sees_only_its_own(store: Any, who: str) -> None:
     assert [s.project for s in store.list_sessions()] == [who, who]
     assert [s.session_id for s in store.open_sessions()] == ["open"]
     assert [s.session_id for s in store.completed_sessions_since(t(1), who, limit=9)] == ["s1"]
-    assert _sid(store.latest_open_session(who)) == "open" == _sid(store.latest_session(who))
+    assert _sid(store.latest_open_session(who)) == "open" == store.latest_session_id(who)
     mem = store.get_memory("m1")
     assert mem is not None and mem.content == f"shared words of {who}"
     assert sorted(m.content for m in store.list_memories(MemoryFilter(), NOW)) == [

@@ -105,7 +105,7 @@ def test_restore_queries_use_their_indexes(tmp_path: Path) -> None:
         assert "idx_session_project_end" in plan and "TEMP B-TREE" not in plan
         plan = _plan_of(store, lambda: store.latest_open_session(any_project=True))
         assert "idx_session_open" in plan and "TEMP B-TREE" not in plan
-        plan = _plan_of(store, lambda: store.latest_session("p1"))
+        plan = _plan_of(store, lambda: store.latest_session_id("p1"))
         assert "idx_session_project_start" in plan and "TEMP B-TREE" not in plan
 
 
@@ -438,3 +438,40 @@ def test_a_session_row_with_decoded_json_is_decoded_each_time() -> None:
     assert first is not None and first.hot_topics == ("antenna",)
     assert records.session_from_row(values) == first
     assert records._decoded == {}
+
+
+def test_the_light_candidates_keep_pins_exactly_when_sqlite_instr_finds_critical(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """Restoration's candidates come with their pins only when they hold a CRITICAL one; the
+    test runs in Python on the column's bytes, and must agree with SQLite's
+    ``CASE WHEN instr(working_memory, '"CRITICAL"') > 0 ...`` on every kind of stored value."""
+    from cortex.store.records import dumps
+
+    critical = full_session("x").working_memory
+    stored: dict[str, object] = {
+        "critical": dumps([p.to_dict() for p in critical]),
+        "normal": dumps([p.to_dict() for p in critical[1:]]),
+        "unquoted": '[{"label":"CRITICAL work","content":"not CRITICAL","pinnedAt":"x"}]',
+        "empty": "[]",
+        "number": 7,
+        "blob": dumps([p.to_dict() for p in critical]).encode(),
+        "accented": dumps([{**critical[0].to_dict(), "content": "déploiement"}]),
+    }
+    for n, (sid, value) in enumerate(stored.items()):
+        sqlite_store.save_session(session(sid, t(20, n), t(20, n, 30), project="p"))
+        sqlite_store._db.run(
+            "UPDATE session_states SET working_memory = ? WHERE id = ?", (value, sid)
+        )
+    light = sqlite_store.completed_sessions_since(t(1), "p", limit=50, all_pins=False)
+    full = {s.session_id: s for s in sqlite_store.completed_sessions_since(t(1), "p", limit=50)}
+    instr = dict(
+        sqlite_store._db.rows(
+            "SELECT id, instr(working_memory, '\"CRITICAL\"') > 0 FROM session_states"
+        )
+    )
+    assert [s.session_id for s in light] == list(reversed(stored))
+    for state in light:
+        expected = full[state.session_id].working_memory if instr[state.session_id] else ()
+        assert state.working_memory == expected, state.session_id
+    assert {s.session_id for s in light if s.working_memory} == {"critical", "blob", "accented"}

@@ -106,9 +106,76 @@ def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
 
 def write_json(target: Path, data: Any, *, durable: bool = True) -> None:
     """Atomically write ``data`` as pretty JSON under the file's lock."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    text = pretty_json(data) + "\n"
     with file_lock(target):
         atomic_write_text(target, text, durable=durable)
+
+
+def pretty_json(data: Any) -> str:
+    """``json.dumps(data, indent=2, ensure_ascii=False)``, the same text, about three times
+    faster: with an indent ``json`` encodes in Python, one generator per container, and every
+    session start writes a mirror. Anything but strings, numbers, booleans, None, lists,
+    tuples and dicts with string keys (or a cycle) goes to ``json.dumps`` itself."""
+    out: list[str] = []
+    try:
+        _pretty_into(data, "\n", out)
+    except (_NotPlainJSON, RecursionError):
+        return json.dumps(data, indent=2, ensure_ascii=False)
+    return "".join(out)
+
+
+class _NotPlainJSON(Exception):
+    """A value ``pretty_json`` leaves to ``json.dumps``."""
+
+
+_encode_string = json.encoder.encode_basestring  # json's own, for ensure_ascii=False
+
+
+def _pretty_into(value: Any, newline: str, out: list[str]) -> None:
+    """Append ``value``'s indented JSON to ``out``; ``newline`` starts its own line."""
+    if isinstance(value, str):
+        out.append(_encode_string(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        finite = value - value == 0.0  # not inf or nan, which json spells its own way
+        out.append(float.__repr__(value) if finite else json.dumps(value))
+    elif isinstance(value, list | tuple):
+        _pretty_items(value, "[]", newline, out)
+    elif isinstance(value, dict):
+        _pretty_items(value, "{}", newline, out)
+    else:
+        raise _NotPlainJSON
+
+
+def _pretty_items(
+    value: list[Any] | tuple[Any, ...] | dict[Any, Any], ends: str, newline: str, out: list[str]
+) -> None:
+    """A list's items or a dict's pairs, one a line, indented two spaces past ``newline``."""
+    if not value:
+        out.append(ends)
+        return
+    inner = newline + "  "
+    separator = ends[0] + inner
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotPlainJSON  # json turns some keys into strings: let it
+            out.append(separator + _encode_string(key) + ": ")
+            _pretty_into(item, inner, out)
+            separator = "," + inner
+    else:
+        for item in value:
+            out.append(separator)
+            _pretty_into(item, inner, out)
+            separator = "," + inner
+    out.append(newline + ends[1])
 
 
 def read_json(target: Path) -> Any:

@@ -7,11 +7,14 @@ and tolerates missing optional keys, so records written by older versions still 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    R = TypeVar("R")
 
 SCHEMA_VERSION = 1
 """``session_states.schema_version`` of the records this version writes."""
@@ -26,6 +29,46 @@ COMPLETE = "COMPLETE"
 SUSPENDED = "SUSPENDED"
 TERMINATED = "TERMINATED"
 SESSION_STATES = (INIT, ACTIVE, COMPLETE, SUSPENDED, TERMINATED)
+
+
+def evolve(record: R, **changes: Any) -> R:
+    """``dataclasses.replace(record, **changes)``, made by copying the record's attributes.
+
+    ``replace`` calls the generated ``__init__``, which sets every field of a frozen record
+    through ``object.__setattr__``: 14 µs for a ``SessionState`` (29 fields) against 2 µs,
+    and a restore makes about ten such copies. Only for records that ``__init__`` would copy
+    as is (every field an init field, no ``__post_init__``); any other goes to ``replace``.
+    """
+    cls: type[Any] = type(record)
+    try:
+        names = _COPYABLE[cls]
+    except KeyError:
+        names = _COPYABLE[cls] = _copyable_fields(cls)
+    if names is None:
+        return replace(record, **changes)  # type: ignore[type-var]
+    unknown = changes.keys() - names
+    if unknown:  # what replace raises for a name that is not a field
+        raise TypeError(f"{type(record).__name__} has no field {sorted(unknown)[0]!r}")
+    copy = object.__new__(cls)
+    copy.__dict__.update(record.__dict__)
+    copy.__dict__.update(changes)
+    return copy  # type: ignore[no-any-return]
+
+
+_COPYABLE: dict[type[Any], frozenset[str] | None] = {}
+
+
+def _copyable_fields(cls: type) -> frozenset[str] | None:
+    """The field names of ``cls`` when a copy of an instance's ``__dict__`` equals what
+    ``replace`` builds; None otherwise."""
+    found = fields(cls)
+    if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+        return None
+    if any(not f.init for f in found) or any(
+        isinstance(value, cached_property) for k in cls.__mro__ for value in vars(k).values()
+    ):  # a cached value kept in ``__dict__`` must not outlive the fields it was made from
+        return None
+    return frozenset(f.name for f in found)
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cortex.core.digest import sha256
-from cortex.core.models import CRITICAL, NORMAL, Pin
+from cortex.core.jsontext import compact_encoder
+from cortex.core.models import CRITICAL, NORMAL, Pin, evolve
 from cortex.errors import ConflictError, ValidationError
 
 WORKING_MEMORY_CAP = 10
@@ -92,8 +92,13 @@ def remove_pin(pins: Sequence[Pin], label: str) -> tuple[tuple[Pin, ...], Pin | 
 
 def pin_digest(pin: Pin) -> str:
     """A short fingerprint of everything a pin holds: tells an edited copy from the original."""
-    text = json.dumps(pin.to_dict(), sort_keys=True, ensure_ascii=False)
+    text = _DIGEST_JSON(pin.to_dict())
     return str(sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16])
+
+
+# Every start digests each pin it mirrors. The same text as
+# ``json.dumps(..., sort_keys=True, ensure_ascii=False)``.
+_DIGEST_JSON = compact_encoder(sort_keys=True, separators=(", ", ": "))
 
 
 def apply_copy_edits(
@@ -174,7 +179,7 @@ def merge_inherited(
 
 def inherited_copy(pin: Pin, session_id: str, at: str, confidence: float) -> Pin:
     """The copy of ``pin`` a new session receives: provenance label, decayed confidence."""
-    return replace(
+    return evolve(
         pin,
         label=provenance_label(pin.label, session_id, at),
         confidence=round(confidence, 4),

@@ -58,7 +58,7 @@ def topic_overlap(keywords: Iterable[str], hot_topics: Iterable[str]) -> tuple[i
     current = _normalize(keywords)
     topics = _normalize(hot_topics)
     inter = len(current & topics)
-    union = len(current | topics)
+    union = len(current) + len(topics) - inter  # |K ∪ T| without building it
     return inter, union, inter / max(union, 1)
 
 
@@ -93,6 +93,17 @@ def score_breakdown(
         A ``ScoreBreakdown`` whose ``recency``, ``topic_overlap`` and ``pending_tasks`` hold the
         weighted contributions and whose ``total`` is their sum clamped to ``[0, 1]``.
     """
+    return ScoreBreakdown(*_parts(session, keywords, hours_elapsed))
+
+
+_Parts = tuple[float, float, float, float, float, int, int, int]
+"""``ScoreBreakdown``'s fields in order, as a plain tuple."""
+
+
+def _parts(session: SessionState, keywords: Iterable[str], hours_elapsed: float) -> _Parts:
+    """``score_breakdown``'s fields: ``score_all`` builds the record only for the sessions it
+    returns (a restore weighs ~50 candidates and keeps 3; a frozen record costs a setattr per
+    field)."""
     hours = float(hours_elapsed) if hours_elapsed > 0 else 0.0
     inter, union, jaccard = topic_overlap(keywords, session.hot_topics)
     task_count = len(session.pending_tasks)
@@ -100,16 +111,7 @@ def score_breakdown(
     overlap = jaccard * TOPIC_WEIGHT
     tasks = task_weight(task_count) * TASK_WEIGHT
     total = min(1.0, max(0.0, recency + overlap + tasks))
-    return ScoreBreakdown(
-        recency=recency,
-        topic_overlap=overlap,
-        pending_tasks=tasks,
-        total=total,
-        hours_elapsed=hours,
-        overlap_count=inter,
-        union_count=union,
-        task_count=task_count,
-    )
+    return (recency, overlap, tasks, total, hours, inter, union, task_count)
 
 
 def score(session: SessionState, keywords: Iterable[str], hours_elapsed: float) -> float:
@@ -154,17 +156,20 @@ def score_all(
     if limit is not None and limit <= 0:
         return []
     words = _normalize(list(keywords))
-    kept: list[ScoredSession] = []
+    kept: list[tuple[SessionState, float, _Parts]] = []
     for session in sessions:
         try:
             hours = session_age_hours(session, now)
         except ValidationError:
             continue
-        breakdown = score_breakdown(session, words, hours)
-        if breakdown.total + _EPSILON >= threshold:
-            kept.append(ScoredSession(session, breakdown.total, hours, breakdown))
-    kept.sort(key=lambda s: (-s.score, s.hours_elapsed, s.session.session_id))
-    return kept if limit is None else kept[:limit]
+        parts = _parts(session, words, hours)
+        if parts[3] + _EPSILON >= threshold:  # parts[3]: the total
+            kept.append((session, hours, parts))
+    kept.sort(key=lambda k: (-k[2][3], k[1], k[0].session_id))
+    return [
+        ScoredSession(session, parts[3], hours, ScoreBreakdown(*parts))
+        for session, hours, parts in (kept if limit is None else kept[:limit])
+    ]
 
 
 def _fixed(value: float, places: int) -> str:

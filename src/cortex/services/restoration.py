@@ -179,6 +179,8 @@ class Selection:
     last: SessionState | None = None
     """The project's most recent completed session, whatever its age or score: its pending
     tasks and CRITICAL pins always pass on (the work left open before a break)."""
+    ages: tuple[float, ...] = ()
+    """Hours since each candidate ended (else started), in order: both windows use them."""
 
 
 def select_contributors(
@@ -200,11 +202,9 @@ def select_contributors(
     qualified (the cheap default); none when ``explained`` is false (nobody will read them: a
     breakdown is a dozen decimal roundings per session, on every hook-path start).
     """
-    in_window = [
-        s
-        for s in candidates
-        if hours_between(s.end_time or s.start_time, now) <= config.lookback_days * 24
-    ]
+    ages = tuple(hours_between(s.end_time or s.start_time, now) for s in candidates)
+    lookback = config.lookback_days * 24
+    in_window = [s for s, age in zip(candidates, ages, strict=True) if age <= lookback]
     scored = score_all(
         in_window, keywords, now, config.relevance_threshold, config.max_sessions_scored
     )
@@ -213,7 +213,7 @@ def select_contributors(
     explain = [format_breakdown(s, s.session.session_id, threshold) for s in shown if explained]
     sources = _standard_sources(scored, explain)
     last = candidates[0] if candidates else last
-    return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain), last)
+    return Selection(tuple(candidates), tuple(scored), tuple(sources), tuple(explain), last, ages)
 
 
 def plan_restoration(
@@ -233,10 +233,9 @@ def plan_restoration(
     contributors = [s.session for s in scored]
     explain = list(selection.explain)
     standard, decay = _candidate_pins(sources, now, config, kind="standard")
+    window = config.critical_inheritance_days * 24
     critical_window = [
-        s
-        for s in selection.candidates
-        if hours_between(s.end_time or s.start_time, now) <= config.critical_inheritance_days * 24
+        s for s, age in zip(selection.candidates, selection.ages, strict=True) if age <= window
     ]
     last = selection.last
     if last is not None and last not in critical_window:

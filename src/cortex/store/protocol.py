@@ -88,8 +88,9 @@ class SessionStore(Protocol):
         """
         ...
 
-    def latest_session(self, project: str | None) -> SessionState | None:
-        """The session of ``project`` that started last, open or not."""
+    def latest_session_id(self, project: str | None) -> str | None:
+        """The id of the session of ``project`` that started last, open or not (a new
+        session's ``previous_session_id``: its id alone, no row to decode)."""
         ...
 
     def list_sessions(

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from cortex.core.jsontext import compact_encoder
 from cortex.core.memory_models import Memory
-from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SessionState, SOPInteraction
+from cortex.core.models import (
+    ConfidenceUpdate,
+    PendingTask,
+    Pin,
+    SessionState,
+    SOPInteraction,
+    evolve,
+)
 from cortex.logs import getLogger
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -95,8 +103,9 @@ def json_value(value: Any, kind: type, where: str) -> Any:
 def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str, str]:
     """The three SELECTs of ``session_states`` every backend runs, in its own SQL: every
     column; for restoration, without the columns it never reads (``empty_json`` formats an
-    empty JSON literal, e.g. ``"'{}'"``); and the same with only CRITICAL pins decoded
-    (``critical_pins_only`` is the backend's expression for ``working_memory``)."""
+    empty JSON literal, e.g. ``"'{}'"``, or is ``NULL``: both read as empty); and the same
+    with only CRITICAL pins decoded (``critical_pins_only`` is the backend's expression for
+    ``working_memory``; SQLite's selects it whole and tests it in Python)."""
 
     def select(replaced: dict[str, str]) -> str:
         columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
@@ -206,7 +215,7 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
             return None
         _make_room(key)
     elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
-        state = replace(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
+        state = evolve(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
     _decoded[key] = state  # (again) the most recently used
     return state
 
@@ -363,11 +372,10 @@ def memories_from_rows(rows: Iterable[Sequence[Any]]) -> list[Memory]:
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the text JSON columns hold."""
-    return _COMPACT.encode(value)
+    return _COMPACT(value)
 
 
-# Made once: ``json.dumps`` with options builds a new encoder at every call.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT = compact_encoder()
 
 
 def session_projects_query(tenant_clause: str = "") -> str:

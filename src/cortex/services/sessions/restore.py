@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import timedelta
 
 from cortex.clock import parse_time, to_iso
-from cortex.core.models import ScoredSession, SessionState
+from cortex.core.models import ScoredSession, SessionState, evolve
 from cortex.core.scoring import score_all
 from cortex.logs import getLogger
 from cortex.services.restoration import RestorePlan, plan_restoration, select_contributors
@@ -124,7 +123,7 @@ class Restorer:
     def _with_pins(self, session: SessionState) -> SessionState:
         """``session`` with all of its pins (candidates are loaded with CRITICAL ones only)."""
         full = self.context.store.get_session(session.session_id)
-        return replace(session, working_memory=full.working_memory) if full else session
+        return evolve(session, working_memory=full.working_memory) if full else session
 
     def record(self, state: SessionState, plan: RestorePlan) -> None:
         """Chain links and the metrics events of a warm start."""

@@ -8,9 +8,8 @@ project's name, the working directory and any keywords (a first prompt, a branch
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
-from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState
+from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
 from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
 from cortex.files import check_id
@@ -64,7 +63,7 @@ class SessionStart:
             # A new random id names no stored session: one round trip fewer per fresh start.
             existing = ctx.store.get_session(sid) if session_id is not None else None
             recovered = self.recovery.detect_and_recover_crashed(sid)
-            previous = ctx.store.latest_session(project) if existing is None else None
+            previous = ctx.store.latest_session_id(project) if existing is None else None
             state = existing or SessionState(
                 session_id=sid,
                 start_time=at,
@@ -74,7 +73,7 @@ class SessionStart:
                 user_id=user_id,
                 agent_id=agent_id,
                 task_slug=task_slug,
-                previous_session_id=previous.session_id if previous else None,
+                previous_session_id=previous,
                 parent_session=parent_session,
                 topic_state=extractor.to_dict(),
                 hot_topics=tuple(extractor.get_current_topics()),
@@ -96,7 +95,7 @@ class SessionStart:
         """Store the opened session with the pins it inherits, and record a warm start."""
         warm = plan is not None and not plan.is_cold
         if plan is not None and warm:
-            state = replace(state, working_memory=plan.pins)
+            state = evolve(state, working_memory=plan.pins)
         state = self.context.save(state)
         if plan is not None and warm and record:
             self.restorer.record(state, plan)
@@ -119,7 +118,7 @@ def _seeded_topics(
 
 def _activated(state: SessionState, at: str, owner_pid: int | None) -> SessionState:
     """``state`` (new or reopened) as an open, active session owned by ``owner_pid``."""
-    return replace(
+    return evolve(
         state,
         end_time=None,
         crash_recovered=False,

@@ -83,13 +83,15 @@ class SessionRepository:
             (*params, since, limit),
         )
 
-    def latest(self, project: str | None) -> SessionState | None:
-        """The session of ``project`` that started last, open or not."""
+    def latest_id(self, project: str | None) -> str | None:
+        """The id of the session of ``project`` that started last, open or not."""
         where, params = project_clause(project)
-        found = self._sessions(
-            f"{SELECT} WHERE tenant_id = %s AND {where} ORDER BY start_time DESC LIMIT 1", params
+        found = self.db.rows(
+            f"SELECT id FROM session_states WHERE tenant_id = %s AND {where} "
+            "ORDER BY start_time DESC LIMIT 1",
+            (self.db.tenant, *params),
         )
-        return found[0] if found else None
+        return str(found[0][0]) if found else None
 
     def listing(
         self,

@@ -226,8 +226,8 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     ) -> SessionState | None:
         return self._leases.latest_open(project, any_project=any_project)
 
-    def latest_session(self, project: str | None) -> SessionState | None:
-        return self._sessions.latest(project)
+    def latest_session_id(self, project: str | None) -> str | None:
+        return self._sessions.latest_id(project)
 
     def list_sessions(
         self,

@@ -28,10 +28,15 @@ _PAGE = 500
 _JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")
 
 
+# The columns restoration skips read as NULL (decoded as empty, like '[]' and '{}', but no
+# text to hand over). The light select's pins come as bytes and ``_critical_pins_only``
+# keeps those holding CRITICAL: SQLite's ``instr`` compares at every byte of the ~50
+# candidates' pins (a third of the query's CPU), Python's substring search skips through them.
 SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
-    "'{}'",
-    "CASE WHEN instr(working_memory, '\"CRITICAL\"') > 0 THEN working_memory ELSE '[]' END",
+    "NULL", "CAST(working_memory AS BLOB)"
 )
+_PINS = SESSION_COLUMNS.index("working_memory")
+_CRITICAL = b'"CRITICAL"'
 _UPSERT = (
     f"INSERT INTO session_states ({', '.join(SESSION_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in SESSION_COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
@@ -46,6 +51,17 @@ def _session_row(state: SessionState) -> tuple[Any, ...]:
         data[name] = dumps(data[name])
     data["crash_recovered"] = 1 if state.crash_recovered else 0
     return tuple(data[c] for c in SESSION_COLUMNS)
+
+
+def _critical_pins_only(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A light select's row with its pins as text when they hold a CRITICAL one, else ``[]``
+    (what ``CASE WHEN instr(working_memory, '"CRITICAL"') > 0 ...`` gives, NULL included)."""
+    pins = row[_PINS]
+    if isinstance(pins, bytes) and _CRITICAL in pins:
+        text: str = pins.decode("utf-8")
+    else:
+        text = "[]"
+    return (*row[:_PINS], text, *row[_PINS + 1 :])
 
 
 class SessionRepository:
@@ -77,18 +93,23 @@ class SessionRepository:
         """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
         select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
         # Served by idx_session_project_end: a range scan read backwards, stopped by LIMIT.
-        return self._sessions(
+        rows = self._db.rows(
             f"{select} WHERE project IS ? AND end_time >= ? AND id IS NOT ? "
             "ORDER BY end_time DESC LIMIT ?",
             (project, since, exclude_id, limit),
         )
+        if all_pins:
+            return sessions_from_rows(rows)
+        with self._db.translated():  # text that is not UTF-8 fails as the select's would
+            return sessions_from_rows(map(_critical_pins_only, rows))
 
-    def latest_session(self, project: str | None) -> SessionState | None:
-        """The session of ``project`` that started last, open or not."""
-        found = self._sessions(
-            f"{SELECT} WHERE project IS ? ORDER BY start_time DESC LIMIT 1", (project,)
+    def latest_session_id(self, project: str | None) -> str | None:
+        """The id of the session of ``project`` that started last, open or not."""
+        found = self._db.rows(
+            "SELECT id FROM session_states WHERE project IS ? ORDER BY start_time DESC LIMIT 1",
+            (project,),
         )
-        return found[0] if found else None
+        return str(found[0][0]) if found else None
 
     def list_sessions(
         self,

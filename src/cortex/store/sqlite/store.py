@@ -97,7 +97,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.save_session = sessions.save_session
         self.get_session = sessions.get_session
         self.completed_sessions_since = sessions.completed_sessions_since
-        self.latest_session = sessions.latest_session
+        self.latest_session_id = sessions.latest_session_id
         self.list_sessions = sessions.list_sessions
         self.count_sessions = sessions.count_sessions
         self.task_sessions = sessions.task_sessions

@@ -1,0 +1,45 @@
+"""Compact JSON text from encoders built once.
+
+``json.JSONEncoder.encode`` builds a new C encoder at every call (two Python frames, a float
+closure and the encoder's nine settings); a restore encodes about forty small values (the
+new row's JSON columns, two texts of each metrics event). ``compact_encoder`` builds the C
+encoder once and calls it directly: the same text as ``JSONEncoder.encode`` with those
+settings. It skips the encoder's cycle check, so it is only for values that cannot hold a
+cycle (records' ``to_dict`` output, payloads checked plain); a cycle ends in ``RecursionError``
+instead of ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections.abc import Callable
+from typing import Any
+
+
+def compact_encoder(
+    *, sort_keys: bool = False, separators: tuple[str, str] = (",", ":")
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
+    .encode``, for acyclic values, without the per-call setup."""
+    settings = json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
+    make = getattr(json.encoder, "c_make_encoder", None)  # (not in the typeshed stubs)
+    if make is None:  # an interpreter without json's C speedups
+        return settings.encode
+    item_separator, key_separator = separators
+    encode = make(
+        None,  # no cycle check: see the module docstring
+        settings.default,
+        json.encoder.encode_basestring,  # what the encoder uses with ensure_ascii=False
+        None,
+        key_separator,
+        item_separator,
+        sort_keys,
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+
+    def text(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return text

@@ -1,0 +1,39 @@
+"""``compact_encoder``: the text ``json.JSONEncoder.encode`` gives, from an encoder built once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from cortex.core.jsontext import compact_encoder
+from json_values import JSON_VALUES
+
+SETTINGS = [(False, (",", ":")), (True, (",", ":")), (True, (", ", ": "))]
+
+
+@pytest.mark.parametrize(("sort_keys", "separators"), SETTINGS)
+@given(value=JSON_VALUES)
+def test_compact_encoder_writes_what_json_writes(
+    sort_keys: bool, separators: tuple[str, str], value: Any
+) -> None:
+    reference = json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
+    made = compact_encoder(sort_keys=sort_keys, separators=separators)
+    assert _outcome(made, value) == _outcome(reference.encode, value)
+
+
+def _outcome(encode: Any, value: Any) -> tuple[str, object]:
+    """The text, or the kind of error (sorting keys of mixed types fails in both)."""
+    try:
+        return "text", encode(value)
+    except TypeError as exc:
+        return "refused", type(exc)
+
+
+def test_compact_encoder_refuses_what_json_refuses() -> None:
+    encode = compact_encoder()
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"when": object()})
+    assert encode({"after": "a refusal"}) == '{"after":"a refusal"}'  # no state left behind
