@@ -104,6 +104,14 @@ class StoreContract:
     def test_get_missing_session_is_none(self, store: Store) -> None:
         assert store.get_session("nope") is None
 
+    def test_get_sessions_in_the_order_asked_missing_left_out(self, store: Store) -> None:
+        for sid in ("g1", "g2", "g3"):
+            store.save_session(session(sid, t(1)))
+        got = store.get_sessions(["g3", "nope", "g1"])
+        assert [s.session_id for s in got] == ["g3", "g1"]
+        assert got[0] == store.get_session("g3")
+        assert store.get_sessions([]) == []
+
     def test_ids_with_prefix_is_a_range_of_ids_in_order(self, store: Store) -> None:
         for sid in ("abcd", "abcd1234", "abcd5678", "abce0000", "abc", "zzzz"):
             store.save_session(session(sid, t(10)))

@@ -60,6 +60,11 @@ class SessionStore(Protocol):
 
     def get_session(self, session_id: str) -> SessionState | None: ...
 
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """The stored sessions of ``session_ids``, in that order, missing ones left out: one
+        statement (a restore reads its contributors' pins with it, one round trip for all)."""
+        ...
+
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """Up to ``limit`` stored ids of ``kind`` (``session``, ``memory``, ``snapshot``) that
         start with ``prefix`` (non-empty), in order: an id equal to ``prefix`` comes first.

@@ -150,10 +150,17 @@ class Runner:
         self._begun = False
         self._depth = 0
         self._locks: set[tuple[int, int]] = set()
+        self._serial = 0
 
     @property
     def in_transaction(self) -> bool:
         return self._conn is not None
+
+    @property
+    def transaction_serial(self) -> int | None:
+        """A number of the open (outermost) transaction, new for each; None outside one.
+        What a repository learned under a lock of one transaction is good for that one only."""
+        return self._serial if self._conn is not None else None
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -183,6 +190,7 @@ class Runner:
             return
         with translated(self.url), self.pool.connection() as conn:
             self._conn, self._queued, self._begun = conn, [(_BEGIN, ())], False
+            self._serial += 1
             try:
                 yield
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits

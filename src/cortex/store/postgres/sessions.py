@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -12,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     SessionNarrowing,
+    in_order,
     session_filter,
     session_projects_query,
     session_selects,
@@ -61,6 +63,15 @@ class SessionRepository:
     def get(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
         return found[0] if found else None
+
+    def get_many(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """See ``Store.get_sessions``."""
+        if not session_ids:
+            return []
+        found = self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND id = ANY(%s)", (list(session_ids),)
+        )
+        return in_order(found, session_ids)
 
     def completed_since(
         self,
@@ -132,8 +143,9 @@ class SessionRepository:
         """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement).
 
         The rows are locked in id order first: two starts of one tenant often continue the
-        same sessions, and rows locked in scan order deadlock them (seen under load)."""
-        self.db.execute(
+        same sessions, and rows locked in scan order deadlock them (seen under load). In a
+        transaction it goes with the next statement (a restore's: the metrics chain's read)."""
+        self.db.execute_later(
             "UPDATE session_states SET continued_by = %s, updated_at = %s "
             "WHERE tenant_id = %s AND id IN (SELECT id FROM session_states "
             "WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE)",

@@ -185,6 +185,9 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     def get_session(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        return self._sessions.get_many(session_ids)
+
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix`` (ids are ``COLLATE "C"``: the primary key serves it)."""
         sql = prefix_query(kind, "tenant_id = %s AND ")

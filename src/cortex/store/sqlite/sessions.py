@@ -6,6 +6,7 @@ encoding (SQLite keeps JSON as TEXT).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cortex.core.models import SessionState
@@ -62,6 +63,11 @@ class SessionRepository:
     def get_session(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE id = ?", (session_id,))
         return found[0] if found else None
+
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """See ``Store.get_sessions`` (a read each: SQLite has no round trips to save)."""
+        found = (self.get_session(sid) for sid in session_ids)
+        return [state for state in found if state is not None]
 
     def completed_sessions_since(
         self,

@@ -73,6 +73,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     def _bind_sessions(self, sessions: SessionRepository, leases: LeaseRepository) -> None:
         self.save_session = sessions.save_session
         self.get_session = sessions.get_session
+        self.get_sessions = sessions.get_sessions
         self.completed_sessions_since = sessions.completed_sessions_since
         self.latest_session = sessions.latest_session
         self.list_sessions = sessions.list_sessions
