@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
@@ -49,6 +50,25 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
 
 MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
 """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
+
+
+@dataclass(frozen=True)
+class StartReads:
+    """The reads a session start makes, with the arguments it makes them with."""
+
+    session_id: str
+    resumed: bool
+    """The start names its session: ``get_session(session_id)``; else the project's
+    ``latest_session(project)`` (the new session's predecessor)."""
+    project: str | None
+    idle_before: str
+    """``open_sessions(exclude_id=session_id, idle_before=...)``: crash recovery's candidates."""
+    since: str
+    limit: int
+    """``completed_sessions_since(since, project, limit=limit, exclude_id=session_id,
+    all_pins=False)``: the restore's candidates."""
+    tasks: bool
+    """``list_tasks()``: every task of the tenant (a server's task source)."""
 
 
 class SessionStore(Protocol):
@@ -91,6 +111,13 @@ class SessionStore(Protocol):
 
     def latest_session(self, project: str | None) -> SessionState | None:
         """The session of ``project`` that started last, open or not."""
+        ...
+
+    def read_ahead_start(self, start: StartReads) -> None:
+        """Inside a transaction, send now, together, the reads a session start makes next
+        (``StartReads`` names them): the same calls later in the transaction read nothing
+        again, unless a write came between. A backend with no round trips to save (SQLite)
+        does nothing; outside a transaction nothing is read ahead."""
         ...
 
     def list_sessions(

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
 from cortex.core.models import ScoredSession, SessionState
@@ -34,18 +34,28 @@ class Restorer:
     def __init__(self, context: SessionContext) -> None:
         self.context = context
 
+    def window_start(self, now: datetime) -> str:
+        """Sessions that ended since this (at ``now``) are the restore's candidates."""
+        config = self.context.config
+        return to_iso(
+            now - timedelta(days=max(config.lookback_days, config.critical_inheritance_days))
+        )
+
     def plan(
         self,
         state: SessionState,
         words: list[str],
         explain: bool = False,
         recovered: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> RestorePlan | None:
-        """Plan the restoration; any failure or a blown time budget means a cold start."""
+        """Plan the restoration (as at ``now``, by default the clock's); any failure or a
+        blown time budget means a cold start."""
         ctx = self.context
         started = time.perf_counter()
         try:
-            plan, fetched = self._plan(state, words, explain or ctx.config.debug, recovered)
+            explain_all = explain or ctx.config.debug
+            plan, fetched = self._plan(state, words, explain_all, recovered, now)
         except Exception as exc:  # noqa: BLE001 - restoration never blocks a start
             if ctx.config.raise_errors:
                 raise
@@ -71,10 +81,15 @@ class Restorer:
         return plan
 
     def _plan(
-        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
+        self,
+        state: SessionState,
+        words: list[str],
+        explain_all: bool,
+        recovered: Sequence[str],
+        now: datetime | None,
     ) -> tuple[RestorePlan, int]:
         """Candidates, contributors, their pins, then the plan; and how many were fetched."""
-        plan, candidates = self._planned(state, words, explain_all, recovered)
+        plan, candidates = self._planned(state, words, explain_all, recovered, now)
         return plan, len(candidates)
 
     def preview(
@@ -86,14 +101,18 @@ class Restorer:
         return plan, score_all(candidates, words, self.context.clock.now(), 0.0, None)
 
     def _planned(
-        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
+        self,
+        state: SessionState,
+        words: list[str],
+        explain_all: bool,
+        recovered: Sequence[str],
+        now: datetime | None = None,
     ) -> tuple[RestorePlan, list[SessionState]]:
         """The plan, and the candidates it weighed."""
         ctx = self.context
-        now = ctx.clock.now()
-        days = max(ctx.config.lookback_days, ctx.config.critical_inheritance_days)
+        now = now or ctx.clock.now()
         candidates = ctx.store.completed_sessions_since(
-            to_iso(now - timedelta(days=days)),
+            self.window_start(now),
             state.project,
             limit=CANDIDATE_LIMIT,
             exclude_id=state.session_id,

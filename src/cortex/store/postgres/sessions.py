@@ -61,8 +61,13 @@ class SessionRepository:
         self.db.execute_later(UPSERT, session_row(self.db.tenant, state))
 
     def get(self, session_id: str) -> SessionState | None:
-        found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
-        return found[0] if found else None
+        found = self.db.rows(*self.get_query(session_id))
+        states = sessions_from_rows(found)
+        return states[0] if states else None
+
+    def get_query(self, session_id: str) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``get`` (a store may send it ahead of the call)."""
+        return f"{SELECT} WHERE tenant_id = %s AND id = %s", (self.db.tenant, session_id)
 
     def get_many(self, session_ids: Sequence[str]) -> list[SessionState]:
         """See ``Store.get_sessions``."""
@@ -73,7 +78,7 @@ class SessionRepository:
         )
         return in_order(found, session_ids)
 
-    def completed_since(
+    def completed_query(
         self,
         since: str,
         project: str | None,
@@ -81,26 +86,31 @@ class SessionRepository:
         limit: int,
         exclude_id: str | None = None,
         all_pins: bool = True,
-    ) -> list[SessionState]:
-        """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``Store.completed_sessions_since`` (sent ahead of it, or by it)."""
         select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
         where, params = project_clause(project)
         if exclude_id is not None:
             where, params = f"{where} AND id <> %s", (*params, exclude_id)
         # Served by idx_session_project_end, read backwards and stopped by LIMIT.
-        return self._sessions(
+        return (
             f"{select} WHERE tenant_id = %s AND {where} AND end_time >= %s "
             "ORDER BY end_time DESC LIMIT %s",
-            (*params, since, limit),
+            (self.db.tenant, *params, since, limit),
         )
 
     def latest(self, project: str | None) -> SessionState | None:
         """The session of ``project`` that started last, open or not."""
-        where, params = project_clause(project)
-        found = self._sessions(
-            f"{SELECT} WHERE tenant_id = %s AND {where} ORDER BY start_time DESC LIMIT 1", params
-        )
+        found = sessions_from_rows(self.db.rows(*self.latest_query(project)))
         return found[0] if found else None
+
+    def latest_query(self, project: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``latest`` (a store may send it ahead of the call)."""
+        where, params = project_clause(project)
+        return (
+            f"{SELECT} WHERE tenant_id = %s AND {where} ORDER BY start_time DESC LIMIT 1",
+            (self.db.tenant, *params),
+        )
 
     def listing(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneMethods, HygieneRepository
@@ -27,6 +27,9 @@ from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
 from cortex.store.tasks import TaskMethods, TaskRepository
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import StartReads
 
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
@@ -133,6 +136,9 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event
         self.list_compaction_events = history.list_compaction_events
+
+    def read_ahead_start(self, start: StartReads) -> None:
+        """See ``Store.read_ahead_start``: nothing to do, SQLite has no round trips."""
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix``."""
