@@ -540,6 +540,10 @@ def test_appends_after_the_locked_head_read_take_the_counters_next_numbers(pg_st
         (6, "n3"),
     ]
     assert pg_store.append_metric("after", None, {}, t(3), "h5", "h6") == 7
+    with pg_store.transaction():  # one event, then a batch: the batch comes after it
+        pg_store.last_metric()
+        assert pg_store.append_metric("one", None, {}, t(3), "h6", "h7") == 8
+        assert pg_store.append_metrics([("two", None, {}, t(3), "h7", "h8")]) == [9]
 
 
 def test_a_head_read_of_another_transaction_numbers_nothing(pg_store: Any) -> None:

@@ -95,6 +95,7 @@ class MetricsRepository:
         hash: str,
     ) -> int:
         """Append one event; return its ``seq``."""
+        self._counter = None  # it moves the counter: a later batch reads its numbers back
         with self.db.transaction():
             self._lock_chain()
             row = self.db.one(
