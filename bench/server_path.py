@@ -16,6 +16,7 @@ the server must run on this machine), the figure a busy machine disturbs least. 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -24,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -84,6 +86,8 @@ def measure(url: str, runs: int, batch: int) -> dict[str, float]:
         for name, action, count in (("turn", turn, runs), ("start", start, max(20, runs // 4))):
             mine, database = cpu_ms(url, action, count)
             figures[f"{name}_cpu_ms"], figures[f"{name}_postgres_cpu_ms"] = mine, database
+        figures["turn_round_trips"] = round_trips(turn, 20)
+        figures["start_round_trips"] = round_trips(start, 20)
         figures |= batched(host, key, batch, max(5, runs // batch)) if batch > 1 else {}
         return figures
     finally:
@@ -115,6 +119,37 @@ def batched(host: ServiceHost, key: str, size: int, runs: int) -> dict[str, floa
         "batched_turn_cpu_ms": mine / size,
         "batched_turn_postgres_cpu_ms": database / size,
     }
+
+
+def round_trips(action: Callable[[int], object], runs: int) -> float:
+    """Round trips to PostgreSQL per call of ``action`` (median): a statement run outside a
+    pipeline is one, a pipeline (however many statements it sends) is one. Counted on its
+    own pass, after the timed ones."""
+    counts: list[int] = []
+    execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+
+    def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(conn, "_pipeline", None) is None:
+            counts[-1] += 1
+        return execute(conn, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def counted_pipeline(conn: Any) -> Iterator[Any]:
+        outermost = getattr(conn, "_pipeline", None) is None
+        with pipeline(conn) as open_pipeline:
+            yield open_pipeline
+        counts[-1] += outermost
+
+    psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
+    psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
+    try:
+        for i in range(runs):
+            counts.append(0)
+            action(10_000 + i)
+    finally:
+        psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+    return statistics.median(counts)
 
 
 def backends_cpu_s(url: str) -> float:
@@ -173,6 +208,10 @@ def main() -> None:
     if "batched_turn_ms" in figures:
         value = figures["batched_turn_ms"]
         print(f"batched turn  median {value:6.2f} ms  ({value / floor:.3f} floors, per turn)")
+    print(
+        f"round trips: {figures['turn_round_trips']:g} per turn, "
+        f"{figures['start_round_trips']:g} per start (key check included)"
+    )
     for name in ("turn", "start", "batched_turn"):
         if f"{name}_cpu_ms" not in figures:
             continue

@@ -25,7 +25,7 @@ from cortex.core.models import (
     SOPInteraction,
 )
 from cortex.core.tasks import TaskRecord
-from cortex.store.protocol import Store
+from cortex.store.protocol import StartReads, Store
 
 
 def t(day: int, hour: int = 0, minute: int = 0) -> str:
@@ -103,6 +103,49 @@ class StoreContract:
 
     def test_get_missing_session_is_none(self, store: Store) -> None:
         assert store.get_session("nope") is None
+
+    def test_reads_ahead_of_a_start_answer_as_the_reads_would(self, store: Store) -> None:
+        """A start's reads sent ahead give the rows the calls would read, and a write made
+        after them is seen by the calls that follow it (they read again)."""
+        store.save_session(session("old", t(1), t(2)))
+        store.save_session(session("open", t(3)))
+        reads = StartReads(
+            session_id="new",
+            resumed=False,
+            project=None,
+            idle_before=t(5),
+            since=t(0),
+            limit=50,
+            tasks=True,
+        )
+        with store.transaction():
+            store.read_ahead_start(reads)
+            assert store.list_tasks() == []
+            assert [
+                s.session_id for s in store.open_sessions(exclude_id="new", idle_before=t(5))
+            ] == ["open"]
+            assert store.latest_session_id(None) == "open"
+            store.save_session(session("open", t(3), t(4)))  # recovered: it ended
+            found = store.completed_sessions_since(
+                t(0), None, limit=50, exclude_id="new", all_pins=False
+            )
+            assert [s.session_id for s in found] == ["open", "old"]
+        with store.transaction():
+            store.read_ahead_start(reads)
+            store.save_session(session("late", t(6), t(7)))
+            assert store.latest_session_id(None) == "late"
+        store.read_ahead_start(reads)  # outside a transaction: nothing is kept
+        store.save_session(session("later", t(8), t(9)))
+        assert [s.session_id for s in store.completed_sessions_since(
+            t(0), None, limit=50, exclude_id="new", all_pins=False)][:1] == ["later"]  # fmt: skip
+
+    def test_get_sessions_in_the_order_asked_missing_left_out(self, store: Store) -> None:
+        for sid in ("g1", "g2", "g3"):
+            store.save_session(session(sid, t(1)))
+        got = store.get_sessions(["g3", "nope", "g1"])
+        assert [s.session_id for s in got] == ["g3", "g1"]
+        assert got[0] == store.get_session("g3")
+        assert store.get_sessions([]) == []
 
     def test_ids_with_prefix_is_a_range_of_ids_in_order(self, store: Store) -> None:
         for sid in ("abcd", "abcd1234", "abcd5678", "abce0000", "abc", "zzzz"):

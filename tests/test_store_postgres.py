@@ -520,6 +520,43 @@ def test_check_integrity_finds_damaged_rows_of_its_tenant_only(pg_store: Any) ->
     assert neighbour.check_integrity() == []
 
 
+def test_appends_after_the_locked_head_read_take_the_counters_next_numbers(pg_store: Any) -> None:
+    """The appends of a transaction that read the chain's head go with its COMMIT, numbered
+    from the counter read with the head: after the newest events were deleted the numbers
+    still continue from the counter (never reused), and two batches follow each other."""
+    for i in range(1, 4):
+        pg_store.append_metric("e", None, {}, t(1), f"h{i - 1}", f"h{i}")
+    _corrupt(pg_store, "DELETE FROM metrics WHERE tenant_id = TENANT AND seq = 3")
+    rows = [(f"n{i}", None, {"i": i}, t(2), f"h{i + 1}", f"h{i + 2}") for i in range(1, 4)]
+    with pg_store.transaction():
+        last = pg_store.last_metric()
+        assert last is not None and last.seq == 2
+        first = pg_store.append_metrics(rows[:2])
+        second = pg_store.append_metrics(rows[2:])
+    assert (first, second) == ([4, 5], [6])
+    assert [(m.seq, m.event) for m in pg_store.list_metrics(after_seq=2)] == [
+        (4, "n1"),
+        (5, "n2"),
+        (6, "n3"),
+    ]
+    assert pg_store.append_metric("after", None, {}, t(3), "h5", "h6") == 7
+    with pg_store.transaction():  # one event, then a batch: the batch comes after it
+        pg_store.last_metric()
+        assert pg_store.append_metric("one", None, {}, t(3), "h6", "h7") == 8
+        assert pg_store.append_metrics([("two", None, {}, t(3), "h7", "h8")]) == [9]
+
+
+def test_a_head_read_of_another_transaction_numbers_nothing(pg_store: Any) -> None:
+    """Numbers known from one transaction's head read are not used by the next one."""
+    pg_store.append_metric("e", None, {}, t(1), "0" * 64, "h1")
+    with pg_store.transaction():
+        pg_store.last_metric()
+    pg_store.append_metric("other", None, {}, t(1), "h1", "h2")  # moves the counter
+    with pg_store.transaction():
+        assert pg_store.append_metrics([("x", None, {}, t(2), "h2", "h3")]) == [3]
+    assert [m.seq for m in pg_store.list_metrics()] == [1, 2, 3]
+
+
 def test_history_rows_round_trip_per_session(pg_store: Any) -> None:
     event = SessionEvent("e1", "s1", "tool", "event", "ran", 0, None, False, t(1))
     pg_store.append_session_event(event)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
@@ -55,6 +56,25 @@ else:
     Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
 
+@dataclass(frozen=True)
+class StartReads:
+    """The reads a session start makes, with the arguments it makes them with."""
+
+    session_id: str
+    resumed: bool
+    """The start names its session: ``get_session(session_id)``; else the project's
+    ``latest_session_id(project)`` (the new session's predecessor)."""
+    project: str | None
+    idle_before: str
+    """``open_sessions(exclude_id=session_id, idle_before=...)``: crash recovery's candidates."""
+    since: str
+    limit: int
+    """``completed_sessions_since(since, project, limit=limit, exclude_id=session_id,
+    all_pins=False)``: the restore's candidates."""
+    tasks: bool
+    """``list_tasks()``: every task of the tenant (a server's task source)."""
+
+
 class SessionStore(Protocol):
     """Session records: save, read, list, archive."""
 
@@ -63,6 +83,11 @@ class SessionStore(Protocol):
         ...
 
     def get_session(self, session_id: str) -> SessionState | None: ...
+
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """The stored sessions of ``session_ids``, in that order, missing ones left out: one
+        statement (a restore reads its contributors' pins with it, one round trip for all)."""
+        ...
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """Up to ``limit`` stored ids of ``kind`` (``session``, ``memory``, ``snapshot``) that
@@ -91,6 +116,13 @@ class SessionStore(Protocol):
     def latest_session_id(self, project: str | None) -> str | None:
         """The id of the session of ``project`` that started last, open or not (a new
         session's ``previous_session_id``: its id alone, no row to decode)."""
+        ...
+
+    def read_ahead_start(self, start: StartReads) -> None:
+        """Inside a transaction, send now, together, the reads a session start makes next
+        (``StartReads`` names them): the same calls later in the transaction read nothing
+        again, unless a write came between. A backend with no round trips to save (SQLite)
+        does nothing; outside a transaction nothing is read ahead."""
         ...
 
     def list_sessions(

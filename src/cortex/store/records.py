@@ -264,6 +264,12 @@ def sessions_from_rows(rows: Iterable[Sequence[Any]]) -> list[SessionState]:
     return [s for s in states if s is not None]
 
 
+def in_order(states: Iterable[SessionState], session_ids: Sequence[str]) -> list[SessionState]:
+    """``states`` in the order of ``session_ids`` (as a read of each would give them)."""
+    by_id = {s.session_id: s for s in states}
+    return [by_id[sid] for sid in session_ids if sid in by_id]
+
+
 # -- memories --------------------------------------------------------------------------------
 MEMORY_COLUMNS = (
     "id",

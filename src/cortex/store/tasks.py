@@ -84,11 +84,22 @@ class TaskRepository:
         project: str | None = None,
         limit: int | None = None,
     ) -> list[TaskRecord]:
+        if stages is not None and not stages:
+            return []
+        sql, params = self.tasks_query(stages=stages, project=project, limit=limit)
+        return [task_from_row(row) for row in self._rows(sql, params)]
+
+    def tasks_query(
+        self,
+        *,
+        stages: Sequence[str] | None = None,
+        project: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``list_tasks`` (a store may send it ahead of the call)."""
         where = ["tenant_id = %s"]
         params: list[Any] = [self.tenant]
         if stages is not None:
-            if not stages:
-                return []
             where.append(f"stage IN ({', '.join('%s' for _ in stages)})")
             params += list(stages)
         if project is not None:
@@ -98,4 +109,4 @@ class TaskRepository:
         if limit is not None:
             sql += " LIMIT %s"
             params.append(int(limit))
-        return [task_from_row(row) for row in self._rows(sql, params)]
+        return sql, tuple(params)

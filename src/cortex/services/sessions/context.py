@@ -30,7 +30,7 @@ from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
-from cortex.services.tasks import PipelineFile, TaskSource
+from cortex.services.tasks import PipelineFile, StoreTasks, Tasks, TaskSource
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
 
@@ -68,6 +68,11 @@ class SessionContext(Service):
         self._all: tuple[object, Tasks | None] | None = None
         self._pending: tuple[object, Tasks | None, dict[str | None, tuple[PendingTask, ...]]]
         self._pending = (_NOT_READ, None, {})
+
+    @property
+    def tasks_in_store(self) -> bool:
+        """Whether the tasks are the store's rows (a server's), read by ``list_tasks()``."""
+        return isinstance(self.tasks, StoreTasks) and self.tasks.store is self.store
 
     @property
     def metrics(self) -> MetricsWriter:

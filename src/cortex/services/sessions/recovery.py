@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
 from cortex.core.lifecycle import can_transition
@@ -57,13 +57,19 @@ class CrashRecovery:
         """Every session with no end yet, live or lapsed."""
         return self.context.store.open_sessions()
 
-    def detect_and_recover_crashed(self, current_session_id: str) -> list[SessionState]:
+    def idle_before(self, now: datetime) -> str:
+        """Open sessions idle since before this (at ``now``) may have lapsed."""
+        return to_iso(now - timedelta(seconds=self.context.config.lease_seconds))
+
+    def detect_and_recover_crashed(
+        self, current_session_id: str, now: datetime | None = None
+    ) -> list[SessionState]:
         """Close lapsed sessions with an estimated end and ``crash_recovered``."""
         ctx = self.context
         recovered: list[SessionState] = []
         pipeline: Mapping[str, dict[str, Any]] | None = None
         with ctx.tx():
-            idle_before = to_iso(ctx.clock.now() - timedelta(seconds=ctx.config.lease_seconds))
+            idle_before = self.idle_before(now or ctx.clock.now())
             for state in ctx.store.open_sessions(
                 exclude_id=current_session_id, idle_before=idle_before
             ):

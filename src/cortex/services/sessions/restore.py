@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
 from cortex.core.models import ScoredSession, SessionState, evolve
@@ -33,18 +33,28 @@ class Restorer:
     def __init__(self, context: SessionContext) -> None:
         self.context = context
 
+    def window_start(self, now: datetime) -> str:
+        """Sessions that ended since this (at ``now``) are the restore's candidates."""
+        config = self.context.config
+        return to_iso(
+            now - timedelta(days=max(config.lookback_days, config.critical_inheritance_days))
+        )
+
     def plan(
         self,
         state: SessionState,
         words: list[str],
         explain: bool = False,
         recovered: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> RestorePlan | None:
-        """Plan the restoration; any failure or a blown time budget means a cold start."""
+        """Plan the restoration (as at ``now``, by default the clock's); any failure or a
+        blown time budget means a cold start."""
         ctx = self.context
         started = time.perf_counter()
         try:
-            plan, fetched = self._plan(state, words, explain or ctx.config.debug, recovered)
+            explain_all = explain or ctx.config.debug
+            plan, fetched = self._plan(state, words, explain_all, recovered, now)
         except Exception as exc:  # noqa: BLE001 - restoration never blocks a start
             if ctx.config.raise_errors:
                 raise
@@ -70,10 +80,15 @@ class Restorer:
         return plan
 
     def _plan(
-        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
+        self,
+        state: SessionState,
+        words: list[str],
+        explain_all: bool,
+        recovered: Sequence[str],
+        now: datetime | None,
     ) -> tuple[RestorePlan, int]:
         """Candidates, contributors, their pins, then the plan; and how many were fetched."""
-        plan, candidates = self._planned(state, words, explain_all, recovered)
+        plan, candidates = self._planned(state, words, explain_all, recovered, now)
         return plan, len(candidates)
 
     def preview(
@@ -85,14 +100,18 @@ class Restorer:
         return plan, score_all(candidates, words, self.context.clock.now(), 0.0, None)
 
     def _planned(
-        self, state: SessionState, words: list[str], explain_all: bool, recovered: Sequence[str]
+        self,
+        state: SessionState,
+        words: list[str],
+        explain_all: bool,
+        recovered: Sequence[str],
+        now: datetime | None = None,
     ) -> tuple[RestorePlan, list[SessionState]]:
         """The plan, and the candidates it weighed."""
         ctx = self.context
-        now = ctx.clock.now()
-        days = max(ctx.config.lookback_days, ctx.config.critical_inheritance_days)
+        now = now or ctx.clock.now()
         candidates = ctx.store.completed_sessions_since(
-            to_iso(now - timedelta(days=days)),
+            self.window_start(now),
             state.project,
             limit=CANDIDATE_LIMIT,
             exclude_id=state.session_id,
@@ -114,16 +133,23 @@ class Restorer:
             explained=explain_all or ctx.config.debug,
             last=last,
         )
-        sources = [self._with_pins(s) for s in selection.standard_sources]
+        sources = self._with_pins(selection.standard_sources)
         plan = plan_restoration(
             selection, sources, state.working_memory, now, ctx.config, pipeline, recovered
         )
         return plan, candidates
 
-    def _with_pins(self, session: SessionState) -> SessionState:
-        """``session`` with all of its pins (candidates are loaded with CRITICAL ones only)."""
-        full = self.context.store.get_session(session.session_id)
-        return evolve(session, working_memory=full.working_memory) if full else session
+    def _with_pins(self, sessions: Sequence[SessionState]) -> list[SessionState]:
+        """``sessions`` with all of their pins (candidates are loaded with CRITICAL ones only),
+        read in one statement (a round trip per contributor was most of a start's reads)."""
+        ids = [s.session_id for s in sessions]
+        full = {s.session_id: s for s in self.context.store.get_sessions(ids)}
+        return [
+            evolve(s, working_memory=full[s.session_id].working_memory)
+            if s.session_id in full
+            else s
+            for s in sessions
+        ]
 
     def record(self, state: SessionState, plan: RestorePlan) -> None:
         """Chain links and the metrics events of a warm start."""

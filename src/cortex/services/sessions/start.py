@@ -8,7 +8,9 @@ project's name, the working directory and any keywords (a first prompt, a branch
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
+from cortex.clock import to_iso
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
 from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
@@ -18,7 +20,8 @@ from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.recovery import HOST, CrashRecovery
-from cortex.services.sessions.restore import Restorer
+from cortex.services.sessions.restore import CANDIDATE_LIMIT, Restorer
+from cortex.store.protocol import StartReads
 
 
 class SessionStart:
@@ -50,11 +53,13 @@ class SessionStart:
         """See ``SessionPersistenceManager.on_session_start``."""
         ctx = self.context
         sid = check_id(session_id) if session_id is not None else _new_id()
-        at = ctx.now_iso()
+        now = ctx.clock.now()
+        at = to_iso(now)
         name = project_name or display_name(project)
         keywords = tuple(redact(k) for k in keywords if isinstance(k, str))  # stored as topics
         words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
+        self._read_ahead(sid, session_id is not None, project, now)
         if ctx.config.enabled:
             # The restore reads every task: read them once, and the pending ones (what the
             # transaction reads first) come from the same read (one round trip fewer).
@@ -62,7 +67,7 @@ class SessionStart:
         with ctx.tx():
             # A new random id names no stored session: one round trip fewer per fresh start.
             existing = ctx.store.get_session(sid) if session_id is not None else None
-            recovered = self.recovery.detect_and_recover_crashed(sid)
+            recovered = self.recovery.detect_and_recover_crashed(sid, now)
             previous = ctx.store.latest_session_id(project) if existing is None else None
             state = existing or SessionState(
                 session_id=sid,
@@ -82,7 +87,7 @@ class SessionStart:
             state = _activated(state, at, owner_pid)
             crashed_here = [s.session_id for s in recovered if s.project == state.project]
             plan = (
-                self.restorer.plan(state, words, explain, crashed_here)
+                self.restorer.plan(state, words, explain, crashed_here, now)
                 if ctx.config.enabled
                 else None
             )
@@ -90,6 +95,26 @@ class SessionStart:
             state = self._save(state, plan, record=not repeat)
             ctx.mirror_pins(state)
         return _restored(sid, plan, repeat=repeat)
+
+    def _read_ahead(self, sid: str, resumed: bool, project: str | None, now: datetime) -> None:
+        """On a server's PostgreSQL, in a transaction (a request id's), the reads below in one
+        round trip instead of four (each round trip of a start waits for a core on a busy
+        host): the tasks, the session or the project's latest one, crash recovery's and the
+        restore's candidates. The calls below ask the same and get these rows, or read again
+        if a write came between (a recovered session, say)."""
+        ctx = self.context
+        enabled = ctx.config.enabled
+        ctx.store.read_ahead_start(
+            StartReads(
+                session_id=sid,
+                resumed=resumed,
+                project=project,
+                idle_before=self.recovery.idle_before(now),
+                since=self.restorer.window_start(now),
+                limit=CANDIDATE_LIMIT,
+                tasks=enabled and ctx.tasks_in_store,
+            )
+        )
 
     def _save(self, state: SessionState, plan: RestorePlan | None, *, record: bool) -> SessionState:
         """Store the opened session with the pins it inherits, and record a warm start."""

@@ -27,6 +27,7 @@ Connection = psycopg.Connection[Any]
 Cursor = psycopg.Cursor[Any]
 T = TypeVar("T")
 Reader = Callable[[Cursor], T]
+Statement = tuple[str, Sequence[Any]]
 _BEGIN = "BEGIN"
 _CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
@@ -150,14 +151,23 @@ class Runner:
         self._begun = False
         self._depth = 0
         self._locks: set[tuple[int, int]] = set()
+        self._serial = 0
+        self._ahead: dict[tuple[str, tuple[Any, ...]], list[Row]] = {}
 
     @property
     def in_transaction(self) -> bool:
         return self._conn is not None
 
+    @property
+    def transaction_serial(self) -> int | None:
+        """A number of the open (outermost) transaction, new for each; None outside one.
+        What a repository learned under a lock of one transaction is good for that one only."""
+        return self._serial if self._conn is not None else None
+
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The open transaction's connection, or one checked out for this call only."""
+        self._ahead.clear()  # what the caller runs on it may change what was read ahead
         if self._conn is not None:
             with translated(self.url):
                 self._send_queued(self._conn)
@@ -183,6 +193,7 @@ class Runner:
             return
         with translated(self.url), self.pool.connection() as conn:
             self._conn, self._queued, self._begun = conn, [(_BEGIN, ())], False
+            self._serial += 1
             try:
                 yield
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits
@@ -195,22 +206,50 @@ class Runner:
             finally:
                 self._conn, self._queued = None, []
                 self._locks.clear()
+                self._ahead.clear()
 
     def _send(self, conn: Connection, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
         """``read`` of the cursor that ran ``sql`` after the statements waiting to be sent."""
-        if not self._queued:
-            return read(_execute(conn, sql, params))
+        return read(self._sent(conn, [(sql, params)])[0])
+
+    def _sent(self, conn: Connection, statements: Sequence[Statement]) -> list[Cursor]:
+        """The cursors of ``statements``, run after the statements waiting to be sent, all in
+        one round trip where libpq pipelines."""
         queued, self._queued = self._queued, []
-        self._begun = True
-        if not PIPELINES:
-            for before, values in queued:
-                _execute(conn, before, values)
-            return read(_execute(conn, sql, params))
-        with conn.pipeline():
-            for before, values in queued:
-                _execute(conn, before, values)
-            cursor = _execute(conn, sql, params)
-        return read(cursor)
+        self._begun = self._begun or bool(queued)
+        everything = [*queued, *statements]
+        if len(everything) == 1 or not PIPELINES:
+            cursors = [_execute(conn, sql, params) for sql, params in everything]
+        else:
+            with conn.pipeline():
+                cursors = [_execute(conn, sql, params) for sql, params in everything]
+        return cursors[len(queued) :]
+
+    def read_ahead(self, reads: Sequence[Statement]) -> None:
+        """Run these SELECTs now, in one round trip with whatever waits to be sent, and keep
+        their rows: the same statement with the same parameters later in this transaction is
+        answered from them (once) without a round trip, unless a write came between (then it
+        reads again). Outside a transaction it does nothing: each read would take its own
+        connection anyway."""
+        if self._conn is None or not reads:
+            return
+        for sql, _ in reads:
+            _check_tenant(sql)
+        with translated(self.url):
+            cursors = self._sent(self._conn, reads)
+            for (sql, params), cursor in zip(reads, cursors, strict=True):
+                self._ahead[(sql, tuple(params))] = _fetched(cursor)
+
+    def _read_before(self, sql: str, params: Sequence[Any]) -> list[Row] | None:
+        """The rows of ``sql`` read ahead, if it was; any other statement but a SELECT drops
+        what was read ahead (it may change those rows)."""
+        try:
+            found = self._ahead.pop((sql, tuple(params)), None)
+        except TypeError:  # a parameter that cannot be a key (a list): not read ahead
+            found = None
+        if found is None and not sql.lstrip()[:6].upper() == "SELECT":
+            self._ahead.clear()
+        return found
 
     def _send_queued(self, conn: Connection) -> None:
         if self._queued:
@@ -229,7 +268,8 @@ class Runner:
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows ``sql`` returns (empty for a statement that returns none)."""
         _check_tenant(sql)
-        return self._run(sql, params, _fetched)
+        found = self._read_before(sql, params) if self._ahead else None
+        return found if found is not None else self._run(sql, params, _fetched)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row ``sql`` returns, or None."""
@@ -239,6 +279,7 @@ class Runner:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run ``sql``; return how many rows it changed."""
         _check_tenant(sql)
+        self._ahead.clear()
         return self._run(sql, params, _rowcount)
 
     def execute_later(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -246,6 +287,7 @@ class Runner:
         with the next statement or the commit (no round trip of its own; an error it meets
         rolls the transaction back from there), outside one it runs now."""
         _check_tenant(sql)
+        self._ahead.clear()
         if self._conn is None:
             self._run(sql, params, _rowcount)
         else:
@@ -254,6 +296,7 @@ class Runner:
     def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
         """Run ``sql`` once per parameter row, all in one transaction."""
         _check_tenant(sql)
+        self._ahead.clear()
         with self.transaction(), self.connection() as conn, conn.cursor() as cursor:
             cursor.executemany(sql, params)
 

@@ -31,6 +31,14 @@ class LeaseRepository:
         process; inside a transaction these are locked for it and rows another transaction
         holds are skipped (that one is recovering them).
         """
+        return sessions_from_rows(
+            self.db.rows(*self.open_query(exclude_id=exclude_id, idle_before=idle_before))
+        )
+
+    def open_query(
+        self, *, exclude_id: str | None = None, idle_before: str | None = None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``open_sessions`` (a store may send it ahead of the call)."""
         where = "tenant_id = %s AND end_time IS NULL"
         params: tuple[Any, ...] = (self.db.tenant,)
         if exclude_id is not None:
@@ -43,9 +51,7 @@ class LeaseRepository:
             )
             params += (idle_before,)
             claim = " FOR UPDATE SKIP LOCKED" if self.db.in_transaction else ""
-        return sessions_from_rows(
-            self.db.rows(f"{SELECT} WHERE {where} ORDER BY start_time, id{claim}", params)
-        )
+        return f"{SELECT} WHERE {where} ORDER BY start_time, id{claim}", params
 
     def latest_open(self, project: str | None, *, any_project: bool) -> SessionState | None:
         """The open session with the newest ``last_activity`` (of ``project`` unless

@@ -5,6 +5,11 @@ newest event and links the next one to it, so reading and appending happen under
 advisory lock per tenant, taken by ``last_metric`` inside a transaction and held until it
 commits. ``seq`` comes from a counter row per tenant, so it counts 1, 2, 3... in each tenant
 and a deleted ``seq`` is never reused.
+
+Every other start of a tenant waits on that lock, so it is held as briefly as the chain
+allows: the locked read of the newest event also reads the counter, which nobody else moves
+while the lock is held, so the events appended after it know their ``seq`` in advance and
+their statement goes with the ``COMMIT`` (one round trip under the lock, not two).
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ _APPEND_MANY = (
     "WITH ORDINALITY AS row(event, session_id, payload, created_at, prev_hash, hash, n) "
     "ORDER BY row.n RETURNING seq"
 )
+# The newest event and the counter, in one row even when the tenant has no event yet.
+_LAST_AND_COUNTER = (
+    "SELECT (SELECT last_seq FROM metric_counters WHERE tenant_id = %s), "
+    f"{', '.join(f'newest.{c}' for c in METRIC_COLUMNS)} FROM (SELECT 1) AS one "
+    f"LEFT JOIN LATERAL (SELECT {_METRICS} FROM metrics WHERE tenant_id = %s "
+    "ORDER BY seq DESC LIMIT 1) AS newest ON true"
+)
 _PAGE = 500
 _MAX_PROBLEMS = 50
 
@@ -51,6 +63,8 @@ class MetricsRepository:
 
     def __init__(self, db: Runner) -> None:
         self.db = db
+        self._counter: tuple[int, int] | None = None
+        """(transaction serial, the counter's value) read under the chain's lock."""
 
     def _lock_chain(self) -> None:
         """Serialize chain writers of this tenant until the transaction ends."""
@@ -58,13 +72,18 @@ class MetricsRepository:
 
     def last(self) -> MetricEvent | None:
         """The newest event; inside a transaction, the chain stays locked for the append."""
-        if self.db.in_transaction:
-            self._lock_chain()
-        row = self.db.one(
-            f"SELECT {_METRICS} FROM metrics WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1",
-            (self.db.tenant,),
-        )
-        return metric_from_row(row) if row else None
+        serial = self.db.transaction_serial
+        if serial is None:
+            row = self.db.one(
+                f"SELECT {_METRICS} FROM metrics WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1",
+                (self.db.tenant,),
+            )
+            return metric_from_row(row) if row else None
+        self._lock_chain()
+        found = self.db.one(_LAST_AND_COUNTER, (self.db.tenant, self.db.tenant))
+        assert found is not None  # a LEFT JOIN of a one-row table returns one row
+        self._counter = (serial, int(found[0] or 0))
+        return metric_from_row(found[1:]) if found[1] is not None else None
 
     def append(
         self,
@@ -76,6 +95,7 @@ class MetricsRepository:
         hash: str,
     ) -> int:
         """Append one event; return its ``seq``."""
+        self._counter = None  # it moves the counter: a later batch reads its numbers back
         with self.db.transaction():
             self._lock_chain()
             row = self.db.one(
@@ -91,13 +111,19 @@ class MetricsRepository:
             return []
         columns = list(zip(*events, strict=True))
         columns[2] = tuple(dumps(payload) for payload in columns[2])
+        count = len(events)
+        params = (self.db.tenant, count, count, count, *map(list, columns))
         with self.db.transaction():
             self._lock_chain()
-            rows = self.db.rows(
-                _APPEND_MANY,
-                (self.db.tenant, len(events), len(events), len(events), *map(list, columns)),
-            )
-        return sorted(int(row[0]) for row in rows)
+            serial, counter = self._counter or (None, 0)
+            if serial is None or serial != self.db.transaction_serial:
+                rows = self.db.rows(_APPEND_MANY, params)
+                return sorted(int(row[0]) for row in rows)
+            # The counter was read under this transaction's lock: these rows take the numbers
+            # after it, and their statement waits for the next one (the COMMIT, usually).
+            self.db.execute_later(_APPEND_MANY, params)
+            self._counter = (serial, counter + count)
+        return list(range(counter + 1, counter + count + 1))
 
     def since(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -12,6 +13,7 @@ from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
     SessionNarrowing,
+    in_order,
     session_filter,
     session_projects_query,
     session_selects,
@@ -59,10 +61,24 @@ class SessionRepository:
         self.db.execute_later(UPSERT, session_row(self.db.tenant, state))
 
     def get(self, session_id: str) -> SessionState | None:
-        found = self._sessions(f"{SELECT} WHERE tenant_id = %s AND id = %s", (session_id,))
-        return found[0] if found else None
+        found = self.db.rows(*self.get_query(session_id))
+        states = sessions_from_rows(found)
+        return states[0] if states else None
 
-    def completed_since(
+    def get_query(self, session_id: str) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``get`` (a store may send it ahead of the call)."""
+        return f"{SELECT} WHERE tenant_id = %s AND id = %s", (self.db.tenant, session_id)
+
+    def get_many(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """See ``Store.get_sessions``."""
+        if not session_ids:
+            return []
+        found = self._sessions(
+            f"{SELECT} WHERE tenant_id = %s AND id = ANY(%s)", (list(session_ids),)
+        )
+        return in_order(found, session_ids)
+
+    def completed_query(
         self,
         since: str,
         project: str | None,
@@ -70,28 +86,40 @@ class SessionRepository:
         limit: int,
         exclude_id: str | None = None,
         all_pins: bool = True,
-    ) -> list[SessionState]:
-        """Sessions of ``project`` with ``end_time >= since``, newest ``end_time`` first."""
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``Store.completed_sessions_since`` (sent ahead of it, or by it)."""
         select = _SELECT_FOR_RESTORE if all_pins else _SELECT_FOR_RESTORE_LIGHT
         where, params = project_clause(project)
         if exclude_id is not None:
             where, params = f"{where} AND id <> %s", (*params, exclude_id)
         # Served by idx_session_project_end, read backwards and stopped by LIMIT.
-        return self._sessions(
+        return (
             f"{select} WHERE tenant_id = %s AND {where} AND end_time >= %s "
             "ORDER BY end_time DESC LIMIT %s",
-            (*params, since, limit),
+            (self.db.tenant, *params, since, limit),
         )
 
     def latest_id(self, project: str | None) -> str | None:
         """The id of the session of ``project`` that started last, open or not."""
+        found = self.db.rows(*self.latest_id_query(project))
+        return str(found[0][0]) if found else None
+
+    def latest_id_query(self, project: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``latest_id`` (a store may send it ahead of the call)."""
         where, params = project_clause(project)
-        found = self.db.rows(
+        return (
             f"SELECT id FROM session_states WHERE tenant_id = %s AND {where} "
             "ORDER BY start_time DESC LIMIT 1",
             (self.db.tenant, *params),
         )
-        return str(found[0][0]) if found else None
+
+    def latest_query(self, project: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``latest`` (a store may send it ahead of the call)."""
+        where, params = project_clause(project)
+        return (
+            f"{SELECT} WHERE tenant_id = %s AND {where} ORDER BY start_time DESC LIMIT 1",
+            (self.db.tenant, *params),
+        )
 
     def listing(
         self,
@@ -134,8 +162,9 @@ class SessionRepository:
         """Set ``continued_by`` and ``updated_at`` on each of ``session_ids`` (one statement).
 
         The rows are locked in id order first: two starts of one tenant often continue the
-        same sessions, and rows locked in scan order deadlock them (seen under load)."""
-        self.db.execute(
+        same sessions, and rows locked in scan order deadlock them (seen under load). In a
+        transaction it goes with the next statement (a restore's: the metrics chain's read)."""
+        self.db.execute_later(
             "UPDATE session_states SET continued_by = %s, updated_at = %s "
             "WHERE tenant_id = %s AND id IN (SELECT id FROM session_states "
             "WHERE tenant_id = %s AND id = ANY(%s) ORDER BY id FOR UPDATE)",

@@ -42,12 +42,17 @@ from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
 from cortex.store.postgres.sessions import SessionRepository
 from cortex.store.postgres.transfer import TransferRepository
-from cortex.store.records import SessionNarrowing, prefix_bounds, prefix_query
+from cortex.store.records import (
+    SessionNarrowing,
+    prefix_bounds,
+    prefix_query,
+    sessions_from_rows,
+)
 from cortex.store.registry import Registry
 from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
-    from cortex.store.protocol import MetricRow
+    from cortex.store.protocol import MetricRow, StartReads
 
 MAX_TENANT_CHARS = 128
 
@@ -197,6 +202,24 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     def get_session(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
 
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        return self._sessions.get_many(session_ids)
+
+    def read_ahead_start(self, start: StartReads) -> None:
+        """See ``Store.read_ahead_start``: one round trip for a start's reads, not four."""
+        sid, project = start.session_id, start.project
+        sessions = self._sessions
+        reads = [
+            self.task_rows.tasks_query() if start.tasks else None,
+            sessions.get_query(sid) if start.resumed else None,
+            self._leases.open_query(exclude_id=sid, idle_before=start.idle_before),
+            None if start.resumed else sessions.latest_id_query(project),
+            sessions.completed_query(
+                start.since, project, limit=start.limit, exclude_id=sid, all_pins=False
+            ),
+        ]
+        self._db.read_ahead([read for read in reads if read is not None])
+
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix`` (ids are ``COLLATE "C"``: the primary key serves it)."""
         sql = prefix_query(kind, "tenant_id = %s AND ")
@@ -212,9 +235,10 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         exclude_id: str | None = None,
         all_pins: bool = True,
     ) -> list[SessionState]:
-        return self._sessions.completed_since(
+        query = self._sessions.completed_query(
             since, project, limit=limit, exclude_id=exclude_id, all_pins=all_pins
         )
+        return sessions_from_rows(self._db.rows(*query))
 
     def open_sessions(
         self, *, exclude_id: str | None = None, idle_before: str | None = None

@@ -22,6 +22,7 @@ from cortex.store.sqlite.db import Database
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 _PAGE = 500
@@ -80,6 +81,11 @@ class SessionRepository:
     def get_session(self, session_id: str) -> SessionState | None:
         found = self._sessions(f"{SELECT} WHERE id = ?", (session_id,))
         return found[0] if found else None
+
+    def get_sessions(self, session_ids: Sequence[str]) -> list[SessionState]:
+        """See ``Store.get_sessions`` (a read each: SQLite has no round trips to save)."""
+        found = (self.get_session(sid) for sid in session_ids)
+        return [state for state in found if state is not None]
 
     def completed_sessions_since(
         self,

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from cortex.store.registry import Registry
     from cortex.store.tasks import TaskRepository
 
+if TYPE_CHECKING:
+    from cortex.store.protocol import StartReads
+
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     """The ``Store`` protocol over one SQLite file (or ``:memory:``).
@@ -96,6 +99,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     def _bind_sessions(self, sessions: SessionRepository, leases: LeaseRepository) -> None:
         self.save_session = sessions.save_session
         self.get_session = sessions.get_session
+        self.get_sessions = sessions.get_sessions
         self.completed_sessions_since = sessions.completed_sessions_since
         self.latest_session_id = sessions.latest_session_id
         self.list_sessions = sessions.list_sessions
@@ -155,6 +159,9 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.append_compaction_event = history.append_compaction_event
         self.complete_compaction_event = history.complete_compaction_event
         self.list_compaction_events = history.list_compaction_events
+
+    def read_ahead_start(self, start: StartReads) -> None:
+        """See ``Store.read_ahead_start``: nothing to do, SQLite has no round trips."""
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix``."""
