@@ -30,7 +30,7 @@ from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
-from cortex.services.tasks import PipelineFile, StoreTasks, Tasks, TaskSource
+from cortex.services.tasks import PipelineFile, StoreTasks, TaskSource
 from cortex.services.working_memory import save_working_memory
 from cortex.store.protocol import Store
 
