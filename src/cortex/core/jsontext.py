@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def compact_encoder(
