@@ -522,6 +522,22 @@ def test_a_short_turn_brings_the_turns_captured_next_to_it(
     ]
 
 
+def test_a_neighbour_of_another_kind_is_no_context(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    SessionPersistenceManager(svc.store, make_config(), clock).on_session_start("s1")
+    items = [
+        NewMemory("answer in English", type="rule", session_id="s1"),
+        NewMemory("the staging db moved to port 6543", session_id="s1"),
+        NewMemory("scratch: port check pending", layer="working", session_id="s1"),
+        NewMemory("the replica follows it", session_id="s1"),
+    ]
+    svc.add_many(items)
+    # the rule and the working note are captured next to the hit, but are not its kind; the
+    # next long-term note is two captures away
+    assert contents(svc.search("staging db")) == ["the staging db moved to port 6543"]
+
+
 def test_a_memory_answering_the_whole_question_outranks_one_rare_word(svc: MemoryService) -> None:
     for text in ["billing", "notes on billing: the staging migration follows the review",
                  "staging is down", "staging again", "staging cache", "the migration script",

@@ -67,7 +67,8 @@ its neighbours along even when they hold no query term (``neighbour_votes``,
                 NEIGHBOUR_SEEDS candidates of at most CONTEXT_WORDS words
 
 A long memory stands on its own, and its neighbours would crowd out the other sessions'
-evidence (LongMemEval's user turns: each a request of its own).
+evidence (LongMemEval's user turns: each a request of its own). Only memories of one layer
+and type are each other's neighbours (the service's rule: a rule is no turn's context).
 """
 
 from __future__ import annotations

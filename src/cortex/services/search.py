@@ -209,12 +209,18 @@ class MemoryReader(Service):
         self, hits: builtins.list[ScoredMemory], flt: MemoryFilter
     ) -> builtins.list[ScoredMemory]:
         """``hits`` with their neighbours' votes, and the neighbours of the best short ones
-        added (``core.retrieval.neighbour_votes``, ``context_neighbours``)."""
+        added (``core.retrieval.neighbour_votes``, ``context_neighbours``); a neighbour of
+        another layer or type than the memory's is none of its."""
         seeds = [h.memory.id for h in hits[:VOTE_POOL] if h.memory.source_session_id is not None]
         if not seeds:
             return hits
         found = self.store.adjacent_memories(seeds, flt, self.now_iso())
-        pairs = [(memory_id, other.id) for memory_id, other in found]
+        kinds = {h.memory.id: (h.memory.layer, h.memory.type) for h in hits}
+        pairs = [  # a rule or a working note is no context of a turn, nor the other way round
+            (memory_id, other.id)
+            for memory_id, other in found
+            if kinds[memory_id] == (other.layer, other.type)
+        ]
         scores = neighbour_votes({h.memory.id: h.score for h in hits}, pairs)
         voted = [replace(h, score=scores[h.memory.id]) for h in hits]
         voted.sort(key=lambda h: -h.score)
