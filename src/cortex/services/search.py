@@ -221,8 +221,13 @@ class MemoryReader(Service):
             for memory_id, other in found
             if kinds[memory_id] == (other.layer, other.type)
         ]
+        if not pairs:
+            return hits
         scores = neighbour_votes({h.memory.id: h.score for h in hits}, pairs)
-        voted = [replace(h, score=scores[h.memory.id]) for h in hits]
+        voted = [
+            h if scores[h.memory.id] == h.score else replace(h, score=scores[h.memory.id])
+            for h in hits
+        ]
         voted.sort(key=lambda h: -h.score)
         best = [(h.memory.id, h.score, h.memory.content) for h in voted]
         memories = {other.id: other for _, other in found}
