@@ -115,7 +115,7 @@ NEIGHBOUR_SHARE = 0.5
 """A short best candidate's neighbours join the candidates at this share of its score."""
 NEIGHBOUR_SEEDS = 5
 """The best candidates whose neighbours may join (when short, see ``CONTEXT_WORDS``)."""
-CONTEXT_WORDS = 20
+CONTEXT_WORDS = 25
 """A memory of at most this many words ("Where did you go?", "Rome, last week!") is read
 with its neighbours; a longer one stands on its own."""
 VOTE_POOL = 20
