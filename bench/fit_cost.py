@@ -14,6 +14,14 @@ each also as a ratio to the floor timed right after the round (a whole
 ``python -c "import sqlite3"`` process), the mean and p95 of the process's CPU time per
 search (less disturbed by other jobs on a shared machine), and the share of queries whose
 source memory is in the top 10. Writes ``bench/results/fit_cost.json``.
+
+With ``--factor neighbours`` the two variants are the search with and without its
+neighbour pass (``MemoryReader._neighboured``: the store's ``adjacent_memories`` and the
+votes); ``--session-size N`` runs over a copy of the store whose memories were captured in
+sessions of N consecutive memories (made once, ``memory-<count>-sessions<N>.db``), since the
+generated memories name no session and the pass then costs nothing:
+
+    .venv/bin/python bench/fit_cost.py --count 100000 --factor neighbours --session-size 40
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import argparse
 import json
 import os
 import random
+import shutil
+import sqlite3
 import statistics
 import sys
 import time
@@ -33,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cortex.services.search as search_module  # noqa: E402
 import memory  # noqa: E402 - bench/memory.py: the store and its queries
 from compare import floor_ms  # noqa: E402
+from cortex.core.memory_models import ScoredMemory  # noqa: E402
 from cortex.core.retrieval import date_fit, query_dates, query_fit  # noqa: E402
 from cortex.services.memory import MemoryService  # noqa: E402
 
@@ -50,12 +61,37 @@ def dates_off(query: str, now: object = None) -> None:
 
 
 FITS = {"on": (FIT_ON, query_dates, date_fit), "off": (fit_off, dates_off, date_fit)}
+NEIGHBOURED = search_module.MemoryReader._neighboured
+FACTOR = {"name": "fit"}
+"""Which factor the variants switch: the query fit (``fit``) or the neighbour pass."""
+
+
+def unneighboured(
+    self: search_module.MemoryReader, hits: list[ScoredMemory], flt: object
+) -> list[ScoredMemory]:
+    """The neighbour pass of a search without it: the hits as they are."""
+    return hits
 
 
 def use(name: str) -> None:
-    """Make the search call the ``name`` variant's functions (the names it imported)."""
+    """Make the search use the ``name`` variant (``on`` / ``off``) of the chosen factor."""
+    if FACTOR["name"] == "neighbours":
+        pass_ = NEIGHBOURED if name == "on" else unneighboured
+        search_module.MemoryReader._neighboured = pass_  # type: ignore[method-assign]
+        return
     for attribute, value in zip(("query_fit", "query_dates", "date_fit"), FITS[name], strict=True):
         setattr(search_module, attribute, value)
+
+
+def with_sessions(path: Path, size: int) -> Path:
+    """A copy of the store at ``path`` whose memories were captured in sessions of ``size``
+    consecutive memories (made once)."""
+    copy = path.with_name(f"{path.stem}-sessions{size}.db")
+    if not copy.exists():
+        shutil.copyfile(path, copy)
+        with sqlite3.connect(copy) as conn:
+            conn.execute("UPDATE memories SET source_session_id = 'bench-' || (seq / ?)", (size,))
+    return copy
 
 
 def p95(values: list[float]) -> float:
@@ -101,11 +137,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dated", action="store_true", help="end each question in a date")
+    parser.add_argument("--factor", choices=("fit", "neighbours"), default="fit")
+    parser.add_argument(
+        "--session-size", type=int, default=0, help="memories per session (0: as built)"
+    )
     args = parser.parse_args(argv)
+    FACTOR["name"] = args.factor
     path = memory.RESULTS / f"memory-{args.count}.db"
     if not path.exists():
         print(f"no {path}; build it with bench/memory.py --count {args.count}", file=sys.stderr)
         return 2
+    if args.session_size:
+        path = with_sessions(path, args.session_size)
     service = memory.open_service(path)
     calls = memory.queries(service, args.queries, random.Random(memory.SEED + 1))
     if args.dated:
@@ -114,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.search(query, project=project, limit=10)
     rounds = [one_round(service, calls) for _ in range(args.rounds)]
     service.store.close()
-    name = "fit_cost-dated.json" if args.dated else "fit_cost.json"
+    name = f"{args.factor}_cost{'-dated' if args.dated else ''}.json"
     (memory.RESULTS / name).write_text(json.dumps(rounds, indent=2))
     print(json.dumps(rounds, indent=2))
     return 0

@@ -204,6 +204,28 @@ class MemoryStoreContract:
         assert hops("a", history) == []
         assert store.linked_memories([], history, NOW) == []
 
+    def test_adjacent_memories_are_the_sessions_nearest_visible_ones(self, store: Store) -> None:
+        turns = [memory(f"t{i}", f"turn {i}", source_session_id="s1") for i in range(4)]
+        # the second session's turn and a note of no session are captured in between
+        store.add_memories([*turns[:2], memory("o", "other", source_session_id="s2")])
+        store.add_memories([memory("n", "note"), *turns[2:]])
+
+        def adjacent(ids: list[str], flt: MemoryFilter | None = None) -> set[tuple[str, str]]:
+            found = store.adjacent_memories(ids, flt or MemoryFilter(), NOW)
+            return {(seed, m.id) for seed, m in found}
+
+        assert adjacent(["t0"]) == {("t0", "t1")}
+        assert adjacent(["t1", "t3"]) == {("t1", "t0"), ("t1", "t2"), ("t3", "t2")}
+        assert adjacent(["o", "n", "missing"]) == set()  # alone in its session; no session
+        assert store.adjacent_memories([], MemoryFilter(), NOW) == []
+        # a neighbour the filter does not see is left out, not skipped over
+        store.delete_memory("t2", t(17))
+        assert adjacent(["t1", "t3"]) == {("t1", "t0")}
+        assert adjacent(["t0"], MemoryFilter(layers=("working",))) == set()
+        assert [m.content for _, m in store.adjacent_memories(["t0"], MemoryFilter(), NOW)] == [
+            "turn 1"
+        ]
+
     def test_embeddings_round_trip(self, store: Store) -> None:
         store.add_memories([memory("a", "x"), memory("b", "y")])
         store.save_embeddings("m", [("a", 2, b"\x00\x00\x80?\x00\x00\x00\x00")])

@@ -11,6 +11,7 @@ import pytest
 from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.memory_models import MemoryFilter, MemoryLink
+from cortex.core.retrieval import NEIGHBOUR_SHARE
 from cortex.errors import ConflictError, NotFoundError, ValidationError
 from cortex.services.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
 from cortex.services.sessions.manager import SessionPersistenceManager
@@ -484,14 +485,57 @@ def test_turns_of_one_session_vote_for_each_other(
     svc.add("the deploy window is friday", session_id="s2")
     svc.add("lunch is at noon", session_id="s3")
     ranked = contents(svc.search("deploy window friday", project="api"))
-    # alone, the shorter s2 memory matches best; s1's other turn about the window outvotes it
+    # alone, the shorter s2 memory matches best; s1's two turns about the window outvote it
+    # (each is the other's session fellow and neighbour)
     assert ranked == [
         "the deploy window is friday noon",
-        "the deploy window is friday",
         "we moved the deploy window to friday",
+        "the deploy window is friday",
     ]
     unvoted = [m.content for m in svc.list(project="api") if m.source_session_id == "s2"]
     assert unvoted == ["the deploy window is friday"]
+
+
+def test_a_short_turn_brings_the_turns_captured_next_to_it(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    manager = SessionPersistenceManager(svc.store, make_config(), clock)
+    for sid in ("s1", "s2"):
+        manager.on_session_start(sid, project="api")
+    question = "Ana: where did the staging cluster move to?"
+    answer = "Ben: eu-west-1, last week, with the new load balancer in front"
+    turns = ("Ana: morning!", question, answer, "Ben: bye")
+    added = svc.add_many([NewMemory(text, session_id="s1") for text in turns])
+    note = svc.add("the staging cluster runs kubernetes 1.29", session_id="s2").memory.content
+    hits = svc.search("staging cluster", project="api")
+    assert contents(hits[:2]) == [note, question]
+    # the answer holds no query term: it comes as the short question's neighbour, as does
+    # the turn before; "Ben: bye" is two turns away
+    why = f"captured next to {added[1].memory.id}"
+    assert {h.memory.content: h.why for h in hits[2:]} == {"Ana: morning!": why, answer: why}
+    assert [h.score for h in hits[2:]] == pytest.approx([NEIGHBOUR_SHARE * hits[1].score] * 2)
+    svc.forget(added[2].memory.id)
+    assert contents(svc.search("staging cluster", project="api")) == [
+        note,
+        question,
+        "Ana: morning!",
+    ]
+
+
+def test_a_neighbour_of_another_kind_is_no_context(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    SessionPersistenceManager(svc.store, make_config(), clock).on_session_start("s1")
+    items = [
+        NewMemory("answer in English", type="rule", session_id="s1"),
+        NewMemory("the staging db moved to port 6543", session_id="s1"),
+        NewMemory("scratch: port check pending", layer="working", session_id="s1"),
+        NewMemory("the replica follows it", session_id="s1"),
+    ]
+    svc.add_many(items)
+    # the rule and the working note are captured next to the hit, but are not its kind; the
+    # next long-term note is two captures away
+    assert contents(svc.search("staging db")) == ["the staging db moved to port 6543"]
 
 
 def test_a_memory_answering_the_whole_question_outranks_one_rare_word(svc: MemoryService) -> None:

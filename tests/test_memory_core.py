@@ -12,17 +12,22 @@ from hypothesis import strategies as st
 from cortex.core.budgets import compaction_due, fill_budget
 from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
 from cortex.core.retrieval import (
+    CONTEXT_WORDS,
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
     DATE_BOOST,
+    NEIGHBOUR_SEEDS,
+    NEIGHBOUR_SHARE,
     STOPWORDS,
     SUBJECT_BOOST,
     TIME_CUE_BOOST,
     asks_when,
+    context_neighbours,
     date_fit,
     fts_query,
     like_patterns,
     mentions_time,
+    neighbour_votes,
     normalize_tags,
     plan_terms,
     query_dates,
@@ -280,6 +285,31 @@ def test_a_sessions_other_candidates_vote_for_each_one(
     sessions: list[str | None], scores: list[float], voted: list[float]
 ) -> None:
     assert session_votes(sessions, scores, 0.1) == pytest.approx(voted)
+
+
+def test_a_candidates_neighbours_that_are_candidates_vote_for_it() -> None:
+    scores = {"a": 1.0, "b": 0.5, "c": 0.4}
+    # b sits between a and c; d is a neighbour of c that is not a candidate
+    adjacent = [("a", "b"), ("b", "a"), ("b", "c"), ("c", "b"), ("c", "d")]
+    assert neighbour_votes(scores, adjacent, 0.1) == pytest.approx(
+        {"a": 1.05, "b": 0.64, "c": 0.45}
+    )
+    assert neighbour_votes(scores, [], 0.1) == scores
+    assert neighbour_votes({}, adjacent, 0.1) == {}
+
+
+def test_a_short_best_candidate_brings_its_neighbours_along() -> None:
+    short, long = "Where did you go?", " ".join(["word"] * (CONTEXT_WORDS + 1))
+    best = [("q", 1.0, short), ("l", 0.9, long), ("r", 0.8, short)]
+    adjacent = [("q", "a"), ("q", "r"), ("l", "x"), ("r", "a"), ("z", "y")]
+    # r is a candidate already; l is too long to need its context; a is q's (the better seed)
+    assert context_neighbours(best, adjacent) == {"a": ("q", NEIGHBOUR_SHARE * 1.0)}
+    assert context_neighbours([], adjacent) == {}
+    # only the first NEIGHBOUR_SEEDS candidates bring theirs
+    many = [(f"m{i}", 1.0 - i / 100, short) for i in range(NEIGHBOUR_SEEDS + 1)]
+    late = [(f"m{NEIGHBOUR_SEEDS}", "n")]
+    assert context_neighbours(many, late) == {}
+    assert context_neighbours(many, [("m0", "n")]) == {"n": ("m0", NEIGHBOUR_SHARE)}
 
 
 @pytest.mark.parametrize(

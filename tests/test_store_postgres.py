@@ -260,6 +260,26 @@ def test_search_is_served_by_the_gin_index(pg_store: Any) -> None:
     assert "Bitmap Index Scan on idx_memories_search" in plan
 
 
+def test_neighbours_are_one_step_in_the_session_index(pg_store: Any) -> None:
+    from cortex.store.filters import adjacent_sql
+    from cortex.store.postgres.memories import SELECT, filter_sql
+
+    pg_store.add_memories(
+        [memory(f"m{i}", f"turn {i}", source_session_id=f"s{i % 50}") for i in range(2000)]
+    )
+    where, params = filter_sql(MemoryFilter(), NOW)
+    sql = adjacent_sql(SELECT, "s.id = ANY(%s)", where, tenant="%s")
+    with pg_store.pool.connection() as conn:
+        conn.execute("ANALYZE memories")
+        values = (pg_store.tenant, ["m0", "m7"], pg_store.tenant, *params)
+        plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql, values))
+    # each side seeks (tenant, session, seq); the tenant's seq index alone walked a session's
+    # first or last memory to the start or end of the tenant
+    assert plan.count("using idx_memories_session_seq") == 2
+    found = pg_store.adjacent_memories(["m0", "m7"], MemoryFilter(), NOW)
+    assert sorted((seed, m.id) for seed, m in found) == [("m0", "m50"), ("m7", "m57")]
+
+
 # -- pool and transactions ---------------------------------------------------------------------
 def test_stores_share_a_pool_and_hold_a_connection_only_while_busy(pg_url: str) -> None:
     from cortex.store.postgres import open_pool

@@ -65,6 +65,7 @@ def test_migration_names_and_order() -> None:
         "m017_protocol",
         "m018_tenant_tasks",
         "m019_drop_memory_key_index",
+        "m021_memory_session_order",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"

@@ -11,8 +11,9 @@ Systems, each indexing the same units per haystack:
 - ``bm25-porter``: the same with the ``porter`` stemmer (the research note's baseline);
 - ``cortex-flat``: ``MemoryService.search`` over memories that name no session (stop words,
   porter, BM25 re-ranked, fit to the whole question, graph expansion): no session votes;
-- ``cortex``: the same with each memory captured in its conversation's session, so that a
-  session's other candidates vote for it (``cortex.core.retrieval.session_votes``);
+- ``cortex``: the same with each memory captured in its conversation's session, in order, so
+  that a session's other candidates vote for it (``cortex.core.retrieval.session_votes``) and
+  so do the turns next to it (``neighbour_votes``, ``context_neighbours``);
 - ``cortex+<embedder>``: the same service with an embedder (hybrid BM25 + cosine, RRF).
 
 Writes ``bench/results/retrieval.json`` and prints markdown tables.

@@ -54,13 +54,28 @@ vote for each other (``session_votes``)::
 
 Measured on the LoCoMo and LongMemEval_S dev sets (``bench/retrieval``): it raises turn
 recall@10 in every LoCoMo conversation and costs LongMemEval nothing.
+
+Neighbours. The memories captured just before and just after a memory in its session (its
+neighbours, in the store's capture order) are evidence as well: a conversation's answer sits
+next to its question, and a short turn means what its neighbours say. Each candidate gets a
+share of its candidate neighbours' scores, and a short one among the best candidates brings
+its neighbours along even when they hold no query term (``neighbour_votes``,
+``context_neighbours``)::
+
+    voted     = score + NEIGHBOUR_VOTE_WEIGHT * (sum of its candidate neighbours' scores)
+    neighbour = NEIGHBOUR_SHARE * voted score of the seed, for the neighbours of the first
+                NEIGHBOUR_SEEDS candidates of at most CONTEXT_WORDS words
+
+A long memory stands on its own, and its neighbours would crowd out the other sessions'
+evidence (LongMemEval's user turns: each a request of its own). Only memories of one layer
+and type are each other's neighbours (the service's rule: a rule is no turn's context).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 
 from cortex.clock import hours_between
@@ -94,6 +109,15 @@ DATE_BOOST = 1.0
 """Extra score for a memory made on the day (or in the month) the question names."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
+NEIGHBOUR_VOTE_WEIGHT = 0.05
+"""Share of a candidate's neighbours' scores added to its own, when they are candidates too."""
+NEIGHBOUR_SHARE = 0.5
+"""A short best candidate's neighbours join the candidates at this share of its score."""
+NEIGHBOUR_SEEDS = 5
+"""The best candidates whose neighbours may join (when short, see ``CONTEXT_WORDS``)."""
+CONTEXT_WORDS = 25
+"""A memory of at most this many words ("Where did you go?", "Rome, last week!") is read
+with its neighbours; a longer one stands on its own."""
 VOTE_POOL = 20
 """Candidates that vote (and are ranked) before a search cuts to its limit (at least twice
 the limit). A pool of 50 measured the same on the dev sets and cost a quarter more per query."""
@@ -378,6 +402,44 @@ def session_votes(
         score + weight * (totals[session] - score) if session is not None else score
         for session, score in zip(sessions, scores, strict=True)
     ]
+
+
+def neighbour_votes(
+    scores: Mapping[str, float],
+    adjacent: Iterable[tuple[str, str]],
+    weight: float = NEIGHBOUR_VOTE_WEIGHT,
+) -> dict[str, float]:
+    """Each candidate's score (``scores``: id -> score) plus ``weight`` times the scores of
+    its neighbours that are candidates too (``adjacent``: (memory id, neighbour id) pairs,
+    one per neighbour of a memory, as the store gives them)."""
+    voted = dict(scores)
+    for memory_id, other in adjacent:
+        if memory_id in scores and other in scores:
+            voted[memory_id] += weight * scores[other]
+    return voted
+
+
+def context_neighbours(
+    best: Sequence[tuple[str, float, str]], adjacent: Iterable[tuple[str, str]]
+) -> dict[str, tuple[str, float]]:
+    """The neighbours to add to the candidates: of the first ``NEIGHBOUR_SEEDS`` of ``best``
+    ((id, score, text), best first; every candidate) that are short (``CONTEXT_WORDS``), each
+    neighbour that is not a candidate, at ``NEIGHBOUR_SHARE`` of the seed's score (the best
+    seed's when two share it): neighbour id -> (seed id, score)."""
+    present = {memory_id for memory_id, _, _ in best}
+    seeds = {
+        memory_id: score
+        for memory_id, score, text in best[:NEIGHBOUR_SEEDS]
+        if len(text.split()) <= CONTEXT_WORDS
+    }
+    added: dict[str, tuple[str, float]] = {}
+    for seed, other in adjacent:
+        if seed not in seeds or other in present:
+            continue
+        score = NEIGHBOUR_SHARE * seeds[seed]
+        if other not in added or added[other][1] < score:
+            added[other] = (seed, score)
+    return added
 
 
 def relevances(bm25_scores: Sequence[float]) -> list[float]:

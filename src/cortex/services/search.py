@@ -34,9 +34,11 @@ from cortex.core.memory_models import (
 from cortex.core.retrieval import (
     VOTE_POOL,
     asks_when,
+    context_neighbours,
     date_fit,
     matched_terms,
     memory_text,
+    neighbour_votes,
     normalize_tags,
     query_dates,
     query_fit,
@@ -168,7 +170,7 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = _voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL)))
+        hits = self._neighboured(_voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL))), flt)
         if self.embedder is not None:
             from cortex.services.embeddings import hybrid_rerank
 
@@ -202,6 +204,39 @@ class MemoryReader(Service):
         ranked += self._overlap_ranked(terms, unranked, "text contains ")
         ranked.sort(key=lambda s: -s.score)
         return ranked[:pool]
+
+    def _neighboured(
+        self, hits: builtins.list[ScoredMemory], flt: MemoryFilter
+    ) -> builtins.list[ScoredMemory]:
+        """``hits`` with their neighbours' votes, and the neighbours of the best short ones
+        added (``core.retrieval.neighbour_votes``, ``context_neighbours``); a neighbour of
+        another layer or type than the memory's is none of its."""
+        seeds = [h.memory.id for h in hits[:VOTE_POOL] if h.memory.source_session_id is not None]
+        if not seeds:
+            return hits
+        found = self.store.adjacent_memories(seeds, flt, self.now_iso())
+        kinds = {h.memory.id: (h.memory.layer, h.memory.type) for h in hits}
+        pairs = [  # a rule or a working note is no context of a turn, nor the other way round
+            (memory_id, other.id)
+            for memory_id, other in found
+            if kinds[memory_id] == (other.layer, other.type)
+        ]
+        if not pairs:
+            return hits
+        scores = neighbour_votes({h.memory.id: h.score for h in hits}, pairs)
+        voted = [
+            h if scores[h.memory.id] == h.score else replace(h, score=scores[h.memory.id])
+            for h in hits
+        ]
+        voted.sort(key=lambda h: -h.score)
+        best = [(h.memory.id, h.score, h.memory.content) for h in voted]
+        memories = {other.id: other for _, other in found}
+        voted += [
+            ScoredMemory(memories[other], score, f"captured next to {seed}")
+            for other, (seed, score) in context_neighbours(best, pairs).items()
+        ]
+        voted.sort(key=lambda h: -h.score)
+        return voted
 
     def _overlap_ranked(
         self, terms: Sequence[str], memories: Iterable[Memory], why: str = "shares terms: "

@@ -1,4 +1,5 @@
-"""What a ``MemoryFilter`` sees, as SQL: one builder for every backend.
+"""What a ``MemoryFilter`` sees, as SQL: one builder for every backend; and the memories
+next to others in their sessions, whose query is the same on both but for the tenant.
 
 The backends differ only in their placeholder (``?`` or ``%s``) and in the name of the
 function that finds a substring (SQLite's ``instr``, PostgreSQL's ``strpos``; both take the
@@ -51,3 +52,30 @@ def memory_filter_sql(
         clauses.append(f"m.source_session_id = {mark}")
         params.append(flt.session_id)
     return " AND ".join(clauses), params
+
+
+def adjacent_sql(columns: str, seeds: str, where: str, tenant: str | None = None) -> str:
+    """The query of the memories captured just before and just after each seed in its
+    session (by ``seq``) that ``where`` (a filter over alias ``m``) sees: rows of
+    ``columns`` (over ``m``) then the seed's id.
+
+    ``seeds`` picks the seeds over alias ``s`` (``s.id IN (...)``); ``tenant`` is the
+    tenant condition's placeholder (PostgreSQL: ``%s``, once before ``seeds`` and once
+    before ``where``), or None. Each side is one step in the session's index, each
+    neighbour one row by its unique ``seq``.
+    """
+    own = f"m.tenant_id = {tenant} AND " if tenant else ""
+
+    def side(op: str, order: str) -> str:
+        same = "n.tenant_id = s.tenant_id AND " if tenant else ""
+        return (
+            f"(SELECT n.seq FROM memories n WHERE {same}n.source_session_id = "
+            f"s.source_session_id AND n.seq {op} s.seq ORDER BY n.seq {order} LIMIT 1)"
+        )
+
+    return (
+        f"WITH adj(seed, before, after) AS (SELECT s.id, {side('<', 'DESC')}, "
+        f"{side('>', 'ASC')} FROM memories s WHERE {own.replace('m.', 's.')}{seeds} "
+        f"AND s.source_session_id IS NOT NULL) SELECT {columns}, adj.seed FROM adj "
+        f"JOIN memories m ON {own}m.seq IN (adj.before, adj.after) WHERE {where}"
+    )

@@ -36,6 +36,7 @@ MIGRATION_NAMES = (
     "m017_protocol",
     "m018_tenant_tasks",
     "m019_drop_memory_key_index",
+    "m021_memory_session_order",
 )
 
 SCHEMA_V4 = "m001_session_states"

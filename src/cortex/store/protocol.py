@@ -302,6 +302,14 @@ class MemoryStore(Protocol):
         sees at ``now``."""
         ...
 
+    def adjacent_memories(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, Memory]]:
+        """(memory id, neighbour) for each of ``memory_ids`` captured in a session: the
+        memories ``flt`` sees at ``now`` captured just before and just after it in that
+        session (the store's insertion order, ``seq``), at most one each side."""
+        ...
+
 
 class HygieneStore(Protocol):
     """Memory hygiene: consolidation, stale and conflict listings, procedures, job leases."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.retrieval import like_patterns
-from cortex.store.filters import memory_filter_sql
+from cortex.store.filters import adjacent_sql, memory_filter_sql
 from cortex.store.postgres.db import LOCK_UPSERT_KEY, Runner
 from cortex.store.records import (
     MEMORY_COLUMNS,
@@ -212,6 +212,18 @@ class MemoryRepository:
             (self.db.tenant, ids, self.db.tenant, ids, self.db.tenant, *params),
         )
         return [(str(r[-2]), str(r[-1]), memory_from_row(r)) for r in rows]
+
+    def adjacent(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, Memory]]:
+        """``Store.adjacent_memories`` in this tenant: the memories next to ``memory_ids``
+        in their sessions, those ``flt`` sees at ``now``."""
+        if not memory_ids:
+            return []
+        where, params = filter_sql(flt, now)
+        sql = adjacent_sql(SELECT, "s.id = ANY(%s)", where, tenant="%s")
+        rows = self.db.rows(sql, (self.db.tenant, list(memory_ids), self.db.tenant, *params))
+        return [(str(r[-1]), memory_from_row(r)) for r in rows]
 
     def problems(self) -> list[str]:
         """Supersession that points nowhere, half-set, and links to missing memories."""

@@ -511,6 +511,21 @@ def m019_drop_memory_key_index(conn: Conn) -> None:
     _run(conn, "DROP INDEX IF EXISTS idx_memories_upsert_key")
 
 
+def m021_memory_session_order(conn: Conn) -> None:
+    """A session's memories in capture order, for the neighbour query
+    (``cortex.store.filters.adjacent_sql``): from a memory to the next lower and next higher
+    ``seq`` of its session is one step in ``(tenant_id, source_session_id, seq)``; with
+    ``seq`` outside the session index, the first or last memory of a session walked every
+    lower or higher ``seq`` of the tenant. The new index serves every query the old one did
+    (its prefix), which is dropped."""
+    _run(
+        conn,
+        "CREATE INDEX IF NOT EXISTS idx_memories_session_seq "
+        "ON memories(tenant_id, source_session_id, seq)",
+        "DROP INDEX IF EXISTS idx_memories_source_session",
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -530,6 +545,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m017_protocol", m017_protocol),
     ("m018_tenant_tasks", m018_tenant_tasks),
     ("m019_drop_memory_key_index", m019_drop_memory_key_index),
+    ("m021_memory_session_order", m021_memory_session_order),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

@@ -380,6 +380,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     ) -> list[tuple[str, str, Memory]]:
         return self._memories.linked(memory_ids, flt, now)
 
+    def adjacent_memories(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, Memory]]:
+        return self._memories.adjacent(memory_ids, flt, now)
+
     def save_embeddings(self, model: str, items: Sequence[tuple[str, int, bytes]]) -> None:
         self._embeddings.save(model, items)
 

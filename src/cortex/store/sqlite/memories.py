@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
-from cortex.store.filters import memory_filter_sql
+from cortex.store.filters import adjacent_sql, memory_filter_sql
 from cortex.store.records import (
     MEMORY_COLUMNS,
     MEMORY_EDITABLE,
@@ -235,3 +235,15 @@ class MemoryRepository:
             for seed, other, kind in links
             if str(other) in found
         ]
+
+    def adjacent_memories(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[tuple[str, Memory]]:
+        """(memory id, neighbour): the memories captured just before and just after each of
+        ``memory_ids`` in its session (by ``seq``), those ``flt`` sees at ``now``."""
+        if not memory_ids:
+            return []
+        where, params = filter_sql(flt, now)
+        sql = adjacent_sql(COLUMNS, f"s.id IN ({marks(memory_ids)})", where)
+        rows = self._db.rows(sql, (*memory_ids, *params))
+        return [(str(row[-1]), m) for row, m in zip(rows, memories_from_rows(rows), strict=True)]

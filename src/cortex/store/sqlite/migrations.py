@@ -549,6 +549,16 @@ def m019_drop_memory_key_index(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS idx_memories_upsert_key")
 
 
+def m021_memory_session_order(conn: sqlite3.Connection) -> None:
+    """PostgreSQL puts ``seq`` in its session index for the neighbour query
+    (``cortex.store.filters.adjacent_sql``). SQLite's session index (m005) holds it already,
+    since the rowid ends every index entry: the step makes sure that index is there, and on a
+    database Cortex made it creates nothing. Both backends apply the same names."""
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_memories_source_session ON memories(source_session_id)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -568,4 +578,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m017_protocol", m017_protocol),
     Migration("m018_tenant_tasks", m018_tenant_tasks),
     Migration("m019_drop_memory_key_index", m019_drop_memory_key_index),
+    Migration("m021_memory_session_order", m021_memory_session_order),
 )

@@ -131,6 +131,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.add_memory_link = memories.add_memory_link
         self.memory_links = memories.memory_links
         self.linked_memories = memories.linked_memories
+        self.adjacent_memories = memories.adjacent_memories
         self.save_embeddings = vectors.save_embeddings
         self.load_embeddings = vectors.load_embeddings
         self.memories_without_embedding = vectors.memories_without_embedding
