@@ -31,16 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = (
     "import random, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import cortex; "
     "assert cortex.__file__.startswith(sys.argv[1]), cortex.__file__; import memory; "
-    "print(*memory.write_rates(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7)))"
+    "print(*memory.write_rates(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7), "
+    "replacing=sys.argv[5] == 'live'))"
 )
 
 
-def rate(tree: Path, db: Path, batches: int) -> tuple[float, float]:
+def rate(tree: Path, db: Path, batches: int, keys: str) -> tuple[float, float]:
     """Memories per second of ``write_rates`` (this checkout's, the same harness for both
     trees) on ``tree``'s sources, on a copy of ``db``: of wall-clock time, and of the sample's
     CPU time."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    args = [str(tree / "src"), str(ROOT / "bench"), str(db), str(batches)]
+    args = [str(tree / "src"), str(ROOT / "bench"), str(db), str(batches), keys]
     out = subprocess.run(
         [sys.executable, "-c", SAMPLE, *args], env=env, capture_output=True, text=True, check=True
     )
@@ -54,6 +55,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100_000, help="memories in the corpus")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument(
+        "--keys",
+        choices=("live", "random"),
+        default="live",
+        help="the upserts' keys: live memories' (each replaces one; the default) or drawn at "
+        "random (most name no live memory)",
+    )
     args = parser.parse_args()
     db, _ = corpus(args.count)
     samples: dict[str, list[tuple[float, float, float]]] = {"before": [], "after": []}
@@ -62,14 +70,17 @@ def main() -> None:
         for n in range(args.rounds):
             floor = floor_ms()
             for label, tree in trees.items():
-                per_second, per_cpu_second = rate(tree, db, args.batches)
+                per_second, per_cpu_second = rate(tree, db, args.batches, args.keys)
                 samples[label].append((per_second, 1e6 / per_second / floor, per_cpu_second))
                 print(
                     f"round {n + 1}: {label} {per_second:,.0f}/s "
                     f"({per_cpu_second:,.0f} per CPU second), floor {floor:.1f} ms"
                 )
     load = os.getloadavg()
-    print(f"\n{args.count:,} memories stored; before = {args.rev}, after = this checkout")
+    print(
+        f"\n{args.count:,} memories stored, upsert keys {args.keys}; "
+        f"before = {args.rev}, after = this checkout"
+    )
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for label, rows in samples.items():
         per_second, ratio, per_cpu_second = (

@@ -153,9 +153,16 @@ ROWS = (
         for key, path in (
             (
                 "ingest",
-                "batch ingest (`add_many` of 1,000, half upserts), {search_memories:,} stored",
+                "batch ingest (`add_many` of 1,000, half upserts with keys drawn at random), "
+                "{search_memories:,} stored",
             ),
             ("ingest-1m", "same, {memories:,} stored"),
+            (
+                "ingest-replacing",
+                "batch ingest, half of each batch replacing a live memory by key, "
+                "{search_memories:,} stored",
+            ),
+            ("ingest-replacing-1m", "same, {memories:,} stored"),
         )
     ),
     Row(
@@ -168,6 +175,8 @@ ROWS = (
     ),
 )
 ROW_KEYS = tuple(row.key for row in ROWS)
+ONE_MILLION = ("memory-search-1m", "ingest-1m", "ingest-replacing-1m")
+"""The rows one step measures (``bench/memory.py``'s ``measure`` over the large corpus)."""
 
 
 class Progress:
@@ -324,17 +333,17 @@ def measure(
                 home, sizes.runs, lambda i: ["memory", "search", query, "--project", project]
             )
             out["memory-search-process"] = {**process(figures), "query": query}
-        if "ingest" in wanted:
-            step(f"ingest: {sizes.batches} batches into {sizes.search_memories:,}", "ingest")
+        for key, replacing in (("ingest", False), ("ingest-replacing", True)):
+            if key not in wanted:
+                continue
+            step(f"{key}: {sizes.batches} batches into {sizes.search_memories:,}", key)
             path, _ = memory.corpus(sizes.search_memories)
-            rate, cpu = memory.write_rates(path, sizes.batches, random.Random(memory.SEED + 3))
-            out["ingest"] = {"value": rate, "per_cpu_second": round(cpu), "batches": sizes.batches}
-        if {"memory-search-1m", "ingest-1m"} & set(wanted):
-            step(
-                f"memory: search and ingest over {sizes.memories:,}",
-                "memory-search-1m",
-                "ingest-1m",
+            rate, cpu = memory.write_rates(
+                path, sizes.batches, random.Random(memory.SEED + 3), replacing=replacing
             )
+            out[key] = {"value": rate, "per_cpu_second": round(cpu), "batches": sizes.batches}
+        if set(ONE_MILLION) & set(wanted):
+            step(f"memory: search and ingest over {sizes.memories:,}", *ONE_MILLION)
             report = memory.measure(sizes.memories, sizes.queries, sizes.batches)
             search = report["search_limit10"]
             assert isinstance(search, dict)
@@ -342,12 +351,13 @@ def measure(
                 out["memory-search-1m"] = {**search, "value": search["p95_ms"]}
                 for name in ("source_memory_in_top10", "queries_with_terms_left_out_of_bm25"):
                     out["memory-search-1m"][name] = report[name]
-            if "ingest-1m" in wanted:
-                out["ingest-1m"] = {
-                    "value": report["add_with_upsert_per_second"],
-                    "per_cpu_second": report["add_with_upsert_per_cpu_second"],
-                    "batches": sizes.batches,
-                }
+            for key, figure in (("ingest-1m", "new_keys"), ("ingest-replacing-1m", "upsert")):
+                if key in wanted:
+                    out[key] = {
+                        "value": report[f"add_with_{figure}_per_second"],
+                        "per_cpu_second": report[f"add_with_{figure}_per_cpu_second"],
+                        "batches": sizes.batches,
+                    }
         if "server-rss" in wanted:
             step(f"server-rss: a hook server through {sizes.events:,} events", "server-rss")
             rss = hook_server_rss.measure(sizes.events, progress=False)
@@ -451,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes = Sizes(**{**vars(sizes), **json.loads(args.sizes)})
     skip = set(args.skip)
     wanted = [key for key in ROW_KEYS if key not in skip]
-    shared = {"memory-search-1m", "ingest-1m"} <= set(wanted)  # one step measures both
-    progress = Progress(2 + len(wanted) - shared)
+    shared = len(set(ONE_MILLION) & set(wanted))  # one step measures them all
+    progress = Progress(2 + len(wanted) - max(shared - 1, 0))
     started, load_before = time.perf_counter(), loadavg()
     try:
         progress.step(f"floor: {sizes.floor_runs} `python -c 'import sqlite3'` processes")

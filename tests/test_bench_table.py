@@ -22,6 +22,8 @@ ROWS = (
     "memory-search-1m",
     "ingest",
     "ingest-1m",
+    "ingest-replacing",
+    "ingest-replacing-1m",
     "server-rss",
 )
 TINY = {
@@ -57,8 +59,9 @@ def test_one_run_reports_every_row_against_the_floor(tmp_path: Path) -> None:
     assert len(report["loadavg_before"]) == len(report["loadavg_after"]) == 3
     floor = report["floor"]
     assert floor["median_ms"] > 0 and floor["rss_mib"] > 0
-    # start, one per step (hooks 2, sessions 2, restore, search process, ingest, memory, rss), end
-    assert len(floor["samples_ms"]) == 11
+    # start, one per step (hooks 2, sessions 2, restore, search process, ingest 2, memory, rss),
+    # end
+    assert len(floor["samples_ms"]) == 12
     for row in report["rows"]:
         value = row["value"]
         assert value > 0, row
@@ -74,8 +77,8 @@ def test_one_run_reports_every_row_against_the_floor(tmp_path: Path) -> None:
             assert row["met"] == (row["x_floor"] <= float(row["goal"].strip("<= x"))), row
     # progress went to stderr, one plain line a step (not a terminal), the last one last
     steps = [line for line in result.stderr.splitlines() if line.startswith("[")]
-    assert steps[0].startswith("[1/11] floor") and steps[-1].startswith("[11/11] floor again")
-    assert len(steps) == 11
+    assert steps[0].startswith("[1/12] floor") and steps[-1].startswith("[12/12] floor again")
+    assert len(steps) == 12
 
 
 def test_skip_leaves_rows_out_and_prints_a_markdown_table(tmp_path: Path) -> None:
