@@ -575,6 +575,23 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     assert NOT_ON_THE_EVENT_PATH & names == set()
 
 
+def test_a_start_that_recovers_a_crashed_session_logs_it_without_logging(
+    home: Path, repo: Path
+) -> None:
+    # The previous start's harness is gone: this start suspends that session and writes the
+    # incident to hooks.log, as ``logging`` would have, with ``logging`` never imported.
+    in_use(home)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE
+    )
+    dead = {"CORTEX_HOOK_OWNER_PID": gone.stdout.decode().strip()}
+    assert run_hook(home, event("SessionStart", "s1", repo), env=dead).returncode == 0
+    names = imported_modules(home, event("SessionStart", "s2", repo), {})
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "engine: incident: session s1 interrupted, suspended" in log
+    assert NOT_ON_THE_EVENT_PATH & names == set()
+
+
 # Modules an event that logs nothing never needs (the hook server would hold them for hours).
 # (``threading`` comes with ``subprocess``, which a project's first event runs for git.)
 NOT_ON_THE_EVENT_PATH = frozenset(
