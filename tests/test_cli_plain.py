@@ -18,7 +18,8 @@ from cortex.adapters.cli import plain
 CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(sys.argv[1:]))"
 ENTRY_RUN = (
     "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
-    "names = ('click', 'logging', 'typing', 'ast'); open(sys.argv[0] + '.modules', 'w')"
+    "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval'); "
+    "open(sys.argv[0] + '.modules', 'w')"
     ".write(' '.join(m for m in names if m in sys.modules)); sys.exit(code)"
 )
 
@@ -52,8 +53,8 @@ def same(output: bytes) -> bytes:
 
 def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], set[str]]:
     """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
-    its own copy of the seed home), and which of click, logging, typing and ast the entry's process
-    imported."""
+    its own copy of the seed home), and which of click, logging, typing, ast and the ranking
+    (``core.retrieval``) the entry's process imported."""
     results = []
     for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
         home = tmp_path / name
@@ -118,6 +119,8 @@ def test_plain_command_lines_run_without_click_and_print_the_same(
     assert not {"click", "typing", "ast"} & imported
     logged = b"cortex: " in through_entry[1]  # a warning (a lapsed session recovered)
     assert ("logging" in imported) == logged  # imported only to log something
+    searched = "search" in args  # a session start ranks nothing: its store's search is idle
+    assert ("cortex.core.retrieval" in imported) == searched
 
 
 @pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)
