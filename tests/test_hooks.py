@@ -644,6 +644,7 @@ NOT_ON_THE_EVENT_PATH = frozenset(
     {"logging", "traceback", "typing", "ast", "dis", "tokenize"}
     | {"cortex.store.hygiene_sql", "cortex.store.registry", "cortex.core.hygiene"}
     | {"cortex.core.retrieval"}  # the store's search ranks nothing for an event
+    | {"cortex.services.archive"}  # nor does an event archive sessions
 )
 
 
