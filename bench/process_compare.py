@@ -26,7 +26,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ sys.path.insert(0, str(BENCH))
 import core  # noqa: E402 - the bench modules next to this file
 import hooks  # noqa: E402
 import memory  # noqa: E402
+from compare import extract  # noqa: E402
 from cortex.services.project import project_identity  # noqa: E402
 
 ROOT = BENCH.parent
@@ -45,16 +45,7 @@ PY = sys.executable
 
 def old_tree(rev: str, into: Path) -> Path:
     """``git archive rev`` unpacked under ``into``; returns its ``src``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True
-    ).stdout
-    target = into / "old"
-    target.mkdir()
-    tar_path = into / "old.tar"
-    tar_path.write_bytes(archive)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(target, filter="data")
-    return target / "src"
+    return extract(rev, into) / "src"
 
 
 def timed(cmd: list[str], env: dict[str, str], stdin: bytes | None = None, cwd: str | None = None):

@@ -3,6 +3,7 @@ errors as the click command line, in real processes, and click stays unimported.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,8 @@ from cortex.adapters.cli import plain
 CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(sys.argv[1:]))"
 ENTRY_RUN = (
     "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
-    "names = ('click', 'logging', 'typing', 'ast'); open(sys.argv[0] + '.modules', 'w')"
+    "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval'); "
+    "open(sys.argv[0] + '.modules', 'w')"
     ".write(' '.join(m for m in names if m in sys.modules)); sys.exit(code)"
 )
 
@@ -52,8 +54,8 @@ def same(output: bytes) -> bytes:
 
 def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], set[str]]:
     """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
-    its own copy of the seed home), and which of click, logging, typing and ast the entry's process
-    imported."""
+    its own copy of the seed home), and which of click, logging, typing, ast and the ranking
+    (``core.retrieval``) the entry's process imported."""
     results = []
     for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
         home = tmp_path / name
@@ -118,6 +120,8 @@ def test_plain_command_lines_run_without_click_and_print_the_same(
     assert not {"click", "typing", "ast"} & imported
     logged = b"cortex: " in through_entry[1]  # a warning (a lapsed session recovered)
     assert ("logging" in imported) == logged  # imported only to log something
+    searched = "search" in args  # a session start ranks nothing: its store's search is idle
+    assert ("cortex.core.retrieval" in imported) == searched
 
 
 @pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)
@@ -172,3 +176,41 @@ def test_the_plain_table_matches_the_click_commands() -> None:
                 assert isinstance(param, click.Option) and param.multiple
             elif not parameter.endswith("<"):
                 assert defaults[key] == default, (group, name, key)
+
+
+SCRIPT = str(Path(sys.executable).with_name("cortex"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [PLAIN[0], PLAIN[6], PLAIN[7], TO_CLICK[6], ("hook", "claude-code")],
+    ids=" ".join,
+)
+def test_the_console_script_ends_each_path_as_main_returns(
+    seed: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """The installed ``cortex`` (``entry.run``) ends a hook or a plain command without the
+    interpreter's teardown (``client.finish``): still the same output and exit code as ``main``
+    (the streams flushed), here for a plain command, a failing one, a search, a click command
+    line and a hook."""
+    through_main: list[object] = []
+    through_script: list[object] = []
+    for name, command, results in (
+        ("main", [sys.executable, "-c", MAIN_RUN], through_main),
+        ("script", [SCRIPT], through_script),
+    ):
+        home = tmp_path / name
+        shutil.copytree(seed, home)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+        env.update(CORTEX_HOME=str(home), CORTEX_NOW="2026-02-16T10:00:00Z")
+        event = json.dumps({"hook_event_name": "SessionStart", "session_id": "h1", "cwd": "."})
+        done = subprocess.run(
+            [*command, *args], input=event.encode(), capture_output=True, env=env, cwd=tmp_path,
+            timeout=60,
+        )  # fmt: skip
+        shown = [same(o.replace(str(home).encode(), b"HOME")) for o in (done.stdout, done.stderr)]
+        results.extend([*shown, done.returncode])
+    assert through_script == through_main
+
+
+MAIN_RUN = "import sys; from cortex.entry import main; sys.exit(main(sys.argv[1:]))"

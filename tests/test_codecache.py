@@ -62,13 +62,16 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
     import cortex.store  # noqa: F401 - the store installs the cache before the models
 
     assert dataclasses.exec is codecache.cached_exec  # type: ignore[attr-defined]
-    monkeypatch.setattr(codecache, "_codes", {})  # this test's classes stay out of the file
+    for name in ("_codes", "_used"):  # this test's classes stay out of the file
+        monkeypatch.setattr(codecache, name, {})
+    monkeypatch.setattr(codecache, "_changed", set())
     monkeypatch.setattr(codecache, "_added", 0)
     cached = _point_class(monkeypatch)
-    assert len(codecache._codes) == 6  # Point's six methods, now held
+    assert len(codecache._codes["cortex.codecache_fixture"]) == 6  # Point's six methods, held
     assert _code_of(_point_class(monkeypatch)) == _code_of(cached)  # made from the cache
+    assert codecache._added == 6
     _point_class(monkeypatch, "elsewhere")
-    assert len(codecache._codes) == 6  # another package's class: compiled as always
+    assert list(codecache._codes) == ["cortex.codecache_fixture"]  # another package's class
     monkeypatch.setattr(dataclasses, "exec", builtins.exec)
     plain = _point_class(monkeypatch)
     assert _code_of(cached) == _code_of(plain)
@@ -79,22 +82,67 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
         point.x = 2  # type: ignore[misc]
 
 
+def _loaded(path: Path) -> dict[str, dict[str, types.CodeType]]:
+    data, places = codecache.load(str(path))
+    return {module: codecache.decode(data[start:end]) for module, (start, end) in places.items()}
+
+
 def test_saved_codes_load_back_and_a_bad_file_counts_as_empty(tmp_path: Path) -> None:
+    import cortex.store  # noqa: F401 - the engine's classes, made through the cache
+
     path = tmp_path / "__pycache__" / "methods.bin"
-    assert codecache.load(str(path)) == {}  # missing
+    assert codecache.load(str(path))[1] == {}  # missing
     codecache._added = max(codecache._added, 1)
     codecache.save(str(path))
     assert codecache._added == 0
-    loaded = codecache.load(str(path))
-    assert loaded and loaded.keys() <= codecache._codes.keys()
-    assert all(loaded[k].co_code == codecache._codes[k].co_code for k in loaded)
+    loaded = _loaded(path)
+    assert loaded.keys() >= {m for m, codes in codecache._codes.items() if codes}
+    for module, codes in codecache._codes.items():
+        back = loaded.get(module, {})
+        assert back.keys() <= codes.keys() and codecache._used[module] <= back.keys()
+        assert all(back[k].co_code == codes[k].co_code for k in back)
     data = path.read_bytes()
-    path.write_bytes(b"\0\0\0\0" + data[4:])  # another interpreter's magic number
-    assert codecache.load(str(path)) == {}
-    path.write_bytes(data[: len(data) // 2])  # cut short
-    assert codecache.load(str(path)) == {}
-    path.write_bytes(codecache.MAGIC_NUMBER + marshal.dumps(["not", "a", "dict"]))
-    assert codecache.load(str(path)) == {}
+    for bad in (
+        b"\0\0\0\0" + data[4:],  # another interpreter's magic number
+        data[: len(data) // 2],  # cut short
+        data[:4] + b"CXM1" + data[8:],  # another layout
+        codecache.dump({}).replace(marshal.dumps({}), marshal.dumps(["not", "a", "dict"])),
+        codecache.MAGIC_NUMBER + marshal.dumps({"text": compile("x = 1", "<string>", "exec")}),
+    ):
+        path.write_bytes(bad)
+        assert codecache.load(str(path))[1] == {}
+    assert codecache.decode(b"\xff") == {} and codecache.decode(marshal.dumps([1])) == {}
+
+
+def test_a_module_is_decoded_at_its_first_class_and_its_old_texts_dropped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A start decodes only the modules whose classes it makes; a module whose classes
+    changed keeps only the texts it makes now."""
+    module = "cortex.codecache_fixture"
+    old_text = "def __create_fn__():\n def __init__(self): pass\n return __init__\n"
+    other = {"x = 1": compile("x = 1", "<string>", "exec")}
+    path = tmp_path / "methods.bin"
+    path.write_bytes(
+        codecache.dump(
+            {
+                module: marshal.dumps({old_text: compile(old_text, "<string>", "exec")}),
+                "cortex.unused": marshal.dumps(other),
+            }
+        )
+    )
+    data, places = codecache.load(str(path))
+    for name, value in (("_codes", {}), ("_used", {}), ("_changed", set()), ("_added", 0)):
+        monkeypatch.setattr(codecache, name, value)
+    monkeypatch.setattr(codecache, "_file", data)
+    monkeypatch.setattr(codecache, "_pieces", places)
+    _point_class(monkeypatch)
+    assert list(codecache._codes) == [module] and list(codecache._pieces) == ["cortex.unused"]
+    codecache.save(str(path))
+    saved = _loaded(path)
+    assert saved["cortex.unused"].keys() == other.keys()  # not decoded, kept as it was
+    assert old_text not in saved[module]  # Point's module changed: its old text dropped
+    assert saved[module].keys() == codecache._used[module] and len(saved[module]) == 6
 
 
 def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
@@ -112,7 +160,7 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
         "import cortex.store.sqlite.store, cortex.services.sessions.manager\n"
         "import cortex.adapters.hooks.dispatch\n"
         "from cortex import codecache\n"
-        "print(codecache._added, len(codecache._codes))\n"
+        "print(codecache._added, sum(map(len, codecache._codes.values())))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     runs = [

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import git_helpers
+from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
@@ -575,11 +576,75 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     assert NOT_ON_THE_EVENT_PATH & names == set()
 
 
+def test_a_start_that_recovers_a_crashed_session_logs_it_without_logging(
+    home: Path, repo: Path
+) -> None:
+    # The previous start's harness is gone: this start suspends that session and writes the
+    # incident to hooks.log, as ``logging`` would have, with ``logging`` never imported.
+    in_use(home)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE
+    )
+    dead = {"CORTEX_HOOK_OWNER_PID": gone.stdout.decode().strip()}
+    assert run_hook(home, event("SessionStart", "s1", repo), env=dead).returncode == 0
+    names = imported_modules(home, event("SessionStart", "s2", repo), {})
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "engine: incident: session s1 interrupted, suspended" in log
+    assert NOT_ON_THE_EVENT_PATH & names == set()
+
+
+FINISH = """
+import atexit, sys
+sys.path.insert(0, sys.argv[1])
+import client
+
+class Late:
+    def __del__(self):
+        print("torn down")
+
+late = Late()
+atexit.register(print, "exit function ran")
+sys.stdout.write("answer ")  # buffered: finish flushes it
+client.finish(int(sys.argv[2]))
+"""
+
+
+def test_the_hook_client_ends_after_its_exit_functions_without_teardown() -> None:
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", FINISH, hooks_dir, "3"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "answer exit function ran\n", "")
+    # (``sys.exit`` would have torn ``late`` down: the code is the same, the work is not.)
+    plain = FINISH.replace("client.finish(", "sys.exit(")
+    done = subprocess.run(
+        [sys.executable, "-c", plain, hooks_dir, "3"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (3, "answer exit function ran\ntorn down\n")
+
+
+def test_the_hook_client_exits_the_ordinary_way_while_another_thread_runs() -> None:
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    threaded = FINISH.replace(
+        "late = Late()",
+        "import threading, time\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+        "late = Late()",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", threaded, hooks_dir, "4"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 4  # waited for the thread, as ``sys.exit`` does
+    assert done.stdout == "answer thread done\nexit function ran\ntorn down\n"
+
+
 # Modules an event that logs nothing never needs (the hook server would hold them for hours).
 # (``threading`` comes with ``subprocess``, which a project's first event runs for git.)
 NOT_ON_THE_EVENT_PATH = frozenset(
     {"logging", "traceback", "typing", "ast", "dis", "tokenize"}
     | {"cortex.store.hygiene_sql", "cortex.store.registry", "cortex.core.hygiene"}
+    | {"cortex.core.retrieval"}  # the store's search ranks nothing for an event
+    | {"cortex.services.archive"}  # nor does an event archive sessions
 )
 
 

@@ -95,3 +95,54 @@ def test_configure_runs_at_once_when_logging_is_imported(cortex_logger: logging.
     ran: list[str] = []
     configure(lambda: ran.append("now"))  # this process imported logging already
     assert ran == ["now"]
+
+
+ROUTED_ONLY = """
+import sys
+from cortex.logs import getLogger, routed
+seen = []
+log = getLogger("cortex.store")
+with routed(seen.append):
+    log.debug("dropped %s", 1)
+    log.info("dropped too")
+    log.warning("incident: session %s interrupted (%s)", "s1", {"a": 1})
+    log.error("%(what)s not written", {"what": "mirror"})
+    log.warning("100% plain")
+print("logging" in sys.modules, seen)
+try:
+    with routed(seen.append):
+        log.warning("%d sessions", "not a number")  # fails in logging, as it always did
+except TypeError as exc:
+    print("logging" in sys.modules, seen[3:], exc)
+"""
+
+
+def test_a_routed_block_takes_records_without_importing_logging() -> None:
+    """The records reach the block as ``logging`` would hand them on (the next test), and a
+    start that recovers a crashed session imports no ``logging`` for its incident line."""
+    out = subprocess.run(
+        [sys.executable, "-c", ROUTED_ONLY], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    expected = [
+        "incident: session s1 interrupted ({'a': 1})",
+        "mirror not written",
+        "100% plain",
+    ]
+    assert out.stdout.splitlines()[0] == f"False {expected}"
+    assert out.stdout.splitlines()[1].startswith("True [] %d format")
+
+
+def test_routed_records_read_the_same_with_logging_imported(cortex_logger: logging.Logger) -> None:
+    seen: list[str] = []
+    log = getLogger("cortex.store")
+    with routed(seen.append):
+        log.debug("dropped %s", 1)
+        log.warning("incident: session %s interrupted (%s)", "s1", {"a": 1})
+        log.error("%(what)s not written", {"what": "mirror"})
+        log.warning("100% plain")
+    assert seen == [
+        "incident: session s1 interrupted ({'a': 1})",
+        "mirror not written",
+        "100% plain",
+    ]

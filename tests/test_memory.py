@@ -437,11 +437,10 @@ def test_large_store_planning_keeps_rare_terms_and_bounds_common_ones(
     svc: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cortex.core.retrieval as retrieval
-    import cortex.store.sqlite.search as search
 
     # Pretend the store is large and "deploy" is common, so planning kicks in on 30 rows.
-    monkeypatch.setattr(search, "LARGE_STORE", 0)
-    monkeypatch.setattr(search, "FREQUENT_DOCS", 5)
+    # (The SQLite search reads both from ``core.retrieval`` at each call.)
+    monkeypatch.setattr(retrieval, "LARGE_STORE", 0)
     monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 5)
     svc.add_many([NewMemory(f"deploy step {i} done") for i in range(20)])
     svc.add("deploy of the zebra service failed")

@@ -13,20 +13,14 @@ from __future__ import annotations
 
 import sys
 
+from cortex.adapters.hooks.client import finish
 from cortex.adapters.hooks.client import hook_args as parse_hook_args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cortex`` command; return its exit code."""
     args = sys.argv[1:] if argv is None else argv
-    hook_args = parse_hook_args(args)
-    if hook_args is not None:
-        from cortex.adapters.hooks import main as hook_main
-
-        return hook_main(hook_args)
-    from cortex.adapters.cli.plain import run as run_plain
-
-    code = run_plain(args)  # ``session start`` and ``memory search`` need no click
+    code = _quick(args)
     if code is not None:
         return code
     from cortex.adapters.cli.main import run
@@ -34,5 +28,30 @@ def main(argv: list[str] | None = None) -> int:
     return run(args)
 
 
+def run() -> None:
+    """The console script: ``main``, then a hook or a plain ``session start`` / ``memory
+    search`` ends as the hook client does (``client.finish``: exit functions, flushed streams,
+    no teardown, ~5 ms of such a process); the click command line exits the ordinary way."""
+    args = sys.argv[1:]
+    code = _quick(args)
+    if code is not None:
+        finish(code)
+    from cortex.adapters.cli.main import run as run_click
+
+    sys.exit(run_click(args))
+
+
+def _quick(args: list[str]) -> int | None:
+    """The exit code of a hook or a plain command; None for the click command line."""
+    hook_args = parse_hook_args(args)
+    if hook_args is not None:
+        from cortex.adapters.hooks import main as hook_main
+
+        return hook_main(hook_args)
+    from cortex.adapters.cli.plain import run as run_plain
+
+    return run_plain(args)  # ``session start`` and ``memory search`` need no click
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

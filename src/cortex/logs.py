@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 ROOT = "cortex"
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+"""``logging``'s levels."""
 
 
 class Logger:
@@ -45,16 +47,20 @@ class Logger:
 
     # ``stacklevel=2``: the record names the line that called us, as a direct call would.
     def debug(self, msg: str, *args: object, **kwargs: Any) -> None:
-        self.real().debug(msg, *args, stacklevel=2, **kwargs)
+        if kwargs or not _routed_only(DEBUG, msg, args):
+            self.real().debug(msg, *args, stacklevel=2, **kwargs)
 
     def info(self, msg: str, *args: object, **kwargs: Any) -> None:
-        self.real().info(msg, *args, stacklevel=2, **kwargs)
+        if kwargs or not _routed_only(INFO, msg, args):
+            self.real().info(msg, *args, stacklevel=2, **kwargs)
 
     def warning(self, msg: str, *args: object, **kwargs: Any) -> None:
-        self.real().warning(msg, *args, stacklevel=2, **kwargs)
+        if kwargs or not _routed_only(WARNING, msg, args):
+            self.real().warning(msg, *args, stacklevel=2, **kwargs)
 
     def error(self, msg: str, *args: object, **kwargs: Any) -> None:
-        self.real().error(msg, *args, stacklevel=2, **kwargs)
+        if kwargs or not _routed_only(ERROR, msg, args):
+            self.real().error(msg, *args, stacklevel=2, **kwargs)
 
     def exception(self, msg: str, *args: object, **kwargs: Any) -> None:
         self.real().exception(msg, *args, stacklevel=2, **kwargs)
@@ -102,6 +108,38 @@ class routed:  # noqa: N801 - used as a function: ``with routed(emit):``
 
 
 _routes: list[routed] = []
+
+
+def _routed_only(level: int, msg: str, args: tuple[object, ...]) -> bool:
+    """Whether a ``routed`` block took the record, ``logging`` not imported; False: log it.
+
+    Inside a block, with ``logging`` never imported (so nothing configured it) and no setup
+    pending, a record of a ``cortex`` logger has one possible end: the block's handler (the
+    logger does not propagate then) gets ``record.getMessage()`` when the level is WARNING or
+    above, and a lower record is dropped (the root's level, WARNING, is the only one set). That
+    is done here, message made as ``logging.LogRecord`` makes it; the hook path's incidents
+    (a crashed session recovered at a start) then cost no ``logging``, ``traceback`` and
+    ``threading`` imports, ~4 ms. A message that fails to format goes to ``logging``, which
+    reports it as it always did.
+    """
+    if not _routes or _setups or "logging" in sys.modules:
+        return False
+    if level < WARNING:
+        return True
+    if len(args) == 1 and args[0] and _is_mapping(args[0]):
+        args = args[0]  # type: ignore[assignment] # ``log.warning("%(a)s", {"a": 1})``, as logging
+    try:
+        message = str(msg) % args if args else str(msg)
+    except Exception:  # noqa: BLE001 - logging's own report of a bad format, not ours
+        return False
+    _routes[-1].emit(message)
+    return True
+
+
+def _is_mapping(value: object) -> bool:
+    from collections.abc import Mapping
+
+    return isinstance(value, Mapping)
 
 
 def _attach(emit: Callable[[str], None]) -> Callable[[], None]:

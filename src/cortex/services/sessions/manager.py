@@ -17,7 +17,6 @@ from datetime import timedelta
 from cortex.clock import Clock, to_iso
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
-from cortex.services.archive import ArchiveReport, archive_sessions
 from cortex.services.base import Service
 from cortex.services.project import (
     ProjectIdentity,
@@ -37,6 +36,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.services.archive import ArchiveReport
     from cortex.services.metrics import MetricsWriter
     from cortex.services.tasks import TaskSource
 
@@ -260,6 +260,9 @@ class SessionPersistenceManager(Service):
 
     # -- retention -----------------------------------------------------------------------------
     def archive(self, older_than_days: int = 30, batch: int = 500) -> ArchiveReport:
-        """Move sessions ended more than N days ago to JSON, then drop their rows."""
+        """Move sessions ended more than N days ago to JSON, then drop their rows (imported
+        here: no hook event or session command archives)."""
+        from cortex.services.archive import archive_sessions
+
         before = to_iso(self.clock.now() - timedelta(days=older_than_days))
         return archive_sessions(self.store, self.config.sessions_dir, before, batch)

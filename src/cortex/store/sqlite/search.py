@@ -17,15 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import Memory, MemoryFilter
-from cortex.core.retrieval import (
-    FREQUENT_DOCS,
-    LARGE_STORE,
-    fts_query,
-    like_patterns,
-    plan_terms,
-    pruned_relevance,
-    relevances,
-)
 from cortex.store.records import memories_from_rows
 from cortex.store.sqlite.db import Database
 from cortex.store.sqlite.memories import COLUMNS, filter_sql, marks
@@ -43,7 +34,12 @@ _PAGE = 500
 
 
 class MemorySearch:
-    """The ``search_memories`` part of the protocol, and its SQLite building blocks."""
+    """The ``search_memories`` part of the protocol, and its SQLite building blocks.
+
+    The methods that rank or plan import ``core.retrieval`` when first called: every store
+    has this repository, and a session start or a hook event never searches (~1 ms of their
+    imports).
+    """
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -69,6 +65,15 @@ class MemorySearch:
             return []
         if not self.has_fts():
             return self._substring(terms, flt, now, limit)
+        from cortex.core.retrieval import (
+            FREQUENT_DOCS,
+            LARGE_STORE,
+            fts_query,
+            plan_terms,
+            pruned_relevance,
+            relevances,
+        )
+
         chosen, by_recency = list(terms), False
         if self.memory_count_estimate() > LARGE_STORE:
             chosen, by_recency = plan_terms(terms, self.term_doc_counts(terms, FREQUENT_DOCS))
@@ -87,6 +92,8 @@ class MemorySearch:
     def _substring(
         self, terms: Sequence[str], flt: MemoryFilter, now: str, limit: int
     ) -> list[tuple[Memory, float]]:
+        from cortex.core.retrieval import like_patterns
+
         patterns = like_patterns(terms)
         found = self.like_memories(patterns, flt, now, limit=limit, newest=LIKE_SCAN_ROWS)
         return [(m, 0.0) for m in found]
@@ -119,6 +126,8 @@ class MemorySearch:
         capped count stops early, so asking costs little even for very common terms."""
         if not self.has_fts():
             return {}
+        from cortex.core.retrieval import fts_query
+
         sql = (
             "SELECT count(*) FROM (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
             "LIMIT ?)"
