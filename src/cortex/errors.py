@@ -108,3 +108,9 @@ class UnavailableError(StorageError):
     """
 
     status = 503
+
+
+class RequestReplayed(Exception):  # noqa: N818 (a signal, not an error anyone sees)
+    """A request id was already claimed: the change it guards must not run, and its
+    transaction is rolled back. Not a ``CortexError``: ``apply_once`` turns it into the
+    replay's answer, so no handler that reports Cortex errors may catch it on the way."""

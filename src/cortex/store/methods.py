@@ -122,6 +122,12 @@ class RegistryMethods:
     def claim_request(self, request_id: str, at: str) -> bool:
         return self.registry.claim_request(request_id, at)
 
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        if not self.registry.claim_request(request_id, at):
+            from cortex.errors import RequestReplayed
+
+            raise RequestReplayed(request_id)
+
 
 class TaskMethods:
     """The ``TaskStore`` methods of a store, over its ``task_rows`` repository."""

@@ -514,6 +514,16 @@ class RequestStore(Protocol):
         """
         ...
 
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        """``claim_request`` inside the ``transaction()`` that makes the change, settled by
+        the change's first statement: on PostgreSQL the claim goes with it in one round trip
+        (not one of its own), and once that round trip returns, before the change sees any
+        of its results, an id already recorded raises ``RequestReplayed`` (the transaction
+        rolls back). SQLite claims at once. So the change must do nothing outside the
+        transaction before its first statement.
+        """
+        ...
+
 
 class TaskStore(Protocol):
     """Pipeline tasks of this store's tenant (a team server's pending work), by task id."""

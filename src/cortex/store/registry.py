@@ -30,6 +30,13 @@ KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k
 """Every key with its tenant's revocation folded in; rows for ``key_from_row``."""
 
 
+CLAIM = (
+    "INSERT INTO request_ids (tenant_id, request_id, created_at) "
+    "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+)
+"""A request id's claim: changes one row when the id is new to the tenant, none if not."""
+
+
 def key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
     key_id, tenant, scopes, secret_hash, created_at, revoked_at, label = row
     return ApiKeyRecord(
@@ -128,11 +135,4 @@ class Registry:
         return int(found[0][0])
 
     def claim_request(self, request_id: str, at: str) -> bool:
-        return (
-            self._execute(
-                "INSERT INTO request_ids (tenant_id, request_id, created_at) "
-                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                (self.tenant, request_id, at),
-            )
-            == 1
-        )
+        return self._execute(CLAIM, (self.tenant, request_id, at)) == 1

@@ -28,6 +28,7 @@ Cursor = psycopg.Cursor[Any]
 T = TypeVar("T")
 Reader = Callable[[Cursor], T]
 Statement = tuple[str, Sequence[Any]]
+Check = Callable[[int], None]
 _BEGIN = "BEGIN"
 _CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
@@ -148,6 +149,7 @@ class Runner:
         self.url = url
         self._conn: psycopg.Connection[Any] | None = None
         self._queued: list[tuple[str, Sequence[Any]]] = []
+        self._checks: dict[int, Check] = {}
         self._begun = False
         self._depth = 0
         self._locks: set[tuple[int, int]] = set()
@@ -196,6 +198,8 @@ class Runner:
             self._serial += 1
             try:
                 yield
+                if self._checks:  # settled before anything commits with it
+                    self._send_queued(conn)
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits
                     self._send(conn, "COMMIT", (), _rowcount)  # a write that waited may fail
             except BaseException:
@@ -205,6 +209,7 @@ class Runner:
                 raise
             finally:
                 self._conn, self._queued = None, []
+                self._checks.clear()
                 self._locks.clear()
                 self._ahead.clear()
 
@@ -216,6 +221,7 @@ class Runner:
         """The cursors of ``statements``, run after the statements waiting to be sent, all in
         one round trip where libpq pipelines."""
         queued, self._queued = self._queued, []
+        checks, self._checks = self._checks, {}
         self._begun = self._begun or bool(queued)
         everything = [*queued, *statements]
         if len(everything) == 1 or not PIPELINES:
@@ -223,6 +229,8 @@ class Runner:
         else:
             with conn.pipeline():
                 cursors = [_execute(conn, sql, params) for sql, params in everything]
+        for index, check in checks.items():  # before the caller sees any result
+            check(cursors[index].rowcount)
         return cursors[len(queued) :]
 
     def read_ahead(self, reads: Sequence[Statement]) -> None:
@@ -291,6 +299,21 @@ class Runner:
         if self._conn is None:
             self._run(sql, params, _rowcount)
         else:
+            self._queued.append((sql, params))
+
+    def execute_checked(self, sql: str, params: Sequence[Any], check: Check) -> None:
+        """Run ``sql``, a write whose row count decides whether the transaction goes on: inside
+        a transaction it goes with the next statement (no round trip of its own), and ``check``
+        gets its row count as soon as that round trip returns, before the caller sees anything
+        else of it; ``check`` raises to end the transaction (rolled back, whatever went with
+        it). Before a ``COMMIT`` it is sent on its own, so nothing commits with it unchecked.
+        Outside a transaction it runs now."""
+        _check_tenant(sql)
+        self._ahead.clear()
+        if self._conn is None:
+            check(self._run(sql, params, _rowcount))
+        else:
+            self._checks[len(self._queued)] = check
             self._queued.append((sql, params))
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:

@@ -27,7 +27,7 @@ from cortex.core.memory_models import (
     SessionSnapshot,
 )
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
-from cortex.errors import ValidationError
+from cortex.errors import RequestReplayed, ValidationError
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneRepository
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
@@ -48,7 +48,7 @@ from cortex.store.records import (
     prefix_query,
     sessions_from_rows,
 )
-from cortex.store.registry import Registry
+from cortex.store.registry import CLAIM, Registry
 from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
@@ -132,6 +132,16 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     @cached_property
     def registry(self) -> Registry:
         return Registry(self._db.rows, self._db.execute, self.tenant)
+
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        """See ``Store.claim_request_ahead``: sent with the transaction's next statement (a
+        start's reads ahead, a turn's tasks), not in a round trip of its own."""
+
+        def settle(changed: int) -> None:
+            if changed != 1:
+                raise RequestReplayed(request_id)
+
+        self._db.execute_checked(CLAIM, (self.tenant, request_id, at), settle)
 
     @cached_property
     def task_rows(self) -> TaskRepository:
