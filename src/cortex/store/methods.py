@@ -11,7 +11,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
@@ -107,6 +107,11 @@ class RegistryMethods:
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
         return self.registry.get_api_key(key_id)
+
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        check(self.registry.get_api_key(key_id))
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         return self.registry.list_api_keys(tenant)

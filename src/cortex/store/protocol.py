@@ -27,7 +27,7 @@ through untranslated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -512,6 +512,15 @@ class RequestStore(Protocol):
         Call it inside the ``transaction()`` that makes the change, so that the claim and the
         change commit (or roll back) together.
         """
+        ...
+
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        """``check`` of the registry's record of ``key_id`` (None: no such key), read with the
+        open transaction's next statement on PostgreSQL (no round trip of its own) and handed
+        to ``check`` before anything else of that round trip is seen; ``check`` raises to
+        roll the transaction back. Outside a transaction, and on SQLite, read now."""
         ...
 
     def claim_request_ahead(self, request_id: str, at: str) -> None:

@@ -28,6 +28,7 @@ _KEY_COLUMNS = (
 )
 KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id"
 """Every key with its tenant's revocation folded in; rows for ``key_from_row``."""
+KEY_BY_ID = f"{KEYS} WHERE k.key_id = %s"
 
 
 CLAIM = (
@@ -105,7 +106,7 @@ class Registry:
         )  # fmt: skip
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        found = self._rows(f"{KEYS} WHERE k.key_id = %s", (key_id,))
+        found = self._rows(KEY_BY_ID, (key_id,))
         return key_from_row(found[0]) if found else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:

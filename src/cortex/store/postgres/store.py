@@ -9,7 +9,7 @@ and binds a store per request with ``for_tenant``. A store serves one thread at 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -48,10 +48,11 @@ from cortex.store.records import (
     prefix_query,
     sessions_from_rows,
 )
-from cortex.store.registry import CLAIM, Registry
+from cortex.store.registry import CLAIM, KEY_BY_ID, Registry, key_from_row
 from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
+    from cortex.core.tenancy import ApiKeyRecord
     from cortex.store.protocol import MetricRow, StartReads
 
 MAX_TENANT_CHARS = 128
@@ -132,6 +133,14 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     @cached_property
     def registry(self) -> Registry:
         return Registry(self._db.rows, self._db.execute, self.tenant)
+
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        """See ``Store.check_api_key_ahead``: read with the transaction's next statement."""
+        self._db.read_checked(
+            KEY_BY_ID, (key_id,), lambda rows: check(key_from_row(rows[0]) if rows else None)
+        )
 
     def claim_request_ahead(self, request_id: str, at: str) -> None:
         """See ``Store.claim_request_ahead``: sent with the transaction's next statement (a
