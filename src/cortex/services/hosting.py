@@ -218,7 +218,9 @@ def apply_once(
     ``ahead``: the claim goes with ``change``'s first statement (one round trip fewer on
     PostgreSQL; see ``Store.claim_request_ahead``), for a change that does nothing outside
     its transaction before that statement (a start, a captured turn, an end); and so does
-    the caller's ``key`` check, still to be made (see ``KeyCheck``), checked first."""
+    the caller's ``key`` check, still to be made (see ``KeyCheck``), checked first; without
+    a request id, in a transaction opened for it (the change's own, on PostgreSQL, costs no
+    round trip more)."""
     try:
         return _apply_once(app, request_id, change, ahead, key)
     except RefusedAhead as refused:
@@ -232,9 +234,15 @@ def _apply_once(
     ahead: bool,
     key: KeyCheck | None,
 ) -> T | None:
+    if request_id is None and ahead and key is not None:
+        # A key checked ahead is PostgreSQL's: a transaction of its own costs no round trip,
+        # and sends the key's read with the change's first (a start's reads ahead).
+        with app.store.transaction():
+            key(app.store)
+            return change()
     if request_id is None or not ahead:
         if key is not None:
-            key(app.store)  # no transaction to send it in: a round trip of its own
+            key(app.store)  # a round trip of its own
         if request_id is None:
             return change()
     at = to_iso(app.clock.now())
