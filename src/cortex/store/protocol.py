@@ -73,6 +73,10 @@ class StartReads:
     all_pins=False)``: the restore's candidates."""
     tasks: bool
     """``list_tasks()``: every task of the tenant (a server's task source)."""
+    before: str | None = None
+    """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
+    all_pins=False)``: the last session however old, read by a start with no candidates
+    (None: not read ahead)."""
 
 
 class SessionStore(Protocol):

@@ -236,6 +236,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             sessions.completed_query(
                 start.since, project, limit=start.limit, exclude_id=sid, all_pins=False
             ),
+            None
+            if start.before is None
+            else sessions.completed_query(
+                start.before, project, limit=1, exclude_id=sid, all_pins=False
+            ),
         ]
         self._db.read_ahead([read for read in reads if read is not None])
 
