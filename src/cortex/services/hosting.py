@@ -199,6 +199,7 @@ class ServiceHost:
     def close(self) -> None:
         with self._lock:
             self._keys = None
+            self._known_keys.clear()
             if self._root is not None:
                 self._root.close()
                 self._root = None
