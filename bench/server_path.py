@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import secrets
@@ -36,6 +37,11 @@ from cortex.services.hosting import ServiceHost, apply_once
 ADMIN_URL = os.environ.get(
     "CORTEX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+
+AHEAD: dict[str, Any] = (
+    {"ahead": True} if "ahead" in inspect.signature(apply_once).parameters else {}
+)
+"""As the server's start and turn routes call it, in a tree whose claim can go ahead."""
 
 
 def median_ms(action: Callable[[int], object], runs: int) -> float:
@@ -64,17 +70,25 @@ def measure(url: str, runs: int, batch: int) -> dict[str, float]:
         with host.open("bench") as app:
             sid = app.sessions.on_session_start(project="api").session_id
 
+        def authorized() -> tuple[str, dict[str, Any]]:
+            """The tenant, and ``apply_once``'s options, as the server's direct routes have
+            them: where the tree can, a known key is checked with the first statement."""
+            check = host.key_check(key, lambda _: None) if AHEAD else None
+            if check is not None:
+                return check.known[0], AHEAD | {"key": check}
+            return host.authenticate(key)[0], AHEAD
+
         def turn(i: int) -> None:
-            tenant, _ = host.authenticate(key)
+            tenant, options = authorized()
             with host.open(tenant) as app:
                 record = lambda: app.sessions.record(sid, text=f"auth refactor step {i}")  # noqa: E731
-                apply_once(app, f"turn-{i}-{time.time_ns()}", record)
+                apply_once(app, f"turn-{i}-{time.time_ns()}", record, **options)
 
         def start(i: int) -> None:
-            tenant, _ = host.authenticate(key)
+            tenant, options = authorized()
             with host.open(tenant) as app:
                 begin = lambda: app.sessions.on_session_start(project="api")  # noqa: E731
-                apply_once(app, f"start-{i}-{time.time_ns()}", begin)
+                apply_once(app, f"start-{i}-{time.time_ns()}", begin, **options)
 
         for i in range(20):  # warm the pool and the code paths
             turn(i)

@@ -134,6 +134,18 @@ class StoreContract:
             store.read_ahead_start(reads)
             store.save_session(session("late", t(6), t(7)))
             assert store.latest_session_id(None) == "late"
+        with store.transaction():  # a cold start's last session, however old
+            store.read_ahead_start(replace(reads, since=t(20), before=t(0)))
+            assert (
+                store.completed_sessions_since(
+                    t(20), None, limit=50, exclude_id="new", all_pins=False
+                )
+                == []
+            )
+            [last] = store.completed_sessions_since(
+                t(0), None, limit=1, exclude_id="new", all_pins=False
+            )
+            assert last.session_id == "late"
         store.read_ahead_start(reads)  # outside a transaction: nothing is kept
         store.save_session(session("later", t(8), t(9)))
         assert [s.session_id for s in store.completed_sessions_since(

@@ -235,6 +235,14 @@ def test_a_replayed_request_id_changes_nothing(client: TestClient, host: Service
     turn = {"text": "hello", "request_id": "turn-1"}
     assert call(client, key, "POST", f"/v1/sessions/{sid}/turns", turn)["duplicate"] is False
     assert call(client, key, "POST", f"/v1/sessions/{sid}/turns", turn)["duplicate"] is True
+    start = {"project": "replayed", "request_id": "start-1"}
+    opened = call(client, key, "POST", "/v1/sessions/start", start)["session_id"]
+    assert call(client, key, "POST", "/v1/sessions/start", start) == {"duplicate": True}
+    listed = call(client, key, "GET", "/v1/sessions?project=replayed")["sessions"]
+    assert [s["session_id"] for s in listed] == [opened]  # the replay opened none
+    end = {"session_id": opened, "request_id": "end-1"}
+    assert call(client, key, "POST", "/v1/sessions/end", end)["session_id"] == opened
+    assert call(client, key, "POST", "/v1/sessions/end", end) == {"duplicate": True}
 
 
 def test_rate_limit_answers_429_with_retry_after(host: ServiceHost) -> None:

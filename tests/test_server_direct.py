@@ -118,3 +118,44 @@ def test_direct_routes_keep_the_rate_limit(host: ServiceHost) -> None:
     status, body, retry_after = post(limited, DIRECT, "/v1/sessions/start", b"{}", key)
     assert status == 429 and body["error"]["code"] == "rate_limited"
     assert retry_after is not None and int(retry_after) >= 1
+
+
+def test_a_known_keys_check_with_the_first_statement_answers_and_changes_as_before(
+    client: TestClient, host: ServiceHost
+) -> None:
+    """A key this process authenticated before is read with the request's first statement
+    (with its request id's claim and a start's reads): every refusal is the one FastAPI's
+    routes give, checked before a replay, and whatever went with it is rolled back."""
+    key = new_key(host)
+    tenant = host.authenticate(key)[0]
+    reader, watcher = new_key(host, "read", tenant), new_key(host, "read", tenant)
+    host.authenticate(reader)  # known too
+    start = b'{"project": "ahead", "request_id": "s-1"}'
+    status, started, _ = post(client, DIRECT, "/v1/sessions/start", start, key)
+    assert status == 200 and host.key_check(key, lambda _: None) is not None
+    sid = started["session_id"]
+    forged = key[: key.rindex("_") + 1] + "0" * len(key.rsplit("_", 1)[1])  # known id, bad secret
+    cases = [
+        ("/v1/sessions/start", start, forged, 401),
+        ("/v1/sessions/start", b'{"project": "ahead", "request_id": "s-2"}', reader, 403),
+        ("/v1/sessions/start", b'{"project": "ahead"}', reader, 403),
+        (f"/v1/sessions/{sid}/turns", b'{"text": "x", "request_id": "t-1"}', reader, 403),
+        ("/v1/sessions/end", f'{{"session_id": "{sid}", "request_id": "e-1"}}'.encode(), reader,
+         403),
+    ]  # fmt: skip
+    with host.registry() as app:
+        app.tenants.revoke_key(key.split("_")[1])
+    cases += [
+        ("/v1/sessions/start", start, key, 401),  # revoked: refused, not a replay
+        ("/v1/sessions/start", b'{"project": "ahead", "request_id": "s-3"}', key, 401),
+        (f"/v1/sessions/{sid}/turns", b'{"text": "x", "request_id": "t-2"}', key, 401),
+        ("/v1/sessions/end", f'{{"session_id": "{sid}"}}'.encode(), key, 401),
+    ]
+    for path, body, who, code in cases:
+        direct, routed = both(client, path, body, who)
+        assert direct == routed and direct[0] == code, (path, body, direct)
+    listed = client.get(
+        "/v1/sessions?project=ahead", headers={"Authorization": f"Bearer {watcher}"}
+    )
+    [kept] = listed.json()["sessions"]
+    assert kept["session_id"] == sid and kept["state"] == "ACTIVE"  # nothing else changed it

@@ -9,7 +9,13 @@ import pytest
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.core.tenancy import allows, check_scopes, parse_key
-from cortex.errors import ConflictError, NotFoundError, UnauthorizedError, ValidationError
+from cortex.errors import (
+    ConflictError,
+    NotFoundError,
+    RequestReplayed,
+    UnauthorizedError,
+    ValidationError,
+)
 from cortex.services.tenants import TenantService
 from cortex.store import Store
 
@@ -104,6 +110,25 @@ def test_a_request_id_is_claimed_once_and_a_rolled_back_claim_is_free_again(stor
         assert store.claim_request(other, START) is True
         raise RuntimeError("the change failed")
     assert store.claim_request(other, START) is True
+
+
+def test_a_claim_ahead_settles_with_the_next_statement_and_a_replay_rolls_back_all(
+    store: Store,
+) -> None:
+    rid, other, late = (f"req-{secrets.token_hex(4)}" for _ in range(3))
+    with store.transaction():
+        store.claim_request_ahead(rid, START)
+        assert store.list_tasks() == []  # the claim went with this read, and was new
+    assert store.claim_request(rid, START) is False  # it committed with the change
+    with pytest.raises(RequestReplayed), store.transaction():
+        store.claim_request_ahead(rid, START)
+        store.claim_request(other, START)  # sent with the replayed claim: undone with it
+        raise AssertionError("the change ran past a replayed claim")
+    assert store.claim_request(other, START) is True
+    with pytest.raises(RequestReplayed), store.transaction():
+        store.claim_request_ahead(late, START)
+        store.claim_request_ahead(rid, START)  # nothing after it: settled before the COMMIT
+    assert store.claim_request(late, START) is True  # nothing of that transaction committed
 
 
 def test_scopes_rank_admin_over_write_over_read() -> None:

@@ -108,3 +108,20 @@ class UnavailableError(StorageError):
     """
 
     status = 503
+
+
+class RequestReplayed(Exception):  # noqa: N818 (a signal, not an error anyone sees)
+    """A request id was already claimed: the change it guards must not run, and its
+    transaction is rolled back. Not a ``CortexError``: ``apply_once`` turns it into the
+    replay's answer, so no handler that reports Cortex errors may catch it on the way."""
+
+
+class RefusedAhead(Exception):  # noqa: N818 (a carrier, not an error of its own)
+    """``error`` refused a request in a check made with a later statement (its API key's,
+    see ``KeyCheck``). Not a ``CortexError``, so that no code that logs and tolerates those
+    (an unreadable task list, say) swallows the refusal on its way out; ``apply_once``
+    raises ``error`` itself."""
+
+    def __init__(self, error: CortexError) -> None:
+        super().__init__(str(error))
+        self.error = error

@@ -21,19 +21,29 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import Config, load_config
-from cortex.core.tenancy import check_request_id, check_tenant_id
-from cortex.errors import ConfigError, StorageError, UnauthorizedError
+from cortex.core.tenancy import check_request_id, check_tenant_id, parse_key
+from cortex.errors import (
+    ConfigError,
+    CortexError,
+    RefusedAhead,
+    RequestReplayed,
+    StorageError,
+    UnauthorizedError,
+    ValidationError,
+)
 from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
 from cortex.store.migrations import migration_names
 
 if TYPE_CHECKING:
+    from cortex.core.tenancy import ApiKeyRecord
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import SharedStore, Store, TurnBatch
 
@@ -76,6 +86,7 @@ class ServiceHost:
         self._secret = secret
         self._configs: dict[str, Config] = {}
         self._keys: TenantService | None = None
+        self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
@@ -137,7 +148,27 @@ class ServiceHost:
         if not self.postgres:
             with self.registry() as app:
                 return app.tenants.authenticate(plaintext)
-        return self._key_reader().authenticate(plaintext)
+        found = self._key_reader().authenticate(plaintext)
+        self._remember(plaintext, found)
+        return found
+
+    def key_check(
+        self, plaintext: str, admit: Callable[[tuple[str, ...]], None]
+    ) -> KeyCheck | None:
+        """On PostgreSQL, for a key this process authenticated before, its check to send with
+        the request's first statement (its tenant and scopes, which never change for a key
+        id, known beforehand); None when the key must be authenticated first."""
+        parsed = parse_key(plaintext) if self.postgres else None
+        known = self._known_keys.get(parsed[0]) if parsed else None
+        return KeyCheck(plaintext, known, admit) if known is not None else None
+
+    def _remember(self, plaintext: str, found: tuple[str, tuple[str, ...]]) -> None:
+        parsed = parse_key(plaintext)
+        if parsed is not None:
+            with self._lock:
+                if len(self._known_keys) >= MAX_CACHED_CONFIGS:
+                    self._known_keys.clear()
+                self._known_keys[parsed[0]] = found
 
     def _key_reader(self) -> TenantService:
         """The key registry on the shared pool, built once per process (not per request):
@@ -168,18 +199,97 @@ class ServiceHost:
     def close(self) -> None:
         with self._lock:
             self._keys = None
+            self._known_keys.clear()
             if self._root is not None:
                 self._root.close()
                 self._root = None
 
 
-def apply_once(app: Services, request_id: str | None, change: Callable[[], T]) -> T | None:
+def apply_once(
+    app: Services,
+    request_id: str | None,
+    change: Callable[[], T],
+    *,
+    ahead: bool = False,
+    key: KeyCheck | None = None,
+) -> T | None:
     """Run ``change``; with a ``request_id``, at most once for the tenant: the claim and the
-    change commit together, and a replay returns None having changed nothing."""
-    if request_id is None:
-        return change()
-    check_request_id(request_id)
-    with app.store.transaction():
-        if not app.store.claim_request(request_id, to_iso(app.clock.now())):
-            return None
-        return change()
+    change commit together, and a replay returns None having changed nothing.
+
+    ``ahead``: the claim goes with ``change``'s first statement (one round trip fewer on
+    PostgreSQL; see ``Store.claim_request_ahead``), for a change that does nothing outside
+    its transaction before that statement (a start, a captured turn, an end); and so does
+    the caller's ``key`` check, still to be made (see ``KeyCheck``), checked first; without
+    a request id, in a transaction opened for it (the change's own, on PostgreSQL, costs no
+    round trip more)."""
+    try:
+        return _apply_once(app, request_id, change, ahead, key)
+    except RefusedAhead as refused:
+        raise refused.error from None  # rolled back, with whatever went with the key's read
+
+
+def _apply_once(
+    app: Services,
+    request_id: str | None,
+    change: Callable[[], T],
+    ahead: bool,
+    key: KeyCheck | None,
+) -> T | None:
+    if request_id is None and ahead and key is not None:
+        # A key checked ahead is PostgreSQL's: a transaction of its own costs no round trip,
+        # and sends the key's read with the change's first (a start's reads ahead).
+        with app.store.transaction():
+            key(app.store)
+            return change()
+    if request_id is None or not ahead:
+        if key is not None:
+            key(app.store)  # a round trip of its own
+        if request_id is None:
+            return change()
+    at = to_iso(app.clock.now())
+    if not ahead:
+        check_request_id(request_id)
+        with app.store.transaction():
+            return change() if app.store.claim_request(request_id, at) else None
+    try:
+        check_request_id(request_id)
+    except ValidationError:
+        if key is not None:
+            key(app.store)  # an unknown key is refused before a bad request id
+        raise
+    try:
+        with app.store.transaction():
+            if key is not None:
+                key(app.store)
+            app.store.claim_request_ahead(request_id, at)
+            return change()
+    except RequestReplayed:
+        return None  # rolled back: whatever went with the claim is undone
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """The check of a request's API key, made with the request's first statement rather than
+    in a round trip before it (``ServiceHost.key_check``); what the key allows (``admit``:
+    its rate limit and scope) runs once the key is found live, before anything else of that
+    round trip is seen. The registry is read then, as ever: a revoked key fails at once."""
+
+    plaintext: str
+    known: tuple[str, tuple[str, ...]]
+    admit: Callable[[tuple[str, ...]], None]
+    """What the key's scopes allow, given them: raises to refuse the request."""
+
+    def __call__(self, store: Store) -> None:
+        parsed = parse_key(self.plaintext)
+        assert parsed is not None  # known keys parse
+        store.check_api_key_ahead(parsed[0], self._settle)
+
+    def _settle(self, record: ApiKeyRecord | None) -> None:
+        from cortex.services.tenants import verify_key
+
+        try:
+            if verify_key(self.plaintext, record) != self.known:  # key ids are never reused
+                raise UnauthorizedError("this API key's tenant or scopes changed; send it again")
+            self.admit(self.known[1])
+        except CortexError as exc:
+            raise RefusedAhead(exc) from exc

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
@@ -108,6 +108,11 @@ class RegistryMethods:
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
         return self.registry.get_api_key(key_id)
 
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        check(self.registry.get_api_key(key_id))
+
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         return self.registry.list_api_keys(tenant)
 
@@ -121,6 +126,12 @@ class RegistryMethods:
 
     def claim_request(self, request_id: str, at: str) -> bool:
         return self.registry.claim_request(request_id, at)
+
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        if not self.registry.claim_request(request_id, at):
+            from cortex.errors import RequestReplayed
+
+            raise RequestReplayed(request_id)
 
 
 class TaskMethods:

@@ -27,7 +27,7 @@ through untranslated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -73,6 +73,10 @@ class StartReads:
     all_pins=False)``: the restore's candidates."""
     tasks: bool
     """``list_tasks()``: every task of the tenant (a server's task source)."""
+    before: str | None = None
+    """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
+    all_pins=False)``: the last session however old, read by a start with no candidates
+    (None: not read ahead)."""
 
 
 class SessionStore(Protocol):
@@ -511,6 +515,25 @@ class RequestStore(Protocol):
 
         Call it inside the ``transaction()`` that makes the change, so that the claim and the
         change commit (or roll back) together.
+        """
+        ...
+
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        """``check`` of the registry's record of ``key_id`` (None: no such key), read with the
+        open transaction's next statement on PostgreSQL (no round trip of its own) and handed
+        to ``check`` before anything else of that round trip is seen; ``check`` raises to
+        roll the transaction back. Outside a transaction, and on SQLite, read now."""
+        ...
+
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        """``claim_request`` inside the ``transaction()`` that makes the change, settled by
+        the change's first statement: on PostgreSQL the claim goes with it in one round trip
+        (not one of its own), and once that round trip returns, before the change sees any
+        of its results, an id already recorded raises ``RequestReplayed`` (the transaction
+        rolls back). SQLite claims at once. So the change must do nothing outside the
+        transaction before its first statement.
         """
         ...
 

@@ -28,6 +28,14 @@ _KEY_COLUMNS = (
 )
 KEYS = f"SELECT {_KEY_COLUMNS} FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id"
 """Every key with its tenant's revocation folded in; rows for ``key_from_row``."""
+KEY_BY_ID = f"{KEYS} WHERE k.key_id = %s"
+
+
+CLAIM = (
+    "INSERT INTO request_ids (tenant_id, request_id, created_at) "
+    "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+)
+"""A request id's claim: changes one row when the id is new to the tenant, none if not."""
 
 
 def key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
@@ -98,7 +106,7 @@ class Registry:
         )  # fmt: skip
 
     def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
-        found = self._rows(f"{KEYS} WHERE k.key_id = %s", (key_id,))
+        found = self._rows(KEY_BY_ID, (key_id,))
         return key_from_row(found[0]) if found else None
 
     def list_api_keys(self, tenant: str | None = None) -> list[ApiKeyRecord]:
@@ -128,11 +136,4 @@ class Registry:
         return int(found[0][0])
 
     def claim_request(self, request_id: str, at: str) -> bool:
-        return (
-            self._execute(
-                "INSERT INTO request_ids (tenant_id, request_id, created_at) "
-                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                (self.tenant, request_id, at),
-            )
-            == 1
-        )
+        return self._execute(CLAIM, (self.tenant, request_id, at)) == 1

@@ -20,7 +20,7 @@ from cortex.adapters.server.models import ID_PATTERN
 from cortex.core.tenancy import ADMIN, READ, WRITE, allows, parse_key
 from cortex.errors import CortexError, ForbiddenError, UnauthorizedError
 from cortex.services.app import Services
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import KeyCheck, ServiceHost
 
 
 class RateLimitedError(CortexError):
@@ -65,6 +65,9 @@ class Caller:
     tenant: str
     scopes: tuple[str, ...]
     host: ServiceHost
+    key: KeyCheck | None = None
+    """The key's check still to make (``authorize_ahead``): by ``apply_once``, with the
+    request's first statement."""
 
     def services(self) -> Services:
         """The tenant's services for this request (use as ``with caller.services() as app``)."""
@@ -90,6 +93,20 @@ def authorize(host: ServiceHost, limiter: RateLimiter, header: str, needed: str)
     assert parsed is not None  # authenticate accepted it, so it parses
     admit(limiter, needed, parsed[0], scopes)
     return Caller(tenant, scopes, host)
+
+
+def authorize_ahead(host: ServiceHost, limiter: RateLimiter, header: str, needed: str) -> Caller:
+    """``authorize``, but for a key this process authenticated before (on PostgreSQL) the
+    registry's read of it, the rate limit and the scope check are left to the request's
+    first statement (``Caller.key``, for ``apply_once``): one round trip fewer. The errors
+    and their order are ``authorize``'s."""
+    token = bearer(header)
+    parsed = parse_key(token)
+    if parsed is not None:
+        check = host.key_check(token, lambda scopes: admit(limiter, needed, parsed[0], scopes))
+        if check is not None:
+            return Caller(*check.known, host, check)
+    return authorize(host, limiter, header, needed)
 
 
 def admit(limiter: RateLimiter, needed: str, key_id: str, scopes: tuple[str, ...]) -> None:

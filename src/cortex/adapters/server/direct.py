@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import sessions
-from cortex.adapters.server.auth import Json, RateLimiter, admit, authorize, bearer
+from cortex.adapters.server.auth import Json, RateLimiter, admit, authorize_ahead, bearer
 from cortex.adapters.server.batching import TurnBatcher
 from cortex.adapters.server.models import ID_PATTERN, EndIn, StartIn, TurnIn
 from cortex.core.tenancy import WRITE
@@ -141,7 +141,7 @@ class DirectRoutes:
             return
 
         def work() -> Json:
-            who = authorize(self.host, self.limiter, header.decode("latin-1"), route.needed)
+            who = authorize_ahead(self.host, self.limiter, header.decode("latin-1"), route.needed)
             return route.call(*params, parsed, who)
 
         try:

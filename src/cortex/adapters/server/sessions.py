@@ -41,6 +41,8 @@ def start(body: StartIn, caller: Writer) -> Json:
             app,
             body.request_id,
             lambda: app.sessions.on_session_start(body.session_id, body.channel, **fields),
+            ahead=True,
+            key=caller.key,
         )
     if ctx is None:
         return DUPLICATE
@@ -52,7 +54,8 @@ def turn(session_id: Id, body: TurnIn, caller: Writer) -> Json:
     """Per-turn capture: fold this turn's signals into the stored session."""
     with caller.services() as app:
         fields = turn_signals(body)
-        state = apply_once(app, body.request_id, lambda: app.sessions.record(session_id, **fields))
+        record = lambda: app.sessions.record(session_id, **fields)  # noqa: E731
+        state = apply_once(app, body.request_id, record, ahead=True, key=caller.key)
     return turn_answer(session_id, state)
 
 
@@ -73,7 +76,11 @@ def end(body: EndIn, caller: Writer) -> Json:
     """End a session: its final record, with redacted pins, tasks and topics."""
     with caller.services() as app:
         state = apply_once(
-            app, body.request_id, lambda: app.sessions.on_session_end(body.session_id)
+            app,
+            body.request_id,
+            lambda: app.sessions.on_session_end(body.session_id),
+            ahead=True,
+            key=caller.key,
         )
     return DUPLICATE if state is None else state.to_dict()
 

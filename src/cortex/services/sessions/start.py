@@ -20,7 +20,7 @@ from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.recovery import HOST, CrashRecovery
-from cortex.services.sessions.restore import CANDIDATE_LIMIT, Restorer
+from cortex.services.sessions.restore import CANDIDATE_LIMIT, EPOCH, Restorer
 from cortex.store.protocol import StartReads
 
 
@@ -113,6 +113,7 @@ class SessionStart:
                 since=self.restorer.window_start(now),
                 limit=CANDIDATE_LIMIT,
                 tasks=enabled and ctx.tasks_in_store,
+                before=EPOCH,  # a cold start's last session, however old: one probe
             )
         )
 

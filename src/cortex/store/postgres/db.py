@@ -28,6 +28,7 @@ Cursor = psycopg.Cursor[Any]
 T = TypeVar("T")
 Reader = Callable[[Cursor], T]
 Statement = tuple[str, Sequence[Any]]
+Settle = Callable[["Cursor"], None]
 _BEGIN = "BEGIN"
 _CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
@@ -148,6 +149,7 @@ class Runner:
         self.url = url
         self._conn: psycopg.Connection[Any] | None = None
         self._queued: list[tuple[str, Sequence[Any]]] = []
+        self._checks: dict[int, Settle] = {}
         self._begun = False
         self._depth = 0
         self._locks: set[tuple[int, int]] = set()
@@ -196,6 +198,8 @@ class Runner:
             self._serial += 1
             try:
                 yield
+                if self._checks:  # settled before anything commits with it
+                    self._send_queued(conn)
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits
                     self._send(conn, "COMMIT", (), _rowcount)  # a write that waited may fail
             except BaseException:
@@ -205,6 +209,7 @@ class Runner:
                 raise
             finally:
                 self._conn, self._queued = None, []
+                self._checks.clear()
                 self._locks.clear()
                 self._ahead.clear()
 
@@ -216,6 +221,7 @@ class Runner:
         """The cursors of ``statements``, run after the statements waiting to be sent, all in
         one round trip where libpq pipelines."""
         queued, self._queued = self._queued, []
+        checks, self._checks = self._checks, {}
         self._begun = self._begun or bool(queued)
         everything = [*queued, *statements]
         if len(everything) == 1 or not PIPELINES:
@@ -223,6 +229,8 @@ class Runner:
         else:
             with conn.pipeline():
                 cursors = [_execute(conn, sql, params) for sql, params in everything]
+        for index, settle in checks.items():  # before the caller sees any result
+            settle(cursors[index])
         return cursors[len(queued) :]
 
     def read_ahead(self, reads: Sequence[Statement]) -> None:
@@ -291,6 +299,32 @@ class Runner:
         if self._conn is None:
             self._run(sql, params, _rowcount)
         else:
+            self._queued.append((sql, params))
+
+    def execute_checked(
+        self, sql: str, params: Sequence[Any], check: Callable[[int], None]
+    ) -> None:
+        """Run ``sql``, a write whose row count decides whether the transaction goes on: inside
+        a transaction it goes with the next statement (no round trip of its own), and ``check``
+        gets its row count as soon as that round trip returns, before the caller sees anything
+        else of it; ``check`` raises to end the transaction (rolled back, whatever went with
+        it). Before a ``COMMIT`` it is sent on its own, so nothing commits with it unchecked.
+        Outside a transaction it runs now."""
+        self._checked(sql, params, lambda cursor: check(_rowcount(cursor)))
+
+    def read_checked(
+        self, sql: str, params: Sequence[Any], check: Callable[[list[Row]], None]
+    ) -> None:
+        """As ``execute_checked``, for a SELECT whose rows ``check`` gets."""
+        self._checked(sql, params, lambda cursor: check(_fetched(cursor)))
+
+    def _checked(self, sql: str, params: Sequence[Any], settle: Settle) -> None:
+        _check_tenant(sql)
+        self._ahead.clear()
+        if self._conn is None:
+            self._run(sql, params, settle)
+        else:
+            self._checks[len(self._queued)] = settle
             self._queued.append((sql, params))
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:

@@ -9,7 +9,7 @@ and binds a store per request with ``for_tenant``. A store serves one thread at 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from cortex.core.memory_models import (
     SessionSnapshot,
 )
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
-from cortex.errors import ValidationError
+from cortex.errors import RequestReplayed, ValidationError
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneRepository
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
@@ -48,10 +48,11 @@ from cortex.store.records import (
     prefix_query,
     sessions_from_rows,
 )
-from cortex.store.registry import Registry
+from cortex.store.registry import CLAIM, KEY_BY_ID, Registry, key_from_row
 from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
+    from cortex.core.tenancy import ApiKeyRecord
     from cortex.store.protocol import MetricRow, StartReads
 
 MAX_TENANT_CHARS = 128
@@ -132,6 +133,24 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     @cached_property
     def registry(self) -> Registry:
         return Registry(self._db.rows, self._db.execute, self.tenant)
+
+    def check_api_key_ahead(
+        self, key_id: str, check: Callable[[ApiKeyRecord | None], None]
+    ) -> None:
+        """See ``Store.check_api_key_ahead``: read with the transaction's next statement."""
+        self._db.read_checked(
+            KEY_BY_ID, (key_id,), lambda rows: check(key_from_row(rows[0]) if rows else None)
+        )
+
+    def claim_request_ahead(self, request_id: str, at: str) -> None:
+        """See ``Store.claim_request_ahead``: sent with the transaction's next statement (a
+        start's reads ahead, a turn's tasks), not in a round trip of its own."""
+
+        def settle(changed: int) -> None:
+            if changed != 1:
+                raise RequestReplayed(request_id)
+
+        self._db.execute_checked(CLAIM, (self.tenant, request_id, at), settle)
 
     @cached_property
     def task_rows(self) -> TaskRepository:
@@ -216,6 +235,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             None if start.resumed else sessions.latest_id_query(project),
             sessions.completed_query(
                 start.since, project, limit=start.limit, exclude_id=sid, all_pins=False
+            ),
+            None
+            if start.before is None
+            else sessions.completed_query(
+                start.before, project, limit=1, exclude_id=sid, all_pins=False
             ),
         ]
         self._db.read_ahead([read for read in reads if read is not None])
