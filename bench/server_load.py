@@ -11,9 +11,11 @@ processes, and the whole machine, other users included).
 Run: ``.venv/bin/python bench/server_load.py`` (``--agents``, ``--turns``, ``--workers 1,2,4``,
 ``--seconds`` (load time per process count; sessions under way then finish), ``--rate N``
 (pace the agents to N captured turns/s in all: the restore times at that load rather than at
-saturation), ``--no-request-ids``, ``--json``). Progress goes to stderr. Loopback only; the
-scratch database is dropped at the end. Reports captured turns/s, restore (start) p50/p95,
-errors, the interpreter floor (``python -c "import sqlite3"``) and the load.
+saturation; the agents' sessions begin spread over a cycle, with ``--aligned`` all in one
+slot), ``--no-request-ids``, ``--json``). Progress goes to stderr. Loopback only; the scratch
+database is dropped at the end. Reports captured turns/s (over the whole run, and steady:
+from one cycle in to the deadline), restore (start) p50/p95, errors, the interpreter floor
+(``python -c "import sqlite3"``) and the load.
 """
 
 from __future__ import annotations
@@ -146,6 +148,9 @@ class Results:
     errors: Counter[str] = field(default_factory=Counter)
     messages: Counter[str] = field(default_factory=Counter)
     """The errors' messages, by the last part of the request's path."""
+    steady: float = 0.0
+    """Captured turns/s from one session's cycle after the start to the deadline: once every
+    paced agent has begun, and before sessions under way at the deadline wind down."""
 
 
 class Connection:
@@ -197,6 +202,9 @@ class Plan:
     request_ids: bool
     rate: float | None
     server_log: str | None = None
+    aligned: bool = False
+    """Paced agents all begin a session in the same request slot (the old pacing): their
+    starts then arrive together, every agent's within one ``interval`` of each cycle."""
 
     @property
     def interval(self) -> float:
@@ -205,11 +213,26 @@ class Plan:
             return 0.0
         return self.agents / (self.rate * (self.turns + 2) / self.turns)
 
+    @property
+    def cycle(self) -> float:
+        """Seconds of one paced session (start, turns, end); 0 unpaced."""
+        return self.interval * (self.turns + 2)
+
+    def first_delay(self) -> float:
+        """When a paced agent sends its first request, in seconds from the load's start.
+
+        Spread over a whole session's cycle (start, turns, end), so that the agents' starts
+        arrive evenly, as independent agents' do; drawn within one ``interval`` (``aligned``),
+        every agent's session begins in the same slot and 100 starts arrive at once every
+        cycle (at 500 turns/s, 100 starts in 0.17 s every 2 s): a burst, not the rate.
+        """
+        return random.uniform(0, self.interval if self.aligned else self.cycle)
+
 
 async def agent(conn: Connection, plan: Plan, deadline: float, out: Results) -> None:
     """start -> turns -> end until ``deadline``, paced as ``plan`` says."""
     turns, request_ids, interval = plan.turns, plan.request_ids, plan.interval
-    due = time.monotonic() + random.uniform(0, interval)
+    due = time.monotonic() + plan.first_delay()
 
     async def call(path: str, fields: dict[str, Any]) -> tuple[dict[str, Any] | None, float]:
         """The answer (None on an error, counted) and its time in ms from being sent."""
@@ -263,8 +286,15 @@ async def load(port: int, workers: int, keys: list[str], plan: Plan) -> tuple[Re
             await asyncio.sleep(5)
             log(f"  workers={workers}: {out.turns} turns so far")
 
-    ticker = asyncio.create_task(progress())
+    async def steady() -> None:
+        await asyncio.sleep(min(plan.cycle, plan.seconds / 2))
+        turns, since = out.turns, time.monotonic()
+        await asyncio.sleep(max(0.0, deadline - since))
+        out.steady = (out.turns - turns) / max(1e-9, time.monotonic() - since)
+
+    ticker, window = asyncio.create_task(progress()), asyncio.create_task(steady())
     await asyncio.gather(*tasks)
+    await window
     ticker.cancel()
     return out, time.monotonic() - started
 
@@ -310,6 +340,7 @@ def run_one(url: str, workers: int, keys: list[str], plan: Plan) -> dict[str, An
         "seconds": round(elapsed, 2),
         "turns": out.turns,
         "turns_per_s": round(out.turns / elapsed, 1),
+        "steady_turns_per_s": round(out.steady, 1),
         "starts": len(out.starts),
         "restore_p50_ms": round(percentile(out.starts, 0.50), 1),
         "restore_p95_ms": round(percentile(out.starts, 0.95), 1),
@@ -342,11 +373,23 @@ def main() -> None:
         help="pace the agents to this many captured turns/s in all (default: as fast as "
         "answered); the restore times then show the latency at that load, not the queue",
     )
+    parser.add_argument(
+        "--aligned",
+        action="store_true",
+        help="with --rate: begin every agent's session in the same slot, so that the starts "
+        "arrive in one burst each cycle (the pacing before starts were spread)",
+    )
     parser.add_argument("--server-log", help="append the server's output to this file")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
     plan = Plan(
-        opts.agents, opts.turns, opts.seconds, not opts.no_request_ids, opts.rate, opts.server_log
+        opts.agents,
+        opts.turns,
+        opts.seconds,
+        not opts.no_request_ids,
+        opts.rate,
+        opts.server_log,
+        opts.aligned,
     )
     name = f"cortex_bench_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN, autocommit=True) as conn:
@@ -380,11 +423,12 @@ def main() -> None:
     paced = f"paced to {plan.rate:g} turns/s" if plan.rate else "unpaced"
     print(f"{opts.agents} agents ({paced}), {opts.turns} turns/session, {report['cpus']} CPUs, "
           f"load {report['loadavg']}, floor {floor} ms")  # fmt: skip
-    print("workers  turns/s  restore p50  restore p95  errors  "
+    print("workers  turns/s  (steady)  restore p50  restore p95  errors  "
           "CPU s generator/server/postgres/machine  server, postgres CPU ms/request")  # fmt: skip
     for r in runs:
         c = r["cpu_s"]
-        print(f"{r['workers']:>7}  {r['turns_per_s']:>7}  {r['restore_p50_ms']:>8} ms  "
+        print(f"{r['workers']:>7}  {r['turns_per_s']:>7}  {r['steady_turns_per_s']:>8}  "
+              f"{r['restore_p50_ms']:>8} ms  "
               f"{r['restore_p95_ms']:>8} ms  {r['errors']:>6}  "
               f"{c['generator']}/{c['server']}/{c['postgres']}/{c['machine']:<20}  "
               f"{r['server_cpu_ms_per_request']}, {r['postgres_cpu_ms_per_request']}")  # fmt: skip
