@@ -45,22 +45,23 @@ class Logger:
             _routes[-1].attach()
         return logging.getLogger(self.name)
 
-    # ``stacklevel=2``: the record names the line that called us, as a direct call would.
     def debug(self, msg: str, *args: object, **kwargs: Any) -> None:
-        if kwargs or not _routed_only(DEBUG, msg, args):
-            self.real().debug(msg, *args, stacklevel=2, **kwargs)
+        self._log(DEBUG, msg, args, kwargs)
 
     def info(self, msg: str, *args: object, **kwargs: Any) -> None:
-        if kwargs or not _routed_only(INFO, msg, args):
-            self.real().info(msg, *args, stacklevel=2, **kwargs)
+        self._log(INFO, msg, args, kwargs)
 
     def warning(self, msg: str, *args: object, **kwargs: Any) -> None:
-        if kwargs or not _routed_only(WARNING, msg, args):
-            self.real().warning(msg, *args, stacklevel=2, **kwargs)
+        self._log(WARNING, msg, args, kwargs)
 
     def error(self, msg: str, *args: object, **kwargs: Any) -> None:
-        if kwargs or not _routed_only(ERROR, msg, args):
-            self.real().error(msg, *args, stacklevel=2, **kwargs)
+        self._log(ERROR, msg, args, kwargs)
+
+    def _log(self, level: int, msg: str, args: tuple[object, ...], kwargs: dict[str, Any]) -> None:
+        # ``stacklevel=3``: the record names the line that called ``debug``/``info``/..., as
+        # a direct call to ``logging`` would.
+        if kwargs or not _routed_only(level, msg, args):
+            self.real().log(level, msg, *args, stacklevel=3, **kwargs)
 
     def exception(self, msg: str, *args: object, **kwargs: Any) -> None:
         self.real().exception(msg, *args, stacklevel=2, **kwargs)
