@@ -265,6 +265,13 @@ def _random_run_spans(text: str) -> Iterator[tuple[int, int]]:
             yield match.span()
 
 
+def _fold(text: str) -> str:
+    """``text`` lowercased for the case-insensitive rules, the same length as ``text`` (U+0130
+    is the one code point whose lowercase is two characters: it is mapped first), so that
+    spans found in it apply to ``text``."""
+    return text.replace("\u0130", "i").lower()
+
+
 def _spans(text: str) -> list[tuple[int, int]]:
     original, short, folded_rules, any_guard = _rules()
     spans = list(_pem_spans(text))
@@ -274,9 +281,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
     for guard, pattern in original if longest >= _SHORTEST_TOKEN else short:
         if guard in text:
             spans.extend(_group_spans(pattern, text))
-    # U+0130 is the one code point whose lowercase is two characters; mapping it first keeps
-    # ``folded`` the same length as ``text``, so spans found in it apply to ``text``.
-    folded = text.replace("\u0130", "i").lower()
+    folded = _fold(text)
     if any_guard.search(folded) is not None:
         for guards, pattern in folded_rules:
             if any(guard in folded for guard in guards):
@@ -334,7 +339,8 @@ def _quiet(text: str) -> bool:
     of each kind costs about half of running ``_spans`` to find nothing."""
     if "://" in text:
         return False
-    if _rules()[3].search(text.replace("\u0130", "i").lower()) is not None:
+    *_, any_guard = _rules()
+    if any_guard.search(_fold(text)) is not None:
         return False
     return max(map(len, text.split()), default=0) < _SHORTEST_TOKEN
 
