@@ -596,7 +596,7 @@ def test_a_start_that_recovers_a_crashed_session_logs_it_without_logging(
 FINISH = """
 import atexit, sys
 sys.path.insert(0, sys.argv[1])
-import client
+import wire
 
 class Late:
     def __del__(self):
@@ -605,7 +605,7 @@ class Late:
 late = Late()
 atexit.register(print, "exit function ran")
 sys.stdout.write("answer ")  # buffered: finish flushes it
-client.finish(int(sys.argv[2]))
+wire.finish(int(sys.argv[2]))
 """
 
 
@@ -616,7 +616,7 @@ def test_the_hook_client_ends_after_its_exit_functions_without_teardown() -> Non
     )
     assert (done.returncode, done.stdout, done.stderr) == (3, "answer exit function ran\n", "")
     # (``sys.exit`` would have torn ``late`` down: the code is the same, the work is not.)
-    plain = FINISH.replace("client.finish(", "sys.exit(")
+    plain = FINISH.replace("wire.finish(", "sys.exit(")
     done = subprocess.run(
         [sys.executable, "-c", plain, hooks_dir, "3"], capture_output=True, text=True, timeout=60
     )
@@ -636,6 +636,51 @@ def test_the_hook_client_exits_the_ordinary_way_while_another_thread_runs() -> N
     )
     assert done.returncode == 4  # waited for the thread, as ``sys.exit`` does
     assert done.stdout == "answer thread done\nexit function ran\ntorn down\n"
+
+
+READ_STDIN = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import wire
+print(wire.read_stdin(int(sys.argv[2]), 0.3))
+print(signal.getsignal(signal.SIGALRM) is signal.SIG_DFL, signal.getitimer(signal.ITIMER_REAL))
+"""
+
+
+def read_stdin_in_child(data: bytes, limit: int, close: bool) -> list[str]:
+    """What ``wire.read_stdin`` returns in a process whose stdin gets ``data`` and is closed
+    (or left open), and whether the alarm it set is gone afterwards."""
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", READ_STDIN, hooks_dir, str(limit)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(data.decode())
+    proc.stdin.flush()
+    if close:
+        proc.stdin.close()
+    try:
+        return proc.stdout.read().splitlines()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+def test_the_hook_client_reads_stdin_within_a_time_limit() -> None:
+    assert read_stdin_in_child(b'{"a": 1}', 100, close=True) == [
+        "(b'{\"a\": 1}', None)",
+        "True (0.0, 0.0)",  # the handler put back and the timer disarmed
+    ]
+    assert read_stdin_in_child(b'{"a": 1', 100, close=False) == [  # a host that never closes
+        "(b'', 'stdin was not closed within 0.3 s; input ignored')",
+        "True (0.0, 0.0)",
+    ]
+    assert read_stdin_in_child(b"x" * 200, 100, close=True)[0] == (
+        "(b'', 'input is larger than 100 bytes; ignored')"
+    )
 
 
 # Modules an event that logs nothing never needs (the hook server would hold them for hours).
@@ -710,7 +755,7 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     try:
         prompt = event("UserPromptSubmit", "s1", repo, prompt="tune the antenna")
         names = imported_modules(home, prompt, env)
-        assert "cortex.adapters.hooks.client" in names  # the client half only
+        assert "cortex.adapters.hooks.wire" in names  # the client half only
         assert not {"cortex.adapters.hooks.server", "cortex.adapters.hooks.dispatch"} & names
         assert not {"sqlite3", "json", "socket"} & names
         state = manager(home).store.get_session("s1")

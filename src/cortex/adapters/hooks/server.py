@@ -20,8 +20,8 @@ input up to end of stream; the reply is ``0`` and the stdout text, or ``S`` when
 upgrade, or a host the server does not know: the client then runs the in-process path).
 The socket is 0600 in the 0700 home, so only its owner can talk to it.
 
-The client half (``client.py``, which this module shares the wire format with) imports only the
-standard library: it runs in every hook.
+The client half (``client.py`` and ``wire.py``, which this module shares the wire format with)
+imports only modules built into the interpreter: it runs in every hook.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 
 from cortex.adapters import HOSTS
-from cortex.adapters.hooks.client import (
+from cortex.adapters.hooks.wire import (
     CLIENT_TIMEOUT_SECONDS,
     MAGIC,
     MAX_REQUEST_BYTES,
