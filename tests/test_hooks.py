@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -736,6 +737,53 @@ def test_served_events_leave_the_unneeded_modules_unloaded(home: Path, repo: Pat
     assert {"cortex.services.sessions.restore", "cortex.services.compaction"} <= names  # the engine
     assert NOT_ON_THE_EVENT_PATH & names == set()
     assert manager(home).store.get_session("s2") is not None
+
+
+def test_a_served_event_leaves_its_bookkeeping_until_after_the_answer(
+    home: Path, repo: Path
+) -> None:
+    # The hook server passes ``later``: the answer comes with the event committed, and the
+    # files nothing in the answer depends on are written when the server runs ``later``.
+    from cortex.adapters.hooks.dispatch import handle
+    from cortex.adapters.hooks.hook import ServicesCache
+    from cortex.adapters.hooks.state import read_status, session_state_path
+    from cortex.services.metrics import HEAD_FILE
+
+    in_use(home)
+    cache, env = ServicesCache(), {"CORTEX_HOME": str(home), "CORTEX_NOW": T0}
+    head = home / HEAD_FILE
+    events = [
+        event("SessionStart", "s1", repo, source="startup"),
+        event("UserPromptSubmit", "s1", repo, prompt="tune the ft991a"),
+        event("SessionEnd", "s1", repo),
+        event("SessionStart", "s2", repo, source="startup"),  # restores s1: metrics events
+    ]
+    answers: list[str] = []
+    try:
+        for payload in events:
+            later: list[Callable[[], None]] = []
+            raw = json.dumps(payload).encode()
+            answers.append(handle("claude-code", raw, env, str(repo), cache=cache, later=later))
+            store = manager(home).store
+            assert store.get_session(payload["session_id"]) is not None  # committed already
+            newest = store.last_metric()
+            store.close()
+            head_seq = json.loads(head.read_text())["seq"] if head.exists() else 0
+            assert read_status(home, "claude-code").get("event") != payload["hook_event_name"]
+            if payload is events[-1]:  # the restore's events are stored, the head not yet moved
+                assert newest is not None and head_seq < newest.seq
+            for step in later:
+                step()
+            assert read_status(home, "claude-code")["event"] == payload["hook_event_name"]
+            if newest is not None and newest.seq > head_seq:
+                assert json.loads(head.read_text())["seq"] == newest.seq
+    finally:
+        cache.close()
+    assert "SESSION CONTINUITY" in answers[-1]
+    assert json.loads(session_state_path(home, "s2").read_text())["primed"] is True
+    assert json.loads(head.read_text())["seq"] > 0
+    lines = (home / "hooks" / "latency.jsonl").read_text().splitlines()
+    assert len(lines) == len(events)
 
 
 def wait_for_server(home: Path, seconds: float = 30) -> int:

@@ -7,7 +7,9 @@ getting the services under its own settings and clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from cortex.adapters.hooks.events import HookEvent
@@ -29,6 +31,11 @@ _UNREAD: Any = object()
 """The session row not read yet in this event (None means read, and there is none)."""
 
 
+def run_now(step: Callable[[], object]) -> None:
+    """Run a bookkeeping step at once (what a hook without a server does with each)."""
+    step()
+
+
 @dataclass
 class Hook:
     """One event being handled: the event, its session and project, and the open services."""
@@ -45,6 +52,8 @@ class Hook:
     """The Cortex server (client mode) could not be asked about the session in this event."""
     owner_pid: int | None = None
     """The harness process that ran the hook (its session's owner), when the hook could tell."""
+    defer: Callable[[Callable[[], object]], None] = run_now
+    """How bookkeeping the answer does not wait for runs: at once, or after it (a server's)."""
 
     @property
     def sessions(self) -> SessionPersistenceManager:
@@ -61,7 +70,8 @@ class Hook:
         state = self.hook_state
         if any(state.get(k) != v for k, v in changes.items()):
             state.update(changes)
-            write_small_json(session_state_path(self.home, self.session_id), state)
+            path = session_state_path(self.home, self.session_id)
+            self.defer(partial(write_small_json, path, dict(state)))
 
     def session(self) -> SessionState | None:
         """The session's row, read once per event (a start, which rewrites it, reads it anew)."""

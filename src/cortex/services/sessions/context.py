@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -88,13 +89,14 @@ class SessionContext(Service):
         self._queued.append((event, session_id, redact_value(payload)))
 
     @contextmanager
-    def tx(self) -> Iterator[None]:
+    def tx(self, defer: Callable[[Callable[[], object]], None] | None = None) -> Iterator[None]:
         """A store transaction whose queued metrics events join it just before it commits.
 
         Nested calls join the outermost one. The chain's head file advances only after the
         commit, so a rolled-back change never leaves a metrics event (or a head ahead of the
-        database) behind. A metrics failure is logged and never undoes the session change it
-        describes.
+        database) behind; with ``defer`` (the outermost call's) that step is handed to it
+        instead of run here. A metrics failure is logged and never undoes the session change
+        it describes.
         """
         if self._depth == 0:
             # Read (and trim) the pending tasks before taking the write lock: a pipeline file
@@ -114,10 +116,17 @@ class SessionContext(Service):
         finally:
             self._depth -= 1
         if written:
-            try:
-                self.metrics.advance_head(written[-1])
-            except CortexError as exc:
-                log.warning("metrics chain head not advanced: %s", exc)
+            step = partial(self._advance_head, written[-1])
+            if defer is None:
+                step()
+            else:
+                defer(step)
+
+    def _advance_head(self, newest: MetricEvent) -> None:
+        try:
+            self.metrics.advance_head(newest)
+        except CortexError as exc:
+            log.warning("metrics chain head not advanced: %s", exc)
 
     def _append_queued(self) -> list[MetricEvent]:
         events, self._queued = self._queued, []
