@@ -747,11 +747,12 @@ def test_a_served_event_leaves_its_bookkeeping_until_after_the_answer(
     from cortex.adapters.hooks.dispatch import handle
     from cortex.adapters.hooks.hook import ServicesCache
     from cortex.adapters.hooks.state import read_status, session_state_path
+    from cortex.files import file_lock
     from cortex.services.metrics import HEAD_FILE
 
     in_use(home)
     cache, env = ServicesCache(), {"CORTEX_HOME": str(home), "CORTEX_NOW": T0}
-    head = home / HEAD_FILE
+    head, mirror = home / HEAD_FILE, home / "working_memory.json"
     events = [
         event("SessionStart", "s1", repo, source="startup"),
         event("UserPromptSubmit", "s1", repo, prompt="tune the ft991a"),
@@ -772,6 +773,10 @@ def test_a_served_event_leaves_its_bookkeeping_until_after_the_answer(
             assert read_status(home, "claude-code").get("event") != payload["hook_event_name"]
             if payload is events[-1]:  # the restore's events are stored, the head not yet moved
                 assert newest is not None and head_seq < newest.seq
+                # and the pins' copy waits, its lock held: a later writer waits for it
+                assert json.loads(mirror.read_text())["sessionId"] == "s1"
+                with pytest.raises(BlockingIOError), file_lock(mirror, wait=False):
+                    pass
             for step in later:
                 step()
             assert read_status(home, "claude-code")["event"] == payload["hook_event_name"]
@@ -780,6 +785,9 @@ def test_a_served_event_leaves_its_bookkeeping_until_after_the_answer(
     finally:
         cache.close()
     assert "SESSION CONTINUITY" in answers[-1]
+    assert json.loads(mirror.read_text())["sessionId"] == "s2"
+    with file_lock(mirror, wait=False):
+        pass  # released
     assert json.loads(session_state_path(home, "s2").read_text())["primed"] is True
     assert json.loads(head.read_text())["seq"] > 0
     lines = (home / "hooks" / "latency.jsonl").read_text().splitlines()
