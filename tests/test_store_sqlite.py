@@ -475,3 +475,29 @@ def test_the_light_candidates_keep_pins_exactly_when_sqlite_instr_finds_critical
         expected = full[state.session_id].working_memory if instr[state.session_id] else ()
         assert state.working_memory == expected, state.session_id
     assert {s.session_id for s in light if s.working_memory} == {"critical", "blob", "accented"}
+
+
+def _wal_after_commits(store: SQLiteStore, pages: int) -> int:
+    """The WAL file's size after ``pages`` pages of 4 KiB rows, one commit per 50 pages."""
+    store._db.run("CREATE TABLE IF NOT EXISTS filler (x BLOB)")
+    for _ in range(pages // 50):
+        with store.transaction():
+            store._db.run_many("INSERT INTO filler VALUES (?)", [(os.urandom(4000),)] * 50)
+    return os.path.getsize(store.url + "-wal")
+
+
+def test_manual_checkpoints_leave_the_log_to_checkpoint(tmp_path: Path) -> None:
+    # SQLite's commits checkpoint past 1,000 pages and the log restarts from its beginning;
+    # with manual_checkpoints it grows until checkpoint() runs, and then restarts.
+    with SQLiteStore(tmp_path / "auto.db") as auto:
+        assert _wal_after_commits(auto, 1500) < 1100 * 4096
+    with SQLiteStore(tmp_path / "manual.db") as store:
+        store.manual_checkpoints()
+        grown = _wal_after_commits(store, 1500)
+        assert grown > 1400 * 4096
+        assert _wal_after_commits(store, 100) > grown  # appended: nothing checkpointed
+        size = os.path.getsize(store.url + "-wal")
+        store.checkpoint()
+        assert _wal_after_commits(store, 100) == size  # restarted at the log's beginning
+        with sqlite3.connect(store.url) as other:  # every committed row is readable
+            assert other.execute("SELECT count(*) FROM filler").fetchone() == (1700,)

@@ -616,6 +616,18 @@ class Store(
         """Problems the backend's own consistency check finds; empty when healthy."""
         ...
 
+    def manual_checkpoints(self) -> None:
+        """From now on this store's commits leave moving the write-ahead log into the database
+        to ``checkpoint`` (a long-lived writer that answers others runs it once it has
+        answered). Nothing to do where the backend keeps no such log of its own (PostgreSQL)."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log's committed pages into the database, waiting for no
+        reader or writer (what a SQLite commit does itself past 1,000 pages, unless
+        ``manual_checkpoints``); nothing to do on PostgreSQL."""
+        ...
+
     def close(self) -> None: ...
 
 

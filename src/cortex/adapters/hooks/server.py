@@ -136,7 +136,9 @@ def _handler(cache: ServicesCache) -> Handler:
     def serve_event(
         host: str, raw: bytes, env: dict[str, str], cwd: str, later: list[Callable[[], None]]
     ) -> str:
-        return handle(host, raw, env, cwd, cache=cache, later=later)
+        answer = handle(host, raw, env, cwd, cache=cache, later=later)
+        later.append(cache.after_answer)
+        return answer
 
     return serve_event
 
@@ -183,7 +185,10 @@ def _loop(
         if upgraded:
             return
         for step in later:
-            step()
+            try:
+                step()
+            except Exception:  # noqa: BLE001, S112 - the server outlives any one event
+                continue
         last = time.monotonic()
         if last - checked > STAMP_CHECK_SECONDS / 2:
             upgraded, checked = code_stamp() != stamp, last

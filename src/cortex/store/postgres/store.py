@@ -193,6 +193,12 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         """One transaction; nested calls join it; an exception rolls it back."""
         return self._db.transaction()
 
+    def manual_checkpoints(self) -> None:
+        """PostgreSQL checkpoints its log itself, never in a commit: nothing to hand over."""
+
+    def checkpoint(self) -> None:
+        """PostgreSQL checkpoints its log itself: nothing to do."""
+
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
         with self._db.connection() as conn:
