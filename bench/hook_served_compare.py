@@ -31,11 +31,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-import core  # noqa: E402 - the bench modules next to this file
-import hooks  # noqa: E402
+import hooks  # noqa: E402 - the bench modules next to this file
 from compare import extract  # noqa: E402
 from cortex.adapters.hooks.server import server_pid, socket_path  # noqa: E402
-from cortex.services.project import project_identity  # noqa: E402
 from process_compare import timed  # noqa: E402
 
 ROOT = BENCH.parent
@@ -68,15 +66,7 @@ def main() -> None:
         envs: dict[str, dict[str, str]] = {}
         for label, src in trees.items():
             home = root / f"home-{label}"
-            core.populate(
-                home / "brain.db",
-                args.sessions,
-                50,
-                project_identity(cwd, home / "cache").id,
-                other="git:example.com/p{}",
-                channel="claude-code",
-                lead_topics=("radio-control", "ft991a"),
-            )
+            hooks.stored_sessions(home, cwd, args.sessions)
             envs[label] = {**hooks.child_env(home, server=True), "PYTHONPATH": str(src)}
         commands = {
             label: [PY, "-S", "-I", "-X", "frozen_modules=on"]

@@ -175,6 +175,20 @@ def child_env(home: Path, server: bool) -> dict[str, str]:
     return env
 
 
+def stored_sessions(home: Path, cwd: str, sessions: int) -> None:
+    """``home``'s database with ``sessions`` realistic sessions, 50 of them of ``cwd``'s project
+    in its restore window (the rest older or of other projects)."""
+    populate(
+        home / "brain.db",
+        sessions,
+        50,
+        project_identity(cwd, home / "cache").id,
+        other="git:example.com/p{}",
+        channel="claude-code",
+        lead_topics=("radio-control", "ft991a"),
+    )
+
+
 def bench_mode(
     root: Path,
     cwd: str,
@@ -188,15 +202,7 @@ def bench_mode(
     every event, or the ``only`` ones. With ``versus`` (server mode), ``versus_script``'s rows
     go into it too."""
     home = root / f"home-{mode}"
-    populate(
-        home / "brain.db",
-        sessions,
-        50,
-        project_identity(cwd, home / "cache").id,
-        other="git:example.com/p{}",
-        channel="claude-code",
-        lead_topics=("radio-control", "ft991a"),
-    )
+    stored_sessions(home, cwd, sessions)
     env = child_env(home, mode == "server")
     events = hook_events(cwd)
     run_once(events["SessionStart"](0), env, cwd)  # starts the server in server mode
