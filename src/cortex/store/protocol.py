@@ -171,11 +171,18 @@ class LeaseStore(Protocol):
     """Open sessions and their leases: what crash recovery and chaining ask."""
 
     def open_sessions(
-        self, *, exclude_id: str | None = None, idle_before: str | None = None
+        self,
+        *,
+        exclude_id: str | None = None,
+        idle_before: str | None = None,
+        owner_keeps: Callable[[int, str | None], bool] | None = None,
     ) -> list[SessionState]:
         """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
 
         With ``idle_before``, only those idle since before it or with a recorded owner process.
+        With ``owner_keeps`` too, a session not idle since before it whose owner (pid, host)
+        ``owner_keeps`` says still holds it may be left out (a backend that reads whole rows
+        anyway returns it; the caller passes over it either way).
         """
         ...
 

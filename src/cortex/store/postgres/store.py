@@ -271,8 +271,14 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         return sessions_from_rows(self._db.rows(*query))
 
     def open_sessions(
-        self, *, exclude_id: str | None = None, idle_before: str | None = None
+        self,
+        *,
+        exclude_id: str | None = None,
+        idle_before: str | None = None,
+        owner_keeps: Callable[[int, str | None], bool] | None = None,
     ) -> list[SessionState]:
+        """(``owner_keeps`` is not used: the candidates come whole in one round trip, often
+        sent ahead with a start's other reads, and locked for the recovery.)"""
         return self._leases.open_sessions(exclude_id=exclude_id, idle_before=idle_before)
 
     def latest_open_session(
