@@ -40,11 +40,6 @@ ROOT = BENCH.parent
 PY = sys.executable
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-
-
 def start_event(cwd: str, label: str, i: int) -> bytes:
     sid = f"served-{label}-{i}-{time.time_ns()}"
     payload = {"hook_event_name": "SessionStart", "source": "startup", "session_id": sid}
@@ -121,12 +116,12 @@ def main() -> None:
         wall = statistics.median(w for w, _ in values)
         cpu = statistics.median(c for _, c in values)
         print(
-            f"| {name} | {wall:.1f} | {statistics.median(ratios):.2f} | {p95(ratios):.2f} "
+            f"| {name} | {wall:.1f} | {statistics.median(ratios):.2f} | {hooks.p95(ratios):.2f} "
             f"| {cpu:.1f} |"
         )
     for label, ms in served.items():
         print(f"server, input to answer, {label}: median {statistics.median(ms):.2f} ms, "
-              f"p95 {p95(ms):.2f} ms")  # fmt: skip
+              f"p95 {hooks.p95(ms):.2f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":
