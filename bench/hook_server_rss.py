@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cortex.adapters.hooks.client import request, socket_path
+from cortex.adapters.hooks.wire import request, socket_path
 
 
 def rss_mib(pid: int) -> float:

@@ -117,23 +117,42 @@ def peak_rss_mib(payload: dict[str, object], env: dict[str, str], cwd: str) -> f
     return round(int(result.stderr.decode().split()[-1]) / 1024, 1)
 
 
-def measure(events: Events, env: dict[str, str], cwd: str, runs: int) -> dict[str, Row]:
+def measure(
+    events: Events, env: dict[str, str], cwd: str, runs: int, floor: bool = False
+) -> dict[str, Row]:
+    """Median and p95 of ``runs`` hook processes per event; with ``floor``, a floor process
+    (``python -c "import sqlite3"``) before each sample too: its median (``floor_ms``) and the
+    median and p95 of the per-sample ratios (``x_floor``, ``x_floor_p95``)."""
     results: dict[str, Row] = {}
     for name, make in events.items():
-        samples = []
+        samples, floors = [], []
         for i in range(runs):
+            if floor:
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
+                floors.append((time.perf_counter() - started) * 1000)
             ms, out = run_once(make(i), env, cwd)
             if name == "SessionStart" and "SESSION CONTINUITY" not in out:
                 raise SystemExit(f"SessionStart restored nothing: {out!r}")
             samples.append(ms)
-        samples.sort()
-        results[name] = {
+        row: Row = {
             "median_ms": round(statistics.median(samples), 1),
-            "p95_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 1),
+            "p95_ms": round(p95(samples), 1),
             "peak_rss_mib": peak_rss_mib(make(runs), env, cwd),
             "runs": runs,
         }
+        if floors:
+            ratios = [s / f for s, f in zip(samples, floors, strict=True)]
+            row["floor_ms"] = round(statistics.median(floors), 2)
+            row["x_floor"] = round(statistics.median(ratios), 3)
+            row["x_floor_p95"] = round(p95(ratios), 3)
+        results[name] = row
     return results
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 def hook_events(cwd: str) -> Events:
@@ -175,19 +194,9 @@ def child_env(home: Path, server: bool) -> dict[str, str]:
     return env
 
 
-def bench_mode(
-    root: Path,
-    cwd: str,
-    mode: str,
-    sessions: int,
-    runs: int,
-    only: tuple[str, ...] = (),
-    versus: dict[str, Row] | None = None,
-) -> dict[str, Row]:
-    """One mode (``server`` or ``in-process``) on a new home of ``sessions`` stored sessions;
-    every event, or the ``only`` ones. With ``versus`` (server mode), ``versus_script``'s rows
-    go into it too."""
-    home = root / f"home-{mode}"
+def stored_sessions(home: Path, cwd: str, sessions: int) -> None:
+    """``home``'s database with ``sessions`` realistic sessions, 50 of them of ``cwd``'s project
+    in its restore window (the rest older or of other projects)."""
     populate(
         home / "brain.db",
         sessions,
@@ -197,6 +206,23 @@ def bench_mode(
         channel="claude-code",
         lead_topics=("radio-control", "ft991a"),
     )
+
+
+def bench_mode(
+    root: Path,
+    cwd: str,
+    mode: str,
+    sessions: int,
+    runs: int,
+    only: tuple[str, ...] = (),
+    versus: dict[str, Row] | None = None,
+    floor: bool = False,
+) -> dict[str, Row]:
+    """One mode (``server`` or ``in-process``) on a new home of ``sessions`` stored sessions;
+    every event, or the ``only`` ones (``floor``: interleaved with the floor, see
+    ``measure``). With ``versus`` (server mode), ``versus_script``'s rows go into it too."""
+    home = root / f"home-{mode}"
+    stored_sessions(home, cwd, sessions)
     env = child_env(home, mode == "server")
     events = hook_events(cwd)
     run_once(events["SessionStart"](0), env, cwd)  # starts the server in server mode
@@ -214,7 +240,7 @@ def bench_mode(
     run_once(live, env, cwd)
     try:
         chosen = {k: v for k, v in events.items() if not only or k in only}
-        rows = measure(chosen, env, cwd, runs)
+        rows = measure(chosen, env, cwd, runs, floor)
         if versus is not None and mode == "server":
             versus.update(versus_script(chosen, env, cwd, runs))
         return rows

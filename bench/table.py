@@ -8,7 +8,9 @@
 The floor is a whole ``python -c "import sqlite3"`` process of this virtualenv
 (``bench/compare.py``'s ``floor_ms``, a median of several), timed at the start, before each
 step and at the end: each row is divided by the floor timed just before it (the load of a
-shared machine drifts within a run), and the floor row shows the median of all of them.
+shared machine drifts within a run), and the floor row shows the median of all of them. The
+two hook rows are divided by the median of floor processes timed between their samples, one
+before each hook process.
 Process rows are medians of whole processes; in-process rows are compared with the same
 floor (a restore's CPU time against the time of the floor process, say); the hook server's
 resident memory is compared with the RSS of the floor process held open. Each row reuses its
@@ -300,10 +302,13 @@ def measure(
                 if key in wanted:
                     step(f"{key}: {sizes.sessions:,} sessions, {sizes.runs} hooks", key)
                     rows = hooks.bench_mode(
-                        root, cwd, mode, sizes.sessions, sizes.runs, only=("SessionStart",)
+                        root, cwd, mode, sizes.sessions, sizes.runs, ("SessionStart",), floor=True
                     )
                     out[key] = dict(rows["SessionStart"])
                     out[key]["value"] = out[key]["median_ms"]
+                    # Divided by the floor processes timed between its samples: a whole
+                    # process swings with the load far more than within a step.
+                    floors[key] = float(out[key]["floor_ms"] or floors[key])
         if {"session-start", "restore-cpu"} & set(wanted):
             home = sessions_home(root, sizes.sessions)
             if "session-start" in wanted:

@@ -271,7 +271,7 @@ ENVIRONMENT_READERS = {
     "cortex.config": None,  # load_config's default (``env=None``)
     "cortex.entry": None,
     "cortex.adapters.hooks": None,  # the hook fast path
-    "cortex.adapters.hooks.client": None,  # the installed hook command, run by path
+    "cortex.adapters.hooks.wire": None,  # the installed hook command's work (client.py)
     "cortex.adapters.cli.main": "run",
     "cortex.adapters.cli.plain": "run",  # the same, for the commands it serves without click
     "cortex.adapters.hooks.server": "main",

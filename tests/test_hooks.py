@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import git_helpers
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
+from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
 from cortex.services.project import project_identity
@@ -596,7 +598,7 @@ def test_a_start_that_recovers_a_crashed_session_logs_it_without_logging(
 FINISH = """
 import atexit, sys
 sys.path.insert(0, sys.argv[1])
-import client
+import wire
 
 class Late:
     def __del__(self):
@@ -605,7 +607,7 @@ class Late:
 late = Late()
 atexit.register(print, "exit function ran")
 sys.stdout.write("answer ")  # buffered: finish flushes it
-client.finish(int(sys.argv[2]))
+wire.finish(int(sys.argv[2]))
 """
 
 
@@ -616,7 +618,7 @@ def test_the_hook_client_ends_after_its_exit_functions_without_teardown() -> Non
     )
     assert (done.returncode, done.stdout, done.stderr) == (3, "answer exit function ran\n", "")
     # (``sys.exit`` would have torn ``late`` down: the code is the same, the work is not.)
-    plain = FINISH.replace("client.finish(", "sys.exit(")
+    plain = FINISH.replace("wire.finish(", "sys.exit(")
     done = subprocess.run(
         [sys.executable, "-c", plain, hooks_dir, "3"], capture_output=True, text=True, timeout=60
     )
@@ -636,6 +638,51 @@ def test_the_hook_client_exits_the_ordinary_way_while_another_thread_runs() -> N
     )
     assert done.returncode == 4  # waited for the thread, as ``sys.exit`` does
     assert done.stdout == "answer thread done\nexit function ran\ntorn down\n"
+
+
+READ_STDIN = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import wire
+print(wire.read_stdin(int(sys.argv[2]), 0.3))
+print(signal.getsignal(signal.SIGALRM) is signal.SIG_DFL, signal.getitimer(signal.ITIMER_REAL))
+"""
+
+
+def read_stdin_in_child(data: bytes, limit: int, close: bool) -> list[str]:
+    """What ``wire.read_stdin`` returns in a process whose stdin gets ``data`` and is closed
+    (or left open), and whether the alarm it set is gone afterwards."""
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", READ_STDIN, hooks_dir, str(limit)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(data.decode())
+    proc.stdin.flush()
+    if close:
+        proc.stdin.close()
+    try:
+        return proc.stdout.read().splitlines()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+def test_the_hook_client_reads_stdin_within_a_time_limit() -> None:
+    assert read_stdin_in_child(b'{"a": 1}', 100, close=True) == [
+        "(b'{\"a\": 1}', None)",
+        "True (0.0, 0.0)",  # the handler put back and the timer disarmed
+    ]
+    assert read_stdin_in_child(b'{"a": 1', 100, close=False) == [  # a host that never closes
+        "(b'', 'stdin was not closed within 0.3 s; input ignored')",
+        "True (0.0, 0.0)",
+    ]
+    assert read_stdin_in_child(b"x" * 200, 100, close=True)[0] == (
+        "(b'', 'input is larger than 100 bytes; ignored')"
+    )
 
 
 # Modules an event that logs nothing never needs (the hook server would hold them for hours).
@@ -693,6 +740,90 @@ def test_served_events_leave_the_unneeded_modules_unloaded(home: Path, repo: Pat
     assert manager(home).store.get_session("s2") is not None
 
 
+def test_a_served_event_leaves_its_bookkeeping_until_after_the_answer(
+    home: Path, repo: Path
+) -> None:
+    # The hook server passes ``later``: the answer comes with the event committed, and the
+    # files nothing in the answer depends on are written when the server runs ``later``.
+    from cortex.adapters.hooks.dispatch import handle
+    from cortex.adapters.hooks.hook import ServicesCache
+    from cortex.adapters.hooks.state import read_status, session_state_path
+    from cortex.files import file_lock
+    from cortex.services.metrics import HEAD_FILE
+
+    in_use(home)
+    cache, env = ServicesCache(), {"CORTEX_HOME": str(home), "CORTEX_NOW": T0}
+    head, mirror = home / HEAD_FILE, home / "working_memory.json"
+    events = [
+        event("SessionStart", "s1", repo, source="startup"),
+        event("UserPromptSubmit", "s1", repo, prompt="tune the ft991a"),
+        event("SessionEnd", "s1", repo),
+        event("SessionStart", "s2", repo, source="startup"),  # restores s1: metrics events
+    ]
+    answers: list[str] = []
+    try:
+        for payload in events:
+            later: list[Callable[[], None]] = []
+            raw = json.dumps(payload).encode()
+            answers.append(handle("claude-code", raw, env, str(repo), cache=cache, later=later))
+            store = manager(home).store
+            assert store.get_session(payload["session_id"]) is not None  # committed already
+            newest = store.last_metric()
+            store.close()
+            head_seq = json.loads(head.read_text())["seq"] if head.exists() else 0
+            assert read_status(home, "claude-code").get("event") != payload["hook_event_name"]
+            if payload is events[-1]:  # the restore's events are stored, the head not yet moved
+                assert newest is not None and head_seq < newest.seq
+                # and the pins' copy waits, its lock held: a later writer waits for it
+                assert json.loads(mirror.read_text())["sessionId"] == "s1"
+                with pytest.raises(BlockingIOError), file_lock(mirror, wait=False):
+                    pass
+            for step in later:
+                step()
+            assert read_status(home, "claude-code")["event"] == payload["hook_event_name"]
+            if newest is not None and newest.seq > head_seq:
+                assert json.loads(head.read_text())["seq"] == newest.seq
+    finally:
+        cache.close()
+    assert "SESSION CONTINUITY" in answers[-1]
+    assert json.loads(mirror.read_text())["sessionId"] == "s2"
+    with file_lock(mirror, wait=False):
+        pass  # released
+    assert json.loads(session_state_path(home, "s2").read_text())["primed"] is True
+    assert json.loads(head.read_text())["seq"] > 0
+    lines = (home / "hooks" / "latency.jsonl").read_text().splitlines()
+    assert len(lines) == len(events)
+
+
+def test_the_hook_servers_store_checkpoints_its_log_after_answers(home: Path, repo: Path) -> None:
+    # The server's commits make no checkpoint (one cost ~5 ms of an answer every ~40 starts):
+    # after_answer, which the server runs once an answer is sent, makes it every N events.
+    from cortex.adapters.hooks.dispatch import handle
+    from cortex.adapters.hooks.hook import ServicesCache
+
+    in_use(home)
+    cache, env = ServicesCache(), {"CORTEX_HOME": str(home), "CORTEX_NOW": T0}
+    wal = home / "brain.db-wal"
+
+    def start(sid: str) -> int:
+        raw = json.dumps(event("SessionStart", sid, repo, source="startup")).encode()
+        handle("claude-code", raw, env, str(repo), cache=cache, later=[])
+        return wal.stat().st_size
+
+    try:
+        start("s0")
+        store = cache.open(load_config(home, env), FixedClock(T0)).store
+        assert store._db.rows("PRAGMA wal_autocheckpoint") == [(0,)]  # type: ignore[attr-defined]
+        grown = start("s1")
+        assert start("s2") > grown  # appended
+        size = wal.stat().st_size
+        for _ in range(ServicesCache.CHECKPOINT_EVENTS):
+            cache.after_answer()
+        assert start("s3") == size  # checkpointed: the log restarted from its beginning
+    finally:
+        cache.close()
+
+
 def wait_for_server(home: Path, seconds: float = 30) -> int:
     """The pid of the hook server a hook started for ``home``, once it listens."""
     deadline = time.monotonic() + seconds
@@ -710,7 +841,7 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     try:
         prompt = event("UserPromptSubmit", "s1", repo, prompt="tune the antenna")
         names = imported_modules(home, prompt, env)
-        assert "cortex.adapters.hooks.client" in names  # the client half only
+        assert "cortex.adapters.hooks.wire" in names  # the client half only
         assert not {"cortex.adapters.hooks.server", "cortex.adapters.hooks.dispatch"} & names
         assert not {"sqlite3", "json", "socket"} & names
         state = manager(home).store.get_session("s1")

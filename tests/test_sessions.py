@@ -339,6 +339,34 @@ def test_working_memory_file_mirrors_and_is_read_back(
     assert [p.label for p in ended.working_memory] == ["a", "b"]
 
 
+def test_a_deferring_transaction_copies_the_pins_after_its_commit_and_never_on_rollback(
+    manager: SessionPersistenceManager, make_config: Factory
+) -> None:
+    from cortex.files import file_lock
+
+    ctx = manager.on_session_start(project="radio")
+    path = make_config().working_memory_path
+    later: list[Callable[[], object]] = []
+    with pytest.raises(RuntimeError), manager.transaction(later.append):
+        manager.add_pin("a", "first")
+        manager.add_pin("b", "second")
+        raise RuntimeError("rolled back")
+    assert later == [] and manager.list_pins(ctx.session_id) == ()
+    with file_lock(path, wait=False):
+        pass  # the lock taken for the copy was released with the rollback
+    with manager.transaction(later.append):
+        manager.add_pin("a", "first")
+        manager.add_pin("b", "second")  # the same lock, one copy: the newest
+    assert json.loads(path.read_text())["items"] == []
+    with pytest.raises(BlockingIOError), file_lock(path, wait=False):
+        pass  # held until the copy is written
+    for step in later:
+        step()
+    assert [i["label"] for i in json.loads(path.read_text())["items"]] == ["a", "b"]
+    with file_lock(path, wait=False):
+        pass
+
+
 def test_a_stale_working_memory_file_never_reverts_stored_pins(
     manager: SessionPersistenceManager, make_config: Factory
 ) -> None:

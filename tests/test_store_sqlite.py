@@ -11,7 +11,7 @@ import sqlite3
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -475,3 +475,63 @@ def test_the_light_candidates_keep_pins_exactly_when_sqlite_instr_finds_critical
         expected = full[state.session_id].working_memory if instr[state.session_id] else ()
         assert state.working_memory == expected, state.session_id
     assert {s.session_id for s in light if s.working_memory} == {"critical", "blob", "accented"}
+
+
+def _wal_after_commits(store: SQLiteStore, pages: int) -> int:
+    """The WAL file's size after ``pages`` pages of 4 KiB rows, one commit per 50 pages."""
+    store._db.run("CREATE TABLE IF NOT EXISTS filler (x BLOB)")
+    for _ in range(pages // 50):
+        with store.transaction():
+            store._db.run_many("INSERT INTO filler VALUES (?)", [(os.urandom(4000),)] * 50)
+    return os.path.getsize(store.url + "-wal")
+
+
+def test_manual_checkpoints_leave_the_log_to_checkpoint(tmp_path: Path) -> None:
+    # SQLite's commits checkpoint past 1,000 pages and the log restarts from its beginning;
+    # with manual_checkpoints it grows until checkpoint() runs, and then restarts.
+    with SQLiteStore(tmp_path / "auto.db") as auto:
+        assert _wal_after_commits(auto, 1500) < 1100 * 4096
+    with SQLiteStore(tmp_path / "manual.db") as store:
+        store.manual_checkpoints()
+        grown = _wal_after_commits(store, 1500)
+        assert grown > 1400 * 4096
+        assert _wal_after_commits(store, 100) > grown  # appended: nothing checkpointed
+        size = os.path.getsize(store.url + "-wal")
+        store.checkpoint()
+        assert _wal_after_commits(store, 100) == size  # restarted at the log's beginning
+        with sqlite3.connect(store.url) as other:  # every committed row is readable
+            assert other.execute("SELECT count(*) FROM filler").fetchone() == (1700,)
+
+
+def test_open_sessions_leaves_out_the_live_sessions_an_owner_keeps(
+    sqlite_store: SQLiteStore,
+) -> None:
+    # Crash recovery's candidates: idle ones always; the others only when their owner does not
+    # keep them (then their rows are read whole), the rest leave their lease columns only.
+    for sid, last, pid in (
+        ("idle", t(1), 7),  # idle since before t(5): a candidate whatever its owner
+        ("kept", t(6), 7),  # active, its owner keeps it: left out
+        ("gone", t(6), 8),  # active, but its owner is gone: a candidate
+        ("nobody", t(6), None),  # active, no owner: not a candidate at all
+    ):
+        sqlite_store.save_session(
+            session(sid, last, last_activity=last, owner_pid=pid, owner_host="here")
+        )
+    calls: list[tuple[int, str | None]] = []
+
+    def keeps(pid: int, host: str | None) -> bool:
+        calls.append((pid, host))
+        return pid == 7
+
+    def found(owner_keeps: Callable[[int, str | None], bool] | None = None) -> list[str]:
+        opened = sqlite_store.open_sessions(
+            exclude_id="new", idle_before=t(5), owner_keeps=owner_keeps
+        )
+        return [s.session_id for s in opened]
+
+    assert found() == ["idle", "gone", "kept"]
+    assert found(keeps) == ["idle", "gone"]
+    assert sorted(calls) == [(7, "here"), (8, "here")]  # idle rows need no question
+    assert found(lambda pid, host: True) == ["idle"]
+    sqlite_store.save_session(session("idle", t(1), t(2)))  # ended: no candidate left
+    assert found(lambda pid, host: True) == []

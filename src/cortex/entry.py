@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from cortex.adapters.hooks.client import finish
-from cortex.adapters.hooks.client import hook_args as parse_hook_args
+from cortex.adapters.hooks.wire import finish
+from cortex.adapters.hooks.wire import hook_args as parse_hook_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The console script: ``main``, then a hook or a plain ``session start`` / ``memory
-    search`` ends as the hook client does (``client.finish``: exit functions, flushed streams,
+    search`` ends as the hook client does (``wire.finish``: exit functions, flushed streams,
     no teardown, ~5 ms of such a process); the click command line exits the ordinary way."""
     args = sys.argv[1:]
     code = _quick(args)

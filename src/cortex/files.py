@@ -104,10 +104,11 @@ def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
         ) from exc
 
 
-def write_json(target: Path, data: Any, *, durable: bool = True) -> None:
-    """Atomically write ``data`` as pretty JSON under the file's lock."""
+def write_json(target: Path, data: Any, *, durable: bool = True, lock: bool = True) -> None:
+    """Atomically write ``data`` as pretty JSON under the file's lock (``lock=False``: the
+    caller holds it)."""
     text = pretty_json(data) + "\n"
-    with file_lock(target):
+    with file_lock(target) if lock else contextlib.nullcontext():
         atomic_write_text(target, text, durable=durable)
 
 

@@ -79,8 +79,11 @@ def load_working_memory(path: Path, stamp: str) -> WorkingMemoryFile | None:
         return None
 
 
-def save_working_memory(path: Path, session_id: str, pins: tuple[Pin, ...], at: str) -> None:
-    """Atomically write the mirror of ``session_id``'s pins, with their baseline digests.
+def save_working_memory(
+    path: Path, session_id: str, pins: tuple[Pin, ...], at: str, *, locked: bool = False
+) -> None:
+    """Atomically write the mirror of ``session_id``'s pins, with their baseline digests
+    (under the file's lock, which ``locked`` says the caller holds already).
 
     Not fsynced: it is a mirror of the database, rewritten at the next change, and the rename
     alone keeps readers from ever seeing half a file.
@@ -95,4 +98,5 @@ def save_working_memory(path: Path, session_id: str, pins: tuple[Pin, ...], at: 
             "baseline": {label_key(p.label): pin_digest(p) for p in pins},
         },
         durable=False,
+        lock=not locked,
     )

@@ -171,11 +171,18 @@ class LeaseStore(Protocol):
     """Open sessions and their leases: what crash recovery and chaining ask."""
 
     def open_sessions(
-        self, *, exclude_id: str | None = None, idle_before: str | None = None
+        self,
+        *,
+        exclude_id: str | None = None,
+        idle_before: str | None = None,
+        owner_keeps: Callable[[int, str | None], bool] | None = None,
     ) -> list[SessionState]:
         """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
 
         With ``idle_before``, only those idle since before it or with a recorded owner process.
+        With ``owner_keeps`` too, a session not idle since before it whose owner (pid, host)
+        ``owner_keeps`` says still holds it may be left out (a backend that reads whole rows
+        anyway returns it; the caller passes over it either way).
         """
         ...
 
@@ -614,6 +621,18 @@ class Store(
 
     def check_integrity(self) -> list[str]:
         """Problems the backend's own consistency check finds; empty when healthy."""
+        ...
+
+    def manual_checkpoints(self) -> None:
+        """From now on this store's commits leave moving the write-ahead log into the database
+        to ``checkpoint`` (a long-lived writer that answers others runs it once it has
+        answered). Nothing to do where the backend keeps no such log of its own (PostgreSQL)."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log's committed pages into the database, waiting for no
+        reader or writer (what a SQLite commit does itself past 1,000 pages, unless
+        ``manual_checkpoints``); nothing to do on PostgreSQL."""
         ...
 
     def close(self) -> None: ...

@@ -13,10 +13,10 @@ Speed: a fresh interpreter that imports the engine costs ~100 ms on a slow machi
 hook's budget. So the first hook that finds no hook server handles its event in-process and then
 starts one (``server.py``) in the background; later hooks hand their raw input to it over a Unix
 socket in the home and print its answer. Installed hooks run ``client.py`` by path (``python -S
--I -X frozen_modules=on``), which does that without importing this package at all and comes here
-only when no server takes the event; ``cortex hook HOST`` does the same through the console
-script. ``CORTEX_HOOK_SERVER=0`` turns the server off; the in-process path is always the
-fallback.
+-I -X frozen_modules=on``), whose ``wire.py`` does that without importing this package at all
+and comes here only when no server takes the event; ``cortex hook HOST`` does the same through
+the console script. ``CORTEX_HOOK_SERVER=0`` turns the server off; the in-process path is
+always the fallback.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import os
 import sys
 
 from cortex.adapters import HOSTS
-from cortex.adapters.hooks.client import (
+from cortex.adapters.hooks.wire import (
     MAX_INPUT_BYTES,
     OWNER_VAR,
     STDIN_TIMEOUT_SECONDS,

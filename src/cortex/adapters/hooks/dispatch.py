@@ -43,7 +43,7 @@ from pathlib import Path
 from cortex.adapters.hooks import OWNER_VAR
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
-from cortex.adapters.hooks.hook import Hook, ServicesCache
+from cortex.adapters.hooks.hook import Hook, ServicesCache, run_now
 from cortex.adapters.hooks.state import (
     log_line,
     prune_session_states,
@@ -88,19 +88,28 @@ def handle(
     env: Mapping[str, str],
     fallback_cwd: str,
     cache: ServicesCache | None = None,
+    later: list[Callable[[], None]] | None = None,
 ) -> str:
     """Handle one event; return the stdout text. Never raises (but see CORTEX_RAISE_ERRORS).
 
-    ``cache`` keeps the database open between events (the hook server passes one).
+    ``cache`` keeps the database open between events (the hook server passes one). ``later``
+    (the hook server's) collects the bookkeeping the answer does not depend on, for the
+    caller to run once the answer is sent (each step logs its own failure to hooks.log): the
+    host's status and latency files, the session's hook state, the pruning of old states and
+    the metrics chain's head file. The event's changes to the database are committed before
+    this returns either way. Without ``later`` every step runs before returning.
     """
     started = time.perf_counter()
     home = default_home(env)
+    defer = _deferrer(home, later)
     event = HookEvent(host, "", "")
     try:
         event = ev.normalize(host, parse_input(raw))
         # The engine's warnings (a failed restore, a mirror not written) go to hooks.log.
         with routed(partial(_engine_line, home)):
-            context = _dispatch(event, env, home, fallback_cwd, cache or ServicesCache(keep=False))
+            context = _dispatch(
+                event, env, home, fallback_cwd, cache or ServicesCache(keep=False), defer
+            )
     except Exception as exc:  # noqa: BLE001 - a hook never fails its host (fail open)
         if cache is not None:
             cache.close()  # a failed event may have left its connection in a bad state
@@ -108,12 +117,36 @@ def handle(
             raise  # a bug, not bad input: show it where errors are asked for (tests)
         message = _one_line(exc)
         log_line(home, f"{host} {event.name or '-'} {_short(event.session_id)}: {message}")
-        record_status(home, host, event.name or "-", _safe_id(event.session_id), message)
+        sid = _safe_id(event.session_id)
+        defer(partial(record_status, home, host, event.name or "-", sid, message))
         return ev.render(event, None)
-    record_status(home, host, event.name, event.session_id, None)
     answer = ev.render(event, _cap(context))
-    record_latency(home, host, event.name, round((time.perf_counter() - started) * 1000, 2))
+    elapsed = round((time.perf_counter() - started) * 1000, 2)
+    defer(partial(record_status, home, host, event.name, event.session_id, None))
+    defer(partial(record_latency, home, host, event.name, elapsed))
     return answer
+
+
+def _deferrer(
+    home: Path, later: list[Callable[[], None]] | None
+) -> Callable[[Callable[[], object]], None]:
+    """How ``handle`` runs a bookkeeping step: at once, or queued on ``later``, where it runs
+    with the engine's warnings still routed to hooks.log and its failure logged there."""
+    if later is None:
+        return run_now
+
+    def defer(step: Callable[[], object]) -> None:
+        later.append(partial(_run_later, home, step))
+
+    return defer
+
+
+def _run_later(home: Path, step: Callable[[], object]) -> None:
+    try:
+        with routed(partial(_engine_line, home)):
+            step()
+    except Exception as exc:  # noqa: BLE001 - bookkeeping after the answer never stops a server
+        log_line(home, f"after the answer: {_one_line(exc)}")
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:
@@ -133,7 +166,12 @@ def parse_input(raw: bytes) -> dict[str, Any]:
 
 
 def _dispatch(
-    event: HookEvent, env: Mapping[str, str], home: Path, fallback: str, cache: ServicesCache
+    event: HookEvent,
+    env: Mapping[str, str],
+    home: Path,
+    fallback: str,
+    cache: ServicesCache,
+    defer: Callable[[Callable[[], object]], None],
 ) -> str | None:
     if not event.kind:
         raise ValidationError(f"event {event.name!r} is not one Cortex handles; ignored")
@@ -146,9 +184,11 @@ def _dispatch(
     # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
     identity = project_identity(project_dir or cwd, home / "cache", env)
     services = cache.open(load_config(None, env), _clock(env))
-    hook = Hook(event, session_id, identity, cwd, home, services, owner_pid=_owner(env))
+    hook = Hook(
+        event, session_id, identity, cwd, home, services, owner_pid=_owner(env), defer=defer
+    )
     try:
-        with services.sessions.transaction():
+        with services.sessions.transaction(defer):
             return HANDLERS[event.kind](hook)
     finally:
         cache.release()
@@ -180,7 +220,7 @@ def on_start(hook: Hook) -> str | None:
         pins = format_pins_block(state.working_memory, PINS_BLOCK_CHARS) if state else None
         text = _join(restored.preamble, pins)
     hook.save_hook_state(primed=text is not None, prompted=False)
-    prune_session_states(hook.home)  # the states of sessions that never sent SessionEnd
+    hook.defer(partial(prune_session_states, hook.home))  # of sessions that sent no SessionEnd
     return text
 
 

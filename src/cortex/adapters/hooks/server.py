@@ -5,7 +5,9 @@ it imported already: a client (``cortex hook``) connects to ``$CORTEX_HOME/run/h
 sends its host, working directory, environment and raw stdin, and prints the reply. The
 server runs the same ``dispatch.handle`` with the client's environment (so ``CORTEX_NOW``,
 ``CORTEX_*`` settings and ``CLAUDE_PROJECT_DIR`` mean the same thing), one event at a time,
-and keeps no state between events: every event is committed before its reply is sent.
+and keeps no state between events: every event is committed before its reply is sent; the
+bookkeeping the reply does not depend on (the hook's status, latency and per-session files, the
+metrics chain's head file) is written after it, before the next event is taken.
 
 Lifecycle: the first client that finds no server handles its event itself and then starts
 one (``spawn``: a detached ``python -m cortex.adapters.hooks.server HOME``). One server per
@@ -20,8 +22,8 @@ input up to end of stream; the reply is ``0`` and the stdout text, or ``S`` when
 upgrade, or a host the server does not know: the client then runs the in-process path).
 The socket is 0600 in the 0700 home, so only its owner can talk to it.
 
-The client half (``client.py``, which this module shares the wire format with) imports only the
-standard library: it runs in every hook.
+The client half (``client.py`` and ``wire.py``, which this module shares the wire format with)
+imports only modules built into the interpreter: it runs in every hook.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 import time
 
 from cortex.adapters import HOSTS
-from cortex.adapters.hooks.client import (
+from cortex.adapters.hooks.wire import (
     CLIENT_TIMEOUT_SECONDS,
     MAGIC,
     MAX_REQUEST_BYTES,
@@ -48,13 +50,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
-    Handler = Callable[[str, bytes, dict[str, str], str], str]
+    from cortex.adapters.hooks.hook import ServicesCache
+
+    Handler = Callable[[str, bytes, dict[str, str], str, list[Callable[[], None]]], str]
 
 IDLE_SECONDS = 1800.0
 CHECK_SECONDS = 5.0
 SPAWN_GRACE_SECONDS = 10.0
 STAMP_CHECK_SECONDS = 1.0
-"""How often the server looks for changed code (an upgrade) before serving a request."""
+"""How often, at most, the server looks for changed code (an upgrade); see ``_loop``."""
 
 
 # -- starting one --------------------------------------------------------------------------------
@@ -104,19 +108,17 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         return 0
     try:
         import signal
-        from functools import partial
 
         # SIGTERM (an uninstall, a test, a shutdown) unwinds through the cleanup below.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-        from cortex.adapters.hooks.dispatch import handle  # warm: what clients skip
         from cortex.adapters.hooks.hook import ServicesCache
 
         cache = ServicesCache()
         listener, inode = _listen(socket_path(home))
         atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
-            _loop(listener, inode, code_stamp(), idle_seconds, partial(handle, cache=cache))
+            _loop(listener, inode, code_stamp(), idle_seconds, _handler(cache))
         finally:
             cache.close()
             listener.close()
@@ -126,6 +128,19 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
     finally:
         os.close(lock)
     return 0
+
+
+def _handler(cache: ServicesCache) -> Handler:
+    from cortex.adapters.hooks.dispatch import handle  # warm: what clients skip
+
+    def serve_event(
+        host: str, raw: bytes, env: dict[str, str], cwd: str, later: list[Callable[[], None]]
+    ) -> str:
+        answer = handle(host, raw, env, cwd, cache=cache, later=later)
+        later.append(cache.after_answer)
+        return answer
+
+    return serve_event
 
 
 def _listen(path: str) -> tuple[socket.socket, int]:
@@ -143,8 +158,18 @@ def _listen(path: str) -> tuple[socket.socket, int]:
 def _loop(
     listener: socket.socket, inode: int, stamp: str, idle_seconds: float, handle: Handler
 ) -> None:
+    """Serve one connection at a time. What an answer does not wait for (``handle``'s
+    ``later`` steps) runs after its connection is closed and before the next one is taken, so
+    that the next event sees all of it.
+
+    Changed code (an upgrade) is looked for at most every ``STAMP_CHECK_SECONDS`` (walking the
+    package costs ~0.5 ms): after an answer once half of that has passed, so that events in
+    a row never wait for it, else before the next request; the request after the change is
+    refused (the client handles it with the new code and starts a fresh server).
+    """
     path = listener.getsockname()
     last = checked = time.monotonic()
+    upgraded = False
     while True:
         try:
             conn, _ = listener.accept()
@@ -152,27 +177,37 @@ def _loop(
             if time.monotonic() - last > idle_seconds or not _same_file(path, inode):
                 return
             continue
-        last = time.monotonic()
+        if time.monotonic() - checked > STAMP_CHECK_SECONDS:
+            upgraded, checked = code_stamp() != stamp, time.monotonic()
+        later: list[Callable[[], None]] = []
         with conn:
-            # Walking the package costs ~0.5 ms: look at most once a second.
-            if last - checked > STAMP_CHECK_SECONDS:
-                checked = last
-                if code_stamp() != stamp:
-                    _send(conn, REFUSED)
-                    return
-            _serve_one(conn, handle)
+            _serve_one(conn, handle, later, refuse=upgraded)
+        if upgraded:
+            return
+        for step in later:
+            try:
+                step()
+            except Exception:  # noqa: BLE001, S112 - the server outlives any one event
+                continue
+        last = time.monotonic()
+        if last - checked > STAMP_CHECK_SECONDS / 2:
+            upgraded, checked = code_stamp() != stamp, last
 
 
-def _serve_one(conn: socket.socket, handle: Handler) -> None:
-    """Read one request, handle it, reply; a broken request gets an empty answer."""
+def _serve_one(
+    conn: socket.socket, handle: Handler, later: list[Callable[[], None]], *, refuse: bool
+) -> None:
+    """Read one request, handle it, reply (``refuse``: refuse it); a broken request gets an
+    empty answer. The request is read whole first: closing a connection with unread input
+    resets it, and the client could lose the reply."""
     output = ""
     try:
         conn.settimeout(CLIENT_TIMEOUT_SECONDS)
         host, cwd, env, raw = _parse(receive(conn, MAX_REQUEST_BYTES))
-        if host not in HOSTS:  # the client's in-process path logs it (and names the hosts)
+        if refuse or host not in HOSTS:  # the client's in-process path handles (or logs) it
             _send(conn, REFUSED)
             return
-        output = handle(host, raw, env, cwd)
+        output = handle(host, raw, env, cwd, later)
     except Exception:  # noqa: BLE001 - the server outlives any one bad request
         output = ""
     _send(conn, SERVED + output.encode("utf-8", "replace"))

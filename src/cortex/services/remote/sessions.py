@@ -10,7 +10,7 @@ single fields) needs the local store and says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -44,8 +44,10 @@ class RemoteSessions(SessionPersistenceManager):
         self.capture = RemoteCapture(self)
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Each request is its own unit on the server; nothing to group here."""
+    def transaction(
+        self, defer: Callable[[Callable[[], object]], None] | None = None
+    ) -> Iterator[None]:
+        """Each request is its own unit on the server; nothing to group (or defer) here."""
         yield
 
     # -- lookups -------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ save (size-capped), mirror to JSON and to the working-memory file, and pending-t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from functools import partial
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -24,7 +25,7 @@ from cortex.core.tasks import (
 )
 from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError
-from cortex.files import check_id, write_json
+from cortex.files import check_id, file_lock, write_json
 from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
@@ -36,11 +37,15 @@ from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from cortex.core.models import MetricEvent
     from cortex.services.metrics import MetricsWriter
     from cortex.services.tasks import Tasks
+
+    PinsCopy = tuple[Path, str, tuple[Pin, ...], str]
+    """What ``save_working_memory`` writes: the file, the session, its pins and when."""
 
 log = getLogger("cortex")
 
@@ -65,6 +70,10 @@ class SessionContext(Service):
         """Where pending tasks come from: the pipeline file, or a tenant's tasks in the store."""
         self._queued: list[tuple[str, str | None, dict[str, Any]]] = []
         self._depth = 0
+        self._defer: Callable[[Callable[[], object]], None] | None = None
+        """The outermost transaction's ``defer``, while it runs."""
+        self._pins: tuple[ExitStack[bool | None], PinsCopy] | None = None
+        """The held lock and the copy of the pins a deferring transaction writes after it."""
         self._all: tuple[object, Tasks | None] | None = None
         self._pending: tuple[object, Tasks | None, dict[str | None, tuple[PendingTask, ...]]]
         self._pending = (_NOT_READ, None, {})
@@ -88,18 +97,20 @@ class SessionContext(Service):
         self._queued.append((event, session_id, redact_value(payload)))
 
     @contextmanager
-    def tx(self) -> Iterator[None]:
+    def tx(self, defer: Callable[[Callable[[], object]], None] | None = None) -> Iterator[None]:
         """A store transaction whose queued metrics events join it just before it commits.
 
         Nested calls join the outermost one. The chain's head file advances only after the
         commit, so a rolled-back change never leaves a metrics event (or a head ahead of the
         database) behind. A metrics failure is logged and never undoes the session change it
-        describes.
+        describes. With ``defer`` (the outermost call's), that step and the copy of the pins
+        (``mirror_pins``) are handed to it once committed instead of run here.
         """
         if self._depth == 0:
             # Read (and trim) the pending tasks before taking the write lock: a pipeline file
             # can be long, and every writer waiting on the lock would wait for it too.
             self._pipeline_tasks()
+            self._defer = defer
         self._depth += 1
         written: list[MetricEvent] = []
         try:
@@ -110,14 +121,31 @@ class SessionContext(Service):
         except BaseException:
             if self._depth == 1:
                 self._queued.clear()
+                self._drop_pins()
             raise
         finally:
             self._depth -= 1
+            if self._depth == 0:
+                self._defer = None
+        if self._depth > 0:
+            return
+        after: list[Callable[[], None]] = []
+        pins = self._pins_after_commit()  # first: it holds the file's lock until it runs
+        if pins is not None:
+            after.append(pins)
         if written:
-            try:
-                self.metrics.advance_head(written[-1])
-            except CortexError as exc:
-                log.warning("metrics chain head not advanced: %s", exc)
+            after.append(partial(self._advance_head, written[-1]))
+        for step in after:
+            if defer is None:
+                step()
+            else:
+                defer(step)
+
+    def _advance_head(self, newest: MetricEvent) -> None:
+        try:
+            self.metrics.advance_head(newest)
+        except CortexError as exc:
+            log.warning("metrics chain head not advanced: %s", exc)
 
     def _append_queued(self) -> list[MetricEvent]:
         events, self._queued = self._queued, []
@@ -205,17 +233,43 @@ class SessionContext(Service):
         """Best effort: OpenClaw's working_memory.json mirrors this session's pins.
 
         Called inside the transaction that changed them, so that the copies of concurrent
-        writers land in commit order (the write lock serializes them).
+        writers land in commit order (the write lock serializes them). In a transaction that
+        defers (a hook server's) the file's lock is taken here, under the write lock, and held
+        until the copy is written after the commit: a writer that commits later waits for it
+        before writing its own copy, so the order holds.
         """
-        try:
-            save_working_memory(
-                self.config.working_memory_path,
-                state.session_id,
-                state.working_memory,
-                self.now_iso(),
-            )
-        except CortexError as exc:
-            log.warning("working memory file not written: %s", exc)
+        path = self.config.working_memory_path
+        pins = (path, state.session_id, state.working_memory, self.now_iso())
+        if self._defer is None:
+            _save_pins(pins)
+            return
+        if self._pins is None:
+            held = ExitStack()
+            try:
+                held.enter_context(file_lock(path))
+            except CortexError as exc:
+                log.warning("working memory file not written: %s", exc)
+                return
+            self._pins = (held, pins)
+        else:
+            self._pins = (self._pins[0], pins)  # the newest copy of this transaction wins
+
+    def _pins_after_commit(self) -> Callable[[], None] | None:
+        """The deferred copy of the pins, which releases the file's lock when written."""
+        if self._pins is None:
+            return None
+        (held, pins), self._pins = self._pins, None
+
+        def write() -> None:
+            with held:
+                _save_pins(pins, locked=True)
+
+        return write
+
+    def _drop_pins(self) -> None:
+        if self._pins is not None:
+            self._pins[0].close()
+            self._pins = None
 
     # -- pending tasks -------------------------------------------------------------------------
     def pipeline(self) -> Mapping[str, dict[str, Any]] | None:
@@ -310,3 +364,10 @@ def with_topics(
         recent_learnings=tuple(extractor.get_recent_learning_ids()),
         **changes,
     )
+
+
+def _save_pins(pins: PinsCopy, *, locked: bool = False) -> None:
+    try:
+        save_working_memory(*pins, locked=locked)
+    except CortexError as exc:
+        log.warning("working memory file not written: %s", exc)

@@ -10,7 +10,7 @@ process is gone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -71,9 +71,16 @@ class SessionPersistenceManager(Service):
         return self._context.metrics
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Run several calls as one unit: one store transaction, metrics written at commit."""
-        with self._context.tx():
+    def transaction(
+        self, defer: Callable[[Callable[[], object]], None] | None = None
+    ) -> Iterator[None]:
+        """Run several calls as one unit: one store transaction, metrics written at commit.
+
+        ``defer``, when given, gets the step that advances the metrics chain's head file once
+        the transaction committed (a hook server runs it after its answer is sent) instead
+        of that step running before this returns.
+        """
+        with self._context.tx(defer):
             yield
 
     # -- lookups -------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ class CrashRecovery:
         with ctx.tx():
             idle_before = self.idle_before(now or ctx.clock.now())
             for state in ctx.store.open_sessions(
-                exclude_id=current_session_id, idle_before=idle_before
+                exclude_id=current_session_id, idle_before=idle_before, owner_keeps=_owner_keeps
             ):
                 if not self.is_lapsed(state):
                     continue
@@ -156,6 +156,12 @@ def _task_incident(ctx: SessionContext, state: SessionState, detail: dict[str, A
         )
     except CortexError as exc:
         log.warning("incident of %s not written to its task folder: %s", state.session_id, exc)
+
+
+def _owner_keeps(pid: int, host: str | None) -> bool:
+    """Whether a session owned by ``pid`` on ``host`` holds its lease whatever its idle time
+    below ``lease_seconds``: its owner is elsewhere (only the lease tells) or alive here."""
+    return host != HOST or _pid_alive(pid)
 
 
 def _pid_alive(pid: int) -> bool:

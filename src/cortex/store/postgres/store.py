@@ -193,6 +193,12 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         """One transaction; nested calls join it; an exception rolls it back."""
         return self._db.transaction()
 
+    def manual_checkpoints(self) -> None:
+        """PostgreSQL checkpoints its log itself, never in a commit: nothing to hand over."""
+
+    def checkpoint(self) -> None:
+        """PostgreSQL checkpoints its log itself: nothing to do."""
+
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
         with self._db.connection() as conn:
@@ -265,8 +271,14 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         return sessions_from_rows(self._db.rows(*query))
 
     def open_sessions(
-        self, *, exclude_id: str | None = None, idle_before: str | None = None
+        self,
+        *,
+        exclude_id: str | None = None,
+        idle_before: str | None = None,
+        owner_keeps: Callable[[int, str | None], bool] | None = None,
     ) -> list[SessionState]:
+        """(``owner_keeps`` is not used: the candidates come whole in one round trip, often
+        sent ahead with a start's other reads, and locked for the recovery.)"""
         return self._leases.open_sessions(exclude_id=exclude_id, idle_before=idle_before)
 
     def latest_open_session(

@@ -188,6 +188,16 @@ class Database:
             with contextlib.suppress(sqlite3.Error):
                 self.connection.execute("ROLLBACK")
 
+    def manual_checkpoints(self) -> None:
+        """No automatic checkpoint in this connection's commits (``PRAGMA wal_autocheckpoint``
+        is per connection; other processes' commits still make theirs)."""
+        self.run("PRAGMA wal_autocheckpoint = 0")
+
+    def checkpoint(self) -> None:
+        """A PASSIVE checkpoint: the WAL's pages no reader still needs, into the database
+        (synced as ``synchronous = NORMAL`` syncs checkpoints)."""
+        self.rows("PRAGMA wal_checkpoint(PASSIVE)")
+
     def check_integrity(self) -> list[str]:
         """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""
         found = [str(row[0]) for row in self.rows("PRAGMA quick_check")]

@@ -9,6 +9,7 @@ from cortex.store.sqlite.sessions import SELECT
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -19,21 +20,40 @@ class LeaseRepository:
         self._db = db
 
     def open_sessions(
-        self, *, exclude_id: str | None = None, idle_before: str | None = None
+        self,
+        *,
+        exclude_id: str | None = None,
+        idle_before: str | None = None,
+        owner_keeps: Callable[[int, str | None], bool] | None = None,
     ) -> list[SessionState]:
         """Sessions with no ``end_time`` (live or crashed), any project, oldest first.
 
         With ``idle_before``, only those idle since before it or with a recorded owner process
-        (the caller checks whether that process is alive).
+        (the caller checks whether that process is alive). With ``owner_keeps`` the lease
+        columns are read first and a session not idle whose owner keeps it is left out:
+        decoding each live session's row cost crash recovery ~5 µs a session at every start.
         """
         where = "end_time IS NULL AND id IS NOT ?"
         params: tuple[Any, ...] = (exclude_id,)
         if idle_before is not None:
-            where += (
-                " AND (COALESCE(last_activity, updated_at, start_time) < ?"
-                " OR owner_pid IS NOT NULL)"
-            )
+            idle = "COALESCE(last_activity, updated_at, start_time) < ?"
+            where += f" AND ({idle} OR owner_pid IS NOT NULL)"
             params += (idle_before,)
+            if owner_keeps is not None:
+                leases = self._db.rows(
+                    f"SELECT id, {idle}, owner_pid, owner_host FROM session_states WHERE {where}",
+                    (idle_before, *params),
+                )
+                wanted = [
+                    sid
+                    for sid, lapsed, pid, host in leases
+                    if lapsed or pid is None or not owner_keeps(pid, host)
+                ]
+                if not wanted:
+                    return []
+                if len(wanted) < len(leases):
+                    where += f" AND id IN ({', '.join('?' * len(wanted))})"
+                    params += tuple(wanted)
         rows = self._db.rows(f"{SELECT} WHERE {where} ORDER BY start_time, id", params)
         return sessions_from_rows(rows)
 

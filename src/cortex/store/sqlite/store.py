@@ -55,6 +55,8 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.transaction = db.transaction
         self.applied_migrations = db.applied_migrations
         self.check_integrity = db.check_integrity
+        self.manual_checkpoints = db.manual_checkpoints
+        self.checkpoint = db.checkpoint
         self._bind_sessions(SessionRepository(db), LeaseRepository(db))
         self._bind_logs(MetricRepository(db), AuditRepository(db))
         self._bind_memories(MemoryRepository(db), EmbeddingRepository(db))
