@@ -19,7 +19,15 @@ from metrics import (  # noqa: E402
     recall_any,
     recall_fraction,
 )
-from run import cortex_search, evaluate, locomo_score, overall, plain_bm25  # noqa: E402
+from run import (  # noqa: E402
+    ceilings,
+    cortex_search,
+    evaluate,
+    lme_score,
+    locomo_score,
+    overall,
+    plain_bm25,
+)
 
 
 @pytest.mark.parametrize(
@@ -106,6 +114,25 @@ def test_end_to_end_evaluation_on_a_tiny_conversation(build: object) -> None:
     assert table["single-hop"]["R@5"] == 100.0 and table["multi-hop"]["R@5"] == 100.0
     assert table["single-hop"]["nDCG@10"] == 100.0
     assert overall(table)["n"] == 2 and len(latencies) == 2
+
+
+def test_answers_keep_gold_ranks_and_ceilings_count_questions_that_cannot_score() -> None:
+    answers: list[dict[str, object]] = []
+    evaluate(locomo_corpora(LOCOMO), plain_bm25("unicode61"), 10, locomo_score, answers=answers)
+    assert [a["category"] for a in answers] == ["single-hop", "multi-hop"]
+    assert answers[0]["gold_ranks"] == {"D1:1": 1}
+    score = lme_score("session")
+    many = {
+        "gold_ranks": dict.fromkeys("abcdef", 1),
+        "scores": score(list("abcdef"), _gold("abcdef")),
+    }
+    few = {"gold_ranks": {"a": 1}, "scores": score(["a"], _gold("a"))}
+    assert many["scores"]["R_all@5"] == 0.0  # six gold sessions never fit in five
+    assert ceilings([many, few, few, few]) == {"R_all@5": 75.0}
+
+
+def _gold(ids: str) -> object:
+    return type("Q", (), {"gold": frozenset(ids)})()
 
 
 def test_longmemeval_official_protocol() -> None:

@@ -16,7 +16,10 @@ Systems, each indexing the same units per haystack:
   so do the turns next to it (``neighbour_votes``, ``context_neighbours``);
 - ``cortex+<embedder>``: the same service with an embedder (hybrid BM25 + cosine, RRF).
 
-Writes ``bench/results/retrieval.json`` and prints markdown tables.
+Writes ``bench/results/retrieval.json`` (with, per system, every question's ``answers``: the
+rank of each gold unit, None when outside the ranking, and its scores: what a miss analysis
+reads) and prints markdown tables, with the ceiling of each recall_all@k (a question with more
+gold units than k can never score).
 """
 
 from __future__ import annotations
@@ -144,11 +147,12 @@ def evaluate(
     score: Callable[[list[str], Any], dict[str, float]],
     per_corpus: dict[str, Table] | None = None,
     build_seconds: list[float] | None = None,
+    answers: list[dict[str, Any]] | None = None,
 ) -> tuple[Table, list[float]]:
     """Per-category means of ``score(ranked, question)``, and per-query latencies (ms).
 
     ``per_corpus`` (when given) receives each corpus's own table, ``build_seconds`` the time
-    each index took to build.
+    each index took to build, ``answers`` each question's ranking, gold and scores.
     """
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
@@ -164,14 +168,44 @@ def evaluate(
             started = time.perf_counter()
             ranked = search(question.text, depth)
             latencies.append((time.perf_counter() - started) * 1000)
-            for name, value in score(ranked, question).items():
+            scores = score(ranked, question)
+            for name, value in scores.items():
                 sums[question.category][name] += value
                 own[question.category][name] += value
+            if answers is not None:
+                answers.append(_answer(corpus, question, ranked, scores))
             counts[question.category] += 1
             own_counts[question.category] += 1
         if per_corpus is not None:
             per_corpus[corpus.name] = _table(own, own_counts)
     return _table(sums, counts), latencies
+
+
+def _answer(
+    corpus: Corpus, question: Any, ranked: list[str], scores: dict[str, float]
+) -> dict[str, Any]:
+    """One question's record for ``--answers``: where each gold unit ranked (None: not in the
+    ranking's depth) and its scores."""
+    return {
+        "corpus": corpus.name,
+        "category": question.category,
+        "question": question.text,
+        "gold_ranks": {
+            g: ranked.index(g) + 1 if g in ranked else None for g in sorted(question.gold)
+        },
+        "scores": scores,
+    }
+
+
+def ceilings(answers: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The best a perfect ranking could score on each recall_all@k metric: a question with
+    more gold units than k can never have them all in its top k."""
+    out: dict[str, float] = {}
+    for name in answers[0]["scores"] if answers else ():
+        if name.startswith("R_all@"):
+            k = int(name.split("@")[1])
+            out[name] = 100 * sum(len(a["gold_ranks"]) <= k for a in answers) / len(answers)
+    return out
 
 
 def overall(
@@ -248,6 +282,10 @@ def markdown(title: str, results: dict[str, Any], cats: Sequence[str], headline:
     lines.append("latency per query (mean / p95 ms): " + ", ".join(
         f"{s} {results[s]['latency']['mean_ms']:.2f} / {results[s]['latency']['p95_ms']:.2f}"
         for s in systems))  # fmt: skip
+    ceiling = results[systems[0]].get("ceilings")
+    if ceiling:
+        bests = ", ".join(f"{m} {v:.1f}" for m, v in ceiling.items())
+        lines.append(f"a perfect ranking's ceiling (more gold units than k never score): {bests}")
     return "\n".join(lines)
 
 
@@ -279,7 +317,8 @@ def run_suite(
         started = time.perf_counter()
         per_corpus: dict[str, Table] = {}
         builds: list[float] = []
-        table, lat = evaluate(corpora, build, depth, score, per_corpus, builds)
+        answers: list[dict[str, Any]] = []
+        table, lat = evaluate(corpora, build, depth, score, per_corpus, builds, answers)
         out[system] = {
             "table": table,
             "overall": overall(table, headline_cats),
@@ -287,6 +326,8 @@ def run_suite(
             "seconds": time.perf_counter() - started,
             "build_seconds_mean": statistics.fmean(builds) if builds else 0.0,
             "per_corpus": {c: overall(t, headline_cats) for c, t in per_corpus.items()},
+            "ceilings": ceilings(answers),
+            "answers": answers,
         }
         print(f"  {name} / {system}: {out[system]['seconds']:.1f} s", file=sys.stderr)
     return out
