@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cortex.core.models import SessionState
 from cortex.store.records import sessions_from_rows
 from cortex.store.sqlite.db import Database
 from cortex.store.sqlite.sessions import SELECT
@@ -10,6 +9,8 @@ from cortex.store.sqlite.sessions import SELECT
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
+
+    from cortex.core.models import SessionState
 
 
 class LeaseRepository:
