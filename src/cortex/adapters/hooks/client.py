@@ -123,10 +123,14 @@ class SiteOnDemand:
         if SiteOnDemand in sys.meta_path:
             sys.meta_path.remove(SiteOnDemand)
         import site
-        from importlib.machinery import PathFinder
 
         site.main()
-        return PathFinder.find_spec(name)
+        for finder in list(sys.meta_path):  # (``.pth`` files may have added finders)
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(name, None, target) if find_spec is not None else None
+            if spec is not None:
+                return spec  # type: ignore[no-any-return]
+        return None
 
 
 def hook_args(args: list[str]) -> list[str] | None:
