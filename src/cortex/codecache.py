@@ -241,7 +241,7 @@ def compile_pattern(pattern: Any, flags: int = 0) -> re.Pattern[Any]:
         try:
             made = _sre.compile(pattern, *program)
         except (RuntimeError, TypeError, ValueError, OverflowError):  # (``_sre`` checks the code)
-            del programs[key]
+            programs.pop(key, None)
         else:
             _programs_used.add(key)
             return made
@@ -311,9 +311,9 @@ def _keep(key: tuple[str | bytes, int], program: Program) -> None:
     use: patterns of earlier versions)."""
     global _added
     programs = _held_programs()
-    if len(programs) >= MAX_PROGRAMS:
-        for old in [k for k in programs if k not in _programs_used]:
-            del programs[old]
+    if len(programs) >= MAX_PROGRAMS:  # (pop, on a copy: another thread may compile too)
+        for old in [k for k in list(programs) if k not in _programs_used]:
+            programs.pop(old, None)
         if len(programs) >= MAX_PROGRAMS:
             return
     programs[key] = program
