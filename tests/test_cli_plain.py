@@ -19,7 +19,8 @@ from cortex.adapters.cli import plain
 CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(sys.argv[1:]))"
 ENTRY_RUN = (
     "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
-    "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval'); "
+    "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval', 'cortex.core.models', "
+    "'cortex.core.redaction'); "
     "open(sys.argv[0] + '.modules', 'w')"
     ".write(' '.join(m for m in names if m in sys.modules)); sys.exit(code)"
 )
@@ -54,8 +55,9 @@ def same(output: bytes) -> bytes:
 
 def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], set[str]]:
     """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
-    its own copy of the seed home), and which of click, logging, typing, ast and the ranking
-    (``core.retrieval``) the entry's process imported."""
+    its own copy of the seed home), and which of click, logging, typing, ast, the ranking
+    (``core.retrieval``), the session models (``core.models``) and redaction the entry's
+    process imported."""
     results = []
     for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
         home = tmp_path / name
@@ -122,6 +124,8 @@ def test_plain_command_lines_run_without_click_and_print_the_same(
     assert ("logging" in imported) == logged  # imported only to log something
     searched = "search" in args  # a session start ranks nothing: its store's search is idle
     assert ("cortex.core.retrieval" in imported) == searched
+    assert ("cortex.core.models" in imported) != searched  # a search reads no session
+    assert ("cortex.core.redaction" in imported) != searched  # and writes nothing
 
 
 @pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)

@@ -6,10 +6,12 @@ import builtins
 import dataclasses
 import marshal
 import os
+import re
 import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,6 +156,16 @@ def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [blocked]
 
 
+def _second_run(code: str) -> list[str]:
+    """The words a second process running ``code`` prints (the first one filled the cache)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+    return done.stdout.split()
+
+
 def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
     code = (
         "import dataclasses, sys\n"
@@ -162,14 +174,7 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
         "from cortex import codecache\n"
         "print(codecache._added, sum(map(len, codecache._codes.values())))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-        ).stdout.split()
-        for _ in range(2)
-    ]
-    compiled, held = map(int, runs[1])
+    compiled, held = map(int, _second_run(code))
     assert compiled == 0 and held >= 200
 
 
@@ -180,7 +185,9 @@ def test_the_hook_server_compiles_without_the_cache(monkeypatch: pytest.MonkeyPa
     from cortex.adapters.hooks import server
 
     seen: dict[str, str | None] = {}
-    monkeypatch.delenv("CORTEX_CODECACHE", raising=False)
+    # (set, not deleted: the monkeypatch then removes what ``server.main`` sets, and later
+    # tests' processes use the cache)
+    monkeypatch.setenv("CORTEX_CODECACHE", "")
     monkeypatch.setattr(
         server, "serve", lambda home, idle: seen.update(env=os.environ.get("CORTEX_CODECACHE")) or 0
     )
@@ -189,3 +196,116 @@ def test_the_hook_server_compiles_without_the_cache(monkeypatch: pytest.MonkeyPa
     env = {**os.environ, "CORTEX_CODECACHE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+PATTERNS = (
+    (r"(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)|\bago\b", int(re.IGNORECASE)),
+    (r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}", 0),
+    (rb"[\x80-\xff]+(?!x)", 0),
+    (r"(?x) a b  # verbose, an inline flag", 0),
+)
+
+
+def _same_pattern(made: re.Pattern[Any], plain: re.Pattern[Any]) -> None:
+    assert (made.pattern, made.flags, made.groups) == (plain.pattern, plain.flags, plain.groups)
+    assert made.groupindex == plain.groupindex
+    sample = "On 2023-05 and 7 days AGO; ab user@host:1 \xe9" if made.pattern is str else ""
+    text: Any = sample.encode("utf-8") if isinstance(made.pattern, bytes) else sample
+    assert [m.span() for m in made.finditer(text)] == [m.span() for m in plain.finditer(text)]
+    if isinstance(made.pattern, str):
+        assert [m.groupdict() for m in made.finditer(text)] == [
+            m.groupdict() for m in plain.finditer(text)
+        ]
+
+
+def _compile_as_ours(pattern: Any, flags: int = 0) -> re.Pattern[Any]:
+    """``re``'s compiler (the cache's) called by a function of a Cortex module."""
+    fixture = types.ModuleType("cortex.codecache_fixture")
+    source = "def make(p, f):\n    return codecache.compile_pattern(p, f)\n"
+    fixture.codecache = codecache  # type: ignore[attr-defined]
+    exec(source, vars(fixture))
+    return fixture.make(pattern, flags)  # type: ignore[no-any-return]
+
+
+def test_a_kept_pattern_is_made_from_its_program_and_matches_as_re_compiles_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cortex.store  # noqa: F401 - installs the cache
+
+    monkeypatch.setattr(codecache, "_programs", {})
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    monkeypatch.setattr(codecache, "_added", 0)
+    for pattern, flags in PATTERNS:
+        first = _compile_as_ours(pattern, flags)
+        assert (pattern, int(flags)) in codecache._held_programs()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(codecache._parser, "parse", None)  # nothing parsed: from the program
+            again = _compile_as_ours(pattern, flags)
+        plain = codecache._compile_pattern(pattern, flags)
+        _same_pattern(first, plain)
+        _same_pattern(again, plain)
+    assert codecache._added == len(PATTERNS)
+    # A damaged program (``_sre`` checks the code) is compiled again, and replaced.
+    key = (PATTERNS[1][0], 0)
+    flags, code, groups, groupindex, indexgroup = codecache._programs[key]
+    codecache._programs[key] = (flags, [99999, *code], groups, groupindex, indexgroup)
+    _same_pattern(_compile_as_ours(*key), codecache._compile_pattern(*key))
+    assert codecache._programs[key][1] == code
+
+
+def test_only_constant_patterns_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Cortex module's patterns and any module's top-level ones are constants; what another
+    package's function compiles (from its input, perhaps) is compiled as always."""
+    import cortex.store  # noqa: F401 - installs the cache
+
+    monkeypatch.setattr(codecache, "_programs", {})
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    monkeypatch.setattr(codecache, "_added", 0)
+    assert re._compiler.compile is codecache.compile_pattern  # type: ignore[attr-defined]
+    other = types.ModuleType("elsewhere")
+    source = "import re\ndef search(p):\n    return re.compile(p)\nTOP = re.compile('top-[0-9]')\n"
+    exec(source, vars(other))
+    other.search("inner-[0-9]+")
+    assert list(codecache._programs) == [("top-[0-9]", 0)]
+    assert codecache.compile_pattern("theirs-[0-9]").match("theirs-1")  # (this test's call)
+    assert _compile_as_ours("ours-[0-9]").match("ours-1")
+    assert list(codecache._programs) == [("top-[0-9]", 0), ("ours-[0-9]", 0)]
+
+
+def test_a_full_piece_keeps_what_this_process_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(codecache, "MAX_PROGRAMS", 3)
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    monkeypatch.setattr(codecache, "_added", 0)
+    monkeypatch.setattr(codecache, "_programs", {})
+    for n in range(3):
+        _compile_as_ours(f"old{n}")
+    monkeypatch.setattr(codecache, "_programs_used", set())  # another process: none used yet
+    _compile_as_ours("old1")
+    _compile_as_ours("new")
+    assert list(codecache._programs) == [("old1", 0), ("new", 0)]
+
+
+def test_saved_programs_load_back_and_bad_ones_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "methods.bin"
+    good = codecache._program(*PATTERNS[0])
+    held = {(PATTERNS[0][0], 2): good, ("bad", 0): (0, "not a list", 0, {}, ()), ("short", 0): (0,)}
+    path.write_bytes(codecache.dump({codecache.PROGRAMS: marshal.dumps(held)}))
+    data, places = codecache.load(str(path))
+    start, end = places[codecache.PROGRAMS]
+    assert codecache._decode_programs(data[start:end]) == {(PATTERNS[0][0], 2): good}
+    assert codecache._decode_programs(b"\xff") == {}
+    assert codecache._decode_programs(marshal.dumps([1])) == {}
+
+
+def test_a_second_process_parses_none_of_the_engines_patterns() -> None:
+    code = (
+        "import re, sys\n"
+        "import cortex.config\n"
+        "parsed = []\n"
+        "parse = re._parser.parse\n"
+        "re._parser.parse = lambda *a: parsed.append(a[0]) or parse(*a)\n"
+        "import cortex.adapters.hooks.dispatch, cortex.core.retrieval, cortex.core.redaction\n"
+        "cortex.core.redaction.redact('password=hunter2hunter2 and ghp_' + 'a' * 36)\n"
+        "print(len(parsed))\n"
+    )
+    assert _second_run(code) == ["0"]

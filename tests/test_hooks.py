@@ -578,6 +578,60 @@ def test_the_hook_path_imports_only_the_standard_library(home: Path, repo: Path)
     assert NOT_ON_THE_EVENT_PATH & names == set()
 
 
+def test_the_installed_client_without_a_server_needs_no_site_sockets_or_pure_python_datetime(
+    home: Path, repo: Path
+) -> None:
+    # What a host runs (``python -S -I -X frozen_modules=on .../client.py hook HOST``) with the
+    # server off: the engine in-process on the standard library alone, without ``site`` (it
+    # runs only for a driver that needs it), ``_socket``, ``datetime.py`` (3.11 defines the
+    # pure-Python version before replacing it with ``_datetime``'s), and what ``pathlib``
+    # imports for Windows paths and ``as_uri``.
+    in_use(home)
+    flags = ("-S", "-I", "-X", "frozen_modules=on", "-X", "importtime")
+    result = subprocess.run(
+        [sys.executable, *flags, hook_client.__file__, "hook", "claude-code"],
+        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
+        capture_output=True,
+        env=child_env(home, CORTEX_HOOK_SERVER="0"),
+        cwd=repo,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (0, b"")  # (the first start restores nothing)
+    names = {line.split("|")[-1].strip() for line in result.stderr.decode().splitlines()}
+    assert {"cortex.adapters.hooks.dispatch", "sqlite3"} <= names  # in-process: the engine ran
+    assert not {"site", "_socket", "socket", "datetime", "urllib.parse", "ntpath"} & names
+    assert manager(home).store.get_session("s1") is not None
+
+
+SITE_ON_DEMAND = """
+import sys, types
+sys.path.insert(0, sys.argv[1])
+import wire
+sys.meta_path.append(wire.SiteOnDemand)
+try:
+    from org.python.core import PyStringMap  # the standard library's probe: no site for it
+except ImportError:
+    pass
+ours = types.ModuleType("cortex.fixture")
+exec("try:\\n    import _no_such_private\\nexcept ImportError:\\n    pass", vars(ours))
+print("site" in sys.modules)
+exec("import click", vars(ours))  # a third-party package, imported by Cortex's code
+print("site" in sys.modules, ours.click.__name__, wire.SiteOnDemand in sys.meta_path)
+"""
+
+
+def test_an_in_process_hook_runs_site_only_for_a_module_it_does_not_find() -> None:
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", SITE_ON_DEMAND, hooks_dir],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "click", "False"]
+
+
 def test_a_start_that_recovers_a_crashed_session_logs_it_without_logging(
     home: Path, repo: Path
 ) -> None:

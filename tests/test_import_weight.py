@@ -81,6 +81,10 @@ import sys
 import cortex, dataclasses, pathlib
 print("ast" in sys.modules, "dis" in sys.modules, "tokenize" in sys.modules)
 print("ip_address" in vars(sys.modules["ipaddress"]))  # urllib.parse imported the stand-in
+print("urlsplit" in vars(sys.modules["urllib.parse"]), "splitdrive" in vars(sys.modules["ntpath"]))
+print(pathlib.Path("/a b").as_uri(), "urlsplit" in vars(sys.modules["urllib.parse"]))
+import ntpath
+print(ntpath.splitdrive("c:/x"), pathlib.PureWindowsPath("c:/x/y").parent)
 @dataclasses.dataclass
 class NoDoc:
     x: int
@@ -94,7 +98,7 @@ print(urlsplit("http://[::1]:8/").hostname, "ip_address" in vars(sys.modules["ip
 """
 
 
-def test_inspect_and_ipaddress_are_imported_at_their_first_use_and_whole() -> None:
+def test_inspect_ipaddress_urllib_and_ntpath_are_imported_at_their_first_use_and_whole() -> None:
     done = subprocess.run(
         [sys.executable, "-c", STAND_IN], capture_output=True, text=True, timeout=60
     )
@@ -102,6 +106,9 @@ def test_inspect_and_ipaddress_are_imported_at_their_first_use_and_whole() -> No
     assert done.stdout.splitlines() == [
         "False False False",  # dataclasses imported, inspect not yet loaded
         "False",
+        "False False",  # pathlib imported their stand-ins
+        "file:///a%20b True",  # its one use of urllib.parse loads it
+        "('c:', '/x') c:\\x",
         "NoDoc(x: int)",  # the docstring dataclasses writes (it loaded inspect for it)
         "True True",
         "(x: int) -> None True",

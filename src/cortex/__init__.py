@@ -25,24 +25,30 @@ TYPE_CHECKING = False
 __version__ = "0.1.0"
 
 
-def _defer(name: str) -> None:
+def _defer(name: str, *calls: str) -> None:
     """Stand a module in for ``name`` that imports the real one at its first attribute read.
 
-    Two standard modules are imported by others for a use the engine never makes:
-    ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms
-    of a hook process, ~1 MiB that the hook server would hold for hours) for the signature it
-    writes as the docstring of a class that has none (Cortex's classes have one), and
-    ``urllib.parse`` (which ``pathlib`` imports) imports ``ipaddress`` to check a URL's
-    bracketed host. The stand-in's ``__getattr__`` (PEP 562) imports the module and takes on
-    all its names, so whoever imported the stand-in, or imports the module later, gets the
-    real one. (``importlib.util.LazyLoader`` cannot do this: an ``import`` statement reads the
-    lazy module's ``__spec__``, which loads it.)
+    Standard modules are imported by others for a use the engine never makes: ``dataclasses``
+    imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms of a hook
+    process, ~1 MiB that the hook server would hold for hours) for the signature it writes as
+    the docstring of a class that has none (Cortex's classes have one); ``pathlib`` imports
+    ``urllib.parse`` (~1 ms, with ``ipaddress`` behind it) for ``Path.as_uri`` and ``ntpath``
+    (~0.5 ms, most of it failed imports of Windows modules) for ``PureWindowsPath``. The
+    stand-in's ``__getattr__`` (PEP 562) imports the module and takes on all its names, so
+    whoever imported the stand-in, or imports the module later, gets the real one.
+    (``importlib.util.LazyLoader`` cannot do this: an ``import`` statement reads the lazy
+    module's ``__spec__``, which loads it.) ``calls`` are functions that others import by name
+    at their import (``from urllib.parse import quote_from_bytes``): the stand-in has them as
+    functions that load the module when called. A submodule's stand-in is also its package's
+    attribute, as an import would make it.
     """
     if name in sys.modules:
         return
     stand_in = ModuleType(name)
 
     def load(attribute: str) -> object:
+        if attribute == "__path__":  # what ``from name import x`` asks first: not a package
+            raise AttributeError(attribute)
         if sys.modules.get(name) is stand_in:
             del sys.modules[name]
         real = importlib.import_module(name)
@@ -50,12 +56,54 @@ def _defer(name: str) -> None:
         vars(stand_in).update(vars(real))
         return getattr(real, attribute)
 
+    def forward(call: str) -> object:
+        def loaded(*args: object, **kwargs: object) -> object:
+            return load(call)(*args, **kwargs)  # type: ignore[operator]
+
+        loaded.__name__ = call
+        return loaded
+
     stand_in.__getattr__ = load  # type: ignore[method-assign]
+    for call in calls:
+        setattr(stand_in, call, forward(call))
     sys.modules[name] = stand_in
+    package, _, attribute = name.rpartition(".")
+    if package:
+        setattr(importlib.import_module(package), attribute, stand_in)
 
 
+def _datetime_in_c() -> None:
+    """``datetime`` as Python 3.12 imports it: the C implementation alone.
+
+    Python 3.11's ``datetime.py`` first defines the whole pure-Python implementation (~1.4 ms
+    of every process here: ``sqlite3`` imports it) and then replaces all of it by ``_datetime``'s
+    names; 3.12 moved the pure-Python one to ``_pydatetime``, imported only without the C one.
+    The module made here holds exactly what 3.11's holds after its import (``_datetime``'s
+    names and ``__all__``), and its classes are the same objects.
+    """
+    if "datetime" in sys.modules or sys.version_info >= (3, 12):
+        return
+    try:
+        _datetime = importlib.import_module("_datetime")
+    except ImportError:  # an interpreter without it: its datetime.py is the only one
+        return
+    module = ModuleType("datetime", _datetime.__doc__)
+    names = {k: v for k, v in vars(_datetime).items() if not k.startswith("__")}
+    vars(module).update(names)
+    module.__all__ = (  # type: ignore[attr-defined]
+        *("date", "datetime", "time", "timedelta", "timezone", "tzinfo"),
+        *("MINYEAR", "MAXYEAR", "UTC"),
+    )
+    sys.modules["datetime"] = module
+
+
+_datetime_in_c()
 _defer("inspect")  # before anything imports ``dataclasses``
-_defer("ipaddress")  # before anything imports ``pathlib``
+# Before anything imports ``pathlib``. (Where ``ntpath`` is ``os.path`` it is imported at
+# startup, and the stand-in is not made.)
+_defer("ipaddress")
+_defer("urllib.parse", "quote_from_bytes")
+_defer("ntpath")
 
 
 _EXPORTS = {

@@ -1,4 +1,5 @@
-"""The compiled methods of dataclasses, kept between processes like a module's bytecode.
+"""The compiled methods of dataclasses and the compiled programs of regular expressions, kept
+between processes like a module's bytecode.
 
 ``@dataclass`` writes each generated method (``__init__``, ``__repr__``, ``__eq__``, a frozen
 class's ``__setattr__``, ``__delattr__`` and ``__hash__``) as source text and compiles it with
@@ -24,6 +25,17 @@ namespaces. The file starts with the interpreter's bytecode magic number, so ano
 version's file is ignored; an unreadable or damaged file counts as empty; where the package
 directory cannot be written, or bytecode is not to be written (``PYTHONDONTWRITEBYTECODE``),
 processes compile as before.
+
+Regular expressions are the other compilation every process repeats: ``re`` parses a pattern
+and generates its program in pure Python (a 60-word alternation takes ~0.5 ms), and a hook
+start compiles some thirty patterns (~3 ms), most at import. The same file keeps their
+programs (one more piece, named after the ``re`` engine's own version): the code list, group
+count and names that ``re`` hands to ``_sre.compile``, which then builds (and checks) the
+pattern object as it does for a freshly compiled one. Only patterns whose text cannot vary are
+kept: those compiled by Cortex's modules or by any module's top-level code (a module's
+constants: ``json``'s, ``pathlib``'s), not what other code compiles from its input
+(``fnmatch``, a user's pattern), at most ``MAX_PROGRAMS``; a full piece keeps the programs
+this process used.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import dataclasses
 import gc
 import marshal
 import os
+import re
 import sys
 from importlib._bootstrap_external import MAGIC_NUMBER
 from types import CodeType
@@ -40,8 +53,17 @@ TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not im
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, TypeGuard
 
+_compiler: Any = sys.modules["re._compiler"]
+"""``re``'s compiler (typeshed describes none of ``re``'s inner modules)."""
+_parser: Any = sys.modules["re._parser"]
+_sre: Any = _compiler._sre
+
 MAX_ENTRIES = 2048
 """Texts kept at most (the engine's classes need ~260)."""
+MAX_PROGRAMS = 512
+"""Regular expressions kept at most (a hook start, a search and a session start use ~60)."""
+PROGRAMS = f"re:{_compiler.MAGIC}"
+"""The piece of the regular expressions' programs (another ``re`` engine: another piece)."""
 
 PATH = os.path.join(
     os.path.dirname(__file__),
@@ -62,6 +84,15 @@ _used: dict[str, set[str]] = {}
 _changed: set[str] = set()
 """Modules that compiled text they did not hold in this process."""
 _added = 0
+
+if TYPE_CHECKING:  # pragma: no cover
+    Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
+    """What ``_sre.compile`` takes after the pattern: flags, code, groups, their names."""
+_programs: dict[tuple[str | bytes, int], Program] | None = None
+"""The regular expressions' programs, once decoded: {(pattern, flags): program}."""
+_programs_used: set[tuple[str | bytes, int]] = set()
+_compile_pattern = _compiler.compile
+"""``re``'s own compiler (the cache's stands in for it)."""
 
 
 def load(path: str = PATH) -> tuple[memoryview, dict[str, tuple[int, int]]]:
@@ -99,18 +130,22 @@ def load(path: str = PATH) -> tuple[memoryview, dict[str, tuple[int, int]]]:
 
 def decode(piece: memoryview | bytes) -> dict[str, CodeType]:
     """One module's {source text: code}; empty for a damaged piece."""
+    codes = _unmarshal(piece)
+    return {k: v for k, v in codes.items() if type(k) is str and type(v) is CodeType}
+
+
+def _unmarshal(piece: memoryview | bytes) -> dict[Any, Any]:
+    """The dict a piece holds; empty for a damaged one."""
     if not piece:
         return {}
     gc.disable()  # many new objects at once would start collections in the middle
     try:
-        codes = marshal.loads(piece)
+        held = marshal.loads(piece)
     except (EOFError, ValueError, TypeError):
         return {}
     finally:
         gc.enable()
-    if not isinstance(codes, dict):
-        return {}
-    return {k: v for k, v in codes.items() if type(k) is str and type(v) is CodeType}
+    return held if isinstance(held, dict) else {}
 
 
 def dump(pieces: dict[str, bytes | memoryview]) -> bytes:
@@ -136,6 +171,8 @@ def save(path: str = PATH) -> None:
             codes = {text: code for text, code in codes.items() if text in _used[module]}
         if codes:
             pieces[module] = marshal.dumps(codes)
+    if _programs:
+        pieces[PROGRAMS] = marshal.dumps(_programs)
     partial = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -190,17 +227,116 @@ def _code(module: str, source: str) -> CodeType:
     return code
 
 
+def compile_pattern(pattern: Any, flags: int = 0) -> re.Pattern[Any]:
+    """``re._compiler.compile`` through the cache: a kept pattern's program goes straight to
+    ``_sre.compile``; any other pattern (or a damaged program) is compiled by ``re``."""
+    made: re.Pattern[Any]
+    if type(pattern) not in (str, bytes) or flags & re.DEBUG or not _constant(sys._getframe(1)):
+        made = _compile_pattern(pattern, flags)
+        return made
+    key = (pattern, int(flags))
+    programs = _held_programs()
+    program = programs.get(key)
+    if program is not None:
+        try:
+            made = _sre.compile(pattern, *program)
+        except (RuntimeError, TypeError, ValueError, OverflowError):  # (``_sre`` checks the code)
+            programs.pop(key, None)
+        else:
+            _programs_used.add(key)
+            return made
+    program = _program(pattern, flags)
+    _keep(key, program)
+    made = _sre.compile(pattern, *program)
+    return made
+
+
+def _held_programs() -> dict[tuple[str | bytes, int], Program]:
+    """The file's programs, decoded at the first pattern."""
+    global _programs
+    if _programs is None:
+        start, end = _pieces.pop(PROGRAMS, (0, 0))
+        _programs = _decode_programs(_file[start:end])
+    return _programs
+
+
+def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int], Program]:
+    """The piece's {(pattern, flags): program}; what is not shaped so is left out."""
+    out = {}
+    for key, program in _unmarshal(piece).items():
+        if (
+            type(key) is tuple
+            and len(key) == 2
+            and type(key[0]) in (str, bytes)
+            and type(key[1]) is int
+            and type(program) is tuple
+            and len(program) == 5
+            and type(program[0]) is int
+            and type(program[1]) is list
+            and type(program[2]) is int
+            and type(program[3]) is dict
+            and type(program[4]) is tuple
+        ):
+            out[key] = program
+    return out
+
+
+def _constant(frame: Any) -> bool:
+    """Whether the pattern being compiled under ``frame`` (``re``'s own frames, then its
+    caller's) is a constant: compiled by a Cortex module or by a module's top-level code."""
+    while frame is not None and frame.f_globals.get("__name__") in ("re", "re._compiler"):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    return frame.f_code.co_name == "<module>" or _ours(frame.f_globals.get("__name__"))
+
+
+def _program(pattern: str | bytes, flags: int) -> Program:
+    """What ``re._compiler.compile`` hands ``_sre.compile`` for ``pattern``, made as it makes
+    it."""
+    parsed = _parser.parse(pattern, flags)
+    code = _compiler._code(parsed, flags)
+    groupindex = parsed.state.groupdict
+    indexgroup: list[str | None] = [None] * parsed.state.groups
+    for name, index in groupindex.items():
+        indexgroup[index] = name
+    # (the code's opcodes are ``int`` subclasses that ``marshal`` cannot write)
+    code = list(map(int, code))
+    program = (int(flags | parsed.state.flags), code, parsed.state.groups - 1, dict(groupindex))
+    return (*program, tuple(indexgroup))
+
+
+def _keep(key: tuple[str | bytes, int], program: Program) -> None:
+    """Hold a new program for the file (a full piece first drops what this process did not
+    use: patterns of earlier versions)."""
+    global _added
+    programs = _held_programs()
+    if len(programs) >= MAX_PROGRAMS:  # (pop, on a copy: another thread may compile too)
+        for old in [k for k in list(programs) if k not in _programs_used]:
+            programs.pop(old, None)
+        if len(programs) >= MAX_PROGRAMS:
+            return
+    programs[key] = program
+    _programs_used.add(key)
+    if not _added:
+        import atexit
+
+        atexit.register(save)
+    _added += 1
+
+
 def _ours(module: object) -> TypeGuard[str]:
     return isinstance(module, str) and (module == "cortex" or module.startswith("cortex."))
 
 
 def install() -> None:
-    """Route ``dataclasses``' compilation through the cache (once per process)."""
+    """Route ``dataclasses``' and ``re``'s compilation through the cache (once per process)."""
     if getattr(dataclasses, "exec", None) is not cached_exec:
         global _file
         _file, pieces = load()
         _pieces.update(pieces)
         setattr(dataclasses, "exec", cached_exec)  # noqa: B010 - a module global, not a typo
+        _compiler.compile = compile_pattern
 
 
 if os.environ.get("CORTEX_CODECACHE") != "0":  # the hook server sets 0 for itself

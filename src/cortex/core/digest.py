@@ -10,6 +10,7 @@ same bytes as ``hmac.new(key, message, hashlib.sha256)``, which the tests check.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
 
 def _builtin_sha256() -> Callable[..., Any]:
     """CPython's own SHA-256 constructor; the standard library's on another interpreter."""
-    for module in ("_sha2", "_sha256"):  # 3.12+, then 3.11
+    # 3.12 renamed it (only the one this interpreter has is looked for: a failed import
+    # scans the whole path)
+    for module in ("_sha2",) if sys.version_info >= (3, 12) else ("_sha256",):
         try:
             return importlib.import_module(module).sha256  # type: ignore[no-any-return]
         except (ImportError, AttributeError):

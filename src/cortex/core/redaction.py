@@ -181,7 +181,10 @@ def _rules() -> tuple[
     key_values = rf"(?:{stems}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
     folded = [(guards, pattern or key_values) for guards, pattern in _FOLDED]
     short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
-    literals = sorted({guard for guards, _ in _FOLDED for guard in guards}, key=len, reverse=True)
+    # Longest first (an alternation takes the first that matches), ties by text: the same
+    # pattern text in every process, so that its compiled program is found in the cache.
+    every = {guard for guards, _ in _FOLDED for guard in guards}
+    literals = sorted(every, key=lambda guard: (-len(guard), guard))
     any_guard = re.compile("|".join(map(re.escape, literals)))
     return tuple(original), short, tuple(folded), any_guard
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import INTENTS, LAYERS, MODES
-from cortex.core.redaction import redact, redact_value
 from cortex.core.retrieval import normalize_tags
 from cortex.errors import ValidationError
 
@@ -46,6 +45,8 @@ def check_content(content: object, what: str = "memory content") -> str:
     """
     if not isinstance(content, str) or not content.strip():
         raise ValidationError(f"{what} is empty; give the text to store")
+    from cortex.core.redaction import redact  # (what writes needs: a search imports none)
+
     return truncate_content(redact(content.strip()))
 
 
@@ -64,11 +65,15 @@ def truncate_content(text: str, limit: int = MAX_CONTENT_BYTES) -> str:
 
 def check_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
     """Tags redacted, then normalized (lower case would hide a credential's shape)."""
+    from cortex.core.redaction import redact_value
+
     return normalize_tags(redact_value(tags))
 
 
 def check_key(key: str | None) -> str | None:
     """An upsert key: stripped, redacted, at most ``MAX_KEY_CHARS``; None when empty."""
+    from cortex.core.redaction import redact
+
     cleaned = redact((key or "").strip()) or None
     if cleaned is not None and len(cleaned) > MAX_KEY_CHARS:
         raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")

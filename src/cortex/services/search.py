@@ -18,7 +18,6 @@ from dataclasses import replace
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.budgets import fill_budget
 from cortex.core.memory_models import (
     LONG_TERM,
     MODE_LAYERS,
@@ -324,6 +323,8 @@ class MemoryReader(Service):
         order = [("m", i) for i in range(rules)] + [("p", i) for i in range(len(procedures))]
         order += [("m", i) for i in range(rules, len(ranked))]
         cost_of = {"m": costs, "p": proc_costs}
+        from cortex.core.budgets import fill_budget  # (a search fills no budget)
+
         chosen, used, skipped = fill_budget(order, [cost_of[k][i] for k, i in order],
                                             budget_tokens)  # fmt: skip
         sized = [replace(ranked[i], tokens=costs[i]) for k, i in chosen if k == "m"]

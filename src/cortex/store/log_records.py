@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import CompactionEvent, SessionEvent, SessionSnapshot
-from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.records import json_value
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
+
+    from cortex.core.models import AuditEntry, MetricEvent
 
 # -- session history -------------------------------------------------------------------------
 EVENT_COLUMNS = (
@@ -144,6 +145,8 @@ AUDIT_COLUMNS = ("id", "action", "actor", "target", "detail", "created_at")
 
 def metric_from_row(row: Sequence[Any]) -> MetricEvent:
     seq, event, session_id, payload, created_at, prev_hash, hash_ = row
+    from cortex.core.models import MetricEvent
+
     return MetricEvent(
         seq=int(seq),
         event=str(event),
@@ -157,6 +160,8 @@ def metric_from_row(row: Sequence[Any]) -> MetricEvent:
 
 def audit_from_row(row: Sequence[Any]) -> AuditEntry:
     id_, action, actor, target, detail, created_at = row
+    from cortex.core.models import AuditEntry
+
     return AuditEntry(
         id=int(id_),
         action=str(action),

@@ -13,22 +13,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from cortex.core.jsontext import compact_encoder
 from cortex.core.memory_models import Memory
-from cortex.core.models import (
-    ConfidenceUpdate,
-    PendingTask,
-    Pin,
-    SessionState,
-    SOPInteraction,
-    evolve,
-)
 from cortex.logs import getLogger
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
+
+    from cortex.core.models import SessionState
+
+# The session models (``cortex.core.models``) are imported by the functions that make them:
+# a process that reads only memories (``cortex memory search``) need not build their classes.
 
 log = getLogger("cortex.store")
 
@@ -69,13 +67,21 @@ SESSION_COLUMNS = (
 )
 """Named, never ``SELECT *``: a legacy SQLite file may carry extra columns in another order."""
 
-# Item parsers of the JSON list columns whose items are records; a corrupt item is dropped.
-_ITEM_PARSERS: dict[str, Callable[[dict[str, Any]], object]] = {
-    "working_memory": Pin.from_dict,
-    "pending_tasks": PendingTask.from_dict,
-    "confidence_updates": ConfidenceUpdate.from_dict,
-    "sop_interactions": SOPInteraction.from_dict,
-}
+
+@cache
+def _item_parsers() -> dict[str, Callable[[dict[str, Any]], object]]:
+    """Item parsers of the JSON list columns whose items are records (a corrupt item is
+    dropped)."""
+    from cortex.core.models import ConfidenceUpdate, PendingTask, Pin, SOPInteraction
+
+    return {
+        "working_memory": Pin.from_dict,
+        "pending_tasks": PendingTask.from_dict,
+        "confidence_updates": ConfidenceUpdate.from_dict,
+        "sop_interactions": SOPInteraction.from_dict,
+    }
+
+
 _PARSE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)
 
 
@@ -161,7 +167,7 @@ def session_values(state: SessionState) -> dict[str, Any]:
 
 def _salvage(data: dict[str, Any]) -> dict[str, Any]:
     """Drop list items and scalars that do not parse, keeping everything that does."""
-    for name, parse in _ITEM_PARSERS.items():
+    for name, parse in _item_parsers().items():
         kept = []
         for item in data[name]:
             try:
@@ -215,6 +221,8 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
             return None
         _make_room(key)
     elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
+        from cortex.core.models import evolve
+
         state = evolve(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
     _decoded[key] = state  # (again) the most recently used
     return state
@@ -242,6 +250,8 @@ def _make_room(key: tuple[Any, ...]) -> None:
 
 
 def _decode_session(row: Sequence[Any]) -> SessionState | None:
+    from cortex.core.models import SessionState
+
     data = dict(zip(SESSION_COLUMNS, row, strict=True))
     data["session_id"] = sid = data.pop("id")
     for name in SESSION_JSON_LISTS:

@@ -13,6 +13,9 @@ exit code and error lines are the same either way (``tests/test_cli_plain.py`` r
 
 from __future__ import annotations
 
+import cortex.codecache  # noqa: F401 - first: json's patterns come compiled from the cache
+
+# isort: split
 import json
 import os
 import sys

@@ -33,6 +33,9 @@ session's row once and passes it along to the capture, which then need not read 
 
 from __future__ import annotations
 
+import cortex.codecache  # noqa: F401 - first: json's patterns come compiled from the cache
+
+# isort: split
 import json
 import os
 import time

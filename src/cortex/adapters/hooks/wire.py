@@ -15,20 +15,25 @@ interpreter: ``posix`` (what ``os`` wraps; ``os`` and its kin cost a hook ~1 ms)
 When no server takes the event (none runs, ``CORTEX_HOOK_SERVER=0``, the server was upgraded
 meanwhile, no Unix sockets) it falls back to the full in-process path with the input it
 already read: it puts the directory holding the ``cortex`` package (known from this file's
-own location) first on ``sys.path``, runs ``site`` (for the store's optional drivers) and calls
-``cortex.adapters.hooks.main``, which handles the event and starts a server for the next ones.
+own location) first on ``sys.path`` and calls ``cortex.adapters.hooks.main``, which handles the
+event and starts a server for the next ones. ``site`` (~3 ms: site-packages, ``.pth`` files)
+runs only if Cortex's code imports something that is not found without it (a store's
+optional driver: ``SiteOnDemand``); a SQLite store needs the standard library alone.
 """
 
 # No ``from __future__ import annotations``: it imports the ``__future__`` module. Annotations
 # naming what is not imported here are strings.
-import _socket
 import posix
 import sys
 
 TYPE_CHECKING = False  # mypy treats this name as true; importing typing costs ~8 ms
 if TYPE_CHECKING:
+    import _socket
     import signal as _signal  # what mypy knows the built-in ``_signal`` by
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
     from os import PathLike
+    from types import FrameType, ModuleType
 else:
     import _signal  # not ``signal``, which builds its enums at import
 
@@ -93,13 +98,48 @@ def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
         root = os.path.dirname(root)
     if root not in sys.path:
         sys.path.insert(0, root)
-    if sys.flags.no_site:
-        import site
-
-        site.main()
+    if sys.flags.no_site and "site" not in sys.modules:
+        sys.meta_path.append(SiteOnDemand)
     from cortex.adapters.hooks import main as hook_main
 
     return hook_main(args, read)
+
+
+class SiteOnDemand:
+    """The last import finder of an in-process hook started without ``site`` (``-S``): when
+    Cortex's own code imports a module that nothing found, it runs ``site`` once (adding
+    site-packages, where the optional drivers are) and looks for the module again."""
+
+    @staticmethod
+    def find_spec(
+        name: str, path: "Sequence[str] | None" = None, target: "ModuleType | None" = None
+    ) -> "ModuleSpec | None":
+        if path is not None or "site" in sys.modules or name.startswith("_"):
+            # A submodule is looked for in its package's path; site ran already; a private
+            # module is a probe for an interpreter's own (``_sha2``), never a driver.
+            return None
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None and (
+            frame.f_code.co_filename.startswith("<frozen importlib")
+            or frame.f_globals.get("__name__") == "importlib"
+        ):
+            frame = frame.f_back
+        importer = frame.f_globals.get("__name__") if frame is not None else None
+        if not isinstance(importer, str) or not (
+            importer == "cortex" or importer.startswith("cortex.")
+        ):
+            return None  # the standard library's probes (``org.python.core``, ``_sha2``)
+        if SiteOnDemand in sys.meta_path:
+            sys.meta_path.remove(SiteOnDemand)
+        import site
+
+        site.main()
+        for finder in list(sys.meta_path):  # (``.pth`` files may have added finders)
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(name, None, target) if find_spec is not None else None
+            if spec is not None:
+                return spec  # type: ignore[no-any-return]
+        return None
 
 
 def hook_args(args: list[str]) -> list[str] | None:
@@ -280,6 +320,10 @@ def socket_path(home: "str | PathLike[str]") -> str:
 
 def usable(path: str) -> bool:
     """True when ``path`` fits a Unix socket address and this system has Unix sockets."""
+    # Imported here, not at the top: a hook with the server off, ``cortex memory search`` and
+    # ``cortex session start`` (which import this module) need no sockets.
+    import _socket  # not ``socket``: its enums cost a hook client ~4 ms, and it needs none
+
     return len(_encode(path)) <= MAX_SOCKET_PATH and hasattr(_socket, "AF_UNIX")
 
 
@@ -288,6 +332,8 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
     path = socket_path(home)
     if not usable(path):
         return None
+    import _socket  # (imported by ``usable``)
+
     header = "\0".join([host, cwd, *(f"{k}={v}" for k, v in env.items())])
     payload = header.encode("utf-8", "surrogateescape")
     client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -310,7 +356,7 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
     return reply[1:].decode("utf-8", "replace")
 
 
-def receive(conn: _socket.socket, limit: int) -> bytes:
+def receive(conn: "_socket.socket", limit: int) -> bytes:
     """Everything ``conn`` sends until it shuts down; OSError past ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0

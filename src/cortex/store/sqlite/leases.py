@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cortex.core.models import SessionState
 from cortex.store.records import sessions_from_rows
 from cortex.store.sqlite.db import Database
 from cortex.store.sqlite.sessions import SELECT
@@ -11,6 +10,8 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from cortex.core.models import SessionState
 
 
 class LeaseRepository:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from cortex.core.models import AuditEntry, MetricEvent
 from cortex.store.log_records import AUDIT_COLUMNS, METRIC_COLUMNS, audit_from_row, metric_from_row
 from cortex.store.records import dumps
 from cortex.store.sqlite.db import Database
@@ -13,6 +12,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.core.models import AuditEntry, MetricEvent
     from cortex.store.protocol import MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)

@@ -6,7 +6,6 @@ encoding (SQLite keeps JSON as TEXT).
 
 from __future__ import annotations
 
-from cortex.core.models import SessionState
 from cortex.store.records import (
     SESSION_COLUMNS,
     SESSION_JSON_LISTS,
@@ -24,6 +23,8 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
+
+    from cortex.core.models import SessionState
 
 _PAGE = 500
 _JSON_COLUMNS = (*SESSION_JSON_LISTS, "topic_state")
