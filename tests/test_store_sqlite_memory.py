@@ -164,4 +164,5 @@ def test_a_supersede_leaves_the_layer_index_alone(store: SQLiteStore) -> None:
     ]
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
     assert "idx_memories_layer_undeleted" in names
-    assert not names & {"idx_memories_live_layer", "idx_memories_confirmed"}
+    dropped = {"idx_memories_live_layer", "idx_memories_confirmed", "idx_memories_layer_expires"}
+    assert not names & dropped

@@ -527,8 +527,9 @@ def m021_memory_session_order(conn: Conn) -> None:
 
 
 def m023_memory_supersede_indexes(conn: Conn) -> None:
-    """SQLite drops the confirmation index its queries never read and keeps superseded rows in
-    its layer index, so that replacing a live memory writes fewer random index pages. Here the
+    """SQLite drops the confirmation and expiry indexes its queries never read and keeps
+    superseded rows in its layer index, so that replacing a live memory writes fewer random
+    index pages. Here the
     stale listing does read ``idx_memories_confirmed`` (the same ``COALESCE`` expression) and
     an update writes a new row version either way: the step only makes sure the index is
     there, and on a database Cortex made it creates nothing. Both backends apply the same

@@ -568,8 +568,12 @@ def m023_memory_supersede_indexes(conn: sqlite3.Connection) -> None:
     rowid): listings and counts read it as before (one layer, newest first, no sort) and skip
     the superseded rows by the row they read anyway. ``idx_memories_confirmed`` is dropped:
     no SQLite query reads it (the stale listing orders by ``COALESCE(...)``, which the
-    planner does not match to the index's ``IFNULL(...)``; PostgreSQL's does, and keeps it)."""
+    planner does not match to the index's ``IFNULL(...)``; PostgreSQL's does, and keeps it).
+    ``idx_memories_layer_expires`` is dropped too: no query reads it (the filters test
+    ``expires_at IS NULL OR expires_at > ?`` on rows another index found), and every
+    insert wrote an entry."""
     conn.execute("DROP INDEX IF EXISTS idx_memories_confirmed")
+    conn.execute("DROP INDEX IF EXISTS idx_memories_layer_expires")
     conn.execute("DROP INDEX IF EXISTS idx_memories_live_layer")
     conn.execute(
         "CREATE INDEX IF NOT EXISTS idx_memories_layer_undeleted ON memories(memory_layer) "
