@@ -362,6 +362,25 @@ class StoreContract:
         second = store.append_audit("pin.add", "mcp", None, {}, t(2))
         assert second > first
 
+    def test_audit_rows_of_a_batch_in_order(self, store: Store) -> None:
+        before = store.append_audit("pin.add", "mcp", None, {}, t(1))
+        store.append_audits(
+            [
+                ("memory.supersede", "api", "m2", {"superseded": "m1", "upsert_key": "k"}),
+                ("memory.supersede", "api", "m4", {"superseded": "m3", "upsert_key": "j"}),
+            ],
+            t(2),
+        )
+        store.append_audits([], t(3))
+        newest = store.list_audit(limit=3)
+        assert [(a.action, a.target, a.created_at) for a in newest] == [
+            ("memory.supersede", "m4", t(2)),
+            ("memory.supersede", "m2", t(2)),
+            ("pin.add", None, t(1)),
+        ]
+        assert newest[1].detail == {"superseded": "m1", "upsert_key": "k"}
+        assert before < newest[1].id < newest[0].id
+
     def test_audit_of_one_target_newest_first(self, store: Store) -> None:
         store.append_audit("memory.edit", "cli", "m1", {"changed": ["content"]}, t(1))
         store.append_audit("memory.edit", "ui", "m2", {}, t(2))

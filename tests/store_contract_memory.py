@@ -59,6 +59,11 @@ def check_batch_upserts(store: Store) -> None:
             expected.append(live.get(key))
             live[key] = m.id
         assert store.add_memories(batch) == expected
+        for m, old_id in zip(batch, expected, strict=True):
+            old = store.get_memory(old_id) if old_id else None
+            if old is not None:  # whichever order the old rows are stored in
+                assert (old.superseded_by, old.superseded_at) == (m.id, m.created_at)
+                assert old.updated_at == m.created_at
         return expected
 
     first = [
@@ -67,7 +72,7 @@ def check_batch_upserts(store: Store) -> None:
     add(first)
     second = [
         memory(f"b{i}", f"second {i}", upsert_key=f"k{i % 9}", created_at=t(17), **OWNERS[i % 4])
-        for i in range(60)
+        for i in reversed(range(60))  # the stored memories it replaces, newest first
     ] + [memory("plain", "no key", created_at=t(17))]
     replaced = add(second)
     assert 0 < replaced.count(None) < len(replaced)

@@ -132,3 +132,37 @@ def test_sqlite_only_reads(store: SQLiteStore) -> None:
     store.save_checkpoint(first)
     assert store.get_checkpoint("c1") == first
     assert store.get_checkpoint("missing") is None
+
+
+def test_a_supersede_leaves_the_layer_index_alone(store: SQLiteStore) -> None:
+    # The layer index holds every memory not deleted: replacing one leaves its entry (no
+    # random index page for the old row), and listings skip it by its row.
+    conn = store.connection
+    store.add_memories([memory("a", "v1", upsert_key="k"), memory("c", "other")])
+    assert store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))]) == ["a"]
+
+    def indexed() -> list[str]:
+        rows = conn.execute(
+            "SELECT id FROM memories INDEXED BY idx_memories_layer_undeleted "
+            "WHERE memory_layer = 'long_term' AND deleted_at IS NULL ORDER BY seq"
+        )
+        return [str(r[0]) for r in rows]
+
+    assert indexed() == ["c", "a", "b"]  # a batch stores its unkeyed rows first
+    assert [m.id for m in store.list_memories(MemoryFilter(), NOW)] == ["b", "c"]
+    history = MemoryFilter(include_history=True)
+    assert [m.id for m in store.list_memories(history, NOW)] == ["b", "a", "c"]
+    assert store.count_memories(MemoryFilter(), NOW) == 2
+    assert store.delete_memory("c", t(17))
+    assert indexed() == ["a", "b"]
+    where = "m.deleted_at IS NULL AND m.superseded_at IS NULL AND m.memory_layer IN ('rule')"
+    plan = conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT id FROM memories m WHERE {where} ORDER BY m.seq DESC"
+    ).fetchall()
+    assert [row[-1] for row in plan] == [
+        "SEARCH m USING INDEX idx_memories_layer_undeleted (memory_layer=?)"
+    ]
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+    assert "idx_memories_layer_undeleted" in names
+    dropped = {"idx_memories_live_layer", "idx_memories_confirmed", "idx_memories_layer_expires"}
+    assert not names & dropped

@@ -66,6 +66,7 @@ def test_migration_names_and_order() -> None:
         "m018_tenant_tasks",
         "m019_drop_memory_key_index",
         "m021_memory_session_order",
+        "m023_memory_supersede_indexes",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"

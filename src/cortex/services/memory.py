@@ -167,10 +167,13 @@ class MemoryService(MemoryReader):
             return AddBatch((), tuple(errors))
         with self.store.transaction():
             superseded = self.store.add_memories(memories)
-            for memory, old_id in zip(memories, superseded, strict=True):
-                if old_id is not None:
-                    detail = {"superseded": old_id, "upsert_key": memory.upsert_key}
-                    self.store.append_audit("memory.supersede", actor, memory.id, detail, at)
+            entries = [
+                ("memory.supersede", actor, m.id, {"superseded": old, "upsert_key": m.upsert_key})
+                for m, old in zip(memories, superseded, strict=True)
+                if old is not None
+            ]
+            if entries:
+                self.store.append_audits(entries, at)
         if self.embedder is not None:
             from cortex.services.embeddings import embed_and_store
 

@@ -37,6 +37,7 @@ MIGRATION_NAMES = (
     "m018_tenant_tasks",
     "m019_drop_memory_key_index",
     "m021_memory_session_order",
+    "m023_memory_supersede_indexes",
 )
 
 SCHEMA_V4 = "m001_session_states"

@@ -52,6 +52,8 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
 
     MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
     """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
+    AuditRow = tuple[str, str, str | None, dict[str, Any]]
+    """An audit entry to append: (action, actor, target, detail)."""
 else:
     Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
@@ -244,6 +246,11 @@ class AuditStore(Protocol):
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         """Append one entry; return its id (increasing)."""
+        ...
+
+    def append_audits(self, entries: Sequence[AuditRow], at: str) -> None:
+        """Append ``entries``, all made at ``at``, in order (ids increasing): one statement
+        run for every row (a batch's supersedes)."""
         ...
 
     def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:

@@ -23,7 +23,7 @@ from cortex.store.postgres.db import LOCK_METRICS_CHAIN, Runner
 from cortex.store.records import dumps
 
 if TYPE_CHECKING:
-    from cortex.store.protocol import MetricRow
+    from cortex.store.protocol import AuditRow, MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 # One round trip: bump the tenant's counter, then insert the event under the new number.
@@ -179,6 +179,12 @@ class MetricsRepository:
         return found
 
 
+_INSERT_AUDIT = (
+    "INSERT INTO audit_log (tenant_id, action, actor, target, detail, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+
+
 class AuditRepository:
     """The audit log of one tenant."""
 
@@ -189,12 +195,19 @@ class AuditRepository:
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         row = self.db.one(
-            "INSERT INTO audit_log (tenant_id, action, actor, target, detail, created_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            f"{_INSERT_AUDIT} RETURNING id",
             (self.db.tenant, action, actor, target, dumps(detail), at),
         )
         assert row is not None  # INSERT ... RETURNING returns the row it inserted
         return int(row[0])
+
+    def append_many(self, entries: Sequence[AuditRow], at: str) -> None:
+        """Append ``entries`` in order, one statement run for every row."""
+        tenant = self.db.tenant
+        self.db.executemany(
+            _INSERT_AUDIT,
+            [(tenant, action, actor, target, dumps(d), at) for action, actor, target, d in entries],
+        )
 
     def newest(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
         """Newest first; of one ``target`` when it is given."""

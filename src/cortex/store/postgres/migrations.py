@@ -526,6 +526,22 @@ def m021_memory_session_order(conn: Conn) -> None:
     )
 
 
+def m023_memory_supersede_indexes(conn: Conn) -> None:
+    """SQLite drops the confirmation and expiry indexes its queries never read and keeps
+    superseded rows in its layer index, so that replacing a live memory writes fewer random
+    index pages. Here the
+    stale listing does read ``idx_memories_confirmed`` (the same ``COALESCE`` expression) and
+    an update writes a new row version either way: the step only makes sure the index is
+    there, and on a database Cortex made it creates nothing. Both backends apply the same
+    names."""
+    _run(
+        conn,
+        "CREATE INDEX IF NOT EXISTS idx_memories_confirmed ON memories(tenant_id, "
+        "COALESCE(last_confirmed_at, updated_at)) WHERE deleted_at IS NULL "
+        "AND superseded_at IS NULL",
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -546,6 +562,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m018_tenant_tasks", m018_tenant_tasks),
     ("m019_drop_memory_key_index", m019_drop_memory_key_index),
     ("m021_memory_session_order", m021_memory_session_order),
+    ("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

@@ -53,7 +53,7 @@ from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
     from cortex.core.tenancy import ApiKeyRecord
-    from cortex.store.protocol import MetricRow, StartReads
+    from cortex.store.protocol import AuditRow, MetricRow, StartReads
 
 MAX_TENANT_CHARS = 128
 
@@ -361,6 +361,9 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
         return self._audit.append(action, actor, target, detail, at)
+
+    def append_audits(self, entries: Sequence[AuditRow], at: str) -> None:
+        self._audit.append_many(entries, at)
 
     def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
         """Every row of the tenant's ``table``, oldest first, streamed."""

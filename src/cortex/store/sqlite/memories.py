@@ -37,7 +37,7 @@ _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory in
 # same expressions as idx_memories_upsert_live, so each row is one search of that index.
 _LIVE_KEYS = (
     "WITH k(n, scope, project, user_id, type, upsert_key) AS (VALUES {}) "
-    "SELECT k.n, m.id FROM k JOIN memories m ON m.scope = k.scope "
+    "SELECT k.n, m.id, m.seq FROM k JOIN memories m ON m.scope = k.scope "
     "AND IFNULL(m.project_id, '') = IFNULL(k.project, '') "
     "AND IFNULL(m.user_id, '') = IFNULL(k.user_id, '') AND m.type = k.type "
     "AND m.upsert_key = k.upsert_key AND m.deleted_at IS NULL AND m.superseded_at IS NULL"
@@ -89,27 +89,25 @@ class MemoryRepository:
                     if m.upsert_key is not None
                 ]
             )
+            stored: list[tuple[int, Memory]] = []  # (seq of a stored row replaced, by)
             for index, m in enumerate(memories):
                 if m.upsert_key is None:
                     continue
                 key = (m.scope, m.project, m.user_id, m.type, m.upsert_key)
                 earlier = latest.get(key)
-                if earlier is None:
-                    superseded[index] = live.get(key)
-                else:
+                if earlier is not None:
                     superseded[index] = memories[earlier].id
                     replaced_by[earlier] = m
+                elif key in live:
+                    superseded[index], seq = live[key]
+                    stored.append((seq, m))
                 latest[key] = index
-            batch_ids = {m.id for m in replaced_by.values()}
-            pairs = [(m, old) for m, old in zip(memories, superseded, strict=True) if old]
+            # By seq: the old rows' pages in file order, each found by the primary key.
+            stored.sort(key=lambda pair: pair[0])
             self._db.run_many(
                 "UPDATE memories SET superseded_by = ?, superseded_at = ?, updated_at = ? "
-                "WHERE id = ?",
-                [
-                    (m.id, m.created_at, m.created_at, old)
-                    for m, old in pairs
-                    if m.id not in batch_ids
-                ],
+                "WHERE seq = ?",
+                [(m.id, m.created_at, m.created_at, seq) for seq, m in stored],
             )
             rows = [memory_values(m) for m in memories if m.upsert_key is None]
             rows += [
@@ -118,21 +116,22 @@ class MemoryRepository:
                 if m.upsert_key is not None
             ]
             self._insert(rows)
+            pairs = [(m, old) for m, old in zip(memories, superseded, strict=True) if old]
             self._db.run_many(_LINK, [(m.id, old, "supersedes", m.created_at) for m, old in pairs])
         return superseded
 
-    def _live_ids(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], str]:
-        """The id of the live memory holding each (scope, project, user, type, key) of
-        ``keys`` that one holds, found before the batch writes anything: a statement per
+    def _live_ids(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[str, int]]:
+        """The id and seq of the live memory holding each (scope, project, user, type, key)
+        of ``keys`` that one holds, found before the batch writes anything: a statement per
         few hundred keys (a batch of upserts spent more on a statement per key than on the
         index searches)."""
         wanted = list(dict.fromkeys(keys))
-        found: dict[tuple[Any, ...], str] = {}
+        found: dict[tuple[Any, ...], tuple[str, int]] = {}
         for start, chunk in self._chunks(wanted, _KEY_FIELDS):
             sql = _LIVE_KEYS.format(", ".join(f"({marks(range(_KEY_FIELDS))})" for _ in chunk))
             params = [v for n, key in enumerate(chunk, start) for v in (n, *key)]
-            for n, memory_id in self._db.rows(sql, params):
-                found[wanted[n]] = str(memory_id)
+            for n, memory_id, seq in self._db.rows(sql, params):
+                found[wanted[n]] = (str(memory_id), int(seq))
         return found
 
     def _chunks(self, items: list[Any], fields: int) -> Iterator[tuple[int, list[Any]]]:

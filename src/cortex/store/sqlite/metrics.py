@@ -13,13 +13,18 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cortex.core.models import AuditEntry, MetricEvent
-    from cortex.store.protocol import MetricRow
+    from cortex.store.protocol import AuditRow, MetricRow
 
 _METRICS = ", ".join(METRIC_COLUMNS)
 _PAGE = 500
 _INSERT_METRIC = (
     "INSERT INTO metrics (event, session_id, payload, created_at, prev_hash, hash) "
     "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+_INSERT_AUDIT = (
+    "INSERT INTO audit_log (action, actor, target, detail, created_at) VALUES (?, ?, ?, ?, ?)"
 )
 
 
@@ -112,12 +117,13 @@ class AuditRepository:
     def append_audit(
         self, action: str, actor: str, target: str | None, detail: dict[str, Any], at: str
     ) -> int:
-        return _inserted_id(
-            self._db,
-            "INSERT INTO audit_log (action, actor, target, detail, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (action, actor, target, dumps(detail), at),
-        )
+        return _inserted_id(self._db, _INSERT_AUDIT, (action, actor, target, dumps(detail), at))
+
+    def append_audits(self, entries: Sequence[AuditRow], at: str) -> None:
+        rows = [
+            (action, actor, target, dumps(detail), at) for action, actor, target, detail in entries
+        ]
+        self._db.run_many(_INSERT_AUDIT, rows)
 
     def list_audit(self, *, limit: int = 100, target: str | None = None) -> list[AuditEntry]:
         """Newest first; of one ``target`` (a memory id...) when it is given."""

@@ -559,6 +559,28 @@ def m021_memory_session_order(conn: sqlite3.Connection) -> None:
     )
 
 
+def m023_memory_supersede_indexes(conn: sqlite3.Connection) -> None:
+    """Indexes a supersede (or an edit) leaves alone. Replacing a live memory wrote a random
+    page of three indexes besides the old row's own: its live-key entry (unavoidable: the
+    uniqueness rule), its entry in ``idx_memories_live_layer``, which moved from "not
+    superseded" to "superseded at ...", and its entry in ``idx_memories_confirmed``, which
+    left. The layer index now holds every memory not deleted (``memory_layer``, then the
+    rowid): listings and counts read it as before (one layer, newest first, no sort) and skip
+    the superseded rows by the row they read anyway. ``idx_memories_confirmed`` is dropped:
+    no SQLite query reads it (the stale listing orders by ``COALESCE(...)``, which the
+    planner does not match to the index's ``IFNULL(...)``; PostgreSQL's does, and keeps it).
+    ``idx_memories_layer_expires`` is dropped too: no query reads it (the filters test
+    ``expires_at IS NULL OR expires_at > ?`` on rows another index found), and every
+    insert wrote an entry."""
+    conn.execute("DROP INDEX IF EXISTS idx_memories_confirmed")
+    conn.execute("DROP INDEX IF EXISTS idx_memories_layer_expires")
+    conn.execute("DROP INDEX IF EXISTS idx_memories_live_layer")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_memories_layer_undeleted ON memories(memory_layer) "
+        "WHERE deleted_at IS NULL"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -579,4 +601,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m018_tenant_tasks", m018_tenant_tasks),
     Migration("m019_drop_memory_key_index", m019_drop_memory_key_index),
     Migration("m021_memory_session_order", m021_memory_session_order),
+    Migration("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
 )

@@ -121,6 +121,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.list_metrics = metrics.list_metrics
         self.iter_metrics = metrics.iter_metrics
         self.append_audit = audit.append_audit
+        self.append_audits = audit.append_audits
         self.list_audit = audit.list_audit
 
     def _bind_memories(self, memories: MemoryRepository, vectors: EmbeddingRepository) -> None:
