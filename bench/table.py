@@ -355,6 +355,7 @@ def measure(
                     "source_memory_in_top10",
                     "exact_top10_recall",
                     "exact_top10_queries",
+                    "exact_top10_score_share",
                     "quality_queries",
                 ):
                     out["memory-search-1m"][name] = report[name]

@@ -33,6 +33,9 @@ MAX_CANDIDATES = 1 << 12
 ANCHOR_DOCS = 10_000
 """A common term in at most this many memories also anchors a pass of its own: the newest
 memories holding it and another common term (FTS5 reads its matches, ~0.3 ms)."""
+ANCHORED = 4
+"""An anchored pass brings this many times the limit: the exact scores then prefer the
+shorter memories holding the same terms, and those holding a term twice."""
 COMMON_SCAN = 2000
 """A large store looks for the memories holding several common terms among the newest
 memories only, as many as hold about this many matches of the terms together (~1 ms)."""
@@ -122,7 +125,7 @@ class MemorySearch:
         for anchor in anchors:  # a rare (or the least common) term's matches, read in full
             rest = fts_query([t for t in common if t not in anchor])
             both = f"({fts_query(anchor)}) AND ({rest})"
-            pool.update(self._passing(both, "rowid DESC", where, params, limit))
+            pool.update(self._passing(both, "rowid DESC", where, params, ANCHORED * limit))
         scores = self._scorer.scores(list(pool), docs, rows, tokens)
         idf = {t: bm25_idf(rows, docs[t]) for t in common}
         heaviest = sum(idf.values())
