@@ -84,13 +84,22 @@ class PoolScorer:
             if count <= cap:
                 out[term] = count
                 continue
-            cached = self._counted.get(term)
-            if cached is None or abs(rows - cached[1]) > cached[1] * DOC_COUNT_DRIFT:
+            known = self.counted(term, rows)
+            if known is None:
                 sql = "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?"
-                cached = (int(self._db.rows(sql, (fts_query([term]),))[0][0]), rows)
-                self._counted[term] = cached
-            out[term] = cached[0]
+                known = int(self._db.rows(sql, (fts_query([term]),))[0][0])
+                self._counted[term] = (known, rows)
+            out[term] = known
         return out
+
+    def counted(self, term: str, rows: int) -> int | None:
+        """The full count of the memories holding ``term`` (one past the cap: a common
+        term), if one was made while the row count was within ``DOC_COUNT_DRIFT`` of
+        ``rows``; else None."""
+        cached = self._counted.get(term)
+        if cached is None or abs(rows - cached[1]) > cached[1] * DOC_COUNT_DRIFT:
+            return None
+        return cached[0]
 
     def scores(
         self, seqs: Sequence[int], docs: Mapping[str, int], rows: int, tokens: int

@@ -36,7 +36,7 @@ memories holding it and another common term (FTS5 reads its matches, ~0.3 ms).""
 ANCHORED = 4
 """An anchored pass brings this many times the limit: the exact scores then prefer the
 shorter memories holding the same terms, and those holding a term twice."""
-COMMON_SCAN = 2000
+COMMON_SCAN = 1000
 """A large store looks for the memories holding several common terms among the newest
 memories only, as many as hold about this many matches of the terms together (~1 ms)."""
 LIKE_SCAN_ROWS = 10_000
@@ -108,13 +108,15 @@ class MemorySearch:
             rare_terms,
         )
 
-        counts = self.term_doc_counts(terms, FREQUENT_DOCS)
-        present = [t for t in dict.fromkeys(terms) if counts.get(t, 0) > 0]
+        rows, tokens = self._scorer.totals()
+        known = {t: self._scorer.counted(t, rows) for t in dict.fromkeys(terms)}
+        counts = self.term_doc_counts([t for t, n in known.items() if n is None], FREQUENT_DOCS)
+        counts.update((t, n) for t, n in known.items() if n is not None)  # common ones
+        present = [t for t in known if counts.get(t, 0) > 0]
         if not present:
             return []
         rare = rare_terms(present, counts)
         where, params = filter_sql(flt, now)
-        rows, tokens = self._scorer.totals()
         docs = self._scorer.doc_counts(present, counts, FREQUENT_DOCS, rows)
         common = sorted((t for t in present if t not in rare), key=lambda t: docs[t])
         pool: dict[int, float] = {}
