@@ -190,6 +190,7 @@ def test_a_large_store_ranks_by_every_term(
     # Below the threshold FTS5 ranks every match: the exact rankings.
     exact = ranked(["zebra", "deploy", "done"], 6)
     exact_common = ranked(["deploy", "done"], 4)
+    exact_alone = ranked(["deploy"], 4)
     assert [c for c, _ in exact[:2]] == ["zebra deploy done", "zebra deploy"]
     # Over it, with "deploy" and "done" common (in more than 6 memories) and "zebra" rare,
     # a pool of candidates is scored by all three terms: the same ranking and relevances.
@@ -201,5 +202,7 @@ def test_a_large_store_ranks_by_every_term(
     # Every term common: ranked by them all (not the newest matches, unranked).
     assert ranked(["deploy", "done"], 4) == exact_common
     assert exact_common[0] == ("zebra deploy done", 1.0)
+    # One common term: its weight scales every score alike, the relevances are the same.
+    assert ranked(["deploy"], 4) == exact_alone
     monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 1)
     assert ranked(["zebra", "deploy", "done"], 6) == exact

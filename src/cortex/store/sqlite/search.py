@@ -117,7 +117,10 @@ class MemorySearch:
             return []
         rare = rare_terms(present, counts)
         where, params = filter_sql(flt, now)
-        docs = self._scorer.doc_counts(present, counts, FREQUENT_DOCS, rows)
+        if len(present) > 1:
+            docs = self._scorer.doc_counts(present, counts, FREQUENT_DOCS, rows)
+        else:  # a lone term's weight scales every score alike: relevances need no full count
+            docs = {present[0]: counts[present[0]]}
         common = sorted((t for t in present if t not in rare), key=lambda t: docs[t])
         pool: dict[int, float] = {}
         if rare:
@@ -177,6 +180,9 @@ class MemorySearch:
         two terms in 80,000 memories each)."""
         from cortex.core.retrieval import common_sets, fts_query
 
+        if len(common) == 1:  # one set: the term's newest matches
+            newest = self._passing(fts_query(common), "rowid DESC", where, params, 2 * limit)
+            return [seq for seq, _ in newest]
         window = rows * COMMON_SCAN // max(1, sum(docs[t] for t in common))
         since = self.memory_count_estimate() - window
         sql = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid > ?"
