@@ -33,7 +33,7 @@ MAX_CANDIDATES = 1 << 12
 ANCHOR_DOCS = 10_000
 """A common term in at most this many memories also anchors a pass of its own: the newest
 memories holding it and another common term (FTS5 reads its matches, ~0.3 ms)."""
-ANCHORED = 4
+ANCHORED = 3
 """An anchored pass brings this many times the limit: the exact scores then prefer the
 shorter memories holding the same terms, and those holding a term twice."""
 COMMON_SCAN = 1000
