@@ -139,7 +139,9 @@ ROWS = (
         "memory search p95 in-process, {memories:,} memories (limit 10)",
         "ms",
         "<= 8 ms, no query term left out of the ranking",
-        lambda v, r, f: v <= 8.0 and f.get("queries_with_terms_left_out_of_bm25", 0) == 0,
+        # every candidate is scored by every query term (store/sqlite/bm25.py): the figures
+        # say how close its top 10 comes to FTS5 ranking every match
+        lambda v, r, f: v <= 8.0,
         "floor process time",
     ),
     *(
@@ -354,7 +356,13 @@ def measure(
             assert isinstance(search, dict)
             if "memory-search-1m" in wanted:
                 out["memory-search-1m"] = {**search, "value": search["p95_ms"]}
-                for name in ("source_memory_in_top10", "queries_with_terms_left_out_of_bm25"):
+                for name in (
+                    "source_memory_in_top10",
+                    "exact_top10_recall",
+                    "exact_top10_queries",
+                    "exact_top10_score_share",
+                    "quality_queries",
+                ):
                     out["memory-search-1m"][name] = report[name]
             for key, figure in (("ingest-1m", "new_keys"), ("ingest-replacing-1m", "upsert")):
                 if key in wanted:
@@ -433,9 +441,9 @@ def markdown(result: dict[str, Any]) -> str:
         value = f"{value} {row['unit']}"
         if "per_cpu_second" in row["figures"]:
             value += f" ({row['figures']['per_cpu_second']:,} per CPU second)"
-        left_out = row["figures"].get("queries_with_terms_left_out_of_bm25")
-        if left_out:
-            value += f" ({left_out:.0%} of the queries ranked without a common term)"
+        recall = row["figures"].get("exact_top10_recall")
+        if recall is not None:
+            value += f" (every term scored; {recall:.0%} of the exact bm25 top 10 found)"
         lines.append(
             f"| {row['path']} | {value} | {base} | {row['x_floor']:.2f}x "
             f"({row['compared_with']}) | {row['goal']} | {'met' if row['met'] else 'missed'} |"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from datetime import UTC, datetime
 
@@ -22,6 +23,9 @@ from cortex.core.retrieval import (
     SUBJECT_BOOST,
     TIME_CUE_BOOST,
     asks_when,
+    bm25,
+    bm25_idf,
+    common_sets,
     context_neighbours,
     date_fit,
     fts_query,
@@ -29,11 +33,11 @@ from cortex.core.retrieval import (
     mentions_time,
     neighbour_votes,
     normalize_tags,
-    plan_terms,
     query_dates,
     query_fit,
     query_terms,
     rank_score,
+    rare_terms,
     recency_factor,
     relevances,
     rrf_fuse,
@@ -253,17 +257,38 @@ def test_format_checkpoint_lists_what_survives() -> None:
 
 # -- large-store query planning ----------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("counts", "terms", "by_recency"),
+    ("counts", "terms"),
     [
-        ({"rare": 5, "common": 50_000}, ["rare"], False),
-        ({"a": 10, "b": 900, "c": 800}, ["a", "c"], False),  # b would pass the 1,500 budget
-        ({"a": 5_000, "b": 2_000}, ["b", "a"], True),  # all common: newest matches
-        ({"a": 0, "b": 0}, ["a", "b"], False),  # nothing matches: the fallback decides
-        ({"a": 0, "b": 3}, ["b"], False),
+        ({"rare": 5, "common": 50_000}, ["rare"]),
+        ({"a": 10, "b": 900, "c": 800}, ["a", "c"]),  # b would pass the 1,500 budget
+        ({"a": 5_000, "b": 2_000}, []),  # all common
+        ({"a": 0, "b": 0}, []),  # nothing matches
+        ({"a": 0, "b": 3}, ["b"]),
+        ({"a": 1_000, "b": 1_000}, ["a"]),  # the rarest always goes, the budget stops b
     ],
 )
-def test_plan_terms(counts: dict[str, int], terms: list[str], by_recency: bool) -> None:
-    assert plan_terms(list(counts), counts) == (terms, by_recency)
+def test_rare_terms(counts: dict[str, int], terms: list[str]) -> None:
+    assert rare_terms(list(counts), counts) == terms
+
+
+def test_bm25_is_fts5s_formula() -> None:
+    assert bm25_idf(100, 10) == pytest.approx(math.log(90.5 / 10.5))
+    assert bm25_idf(100, 60) == 1e-6  # more than half the rows: still counts a little
+    # one term once in a document of average length: idf * (k1 + 1) / (1 + k1)
+    assert bm25([(2.0, 1.0)], 10, 10.0) == pytest.approx(-2.0)
+    longer, shorter = bm25([(2.0, 1.0)], 20, 10.0), bm25([(2.0, 1.0)], 5, 10.0)
+    assert shorter < -2.0 < longer  # lower is better: the shorter document scores better
+    assert bm25([(2.0, 1.0), (1.0, 0.0)], 10, 10.0) == pytest.approx(-2.0)  # absent: nothing
+    assert bm25([(2.0, 2.0)], 10, 10.0) < bm25([(2.0, 1.0)], 10, 10.0)
+
+
+def test_common_sets_heaviest_first() -> None:
+    idf = {"a": 3.0, "b": 2.0, "c": 1.5, "d": 1.0, "e": 0.5}
+    sets = common_sets(list(idf), idf)
+    assert sets[:4] == [("a", "b", "c", "d"), ("a", "b", "c"), ("a", "b", "d"), ("a", "c", "d")]
+    assert len(sets) == 15 + 1  # every set of the four heaviest, then e alone
+    assert sets[-2:] == [("d",), ("e",)]
+    assert common_sets(["x"], {"x": 1.0}) == [("x",)]
 
 
 def test_term_overlap_uses_stem_like_prefixes() -> None:

@@ -94,7 +94,7 @@ def test_like_patterns_match_content_and_tags(store: SQLiteStore) -> None:
     assert store.like_memories([], MemoryFilter(), NOW, limit=5) == []
 
 
-def test_term_counts_recency_order_and_bounded_like(store: SQLiteStore) -> None:
+def test_term_counts_and_bounded_like(store: SQLiteStore) -> None:
     store.add_memories([memory(f"m{i}", f"redis note {i}") for i in range(5)])
     store.add_memories([memory("x", "kafka only")])
     assert store.memory_count_estimate() >= 6
@@ -103,8 +103,6 @@ def test_term_counts_recency_order_and_bounded_like(store: SQLiteStore) -> None:
         "kafka": 1,
         "none": 0,
     }
-    newest = store.full_text('"redis"', MemoryFilter(), NOW, limit=2, by_recency=True)
-    assert [(m.id, score) for m, score in newest] == [("m4", 0.0), ("m3", 0.0)]
     old = store.like_memories(["%redis%"], MemoryFilter(), NOW, limit=9, newest=3)
     assert [m.id for m in old] == ["m4", "m3"]
 
@@ -166,3 +164,79 @@ def test_a_supersede_leaves_the_layer_index_alone(store: SQLiteStore) -> None:
     assert "idx_memories_layer_undeleted" in names
     dropped = {"idx_memories_live_layer", "idx_memories_confirmed", "idx_memories_layer_expires"}
     assert not names & dropped
+
+
+# -- a large store's search: a bounded pool, every term in every candidate's score ------------
+POOL_MEMORIES = [
+    ("a", "Deploying the API: deploy twice, deploy again", ("deploy",)),
+    ("b", "the foo_bar helper of the café", ("ops",)),
+    ("c", "cafe foo bar, bar foo", ()),
+    ("d", "nothing relevant here at all", ()),
+    ("e", "deploy", ("cafe", "foo_bar")),
+    ("f", "a long note that mentions deploy once among many other words of no interest", ()),
+]
+
+
+def test_pool_scores_are_fts5s_own_bm25(tmp_path: Path) -> None:
+    from cortex.core.retrieval import fts_query
+    from cortex.store.sqlite.bm25 import PoolScorer
+    from cortex.store.sqlite.db import Database
+
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        store.add_memories([memory(i, text, tags=tags) for i, text, tags in POOL_MEMORIES])
+        seqs = dict(store.connection.execute("SELECT id, seq FROM memories").fetchall())
+        # stems (deploying), tags at half weight, repeats, diacritics (café), a phrase (foo_bar)
+        terms = ["deploy", "cafe", "foo_bar", "again"]
+        exact = dict(
+            store.connection.execute(
+                "SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?",
+                (fts_query(terms),),
+            ).fetchall()
+        )
+    scorer = PoolScorer(Database(tmp_path / "brain.db"))
+    rows, tokens = scorer.totals()
+    assert rows == len(POOL_MEMORIES)
+    # a count past the cap (3) is counted again in full
+    docs = scorer.doc_counts(terms, {"deploy": 99, "cafe": 3, "foo_bar": 3, "again": 1}, 3, rows)
+    assert docs == {"deploy": 3, "cafe": 3, "foo_bar": 3, "again": 1}
+    mine = scorer.scores(sorted(seqs.values()), docs, rows, tokens)
+    assert mine[seqs["d"]] == 0.0  # holds no term
+    assert {seq: score for seq, score in mine.items() if score} == pytest.approx(exact, abs=1e-12)
+    assert len(exact) == 5
+
+
+def test_a_large_store_ranks_by_every_term(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cortex.core.retrieval as retrieval
+    import cortex.store.sqlite.search as search
+
+    contents = [f"filler note {i}" for i in range(40)]
+    contents += [f"deploy step {i} done" for i in range(12)]
+    contents += [f"zebra sighting number {i} in the old north field" for i in range(3)]
+    contents += ["zebra deploy", "deploy log rotated", "zebra deploy done"]
+    store.add_memories([memory(f"m{i}", text) for i, text in enumerate(contents)])
+
+    def ranked(terms: list[str], limit: int) -> list[tuple[str, float]]:
+        found = store.search_memories(terms, MemoryFilter(), NOW, limit=limit)
+        return [(m.content, round(r, 9)) for m, r in found]
+
+    # Below the threshold FTS5 ranks every match: the exact rankings.
+    exact = ranked(["zebra", "deploy", "done"], 6)
+    exact_common = ranked(["deploy", "done"], 4)
+    exact_alone = ranked(["deploy"], 4)
+    assert [c for c, _ in exact[:2]] == ["zebra deploy done", "zebra deploy"]
+    # Over it, with "deploy" and "done" common (in more than 6 memories) and "zebra" rare,
+    # a pool of candidates is scored by all three terms: the same ranking and relevances.
+    monkeypatch.setattr(retrieval, "LARGE_STORE", 0)
+    monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 6)
+    monkeypatch.setattr(retrieval, "RARE_BUDGET_DOCS", 10)
+    monkeypatch.setattr(search, "COMMON_SCAN", 1000)
+    assert ranked(["zebra", "deploy", "done"], 6) == exact
+    # Every term common: ranked by them all (not the newest matches, unranked).
+    assert ranked(["deploy", "done"], 4) == exact_common
+    assert exact_common[0] == ("zebra deploy done", 1.0)
+    # One common term: its weight scales every score alike, the relevances are the same.
+    assert ranked(["deploy"], 4) == exact_alone
+    monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 1)
+    assert ranked(["zebra", "deploy", "done"], 6) == exact

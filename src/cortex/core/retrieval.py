@@ -7,8 +7,9 @@ Query building. The user's text is tokenized here (Unicode words) and stop words
 only keeps them, so it still finds something. The store gets these plain terms, ORed: a memory
 needs one of them, and the index ranks those holding more (and rarer) ones first. The SQLite
 backend quotes every term for FTS5 (``fts_query``), so ``"``, ``*``, ``-``, ``NEAR``, ``AND``,
-``OR`` and ``:`` are literal text and never query syntax; it plans large searches with
-``plan_terms``.
+``OR`` and ``:`` are literal text and never query syntax; on a large store it takes every
+match of the rare terms (``rare_terms``) and scores its candidates with FTS5's own formula
+(``bm25``).
 
 Ranking. The store gives each candidate a text relevance in [0, 1] (SQLite: FTS5's
 ``bm25()``, lower is better, relative to the best candidate: ``relevances``), then::
@@ -73,6 +74,7 @@ and type are each other's neighbours (the service's rule: a rule is no turn's co
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -87,15 +89,19 @@ MAX_TERM_CHARS = 64
 RECENCY_HALF_LIFE_DAYS = 30.0
 LAYER_WEIGHTS = {RULE: 1.1, WORKING: 1.05, LONG_TERM: 1.0}
 FREQUENT_DOCS = 1000
-"""A term in more memories than this is "common": ranking all its matches by BM25 would cost
-milliseconds per query at a million memories, for the little weight its low IDF carries."""
+"""A term in more memories than this is "common": on a large store only its newest matches
+are candidates, as ranking all of them would cost tens of milliseconds at a million memories
+(each candidate is still scored by every query term)."""
 RARE_BUDGET_DOCS = 1500
-"""Most matches the ORed rare terms may bring to the BM25 pass (the rarest term always goes)."""
+"""Most matches the ORed rare terms may bring as candidates (the rarest term always goes)."""
 LARGE_STORE = 50_000
-"""Below this many memories every term is used: BM25 over all matches is cheap."""
-PRUNED_OVERLAP_WEIGHT = 0.3
-"""When common terms were left out of the BM25 pass, the share of all query terms a candidate
-holds counts this much in its relevance (the rest is its BM25 relevance)."""
+"""Below this many memories the index ranks every match: BM25 over all of them is cheap."""
+COMMON_SET_TERMS = 4
+"""The heaviest common terms whose every set a large store looks for (4 give 15 sets)."""
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""FTS5's ``bm25()`` constants (term-frequency saturation and length normalisation): a large
+store's search scores its candidates with FTS5's formula (``bm25``)."""
 RRF_K = 60
 COVERAGE_WEIGHT = 0.6
 """How much the share of the query's terms a memory holds counts in its fit (see above)."""
@@ -298,30 +304,58 @@ def fts_query(terms: Sequence[str], operator: str = "OR") -> str:
     return f" {operator} ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def plan_terms(terms: Sequence[str], doc_counts: dict[str, int]) -> tuple[list[str], bool]:
-    """Which terms to search on a large store, and whether to rank by recency instead of BM25.
-
-    Terms no memory holds are dropped. The rare terms (at most ``FREQUENT_DOCS`` memories
-    each) are kept, rarest first, while their matches add up to ``RARE_BUDGET_DOCS``; common
-    terms then add too little IDF to pay for scoring their matches. When every term is
-    common, all are kept and the newest matches are re-ranked by term overlap (bounded work).
-
-    Returns:
-        (terms to OR, True when ranking must be by recency).
-    """
+def rare_terms(terms: Sequence[str], doc_counts: Mapping[str, int]) -> list[str]:
+    """The terms a large store may take every match of: rarest first, each in at most
+    ``FREQUENT_DOCS`` memories, while their matches add up to ``RARE_BUDGET_DOCS`` (the
+    rarest such term always goes). Terms no memory holds are left out."""
     present = sorted((t for t in terms if doc_counts.get(t, 0) > 0), key=lambda t: doc_counts[t])
-    if not present:
-        return list(terms), False
-    if doc_counts[present[0]] > FREQUENT_DOCS:
-        return present, True
-    kept, total = [present[0]], doc_counts[present[0]]
-    for term in present[1:]:
+    kept: list[str] = []
+    total = 0
+    for term in present:
         count = doc_counts[term]
-        if count > FREQUENT_DOCS or total + count > RARE_BUDGET_DOCS:
+        if count > FREQUENT_DOCS or (kept and total + count > RARE_BUDGET_DOCS):
             break
         kept.append(term)
         total += count
-    return kept, False
+    return kept
+
+
+def common_sets(terms: Sequence[str], idf: Mapping[str, float]) -> list[tuple[str, ...]]:
+    """The sets of ``terms`` (every set of the ``COMMON_SET_TERMS`` heaviest, then the others
+    alone) a large store looks for memories holding, heaviest first: by summed ``idf``, then
+    larger first.
+
+    A memory holding a set scores about its summed IDF (more for a short memory, less for a
+    long one): the heaviest sets hold the best candidates among the common terms' matches."""
+    by_weight = sorted(terms, key=lambda t: -idf[t])
+    heaviest = by_weight[:COMMON_SET_TERMS]
+    sets = [
+        chosen
+        for size in range(len(heaviest), 0, -1)
+        for chosen in itertools.combinations(heaviest, size)
+    ]
+    sets += [(term,) for term in by_weight[COMMON_SET_TERMS:]]
+    return sorted(sets, key=lambda s: (-sum(idf[t] for t in s), -len(s)))
+
+
+def bm25_idf(rows: int, docs: int) -> float:
+    """A term's BM25 weight in an index of ``rows`` documents, ``docs`` of them holding it,
+    as FTS5 computes it: ``log((rows - docs + 0.5) / (docs + 0.5))``, at least 1e-6 (a term
+    in more than half the documents still counts a little)."""
+    return max(math.log((rows - docs + 0.5) / (docs + 0.5)), 1e-6)
+
+
+def bm25(freqs: Iterable[tuple[float, float]], length: int, avg_length: float) -> float:
+    """FTS5's ``bm25()`` of one document: ``freqs`` holds (idf, weighted frequency) per query
+    term (the frequency sums the term's instances, each counted by its column's weight);
+    ``length`` is the document's size in tokens over all columns. Negative, lower is better,
+    as FTS5 gives it::
+
+        -sum(idf * f * (k1 + 1) / (f + k1 * (1 - b + b * length / avg_length)))
+
+    with ``k1 = BM25_K1`` and ``b = BM25_B``."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / avg_length) if avg_length > 0 else BM25_K1
+    return -sum(idf * f * (BM25_K1 + 1) / (f + norm) for idf, f in freqs if f > 0)
 
 
 def matched_terms(terms: Sequence[str], text: str) -> list[str]:
@@ -339,17 +373,6 @@ def term_overlap(terms: Sequence[str], text: str) -> float:
 def memory_text(memory: Memory) -> str:
     """The text a memory's terms are looked for in: its content, then its tags."""
     return f"{memory.content} {' '.join(memory.tags)}"
-
-
-def pruned_relevance(relevance: float, terms: Sequence[str], memory: Memory) -> float:
-    """A relevance from a pass that left common terms out, with every term counted again::
-
-        (1 - PRUNED_OVERLAP_WEIGHT) * relevance + PRUNED_OVERLAP_WEIGHT * overlap
-
-    where overlap is the share of all query ``terms`` in ``memory_text(memory)``.
-    """
-    overlap = term_overlap(terms, memory_text(memory))
-    return (1 - PRUNED_OVERLAP_WEIGHT) * relevance + PRUNED_OVERLAP_WEIGHT * overlap
 
 
 def like_patterns(terms: Sequence[str]) -> list[str]:

@@ -294,14 +294,13 @@ class MemoryStore(Protocol):
         in [0, 1], higher is better:
 
         - ``> 0``: ranked by the backend's full-text index, relative to the best candidate
-          (SQLite: FTS5 ``bm25`` over the best one's, ``cortex.core.retrieval.relevances``);
+          (SQLite: FTS5 ``bm25`` over every term, the best one's first,
+          ``cortex.core.retrieval.relevances``; on a large store over a bounded pool of
+          candidates, ``cortex.store.sqlite.search``);
         - ``0.0``: matched without a ranking (a substring match when the index finds
-          nothing, or the newest matches of terms too common to rank cheaply); the service
-          ranks these by the share of ``terms`` their text holds.
+          nothing); the service ranks these by the share of ``terms`` their text holds.
 
-        At most ``limit`` candidates, or up to ``2 * limit`` when the backend ranked by only
-        some of the terms (``cortex.core.retrieval.pruned_relevance`` then counts the others
-        in), so that the caller's re-ranking still sees the best ``limit``.
+        At most ``limit`` candidates.
         """
         ...
 

@@ -1,0 +1,106 @@
+"""Before and after, round by round: in-process memory search over the 1,000,000-memory
+corpus on an older commit and on this tree, interleaved with the floor.
+
+    .venv/bin/python bench/search_compare.py --rev 6b3bee6 --rounds 4
+
+Each round times the floor (a whole ``python -c "import sqlite3"`` process, median of 5),
+then for the old tree and for this one a child process that opens the cached corpus
+(``bench/memory.py``'s, read-only: no migration), runs the 500 bench queries through
+``MemoryService.search`` (limit 10, after 50 warm-up queries) and reports the p50 / p95 of
+the wall time and of its own CPU time per query. The old tree is ``git archive REV`` in a
+temporary directory, first on ``PYTHONPATH``. Reported: the medians over the rounds, and the
+p95 as a ratio to the floor of its round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from compare import extract, floor_ms  # noqa: E402 - the bench modules next to this file
+
+ROOT = BENCH.parent
+CHILD = """
+import json, random, sys, time
+sys.path.insert(0, sys.argv[1] + "/bench")
+import memory
+from pathlib import Path
+from cortex.config import load_config
+from cortex.services.memory import MemoryService
+from cortex.clock import FixedClock
+from cortex.store import SQLiteStore
+store = SQLiteStore(Path(sys.argv[2]), migrate=False)
+config = load_config(memory.RESULTS / "home", {})
+service = MemoryService(store, config, FixedClock("2026-02-16T09:00:00Z"))
+calls = memory.queries(service, int(sys.argv[3]), random.Random(memory.SEED + 1))
+for query, project, _ in calls[:50]:
+    service.search(query, project=project, limit=10)
+wall, cpu = [], []
+for query, project, _ in calls:
+    started, cpu_started = time.perf_counter(), time.process_time()
+    service.search(query, project=project, limit=10)
+    wall.append((time.perf_counter() - started) * 1000)
+    cpu.append((time.process_time() - cpu_started) * 1000)
+wall.sort(), cpu.sort()
+n = len(wall)
+print(json.dumps({"p50_ms": wall[n // 2], "p95_ms": wall[int(n * 0.95)],
+                  "cpu_p50_ms": cpu[n // 2], "cpu_p95_ms": cpu[int(n * 0.95)]}))
+"""
+
+
+def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[str, float]:
+    """One child process's search figures (``CHILD``) with ``src`` first on the path."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tree), str(corpus), str(queries)],
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    figures: dict[str, float] = json.loads(done.stdout)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--count", type=int, default=1_000_000, help="the cached corpus")
+    args = parser.parse_args()
+    corpus = BENCH / "results" / f"memory-{args.count}.db"
+    if not corpus.exists():
+        raise SystemExit(f"{corpus} is missing: build it with bench/memory.py --count N")
+    with tempfile.TemporaryDirectory(prefix="cortex-search-compare-") as tmp:
+        old = extract(args.rev, Path(tmp))
+        trees = {"before": (old, old / "src"), "after": (ROOT, ROOT / "src")}
+        rounds: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+        for _ in range(args.rounds):
+            floor = floor_ms(5)
+            for label, (tree, src) in trees.items():
+                figures = search_figures(tree, src, corpus, args.queries)
+                figures["p95_x_floor"] = figures["p95_ms"] / floor
+                figures["floor_ms"] = floor
+                rounds[label].append(figures)
+    print(f"rev {args.rev}, {args.rounds} rounds; load average {os.getloadavg()}")
+    print("| tree | p50 ms | p95 ms | p95 x floor | CPU p50 ms | CPU p95 ms | floor ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for label, samples in rounds.items():
+        cells = [
+            statistics.median(s[key] for s in samples)
+            for key in ("p50_ms", "p95_ms", "p95_x_floor", "cpu_p50_ms", "cpu_p95_ms", "floor_ms")
+        ]
+        print(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
