@@ -589,3 +589,28 @@ def test_a_filter_of_no_layers_sees_nothing(pg_store: Any) -> None:
     assert pg_store.list_memories(MemoryFilter(layers=()), NOW) == []
     assert pg_store.search_memories(["redis"], MemoryFilter(layers=()), NOW, limit=5) == []
     assert pg_store.count_memories(MemoryFilter(layers=("long_term",)), NOW) == 1
+
+
+def test_a_statement_first_prepared_in_a_failed_pipeline_stays_usable(pg_store: Any) -> None:
+    # psycopg prepares a statement on its sixth run; when that run sits behind a failing
+    # statement in a pipeline the server never parses it, yet psycopg records it as prepared,
+    # and its ROLLBACK forgets that only the first time a connection runs one: every later run
+    # on that connection would fail "prepared statement ... does not exist".
+    from cortex.store.postgres.db import Runner
+
+    runner = Runner(pg_store.pool, pg_store.tenant, pg_store.url)
+    count = "SELECT count(*) FROM memories WHERE tenant_id = %s"
+    fails = "SELECT count(*) / 0 FROM memories WHERE tenant_id = %s"
+
+    def failed_transaction(*then: str) -> None:
+        with pytest.raises(ValidationError, match="division by zero"), runner.transaction():
+            runner.execute_later(fails, (runner.tenant,))
+            for sql in then:  # each goes in one pipeline with the failing one, aborted
+                runner.rows(sql, (runner.tenant,))
+
+    failed_transaction()  # a ROLLBACK with nothing prepared yet
+    for _ in range(2):
+        for _ in range(5):
+            assert runner.rows(count, (runner.tenant,)) == [(0,)]
+        failed_transaction(count)  # its sixth run
+        assert runner.rows(count, (runner.tenant,)) == [(0,)]

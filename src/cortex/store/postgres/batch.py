@@ -19,7 +19,7 @@ from typing import Any
 from cortex.core.models import SessionState
 from cortex.core.tasks import PENDING_STAGES, TaskRecord
 from cortex.core.tenancy import ApiKeyRecord
-from cortex.store.postgres.db import IDLE, Connection, Pool, translated
+from cortex.store.postgres.db import Connection, Pool, roll_back, translated
 from cortex.store.postgres.sessions import UPSERT, session_row
 from cortex.store.protocol import TenantKey
 from cortex.store.records import SESSION_COLUMNS, session_from_row
@@ -119,7 +119,5 @@ def turn_batch(pool: Pool, url: str) -> Iterator[PostgresTurnBatch]:
             yield batch
             batch.commit()
         except BaseException:
-            if conn.info.transaction_status != IDLE:
-                with contextlib.suppress(Exception):  # the first error is the one to see
-                    conn.execute("ROLLBACK", prepare=False)
+            roll_back(conn)
             raise

@@ -33,6 +33,7 @@ _BEGIN = "BEGIN"
 _CONTROL = frozenset((_BEGIN, "COMMIT", "ROLLBACK"))
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
 IDLE = pq.TransactionStatus.IDLE
+INERROR = pq.TransactionStatus.INERROR
 PIPELINES = psycopg.Pipeline.is_supported()
 """Whether this libpq sends several statements before reading their results."""
 
@@ -128,6 +129,25 @@ def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_
     return pool
 
 
+def roll_back(conn: Connection) -> None:
+    """End the open transaction of ``conn`` after an exception (never raises: the first error
+    is the one to see), and close the connection, for the pool to replace, when the server
+    failed it.
+
+    psycopg (3.3) prepares a statement on its sixth run; when that run is pipelined behind a
+    statement that fails, the server never parses it, yet psycopg records it as prepared, and
+    its ``ROLLBACK`` forgets that only the first time the connection runs one. Every later run
+    of the statement on that connection would then fail ("prepared statement ... does not
+    exist"): a new connection costs less than finding out which statements are affected.
+    """
+    status = conn.info.transaction_status
+    if status != IDLE:
+        with contextlib.suppress(psycopg.Error):
+            _execute(conn, "ROLLBACK", ())
+    if status == INERROR:
+        conn.close()
+
+
 def lock_key(text: str) -> int:
     """A stable signed 32-bit key for ``text`` (Python's ``hash`` changes every run); two
     texts sharing a key only make their writers wait for each other, never corrupt anything."""
@@ -203,9 +223,7 @@ class Runner:
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits
                     self._send(conn, "COMMIT", (), _rowcount)  # a write that waited may fail
             except BaseException:
-                if conn.info.transaction_status != IDLE:
-                    with contextlib.suppress(psycopg.Error):  # the first error is the one to see
-                        _execute(conn, "ROLLBACK", ())
+                roll_back(conn)
                 raise
             finally:
                 self._conn, self._queued = None, []
