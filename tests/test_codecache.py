@@ -17,6 +17,9 @@ import pytest
 
 from cortex import codecache
 
+POINT_TEXTS = 6 if sys.version_info < (3, 13) else 1
+"""The texts ``dataclasses`` compiles for ``Point``: one per method, or (3.13) one for all."""
+
 POINT = """
 import dataclasses
 
@@ -69,9 +72,9 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
     monkeypatch.setattr(codecache, "_changed", set())
     monkeypatch.setattr(codecache, "_added", 0)
     cached = _point_class(monkeypatch)
-    assert len(codecache._codes["cortex.codecache_fixture"]) == 6  # Point's six methods, held
+    assert len(codecache._codes["cortex.codecache_fixture"]) == POINT_TEXTS  # Point's, held
     assert _code_of(_point_class(monkeypatch)) == _code_of(cached)  # made from the cache
-    assert codecache._added == 6
+    assert codecache._added == POINT_TEXTS
     _point_class(monkeypatch, "elsewhere")
     assert list(codecache._codes) == ["cortex.codecache_fixture"]  # another package's class
     monkeypatch.setattr(dataclasses, "exec", builtins.exec)
@@ -144,7 +147,7 @@ def test_a_module_is_decoded_at_its_first_class_and_its_old_texts_dropped(
     saved = _loaded(path)
     assert saved["cortex.unused"].keys() == other.keys()  # not decoded, kept as it was
     assert old_text not in saved[module]  # Point's module changed: its old text dropped
-    assert saved[module].keys() == codecache._used[module] and len(saved[module]) == 6
+    assert saved[module].keys() == codecache._used[module] and len(saved[module]) == POINT_TEXTS
 
 
 def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
@@ -175,7 +178,7 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
         "print(codecache._added, sum(map(len, codecache._codes.values())))\n"
     )
     compiled, held = map(int, _second_run(code))
-    assert compiled == 0 and held >= 200
+    assert compiled == 0 and held >= (200 if POINT_TEXTS > 1 else 30)  # a text per class on 3.13
 
 
 def test_the_hook_server_compiles_without_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:

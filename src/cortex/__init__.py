@@ -21,12 +21,16 @@ from types import ModuleType
 # Not ``from typing import TYPE_CHECKING``: importing typing costs a hook process ~8 ms, and
 # mypy treats any name ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __version__ = "0.1.0"
 
 
-def _defer(name: str, *calls: str) -> None:
-    """Stand a module in for ``name`` that imports the real one at its first attribute read.
+def _defer(name: str, *calls: str) -> Callable[[str], object] | None:
+    """Stand a module in for ``name`` that imports the real one at its first attribute read;
+    return the stand-in's loader (an attribute name -> the real module's attribute), or None
+    when the module was imported already.
 
     Standard modules are imported by others for a use the engine never makes: ``dataclasses``
     imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms of a hook
@@ -43,7 +47,7 @@ def _defer(name: str, *calls: str) -> None:
     attribute, as an import would make it.
     """
     if name in sys.modules:
-        return
+        return None
     stand_in = ModuleType(name)
 
     def load(attribute: str) -> object:
@@ -70,6 +74,7 @@ def _defer(name: str, *calls: str) -> None:
     package, _, attribute = name.rpartition(".")
     if package:
         setattr(importlib.import_module(package), attribute, stand_in)
+    return load
 
 
 def _datetime_in_c() -> None:
@@ -97,8 +102,34 @@ def _datetime_in_c() -> None:
     sys.modules["datetime"] = module
 
 
+def _class_annotations(
+    obj: object,
+    *,
+    globals: dict[str, object] | None = None,  # noqa: A002 - ``inspect``'s own parameter names
+    locals: dict[str, object] | None = None,  # noqa: A002
+    eval_str: bool = False,
+) -> dict[str, object]:
+    """The ``inspect`` stand-in's ``get_annotations`` (Python 3.12 on), where it needs no
+    ``inspect``: what ``dataclasses`` asks of every class (its own annotations, not
+    evaluated), answered as ``inspect`` answers it; any other call loads ``inspect`` and goes
+    to its function."""
+    if not isinstance(obj, type) or eval_str:
+        load = _load_inspect or (lambda name: getattr(importlib.import_module("inspect"), name))
+        real: Callable[..., dict[str, object]] = load("get_annotations")  # type: ignore[assignment]
+        return real(obj, globals=globals, locals=locals, eval_str=eval_str)
+    annotations = obj.__dict__.get("__annotations__")
+    if annotations is None or type(annotations).__name__ == "getset_descriptor":
+        return {}
+    if not isinstance(annotations, dict):
+        raise ValueError(f"{obj!r}.__annotations__ is neither a dict nor None")
+    return dict(annotations)
+
+
 _datetime_in_c()
-_defer("inspect")  # before anything imports ``dataclasses``
+_load_inspect = _defer("inspect")  # before anything imports ``dataclasses``
+if _load_inspect is not None and sys.version_info >= (3, 12):
+    # ``dataclasses`` reads every class's annotations with it from 3.12 on
+    sys.modules["inspect"].get_annotations = _class_annotations  # type: ignore[attr-defined]
 # Before anything imports ``pathlib``. (Where ``ntpath`` is ``os.path`` it is imported at
 # startup, and the stand-in is not made.)
 _defer("ipaddress")
