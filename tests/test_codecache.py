@@ -150,6 +150,42 @@ def test_a_module_is_decoded_at_its_first_class_and_its_old_texts_dropped(
     assert saved[module].keys() == codecache._used[module] and len(saved[module]) == POINT_TEXTS
 
 
+def test_what_another_process_saved_meanwhile_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = "cortex.codecache_fixture"
+    path = tmp_path / "methods.bin"
+    first = {"x = 1": compile("x = 1", "<string>", "exec")}
+    path.write_bytes(codecache.dump({"cortex.first": marshal.dumps(first)}))
+    data, places = codecache.load(str(path))  # what this process read at its start
+    for name, value in (("_codes", {}), ("_used", {}), ("_changed", set()), ("_added", 0)):
+        monkeypatch.setattr(codecache, name, value)
+    monkeypatch.setattr(codecache, "_file", data)
+    monkeypatch.setattr(codecache, "_pieces", places)
+    monkeypatch.setattr(codecache, "_programs", {("a+", 0): codecache._program("a+", 0)})
+    # meanwhile another process saved a module and a pattern of its own
+    other = {"y = 2": compile("y = 2", "<string>", "exec")}
+    theirs = {("b+", 0): codecache._program("b+", 0)}
+    path.write_bytes(
+        codecache.dump(
+            {
+                "cortex.first": marshal.dumps(first),
+                "cortex.other": marshal.dumps(other),
+                codecache.PROGRAMS: marshal.dumps(theirs),
+            }
+        )
+    )
+    _point_class(monkeypatch)  # this process's addition
+    codecache.save(str(path))
+    saved = _loaded(path)
+    assert saved["cortex.first"].keys() == first.keys()
+    assert saved["cortex.other"].keys() == other.keys()  # not lost to this save
+    assert len(saved[module]) == POINT_TEXTS
+    data, places = codecache.load(str(path))
+    start, end = places[codecache.PROGRAMS]
+    assert set(codecache._decode_programs(data[start:end])) == {("a+", 0), ("b+", 0)}
+
+
 def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")

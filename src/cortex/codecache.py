@@ -161,18 +161,35 @@ def dump(pieces: dict[str, bytes | memoryview]) -> bytes:
 
 def save(path: str = PATH) -> None:
     """Write the cache back when this process compiled text it did not hold (atomically: a
-    process reading it meanwhile sees the old file or the new one)."""
+    process reading it meanwhile sees the old file or the new one).
+
+    The file is read again first and what other processes saved since this one read it is
+    kept: each module's piece comes from the file as it is now, but for the modules this
+    process compiled text for (the file's version of those may lack it), and the patterns'
+    programs are the union of both. Processes that save at the same time then lose nothing
+    but what they both wrote, instead of the one that saves last dropping the other's
+    additions (which the next process would compile, and save, again)."""
     global _added
     if not _added or sys.dont_write_bytecode:
         return
-    pieces: dict[str, bytes | memoryview] = {m: _file[a:b] for m, (a, b) in _pieces.items()}
+    current, places = load(path)
+    pieces: dict[str, bytes | memoryview] = {m: current[a:b] for m, (a, b) in places.items()}
+    for module, (start, end) in _pieces.items():  # not decoded here: as read, if still absent
+        pieces.setdefault(module, _file[start:end])
     for module, codes in _codes.items():
         if module in _changed:  # the texts it no longer makes are its earlier versions'
             codes = {text: code for text, code in codes.items() if text in _used[module]}
+        elif module in pieces:
+            continue  # the file's (the same texts, or more)
         if codes:
             pieces[module] = marshal.dumps(codes)
     if _programs:
-        pieces[PROGRAMS] = marshal.dumps(_programs)
+        programs = dict(_programs)
+        for key, program in _decode_programs(pieces.get(PROGRAMS, b"")).items():
+            if len(programs) >= MAX_PROGRAMS:
+                break
+            programs.setdefault(key, program)
+        pieces[PROGRAMS] = marshal.dumps(programs)
     partial = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
