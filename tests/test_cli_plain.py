@@ -206,7 +206,8 @@ def test_the_console_script_ends_each_path_as_main_returns(
         home = tmp_path / name
         shutil.copytree(seed, home)
         env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
-        env.update(CORTEX_HOME=str(home), CORTEX_NOW="2026-02-16T10:00:00Z")
+        # (no hook server: the hook would start one for its home, left running after the test)
+        env.update(CORTEX_HOME=str(home), CORTEX_NOW="2026-02-16T10:00:00Z", CORTEX_HOOK_SERVER="0")
         event = json.dumps({"hook_event_name": "SessionStart", "session_id": "h1", "cwd": "."})
         done = subprocess.run(
             [*command, *args], input=event.encode(), capture_output=True, env=env, cwd=tmp_path,
