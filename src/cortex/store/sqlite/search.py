@@ -80,8 +80,9 @@ class MemorySearch:
             return self._substring(terms, flt, now, limit)
         from cortex.core.retrieval import LARGE_STORE, fts_query, relevances
 
-        if self.memory_count_estimate() > LARGE_STORE:
-            found = self._pooled(terms, flt, now, limit)
+        top = self.memory_count_estimate()
+        if top > LARGE_STORE:
+            found = self._pooled(terms, flt, now, limit, top)
         else:
             found = self.full_text(fts_query(terms), flt, now, limit=limit)
         if not found:
@@ -90,10 +91,11 @@ class MemorySearch:
         return list(zip((m for m, _ in found), scores, strict=True))
 
     def _pooled(
-        self, terms: Sequence[str], flt: MemoryFilter, now: str, limit: int
+        self, terms: Sequence[str], flt: MemoryFilter, now: str, limit: int, top: int
     ) -> list[tuple[Memory, float]]:
-        """A large store's search: a bounded pool of candidates, each scored by ``bm25``
-        over every term that some memory holds (``PoolScorer``), the best ``limit`` first.
+        """A large store's search (``top``: its highest memory seq): a bounded pool of
+        candidates, each scored by ``bm25`` over every term that some memory holds
+        (``PoolScorer``), the best ``limit`` first.
 
         The pool holds memories ``flt`` sees: the best ``limit`` by the rare terms' own
         ``bm25`` (``rare_terms``); the first ``ANCHORED * limit`` holding a rare term (or
@@ -136,7 +138,7 @@ class MemorySearch:
         idf = {t: bm25_idf(rows, docs[t]) for t in common}
         heaviest = sum(idf.values())
         if common and sum(1 for score in scores.values() if -score >= heaviest) < limit:
-            found = self._by_sets(common, idf, docs, rows, where, params, limit)
+            found = self._by_sets(common, idf, docs, rows, top, where, params, limit)
             new = [seq for seq in found if seq not in scores]
             scores.update(self._scorer.scores(new, docs, rows, tokens))
         best = sorted(scores, key=lambda seq: (scores[seq], -seq))[:limit]  # ties: newest
@@ -168,6 +170,7 @@ class MemorySearch:
         idf: dict[str, float],
         docs: dict[str, int],
         rows: int,
+        top: int,
         where: str,
         params: list[Any],
         limit: int,
@@ -185,7 +188,7 @@ class MemorySearch:
             newest = self._passing(fts_query(common), "rowid DESC", where, params, 2 * limit)
             return [seq for seq, _ in newest]
         window = rows * COMMON_SCAN // max(1, sum(docs[t] for t in common))
-        since = self.memory_count_estimate() - window
+        since = top - window
         sql = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid > ?"
         held = {t: {int(r[0]) for r in self._db.rows(sql, (fts_query([t]), since))} for t in common}
         ordered: list[int] = []
