@@ -42,6 +42,18 @@ FIGURES = (
 )
 
 
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A bench script's parser: its docstring's first paragraph as the description, and the
+    docstring's indented command lines as examples under the options."""
+    paragraphs = (doc or "").strip().split("\n\n")
+    examples = [line.strip() for line in (doc or "").splitlines() if line.startswith("    .")]
+    return argparse.ArgumentParser(
+        description=" ".join(paragraphs[0].split()),
+        epilog="Examples:\n  " + "\n  ".join(examples) if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def extract(rev: str, into: Path) -> Path:
     """The tree of ``rev`` (committed files only) under ``into``."""
     archive = subprocess.run(

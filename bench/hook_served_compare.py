@@ -17,7 +17,6 @@ old tree is ``git archive REV`` (``bench/compare.py``), run by the same interpre
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import json
 import os
@@ -33,6 +32,7 @@ sys.path.insert(0, str(BENCH))
 
 import hooks  # noqa: E402 - the bench modules next to this file
 from compare import extract  # noqa: E402
+from compare import parser as make_parser  # noqa: E402
 from cortex.adapters.hooks.server import server_pid, socket_path  # noqa: E402
 from process_compare import timed  # noqa: E402
 
@@ -47,10 +47,10 @@ def start_event(cwd: str, label: str, i: int) -> bytes:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=60, help="rounds of samples")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-served-compare-") as tmp:
         root = Path(tmp)

@@ -23,7 +23,6 @@ for its stand-ins): how close a no-server hook can get in CPython.
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import json
 import os
@@ -45,6 +44,7 @@ import core  # noqa: E402 - the bench modules next to this file
 import hooks  # noqa: E402
 import memory  # noqa: E402
 from compare import extract  # noqa: E402
+from compare import parser as make_parser  # noqa: E402
 from cortex.services.project import project_identity  # noqa: E402
 
 ROOT = BENCH.parent
@@ -227,11 +227,11 @@ KINDS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of samples")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored")
+    parser.add_argument("--memories", type=int, default=100_000, help="memories stored")
     parser.add_argument("--no-bounds", action="store_true", help="time no lower bounds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-process-compare-") as tmp:

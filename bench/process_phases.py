@@ -21,7 +21,6 @@ restoring or ranking, output, exit). The modules imported through ``importlib.im
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -30,7 +29,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from process_compare import KINDS, PY, ROOT, Setup, timed  # noqa: E402 - next to this file
+from compare import parser as make_parser  # noqa: E402 - next to this file
+from process_compare import KINDS, PY, ROOT, Setup, timed  # noqa: E402
 
 STARTUP = frozenset(
     "_io marshal posix _frozen_importlib_external time zipimport _codecs codecs encodings "
@@ -95,10 +95,10 @@ def import_times(stderr: bytes) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--sessions", type=int, default=10_000)
-    parser.add_argument("--memories", type=int, default=100_000)
+    parser = make_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of samples")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored")
+    parser.add_argument("--memories", type=int, default=100_000, help="memories stored")
     args = parser.parse_args()
     src = ROOT / "src"
     script = [str(Path(PY).with_name("cortex"))]

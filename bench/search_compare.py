@@ -14,7 +14,6 @@ p95 as a ratio to the floor of its round.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from compare import extract, floor_ms  # noqa: E402 - the bench modules next to this file
+from compare import parser as make_parser  # noqa: E402 - the bench modules next to this file
 
 ROOT = BENCH.parent
 CHILD = """
@@ -71,10 +71,10 @@ def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per tree")
+    parser.add_argument("--queries", type=int, default=500, help="queries per round")
     parser.add_argument("--count", type=int, default=1_000_000, help="the cached corpus")
     args = parser.parse_args()
     corpus = BENCH / "results" / f"memory-{args.count}.db"
