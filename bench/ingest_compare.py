@@ -10,11 +10,16 @@ Run: ``.venv/bin/python bench/ingest_compare.py --rev HEAD~3 --count 100000``
 ``python -c "import sqlite3"`` process) is timed before each round, and the time of 1,000
 memories is given as a ratio to it. Beside it, the rate per second of the sample's CPU time
 (``write_rates``), which a machine shared with other work inflates least.
+
+With ``--pages`` (``.venv/bin/python bench/ingest_compare.py --rev HEAD~3 --count 1000000
+--batches 4 --pages``) it times nothing: it counts, for each tree, the pages a replacing batch
+writes to the write-ahead log, by b-tree (``memory.write_pages``), averaged over ``--batches``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -34,19 +39,41 @@ SAMPLE = (
     "print(*memory.write_rates(Path(sys.argv[3]), int(sys.argv[4]), random.Random(7), "
     "replacing=sys.argv[5] == 'live'))"
 )
+PAGES = SAMPLE.split("print(")[0] + (
+    "import json; print(json.dumps(memory.write_pages(Path(sys.argv[3]), int(sys.argv[4]), "
+    "random.Random(7))))"
+)
+
+
+def sample(code: str, tree: Path, db: Path, batches: int, keys: str) -> str:
+    """What ``code`` prints, run with this checkout's harness on ``tree``'s sources."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    args = [str(tree / "src"), str(ROOT / "bench"), str(db), str(batches), keys]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout
 
 
 def rate(tree: Path, db: Path, batches: int, keys: str) -> tuple[float, float]:
     """Memories per second of ``write_rates`` (this checkout's, the same harness for both
     trees) on ``tree``'s sources, on a copy of ``db``: of wall-clock time, and of the sample's
     CPU time."""
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    args = [str(tree / "src"), str(ROOT / "bench"), str(db), str(batches), keys]
-    out = subprocess.run(
-        [sys.executable, "-c", SAMPLE, *args], env=env, capture_output=True, text=True, check=True
-    )
-    wall, cpu = out.stdout.split()[-2:]
+    wall, cpu = sample(SAMPLE, tree, db, batches, keys).split()[-2:]
     return float(wall), float(cpu)
+
+
+def print_pages(trees: dict[str, Path], db: Path, batches: int) -> None:
+    """Each tree's pages a replacing batch writes, by b-tree, side by side."""
+    found = {
+        label: json.loads(sample(PAGES, tree, db, batches, "live").splitlines()[-1])
+        for label, tree in trees.items()
+    }
+    names = sorted({n for pages in found.values() for n in pages}, key=str.lower)
+    print(f"{'pages a batch writes':<36}" + "".join(f"{label:>10}" for label in found))
+    for name in ["total", *names]:
+        counts = [sum(p.values()) if name == "total" else p.get(name, 0.0) for p in found.values()]
+        print(f"{name:<36}" + "".join(f"{n:>10,.0f}" for n in counts))
 
 
 def main() -> None:
@@ -62,11 +89,19 @@ def main() -> None:
         help="the upserts' keys: live memories' (each replaces one; the default) or drawn at "
         "random (most name no live memory)",
     )
+    parser.add_argument(
+        "--pages",
+        action="store_true",
+        help="count each tree's pages a replacing batch writes, by b-tree, instead of timing",
+    )
     args = parser.parse_args()
     db, _ = corpus(args.count)
     samples: dict[str, list[tuple[float, float, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="cortex-ingest-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
+        if args.pages:
+            print_pages(trees, db, args.batches)
+            return
         for n in range(args.rounds):
             floor = floor_ms()
             for label, tree in trees.items():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import collections
 import itertools
 import json
 import os
@@ -206,13 +207,7 @@ def write_rates(
     service = open_service(copy)
     total, elapsed, cpu = 0, 0.0, 0.0
     for _ in range(batches):
-        items = make_memories(1000, rng)
-        if replacing:
-            named = rng.sample(live, min(len(live), len(items) // 2))
-        else:
-            named = [(m.project, f"k{rng.randrange(100_000)}") for m in items[::2]]
-        for i, (project, key) in enumerate(named):
-            items[2 * i] = NewMemory(items[2 * i].content, project=project, upsert_key=key)
+        items = upsert_batch(live, rng, replacing=replacing)
         started, cpu_started = time.perf_counter(), time.process_time()
         results = service.add_many(items, actor="bench")
         elapsed += time.perf_counter() - started
@@ -222,6 +217,57 @@ def write_rates(
     for suffix in ("", "-wal", "-shm"):
         Path(str(copy) + suffix).unlink(missing_ok=True)
     return total / elapsed, total / cpu
+
+
+def upsert_batch(
+    live: list[tuple[str, str]], rng: random.Random, *, replacing: bool = True
+) -> list[NewMemory]:
+    """1,000 new memories, every other one with an upsert key: with ``replacing`` a key of
+    ``live`` each (it replaces that memory), else one drawn from ``k0``-``k99999``."""
+    items = make_memories(1000, rng)
+    if replacing:
+        named = rng.sample(live, min(len(live), len(items) // 2))
+    else:
+        named = [(m.project, f"k{rng.randrange(100_000)}") for m in items[::2]]
+    for i, (project, key) in enumerate(named):
+        items[2 * i] = NewMemory(items[2 * i].content, project=project, upsert_key=key)
+    return items
+
+
+def write_pages(path: Path, batches: int, rng: random.Random) -> dict[str, float]:
+    """The pages a replacing batch (``write_rates``'s) writes to the write-ahead log, by the
+    b-tree each was part of before the batch (``dbstat``; ``(new)``: past the file's end),
+    averaged over ``batches``, on a copy of the database at ``path``: the log is emptied
+    before each batch and this connection makes no checkpoint, so each page the batch
+    dirtied is one log frame or more, counted once. Every one of them is written again, at
+    random, by the checkpoint that follows."""
+    copy = path.with_name(path.stem + "-pages.db")
+    shutil.copyfile(path, copy)
+    live = live_keys(copy)
+    service = open_service(copy)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    store.connection.execute("PRAGMA wal_autocheckpoint = 0")
+    counts: collections.Counter[str] = collections.Counter()
+    for _ in range(batches):
+        store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        owner = dict(store.connection.execute("SELECT pageno, name FROM dbstat"))
+        service.add_many(upsert_batch(live, rng), actor="bench")
+        counts.update(owner.get(page, "(new)") for page in log_pages(Path(f"{copy}-wal")))
+    service.store.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(copy) + suffix).unlink(missing_ok=True)
+    return {name: n / batches for name, n in counts.most_common()}
+
+
+def log_pages(wal: Path) -> set[int]:
+    """The page numbers a write-ahead log holds frames of (its 32-byte header, then frames
+    of a 24-byte header, whose first four bytes are the page number, and a page)."""
+    data = wal.read_bytes()
+    page_size = int.from_bytes(data[8:12], "big")
+    return {
+        int.from_bytes(data[at : at + 4], "big") for at in range(32, len(data) - 23, 24 + page_size)
+    }
 
 
 def corpus(count: int) -> tuple[Path, float | None]:

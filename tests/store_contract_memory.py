@@ -119,6 +119,55 @@ class MemoryStoreContract:
         history = store.list_memories(MemoryFilter(include_history=True), NOW)
         assert [m.id for m in history] == ["b", "a"]
 
+    def test_supersedes_links_held_by_the_rows_and_by_link_rows_read_alike(
+        self, store: Store
+    ) -> None:
+        store.add_memories([memory("a", "v1", upsert_key="k"), memory("x", "x"), memory("c", "c")])
+        store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])
+        assert store.supersede_memory("x", "b", t(18))  # "b" supersedes "a" already
+        store.add_memory_link(MemoryLink("b", "c", "relates", t(19)))
+        assert store.memory_links("b") == [
+            MemoryLink("b", "a", "supersedes", t(17)),
+            MemoryLink("b", "c", "relates", t(19)),
+            MemoryLink("b", "x", "supersedes", t(18)),
+        ]
+        assert store.memory_links("a") == [MemoryLink("b", "a", "supersedes", t(17))]
+        assert store.memory_links("x") == [MemoryLink("b", "x", "supersedes", t(18))]
+        history = MemoryFilter(include_history=True)
+        hops = {(s, kind, m.id) for s, kind, m in store.linked_memories(["b"], history, NOW)}
+        assert hops == {("b", "supersedes", "a"), ("b", "relates", "c"), ("b", "supersedes", "x")}
+        hops = {(s, kind, m.id) for s, kind, m in store.linked_memories(["a", "x"], history, NOW)}
+        assert hops == {("a", "supersedes", "b"), ("x", "supersedes", "b")}
+
+    def test_an_export_holds_supersedes_links_as_link_rows_and_an_older_one_imports(
+        self, store: Store
+    ) -> None:
+        store.add_memories([memory("a", "v1", upsert_key="k")])
+        store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])
+        assert list(store.export_rows("memory_links")) == [
+            {"from_id": "b", "to_id": "a", "kind": "supersedes", "created_at": t(17)}
+        ]
+        rows = [r for r in store.export_rows("memories") if r["id"] in ("a", "b")]
+        assert len(rows) == 2 and all("supersedes" not in r for r in rows)
+        # The same two under other ids and key, as an export made before the rows held links.
+        renamed = {"a": "c", "b": "d"}
+        copies = [
+            {k: renamed.get(v, v) if k in ("id", "superseded_by") else v for k, v in r.items()}
+            | {"upsert_key": "k2"}
+            for r in rows
+        ]
+        for r in copies:
+            r.pop("seq", None)  # SQLite's rowid: the target numbers its own rows
+        with store.transaction():
+            assert store.import_rows("memories", copies) == 2
+        link = {"from_id": "d", "to_id": "c", "kind": "supersedes", "created_at": t(17)}
+        with store.transaction():
+            assert store.import_rows("memory_links", [link]) == 1
+        with store.transaction():
+            assert store.import_rows("memory_links", [link]) == 0
+        assert store.memory_links("c") == [MemoryLink("d", "c", "supersedes", t(17))]
+        assert store.memory_links("d") == [MemoryLink("d", "c", "supersedes", t(17))]
+
     def test_filters_scope_layer_user_type_tags_and_expiry(self, store: Store) -> None:
         store.add_memories(
             [

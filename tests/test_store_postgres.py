@@ -614,3 +614,51 @@ def test_a_statement_first_prepared_in_a_failed_pipeline_stays_usable(pg_store: 
             assert runner.rows(count, (runner.tenant,)) == [(0,)]
         failed_transaction(count)  # its sixth run
         assert runner.rows(count, (runner.tenant,)) == [(0,)]
+
+
+def _supersedes_two(store: Any) -> list[Any]:
+    """ "b" supersedes "a" by key and "x" by consolidation, "b" relates to "c": its links."""
+    from cortex.core.memory_models import MemoryLink
+
+    store.add_memories([memory("a", "v1", upsert_key="k"), memory("x", "x"), memory("c", "c")])
+    store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])
+    assert store.supersede_memory("x", "b", t(18))
+    store.add_memory_link(MemoryLink("b", "c", "relates", t(19)))
+    return list(store.memory_links("b"))
+
+
+def test_a_supersede_is_held_by_the_two_rows_not_a_link_row(pg_store: Any) -> None:
+    _supersedes_two(pg_store)
+    with pg_store.pool.connection() as conn:
+        links = conn.execute(
+            "SELECT from_id, to_id, kind FROM memory_links WHERE tenant_id = %s ORDER BY 2",
+            (pg_store.tenant,),
+        ).fetchall()
+        rows = conn.execute(
+            "SELECT id, supersedes, superseded_by FROM memories WHERE tenant_id = %s ORDER BY id",
+            (pg_store.tenant,),
+        ).fetchall()
+    # "b" holds one supersede in its row; the second one it makes stays a link row.
+    assert links == [("b", "c", "relates"), ("b", "x", "supersedes")]
+    assert rows == [("a", None, "b"), ("b", "a", None), ("c", None, None), ("x", None, "b")]
+
+
+def test_m024_moves_the_supersedes_links_the_rows_can_hold(fresh_database: str) -> None:
+    with _store(fresh_database, "t1") as store:
+        before = _supersedes_two(store)
+        with store.pool.connection() as conn:
+            # The database as m023 left it: every supersede a link row, no column.
+            conn.execute(
+                "INSERT INTO memory_links SELECT n.tenant_id, n.id, n.supersedes, 'supersedes', "
+                "o.superseded_at FROM memories n JOIN memories o ON o.tenant_id = n.tenant_id "
+                "AND o.id = n.supersedes"
+            )
+            conn.execute("ALTER TABLE memories DROP COLUMN supersedes")
+            conn.execute(
+                "DELETE FROM _cortex_migrations WHERE name = 'm024_memory_supersedes_column'"
+            )
+    with _store(fresh_database, "t1") as store:
+        assert store.memory_links("b") == before
+        with store.pool.connection() as conn:
+            links = conn.execute("SELECT from_id, to_id FROM memory_links ORDER BY 2").fetchall()
+    assert links == [("b", "c"), ("b", "x")]

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from cortex.core.memory_models import MemoryLink
 from cortex.core.models import PendingTask, Pin
 from cortex.errors import StorageError
 from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
 from cortex.store.sqlite.migrations import MIGRATIONS
 from store_contract import full_session, t
+from store_contract_memory import memory
 
 # The spec's own statement, comments and all, as an older brain.db has it.
 SPEC_SCHEMA = """
@@ -67,6 +69,7 @@ def test_migration_names_and_order() -> None:
         "m019_drop_memory_key_index",
         "m021_memory_session_order",
         "m023_memory_supersede_indexes",
+        "m024_memory_supersedes_column",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"
@@ -256,3 +259,47 @@ def test_opening_a_migrated_database_loads_no_migration_step(tmp_path: Path) -> 
     )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert (out.returncode, out.stdout.strip()) == (0, "False"), out.stderr
+
+
+def _supersedes_two(store: SQLiteStore) -> list[MemoryLink]:
+    """ "b" supersedes "a" by key and "x" by consolidation, "b" relates to "c": its links."""
+    store.add_memories([memory("a", "v1", upsert_key="k"), memory("x", "x"), memory("c", "c")])
+    store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])
+    assert store.supersede_memory("x", "b", t(18))
+    store.add_memory_link(MemoryLink("b", "c", "relates", t(19)))
+    return store.memory_links("b")
+
+
+def test_a_supersede_is_held_by_the_two_rows_not_a_link_row(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    with SQLiteStore(db) as store:
+        _supersedes_two(store)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        links = conn.execute("SELECT from_id, to_id, kind FROM memory_links ORDER BY 2")
+        assert links.fetchall() == [("b", "c", "relates"), ("b", "x", "supersedes")]
+        rows = conn.execute("SELECT id, supersedes, superseded_by FROM memories ORDER BY id")
+        assert rows.fetchall() == [
+            ("a", None, "b"),
+            ("b", "a", None),
+            ("c", None, None),
+            ("x", None, "b"),
+        ]
+
+
+def test_m024_moves_the_supersedes_links_the_rows_can_hold(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    with SQLiteStore(db) as store:
+        before = _supersedes_two(store)
+    # The file as m023 left it: every supersede a link row, no column.
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(
+            "INSERT INTO memory_links SELECT n.id, n.supersedes, 'supersedes', o.superseded_at "
+            "FROM memories n JOIN memories o ON o.id = n.supersedes"
+        )
+        conn.execute("ALTER TABLE memories DROP COLUMN supersedes")
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm024_memory_supersedes_column'")
+    with SQLiteStore(db) as store:
+        assert store.memory_links("b") == before
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        links = conn.execute("SELECT from_id, to_id FROM memory_links ORDER BY 2").fetchall()
+    assert links == [("b", "c"), ("b", "x")]

@@ -100,16 +100,24 @@ class HygieneRepository:
         return memories_from_rows(self._rows(sql, [*params, limit]))
 
     def supersede_memory(self, old_id: str, new_id: str, at: str) -> bool:
-        """``old_id`` superseded by ``new_id`` (with a ``supersedes`` link) if still live."""
+        """``old_id`` superseded by ``new_id`` if still live, with a ``supersedes`` link: held
+        by the two rows (``new_id``'s ``supersedes``), or a link row if ``new_id`` already
+        supersedes another memory."""
         m, (tenant, tparams) = self.d.mark, self._t()
         changed = self._execute(
             f"UPDATE memories SET superseded_by = {m}, superseded_at = {m}, updated_at = {m} "
             f"WHERE {tenant}id = {m} AND deleted_at IS NULL AND superseded_at IS NULL",
             [new_id, at, at, *tparams, old_id],
         )
-        if changed:
+        if not changed:
+            return False
+        held = self._execute(
+            f"UPDATE memories SET supersedes = {m} WHERE {tenant}id = {m} AND supersedes IS NULL",
+            [old_id, *tparams, new_id],
+        )
+        if not held:
             self.add_memory_link(MemoryLink(new_id, old_id, "supersedes", at))
-        return changed > 0
+        return True
 
     def add_memory_link(self, link: MemoryLink) -> None:
         """Store a link; storing the same one twice keeps one."""

@@ -38,6 +38,7 @@ MIGRATION_NAMES = (
     "m019_drop_memory_key_index",
     "m021_memory_session_order",
     "m023_memory_supersede_indexes",
+    "m024_memory_supersedes_column",
 )
 
 SCHEMA_V4 = "m001_session_states"

@@ -309,7 +309,8 @@ class MemoryStore(Protocol):
         ...
 
     def memory_links(self, memory_id: str) -> list[MemoryLink]:
-        """Links from or to ``memory_id``."""
+        """Links from or to ``memory_id``, by (from, to, kind); a ``supersedes`` link's time
+        is when the old memory was superseded."""
         ...
 
     def linked_memories(
@@ -584,7 +585,8 @@ class TransferStore(Protocol):
     as text), without the tenant column."""
 
     def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
-        """Every row of ``table`` (this tenant's), oldest first, streamed."""
+        """Every row of ``table`` (this tenant's), oldest first, streamed; the ``supersedes``
+        links the memories rows hold come as ``memory_links`` rows (``HELD_LINKS``)."""
         ...
 
     def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:

@@ -19,6 +19,11 @@ TRANSFER_TABLES = (
 instead, by ``cortex.services.transfer``; embeddings are recomputed, never copied; the
 worker's job leases belong to the machine that ran them and are not moved)."""
 
+HELD_LINKS = ("memories", "supersedes")
+"""The table and column holding ``supersedes`` links (``cortex.store.links``): an export
+leaves the column out and writes those links as ``memory_links`` rows instead, so that it
+reads as an export made before they moved, and imports into any version the same way."""
+
 KEYLESS_TABLES = ("audit_log",)
 """Tables whose rows get a fresh id in the target: a copy claims each row once instead."""
 

@@ -4,7 +4,8 @@ Full text is the generated ``search_vector`` (content weighted A, tags B) with a
 a search ORs its terms (each through ``plainto_tsquery``, so no term is syntax) and ranks by
 ``ts_rank``: higher is better. Supersession is SQLite's: a memory with an ``upsert_key``
 supersedes the live memory with the same scope, project, user, type and key, which gets
-``superseded_by``/``superseded_at`` and a ``supersedes`` link from the new one. Two servers
+``superseded_by``/``superseded_at`` while the new one names it in ``supersedes``: their link,
+held by the two rows (``cortex.store.links``), not a link row. Two servers
 upserting the same key serialize on an advisory lock, so the second supersedes the first.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.retrieval import like_patterns
 from cortex.store.filters import adjacent_sql, memory_filter_sql
+from cortex.store.links import supersedes_from, supersedes_to
 from cortex.store.postgres.db import LOCK_UPSERT_KEY, Runner
 from cortex.store.records import (
     MEMORY_COLUMNS,
@@ -26,9 +28,10 @@ from cortex.store.records import (
 )
 
 SELECT = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+# A new row names the memory it supersedes in its own ``supersedes`` column (m024).
 _INSERT = (
-    f"INSERT INTO memories (tenant_id, {', '.join(MEMORY_COLUMNS)}) "
-    f"VALUES (%s, {', '.join('%s' for _ in MEMORY_COLUMNS)})"
+    f"INSERT INTO memories (tenant_id, {', '.join(MEMORY_COLUMNS)}, supersedes) "
+    f"VALUES (%s, {', '.join('%s' for _ in MEMORY_COLUMNS)}, %s)"
 )
 _UPDATE = (
     f"UPDATE memories SET {', '.join(f'{c} = %s' for c in MEMORY_EDITABLE)} "
@@ -84,7 +87,7 @@ class MemoryRepository:
         superseded: list[str | None] = [None] * len(memories)
         tenant = self.db.tenant
         with self.db.transaction():
-            plain = [(tenant, *memory_values(m)) for m in memories if m.upsert_key is None]
+            plain = [(tenant, *memory_values(m), None) for m in memories if m.upsert_key is None]
             if plain:
                 self.db.executemany(_INSERT, plain)
             for index, m in enumerate(memories):
@@ -104,9 +107,7 @@ class MemoryRepository:
                 "WHERE tenant_id = %s AND id = %s",
                 (m.id, m.created_at, m.created_at, self.db.tenant, old_id),
             )
-        self.db.execute(_INSERT, (self.db.tenant, *memory_values(m)))
-        if old_id is not None:
-            self.db.execute(_LINK, (self.db.tenant, m.id, old_id, "supersedes", m.created_at))
+        self.db.execute(_INSERT, (self.db.tenant, *memory_values(m), old_id))
         return old_id
 
     def get(self, memory_id: str) -> Memory | None:
@@ -183,12 +184,15 @@ class MemoryRepository:
         )
 
     def links(self, memory_id: str) -> list[MemoryLink]:
-        """Links from or to ``memory_id``."""
+        """Links from or to ``memory_id``, link rows and those the memories rows hold."""
+        tenant = self.db.tenant
         rows = self.db.rows(
             "SELECT from_id, to_id, kind, created_at FROM memory_links "
             "WHERE tenant_id = %s AND (from_id = %s OR to_id = %s) "
+            f"UNION ALL {supersedes_from('n.id = %s', '%s')} "
+            f"UNION ALL {supersedes_to('o.id = %s', '%s')} "
             "ORDER BY from_id, to_id, kind",
-            (self.db.tenant, memory_id, memory_id),
+            (tenant, memory_id, memory_id, tenant, memory_id, tenant, memory_id),
         )
         return [MemoryLink(str(a), str(b), str(k), str(at)) for a, b, k, at in rows]
 
@@ -206,10 +210,13 @@ class MemoryRepository:
             "SELECT from_id AS seed, to_id AS other, kind FROM memory_links "
             "WHERE tenant_id = %s AND from_id = ANY(%s) UNION ALL "
             "SELECT to_id, from_id, kind FROM memory_links WHERE tenant_id = %s AND to_id = ANY(%s)"
+            " UNION ALL SELECT from_id, to_id, kind FROM ("
+            f"{supersedes_from('n.id = ANY(%s)', '%s')}) AS f UNION ALL "
+            f"SELECT to_id, from_id, kind FROM ({supersedes_to('o.id = ANY(%s)', '%s')}) AS t"
             f") SELECT {SELECT}, hop.seed, hop.kind FROM hop "
             "JOIN memories m ON m.tenant_id = %s AND m.id = hop.other "
             f"WHERE {where}",
-            (self.db.tenant, ids, self.db.tenant, ids, self.db.tenant, *params),
+            (*[self.db.tenant, ids] * 4, self.db.tenant, *params),
         )
         return [(str(r[-2]), str(r[-1]), memory_from_row(r)) for r in rows]
 

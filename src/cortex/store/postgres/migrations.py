@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from cortex.clock import SystemClock, to_iso
+from cortex.store.links import fold_supersedes
 from cortex.store.postgres.db import LOCK_MIGRATIONS
 
 Conn = psycopg.Connection[Any]
@@ -542,6 +543,18 @@ def m023_memory_supersede_indexes(conn: Conn) -> None:
     )
 
 
+def m024_memory_supersedes_column(conn: Conn) -> None:
+    """SQLite's step, in the same shape: a memory's ``supersedes`` is written with its row
+    instead of a link row (on this backend a link row was an insert into a table and two
+    indexes besides the row's own write), and the link rows the memories rows hold exactly
+    move into the column (``cortex.store.links``)."""
+    _run(
+        conn,
+        f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes {KEY}",
+        *fold_supersedes(tenants=True),
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -563,6 +576,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m019_drop_memory_key_index", m019_drop_memory_key_index),
     ("m021_memory_session_order", m021_memory_session_order),
     ("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
+    ("m024_memory_supersedes_column", m024_memory_supersedes_column),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from cortex.store.links import fold_supersedes, held_by_rows, supersedes_from
 from cortex.store.postgres.db import Runner
 from cortex.store.records import dumps
-from cortex.store.transfer import check_table
+from cortex.store.transfer import HELD_LINKS, check_table
 
 _PAGE = 500
 _COLUMNS = (
@@ -19,6 +20,8 @@ _COLUMNS = (
     "FROM information_schema.columns WHERE table_schema = current_schema() "
     "AND table_name = %s AND column_name <> 'tenant_id' ORDER BY ordinal_position"
 )
+_LINK_COLUMNS = ("from_id", "to_id", "kind", "created_at")
+_HELD_BY = ("from_id", "to_id", "created_at")
 
 
 class TransferRepository:
@@ -42,9 +45,15 @@ class TransferRepository:
 
     def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
         """Every row of the tenant's ``table``, oldest first, as a SQLite file would hold it
-        (JSON as text), streamed a page at a time."""
+        (JSON as text), streamed a page at a time; for ``memory_links``, then the
+        ``supersedes`` links the memories rows hold, as link rows."""
+        yield from self._table_rows(table)
+        if table == "memory_links":
+            yield from self._held_links()
+
+    def _table_rows(self, table: str) -> Iterator[dict[str, Any]]:
         columns = self._columns(table)
-        names = [name for name, _, writable in columns if writable]
+        names = [name for name, _, writable in columns if writable and (table, name) != HELD_LINKS]
         json_columns = {name for name, udt, _ in columns if udt in ("json", "jsonb")}
         every = {name for name, _, _ in columns}
         order = next(c for c in ("seq", "id", "created_at") if c in every)
@@ -64,12 +73,30 @@ class TransferRepository:
                 return
             offset += _PAGE
 
+    def _held_links(self) -> Iterator[dict[str, Any]]:
+        """The links the tenant's memories rows hold, by the new memory's id, a page at a
+        time."""
+        after = ""
+        while True:
+            page = self.db.rows(
+                f"{supersedes_from('n.id > %s', '%s')} ORDER BY n.id LIMIT %s",
+                (self.db.tenant, after, _PAGE),
+            )
+            for link in page:
+                yield dict(zip(_LINK_COLUMNS, link, strict=True))
+                after = str(link[0])
+            if len(page) < _PAGE:
+                return
+
     def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
         """Insert ``rows`` as they are, skipping any that collide with a stored key; return
-        how many were inserted."""
+        how many were inserted. A ``supersedes`` link the memories rows can hold goes there
+        (one they hold already is skipped)."""
         types = {name: udt for name, udt, writable in self._columns(table) if writable}
         added = 0
         with self.db.transaction():
+            if table == "memory_links":
+                rows = [row for row in rows if not self._held(row)]
             for row in rows:
                 names = [name for name in row if name in types]
                 values = ", ".join(f"%s::{types[name]}" for name in names)
@@ -79,7 +106,16 @@ class TransferRepository:
                 )
                 params = [_value(row[n], types[n]) for n in names]
                 added += self.db.execute(sql, [self.db.tenant, *params])
+            if table == "memory_links":
+                for sql in fold_supersedes("%s", tenants=True):
+                    self.db.execute(sql, (self.db.tenant,))
         return added
+
+    def _held(self, link: dict[str, Any]) -> bool:
+        """Whether ``link`` is a ``supersedes`` link the tenant's memories rows hold."""
+        return link.get("kind") == "supersedes" and bool(
+            self.db.rows(held_by_rows("%s", "%s"), [self.db.tenant, *(link[c] for c in _HELD_BY)])
+        )
 
 
 def _value(value: Any, udt: str) -> Any:

@@ -3,7 +3,8 @@
 The row mapping and the filter are shared (``cortex.store.records``, ``cortex.store.filters``);
 here is the SQL text. The FTS5 index follows every write by trigger (``m006_memory_fts``), so
 batches go in many rows per statement (FTS5 flushes at each one); search is in
-``cortex.store.sqlite.search``.
+``cortex.store.sqlite.search``. A supersede's link is held by the two memories rows
+(``cortex.store.links``), not by a link row.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.store.filters import adjacent_sql, memory_filter_sql
+from cortex.store.links import supersedes_from, supersedes_to
 from cortex.store.records import (
     MEMORY_COLUMNS,
     MEMORY_EDITABLE,
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 
 COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 """Every memory column over alias ``m``, in the order ``memory_from_row`` reads."""
-_INSERT_INTO = f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)})"
+# A new row names the memory it supersedes in its own ``supersedes`` column (m024).
+_INSERTED = (*MEMORY_COLUMNS, "supersedes")
+_INSERT_INTO = f"INSERT INTO memories ({', '.join(_INSERTED)})"
 _ROWS_PER_INSERT = 500
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
@@ -73,9 +77,10 @@ class MemoryRepository:
         """Insert ``memories`` in one transaction; return, per memory, the id it superseded.
 
         A memory with an ``upsert_key`` supersedes the live memory with the same scope,
-        project, user, type and key: that one gets ``superseded_by``/``superseded_at`` and a
-        ``supersedes`` link from the new one. Upserts apply in order: a later memory of the
-        batch with the same key supersedes the earlier one, which is stored superseded.
+        project, user, type and key: that one gets ``superseded_by``/``superseded_at`` and the
+        new one names it in ``supersedes`` (their link, with no link row). Upserts apply in
+        order: a later memory of the batch with the same key supersedes the earlier one,
+        which is stored superseded.
         Rows without a key are stored first, then the keyed ones, each in input order.
         """
         superseded: list[str | None] = [None] * len(memories)
@@ -109,15 +114,13 @@ class MemoryRepository:
                 "WHERE seq = ?",
                 [(m.id, m.created_at, m.created_at, seq) for seq, m in stored],
             )
-            rows = [memory_values(m) for m in memories if m.upsert_key is None]
+            rows = [(*memory_values(m), None) for m in memories if m.upsert_key is None]
             rows += [
-                memory_values(_replaced(m, replaced_by.get(index)))
+                (*memory_values(_replaced(m, replaced_by.get(index))), superseded[index])
                 for index, m in enumerate(memories)
                 if m.upsert_key is not None
             ]
             self._insert(rows)
-            pairs = [(m, old) for m, old in zip(memories, superseded, strict=True) if old]
-            self._db.run_many(_LINK, [(m.id, old, "supersedes", m.created_at) for m, old in pairs])
         return superseded
 
     def _live_ids(self, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[str, int]]:
@@ -149,8 +152,8 @@ class MemoryRepository:
         statement, so one row per statement (``executemany``) costs about three times as
         much as a few hundred rows per ``INSERT``. The index it builds is the same.
         """
-        one_row = f"({marks(MEMORY_COLUMNS)})"
-        for _, chunk in self._chunks(rows, len(MEMORY_COLUMNS)):
+        one_row = f"({marks(_INSERTED)})"
+        for _, chunk in self._chunks(rows, len(_INSERTED)):
             sql = f"{_INSERT_INTO} VALUES {', '.join(one_row for _ in chunk)}"
             self._db.run(sql, [value for row in chunk for value in row], conflict=_CONFLICT)
 
@@ -191,15 +194,19 @@ class MemoryRepository:
 
     # -- links -------------------------------------------------------------------------------
     def add_memory_link(self, link: MemoryLink) -> None:
-        """Store a link (SQLite only: the service makes ``supersedes`` links by upsert)."""
+        """Store a link row (SQLite only: the service makes ``supersedes`` links by upsert,
+        held by the memories rows)."""
         self._db.run(_LINK, (link.from_id, link.to_id, link.kind, link.created_at))
 
     def memory_links(self, memory_id: str) -> list[MemoryLink]:
-        """Links from or to ``memory_id``."""
+        """Links from or to ``memory_id``, link rows and those the memories rows hold, by
+        (from, to, kind)."""
         rows = self._db.rows(
             "SELECT from_id, to_id, kind, created_at FROM memory_links WHERE from_id = ? "
-            "UNION SELECT from_id, to_id, kind, created_at FROM memory_links WHERE to_id = ?",
-            (memory_id, memory_id),
+            "UNION SELECT from_id, to_id, kind, created_at FROM memory_links WHERE to_id = ? "
+            f"UNION {supersedes_from('n.id = ?')} UNION {supersedes_to('o.id = ?')} "
+            "ORDER BY 1, 2, 3",
+            (memory_id, memory_id, memory_id, memory_id),
         )
         return [MemoryLink(str(a), str(b), str(k), str(at)) for a, b, k, at in rows]
 
@@ -211,11 +218,14 @@ class MemoryRepository:
         if not memory_ids:
             return []
         seeds = marks(memory_ids)
-        # The links first (a few rows, by index), then their ends by id: never a memory scan.
+        # The links first (a few rows, by index; those the rows hold by id), then their ends
+        # by id: never a memory scan.
         links = self._db.rows(
             f"SELECT from_id, to_id, kind FROM memory_links WHERE from_id IN ({seeds}) "
-            f"UNION ALL SELECT to_id, from_id, kind FROM memory_links WHERE to_id IN ({seeds})",
-            (*memory_ids, *memory_ids),
+            f"UNION ALL SELECT to_id, from_id, kind FROM memory_links WHERE to_id IN ({seeds}) "
+            f"UNION ALL SELECT from_id, to_id, kind FROM ({supersedes_from(f'n.id IN ({seeds})')}) "
+            f"UNION ALL SELECT to_id, from_id, kind FROM ({supersedes_to(f'o.id IN ({seeds})')})",
+            (*memory_ids, *memory_ids, *memory_ids, *memory_ids),
         )
         others = list(dict.fromkeys(str(other) for _, other, _ in links))
         if not others:

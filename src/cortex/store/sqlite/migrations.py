@@ -15,6 +15,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import NamedTuple
 
+from cortex.store.links import fold_supersedes
+
 
 class Migration(NamedTuple):
     """One named schema step; ``apply`` runs inside the transaction the runner opened."""
@@ -581,6 +583,17 @@ def m023_memory_supersede_indexes(conn: sqlite3.Connection) -> None:
     )
 
 
+def m024_memory_supersedes_column(conn: sqlite3.Connection) -> None:
+    """A memory's ``supersedes``: the id of the memory it replaced, written with its row, so
+    that a supersede no longer inserts a link row (three random index pages a replaced
+    memory; see ``cortex.store.links``). The ``supersedes`` link rows the memories rows hold
+    exactly move into the column and are deleted; any other stays a link row."""
+    if "supersedes" not in _columns(conn, "memories"):
+        conn.execute("ALTER TABLE memories ADD COLUMN supersedes TEXT")
+    for sql in fold_supersedes():
+        conn.execute(sql)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -602,4 +615,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m019_drop_memory_key_index", m019_drop_memory_key_index),
     Migration("m021_memory_session_order", m021_memory_session_order),
     Migration("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
+    Migration("m024_memory_supersedes_column", m024_memory_supersedes_column),
 )

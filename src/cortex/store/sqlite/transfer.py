@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from cortex.store.links import fold_supersedes, held_by_rows, supersedes_from
 from cortex.store.sqlite.db import Database
-from cortex.store.transfer import KEYLESS_TABLES, check_table
+from cortex.store.transfer import HELD_LINKS, KEYLESS_TABLES, check_table
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
 _PAGE = 500
+_LINK_COLUMNS = ("from_id", "to_id", "kind", "created_at")
+_HELD_BY = ("from_id", "to_id", "created_at")
 
 
 class TransferRepository:
@@ -32,8 +35,15 @@ class TransferRepository:
         return ", ".join(str(r[1]) for r in sorted(info, key=lambda r: r[5]) if r[5])
 
     def export_rows(self, table: str) -> Iterator[dict[str, Any]]:
-        """Every row of ``table``, oldest first, streamed a page at a time."""
-        columns = self._columns(table)
+        """Every row of ``table``, oldest first, streamed a page at a time; for
+        ``memory_links``, then the ``supersedes`` links the memories rows hold, as link rows
+        (an export reads as one made before they moved there)."""
+        yield from self._table_rows(table)
+        if table == "memory_links":
+            yield from self._held_links()
+
+    def _table_rows(self, table: str) -> Iterator[dict[str, Any]]:
+        columns = [c for c in self._columns(table) if (table, c) != HELD_LINKS]
         order, offset = self._order(table), 0
         while True:
             page = self.db.rows(
@@ -46,14 +56,30 @@ class TransferRepository:
                 return
             offset += _PAGE
 
+    def _held_links(self) -> Iterator[dict[str, Any]]:
+        """The links the memories rows hold, by the new memory's id, a page at a time."""
+        after = ""
+        while True:
+            page = self.db.rows(
+                f"{supersedes_from('n.id > ?')} ORDER BY n.id LIMIT ?", (after, _PAGE)
+            )
+            for link in page:
+                yield dict(zip(_LINK_COLUMNS, link, strict=True))
+                after = str(link[0])
+            if len(page) < _PAGE:
+                return
+
     def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
         """Insert ``rows`` as they are, skipping any whose key is taken; return how many
-        were inserted."""
+        were inserted. A ``supersedes`` link the memories rows can hold goes there (one
+        they hold already is skipped)."""
         known = set(self._columns(table))
         if table in KEYLESS_TABLES:
             known.discard("id")
         added = 0
         with self.db.transaction():
+            if table == "memory_links":
+                rows = [row for row in rows if not self._held(row)]
             for row in rows:
                 names = [name for name in row if name in known]
                 sql = (
@@ -61,4 +87,13 @@ class TransferRepository:
                     f"VALUES ({', '.join('?' for _ in names)})"
                 )
                 added += self.db.run(sql, [row[name] for name in names]).rowcount
+            if table == "memory_links":
+                for sql in fold_supersedes():
+                    self.db.run(sql)
         return added
+
+    def _held(self, link: dict[str, Any]) -> bool:
+        """Whether ``link`` is a ``supersedes`` link the memories rows already hold."""
+        return link.get("kind") == "supersedes" and bool(
+            self.db.rows(held_by_rows("?"), [link[c] for c in _HELD_BY])
+        )
