@@ -535,3 +535,25 @@ def test_open_sessions_leaves_out_the_live_sessions_an_owner_keeps(
     assert found(lambda pid, host: True) == ["idle"]
     sqlite_store.save_session(session("idle", t(1), t(2)))  # ended: no candidate left
     assert found(lambda pid, host: True) == []
+
+
+def test_the_memories_methods_are_bound_at_their_first_use(tmp_path: Path) -> None:
+    """A session start reads and writes sessions only: the store binds its memory side (the
+    repositories, search, their modules) when one of its methods is first used."""
+    from cortex.core.memory_models import MemoryFilter
+    from cortex.store.sqlite.store import MEMORY_METHODS
+
+    store = SQLiteStore(tmp_path / "brain.db")
+    try:
+        before = set(vars(store))
+        assert not MEMORY_METHODS & before and "_search" not in before
+        with pytest.raises(AttributeError, match="no attribute 'no_such_method'"):
+            store.no_such_method  # type: ignore[attr-defined]  # noqa: B018
+        flt = MemoryFilter(all_projects=True)
+        assert store.list_memories(flt, t(0), limit=5, offset=0) == []
+        assert set(vars(store)) - before == {*MEMORY_METHODS, "_search"}  # all of them, once
+        assert store.has_fts() and store.migrate() == []
+        with pytest.raises(AttributeError):
+            store.no_such_method  # type: ignore[attr-defined]  # noqa: B018
+    finally:
+        store.close()

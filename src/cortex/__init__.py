@@ -146,7 +146,7 @@ _defer("ntpath")
 _EXPORTS = {
     "AddBatch": "cortex.services.memory",
     "AddResult": "cortex.services.memory",
-    "Checkpoint": "cortex.core.memory_models",
+    "Checkpoint": "cortex.core.history_models",
     "Clock": "cortex.clock",
     "CompactionService": "cortex.services.compaction",
     "Config": "cortex.config",
@@ -163,9 +163,9 @@ _EXPORTS = {
     "Pin": "cortex.core.models",
     "RestoredSessionContext": "cortex.core.models",
     "Services": "cortex.services.app",
-    "SessionEvent": "cortex.core.memory_models",
+    "SessionEvent": "cortex.core.history_models",
     "SessionPersistenceManager": "cortex.services.sessions.manager",
-    "SessionSnapshot": "cortex.core.memory_models",
+    "SessionSnapshot": "cortex.core.history_models",
     "SessionState": "cortex.core.models",
     "Store": "cortex.store",
     "SystemClock": "cortex.clock",
@@ -224,13 +224,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from cortex.config import Config, load_config
     from cortex.core.budgets import compaction_due
     from cortex.core.decay import apply_decay, should_inherit
-    from cortex.core.memory_models import (
-        Checkpoint,
-        ContextResult,
-        Memory,
-        SessionEvent,
-        SessionSnapshot,
-    )
+    from cortex.core.history_models import Checkpoint, SessionEvent, SessionSnapshot
+    from cortex.core.memory_models import ContextResult, Memory
     from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
     from cortex.core.preamble import format_preamble
     from cortex.core.redaction import redact

@@ -18,14 +18,8 @@ from pathlib import Path
 
 from cortex.clock import Clock, parse_time, to_iso
 from cortex.config import Config
-from cortex.core.memory_models import (
-    Checkpoint,
-    CompactionEvent,
-    Memory,
-    MemoryFilter,
-    SessionEvent,
-    SessionSnapshot,
-)
+from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.core.models import (
     ACTIVE,
     COMPLETE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cortex.core.memory_models import CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.history_models import CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.store.records import json_value
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing

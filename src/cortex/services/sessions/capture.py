@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from cortex.clock import parse_time
 from cortex.core.lifecycle import can_transition
-from cortex.core.memory_models import MemoryFilter
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
@@ -121,6 +120,8 @@ class SessionCapture:
 
     def _learned(self, session_id: str, now: str) -> list[str]:
         """Ids of the live memories this session added, oldest first (its learnings)."""
+        from cortex.core.memory_models import MemoryFilter  # (an end's: a start needs none)
+
         flt = MemoryFilter(session_id=session_id, all_projects=True)
         found = self.context.store.list_memories(flt, now, limit=MAX_LEARNING_IDS, offset=0)
         return [m.id for m in reversed(found)]

@@ -17,12 +17,9 @@ from cortex.store import DEFAULT_TENANT
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
 from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.sqlite.db import MEMORY, Database
-from cortex.store.sqlite.embeddings import EmbeddingRepository
 from cortex.store.sqlite.history import HistoryRepository
 from cortex.store.sqlite.leases import LeaseRepository
-from cortex.store.sqlite.memories import MemoryRepository
 from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
-from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
 from cortex.store.sqlite.transfer import TransferRepository
 
@@ -32,10 +29,25 @@ if TYPE_CHECKING:
 
     from cortex.store.hygiene_sql import HygieneRepository
     from cortex.store.registry import Registry
+    from cortex.store.sqlite.embeddings import EmbeddingRepository
+    from cortex.store.sqlite.memories import MemoryRepository
+    from cortex.store.sqlite.search import MemorySearch
     from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
     from cortex.store.protocol import StartReads
+
+
+MEMORY_METHODS = frozenset(
+    {
+        *("add_memories", "get_memory", "update_memory", "delete_memory", "list_memories"),
+        *("count_memories", "add_memory_link", "memory_links", "linked_memories"),
+        *("adjacent_memories", "save_embeddings", "load_embeddings"),
+        *("memories_without_embedding", "search_memories", "has_fts", "full_text"),
+        *("like_memories", "term_doc_counts", "memory_count_estimate"),
+    }
+)
+"""The methods ``_bind_memory_side`` binds (at the first use of one of them)."""
 
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
@@ -59,9 +71,6 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.checkpoint = db.checkpoint
         self._bind_sessions(SessionRepository(db), LeaseRepository(db))
         self._bind_logs(MetricRepository(db), AuditRepository(db))
-        self._bind_memories(MemoryRepository(db), EmbeddingRepository(db))
-        self._search = MemorySearch(db)
-        self._bind_search(self._search)
         self._bind_history(HistoryRepository(db))
         transfer = TransferRepository(db)
         self.export_rows = transfer.export_rows
@@ -124,6 +133,28 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.append_audits = audit.append_audits
         self.list_audit = audit.list_audit
 
+    if not TYPE_CHECKING:  # (mypy sees the methods where ``_bind_memory_side`` binds them)
+
+        def __getattr__(self, name: str) -> Any:
+            """The memories' methods, bound at their first use: a session start or a hook
+            reads and writes sessions only, and need not import the memory repositories,
+            search and the memory records (~2 ms of such a process)."""
+            if name not in MEMORY_METHODS or "_search" in vars(self):
+                raise AttributeError(f"'SQLiteStore' object has no attribute {name!r}")
+            self._bind_memory_side()
+            return getattr(self, name)
+
+    def _bind_memory_side(self) -> None:
+        from cortex.store.sqlite.embeddings import EmbeddingRepository
+        from cortex.store.sqlite.memories import MemoryRepository
+        from cortex.store.sqlite.search import MemorySearch
+
+        db = self._db
+        search = MemorySearch(db)
+        self._bind_memories(MemoryRepository(db), EmbeddingRepository(db))
+        self._bind_search(search)
+        self._search = search  # (last: what ``__getattr__`` checks)
+
     def _bind_memories(self, memories: MemoryRepository, vectors: EmbeddingRepository) -> None:
         self.add_memories = memories.add_memories
         self.get_memory = memories.get_memory
@@ -185,7 +216,9 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in order; return the names applied now."""
-        self._search.schema_changed()  # a migration may be about to make the FTS index
+        search = vars(self).get("_search")
+        if search is not None:  # a migration may be about to make the FTS index
+            search.schema_changed()
         return self._db.migrate()
 
     def close(self) -> None:
