@@ -162,10 +162,11 @@ def test_what_another_process_saved_meanwhile_is_kept(
         monkeypatch.setattr(codecache, name, value)
     monkeypatch.setattr(codecache, "_file", data)
     monkeypatch.setattr(codecache, "_pieces", places)
-    monkeypatch.setattr(codecache, "_programs", {("a+", 0): codecache._program("a+", 0)})
+    held = {("a+", 0): marshal.dumps(codecache._program("a+", 0))}
+    monkeypatch.setattr(codecache, "_programs", held)
     # meanwhile another process saved a module and a pattern of its own
     other = {"y = 2": compile("y = 2", "<string>", "exec")}
-    theirs = {("b+", 0): codecache._program("b+", 0)}
+    theirs = {("b+", 0): marshal.dumps(codecache._program("b+", 0))}
     path.write_bytes(
         codecache.dump(
             {
@@ -286,10 +287,11 @@ def test_a_kept_pattern_is_made_from_its_program_and_matches_as_re_compiles_it(
     assert codecache._added == len(PATTERNS)
     # A damaged program (``_sre`` checks the code) is compiled again, and replaced.
     key = (PATTERNS[1][0], 0)
-    flags, code, groups, groupindex, indexgroup = codecache._programs[key]
-    codecache._programs[key] = (flags, [99999, *code], groups, groupindex, indexgroup)
+    flags, code, groups, groupindex, indexgroup = marshal.loads(codecache._programs[key])
+    damaged = (flags, [99999, *code], groups, groupindex, indexgroup)
+    codecache._programs[key] = marshal.dumps(damaged)
     _same_pattern(_compile_as_ours(*key), codecache._compile_pattern(*key))
-    assert codecache._programs[key][1] == code
+    assert marshal.loads(codecache._programs[key])[1] == code
 
 
 def test_only_constant_patterns_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,16 +326,30 @@ def test_a_full_piece_keeps_what_this_process_used(monkeypatch: pytest.MonkeyPat
     assert list(codecache._programs) == [("old1", 0), ("new", 0)]
 
 
-def test_saved_programs_load_back_and_bad_ones_are_left_out(tmp_path: Path) -> None:
+def test_saved_programs_load_back_and_bad_ones_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "methods.bin"
-    good = codecache._program(*PATTERNS[0])
-    held = {(PATTERNS[0][0], 2): good, ("bad", 0): (0, "not a list", 0, {}, ()), ("short", 0): (0,)}
+    good = marshal.dumps(codecache._program(*PATTERNS[0]))
+    bad = {
+        ("bad", 0): marshal.dumps((0, "not a list", 0, {}, ())),
+        ("short", 0): marshal.dumps((0,)),
+        ("cut", 0): good[:-3],
+    }
+    held = {(PATTERNS[0][0], 2): good, **bad, ("not bytes", 0): (0,), (1, 0): good}
     path.write_bytes(codecache.dump({codecache.PROGRAMS: marshal.dumps(held)}))
     data, places = codecache.load(str(path))
     start, end = places[codecache.PROGRAMS]
-    assert codecache._decode_programs(data[start:end]) == {(PATTERNS[0][0], 2): good}
+    decoded = codecache._decode_programs(data[start:end])
+    assert decoded == {(PATTERNS[0][0], 2): good, **bad}  # each program checked when used
     assert codecache._decode_programs(b"\xff") == {}
     assert codecache._decode_programs(marshal.dumps([1])) == {}
+    monkeypatch.setattr(codecache, "_programs", decoded)
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    assert codecache._from_program((PATTERNS[0][0], 2)) is not None
+    for key in bad:
+        assert codecache._from_program(key) is None  # damaged: dropped, compiled again
+    assert list(decoded) == [(PATTERNS[0][0], 2)]
 
 
 def test_a_second_process_parses_none_of_the_engines_patterns() -> None:

@@ -92,8 +92,10 @@ _added = 0
 if TYPE_CHECKING:  # pragma: no cover
     Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
     """What ``_sre.compile`` takes after the pattern: flags, code, groups, their names."""
-_programs: dict[tuple[str | bytes, int], Program] | None = None
-"""The regular expressions' programs, once decoded: {(pattern, flags): program}."""
+_programs: dict[tuple[str | bytes, int], bytes] | None = None
+"""The regular expressions' programs, once the piece is decoded: {(pattern, flags): program,
+marshalled}. Each program is decoded when its pattern is compiled: a full piece holds 512,
+and decoding all their code lists took a process ~0.8 ms for the few dozen it uses."""
 _programs_used: set[tuple[str | bytes, int]] = set()
 _compile_pattern: Any = None
 """``re``'s own compiler (the cache's stands in for it)."""
@@ -268,10 +270,13 @@ def _from_program(key: tuple[str | bytes, int]) -> re.Pattern[Any] | None:
     """The pattern object of a held program (``_sre`` checks it); None when none is held or
     it is damaged (then it is dropped)."""
     programs = _held_programs()
-    program = programs.get(key)
-    if program is None:
+    held = programs.get(key)
+    if held is None:
         return None
+    program = _unmarshal_program(held)
     try:
+        if program is None:
+            raise ValueError("not a program")
         made: re.Pattern[Any] = _sre.compile(key[0], *program)
     except (RuntimeError, TypeError, ValueError, OverflowError):
         programs.pop(key, None)
@@ -280,7 +285,7 @@ def _from_program(key: tuple[str | bytes, int]) -> re.Pattern[Any] | None:
     return made
 
 
-def _held_programs() -> dict[tuple[str | bytes, int], Program]:
+def _held_programs() -> dict[tuple[str | bytes, int], bytes]:
     """The file's programs, decoded at the first pattern."""
     global _programs
     if _programs is None:
@@ -289,8 +294,9 @@ def _held_programs() -> dict[tuple[str | bytes, int], Program]:
     return _programs
 
 
-def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int], Program]:
-    """The piece's {(pattern, flags): program}; what is not shaped so is left out."""
+def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int], bytes]:
+    """The piece's {(pattern, flags): marshalled program}; what is not shaped so is left out
+    (each program is checked when it is decoded)."""
     out = {}
     for key, program in _unmarshal(piece).items():
         if (
@@ -298,16 +304,29 @@ def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int],
             and len(key) == 2
             and type(key[0]) in (str, bytes)
             and type(key[1]) is int
-            and type(program) is tuple
-            and len(program) == 5
-            and type(program[0]) is int
-            and type(program[1]) is list
-            and type(program[2]) is int
-            and type(program[3]) is dict
-            and type(program[4]) is tuple
+            and type(program) is bytes
         ):
             out[key] = program
     return out
+
+
+def _unmarshal_program(held: bytes) -> Program | None:
+    """A held program; None when it is damaged or not shaped as ``_sre.compile`` takes it."""
+    try:
+        program = marshal.loads(held)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if (
+        type(program) is tuple
+        and len(program) == 5
+        and type(program[0]) is int
+        and type(program[1]) is list
+        and type(program[2]) is int
+        and type(program[3]) is dict
+        and type(program[4]) is tuple
+    ):
+        return program
+    return None
 
 
 def _constant(frame: Any) -> bool:
@@ -347,7 +366,7 @@ def _keep(key: tuple[str | bytes, int], program: Program) -> None:
             programs.pop(old, None)
         if len(programs) >= MAX_PROGRAMS:
             return
-    programs[key] = program
+    programs[key] = marshal.dumps(program)
     _programs_used.add(key)
     if not _added:
         import atexit
