@@ -20,7 +20,8 @@ CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(
 ENTRY_RUN = (
     "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
     "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval', 'cortex.core.models', "
-    "'cortex.core.redaction', 'cortex.core.memory_models', 'cortex.store.sqlite.search'); "
+    "'cortex.core.redaction', 'cortex.core.memory_models', 'cortex.store.sqlite.search', "
+    "'cortex.core.history_models', 'cortex.services.project', 'cortex.store.sqlite.transfer'); "
     "open(sys.argv[0] + '.modules', 'w')"
     ".write(' '.join(m for m in names if m in sys.modules)); sys.exit(code)"
 )
@@ -56,8 +57,9 @@ def same(output: bytes) -> bytes:
 def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], set[str]]:
     """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
     its own copy of the seed home), and which of click, logging, typing, ast, the ranking
-    (``core.retrieval``), the session models (``core.models``), redaction, the memory records
-    (``core.memory_models``) and the store's search the entry's process imported."""
+    (``core.retrieval``), the session models (``core.models``), redaction, the memory and
+    history records, the store's search and transfer and the project identity the entry's
+    process imported."""
     results = []
     for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
         home = tmp_path / name
@@ -86,6 +88,7 @@ PLAIN = [
     ("session", "start", "--project", "api", "--json", "--session-id", "s3", "--explain"),
     ("session", "start", "--project", "other", "--session-id", "s3", "--workdir", "/tmp"),
     ("session", "start", "--project", "api"),  # a new random id
+    ("session", "start", "--project", "api", "--session-id", "s2"),  # the open one, resumed
     ("session", "start", "--project", "api", "--session-id", "../escape"),  # a CortexError
     ("memory", "search", "deploy region", "--project", "api"),
     ("memory", "search", "deploy", "--project", "api", "--no-expand", "--limit", "1"),
@@ -126,10 +129,13 @@ def test_plain_command_lines_run_without_click_and_print_the_same(
     assert ("cortex.core.retrieval" in imported) == searched
     assert ("cortex.core.models" in imported) != searched  # a search reads no session
     assert ("cortex.core.redaction" in imported) != searched  # and writes nothing
-    # a start reads and writes sessions: not the memory records, nor the store's search (but
-    # a lapsed session it recovers is ended, with the memories it added as its learnings)
+    # a start reads and writes sessions: not the memory records, the store's search or the
+    # session history (but a lapsed session it recovers is ended, with a checkpoint and the
+    # memories it added as its learnings), nor the project identity it is given
     assert ("cortex.core.memory_models" in imported) == (searched or logged)
     assert ("cortex.store.sqlite.search" in imported) == (searched or logged)
+    assert ("cortex.core.history_models" in imported) == logged
+    assert not {"cortex.services.project", "cortex.store.sqlite.transfer"} & imported
 
 
 @pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)

@@ -210,7 +210,8 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
     code = (
         "import dataclasses, sys\n"
         "import cortex.store.sqlite.store, cortex.services.sessions.manager\n"
-        "import cortex.adapters.hooks.dispatch, cortex.core.memory_models\n"
+        "import cortex.adapters.hooks.dispatch\n"
+        "import cortex.core.memory_models, cortex.core.history_models\n"
         "from cortex import codecache\n"
         "print(codecache._added, sum(map(len, codecache._codes.values())))\n"
     )

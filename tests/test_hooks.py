@@ -607,6 +607,7 @@ def test_the_installed_client_without_a_server_needs_no_site_sockets_or_pure_pyt
     unused |= {"enum", "re._parser", "re._compiler"}
     # a start reads and writes sessions: not the memory records, nor the store's search
     unused |= {"cortex.core.memory_models", "cortex.store.sqlite.search"}
+    unused |= {"cortex.store.sqlite.transfer"}
     if sys.version_info < (3, 12):  # 3.12's datetime is _datetime's names alone, as ours
         unused.add("datetime")
     assert not unused & names

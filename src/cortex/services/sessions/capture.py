@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from cortex.clock import parse_time
-from cortex.core.lifecycle import can_transition
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
@@ -86,6 +85,8 @@ class SessionCapture:
         return self._end(session_id, last_activity)
 
     def _end(self, session_id: str | None, ended_at: str | None) -> SessionState:
+        from cortex.core.lifecycle import can_transition  # (an end's: a start needs none)
+
         ctx = self.context
         now = ctx.now_iso()
         at = ended_at or now
