@@ -229,3 +229,34 @@ def test_the_console_script_ends_each_path_as_main_returns(
 
 
 MAIN_RUN = "import sys; from cortex.entry import main; sys.exit(main(sys.argv[1:]))"
+
+
+THRESHOLD_AT_EXIT = (
+    "import atexit, gc, sys; "
+    "atexit.register(lambda: sys.stderr.write(f'threshold {gc.get_threshold()[0]}')); "
+    "from cortex.entry import run; run()"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "threshold"),
+    [
+        (("session", "start", "--project", "api", "--session-id", "s9"), 100_000),
+        (("memory", "search", "deploy"), 100_000),
+        (("session", "list"), 700),  # the click command line: the interpreter's thresholds
+    ],
+    ids=["session start", "memory search", "session list"],
+)
+def test_a_quick_command_collects_garbage_less_often(
+    tmp_path: Path, args: tuple[str, ...], threshold: int
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env["CORTEX_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", THRESHOLD_AT_EXIT, *args],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().endswith(f"threshold {threshold}")

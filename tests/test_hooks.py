@@ -631,6 +631,30 @@ print("site" in sys.modules, ours.click.__name__, wire.SiteOnDemand in sys.meta_
 """
 
 
+IN_PROCESS_THRESHOLD = """
+import atexit, gc, sys
+sys.path.insert(0, sys.argv[1])
+import wire
+atexit.register(lambda: print(gc.get_threshold()[0]))
+wire.finish(wire._in_process(["claude-code"], (sys.stdin.buffer.read(), None)))
+"""
+
+
+def test_an_in_process_hook_collects_garbage_less_often(home: Path, repo: Path) -> None:
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", IN_PROCESS_THRESHOLD, hooks_dir],
+        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
+        capture_output=True,
+        env=child_env(home, CORTEX_HOOK_SERVER="0"),
+        cwd=repo,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == b"100000"
+    assert manager(home).store.get_session("s1") is not None
+
+
 def test_an_in_process_hook_runs_site_only_for_a_module_it_does_not_find() -> None:
     hooks_dir = str(Path(hook_client.__file__).parent)
     done = subprocess.run(
