@@ -274,11 +274,13 @@ def _from_program(key: tuple[str | bytes, int]) -> re.Pattern[Any] | None:
     if held is None:
         return None
     program = _unmarshal_program(held)
-    try:
-        if program is None:
-            raise ValueError("not a program")
-        made: re.Pattern[Any] = _sre.compile(key[0], *program)
-    except (RuntimeError, TypeError, ValueError, OverflowError):
+    made: re.Pattern[Any] | None = None
+    if program is not None:
+        try:
+            made = _sre.compile(key[0], *program)
+        except (RuntimeError, TypeError, ValueError, OverflowError):
+            made = None
+    if made is None:
         programs.pop(key, None)
         return None
     _programs_used.add(key)
