@@ -37,7 +37,7 @@ from core import make_session  # noqa: E402 - bench/core.py: the realistic sessi
 from cortex.adapters.server.ui.local import local_app  # noqa: E402
 from cortex.clock import FixedClock, to_iso  # noqa: E402
 from cortex.config import load_config  # noqa: E402
-from cortex.core.memory_models import SessionEvent  # noqa: E402
+from cortex.core.history_models import SessionEvent  # noqa: E402
 from cortex.services.app import Services  # noqa: E402
 from cortex.services.memory import NewMemory  # noqa: E402
 

@@ -9,17 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cortex.core.hygiene import ConsolidationRun, Procedure
-from cortex.core.memory_models import (
+from cortex.core.history_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,
-    Memory,
-    MemoryFilter,
-    MemoryLink,
     SessionEvent,
     SessionSnapshot,
 )
+from cortex.core.hygiene import ConsolidationRun, Procedure
+from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.store.protocol import Store
 from store_contract import session, t
 

@@ -20,8 +20,8 @@ from conftest import copy_home
 from cortex.adapters.openclaw.bridge import MAX_LINE_BYTES, Bridge, openclaw_config, serve
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
+from cortex.core.topics import display_name as project_name
 from cortex.services.app import Services
-from cortex.services.project import display_name as project_name
 from cortex.services.sessions.manager import SessionPersistenceManager
 
 

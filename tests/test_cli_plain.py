@@ -20,7 +20,8 @@ CLICK_RUN = "import sys; from cortex.adapters.cli.main import run; sys.exit(run(
 ENTRY_RUN = (
     "import sys; from cortex.entry import main; code = main(sys.argv[1:]); "
     "names = ('click', 'logging', 'typing', 'ast', 'cortex.core.retrieval', 'cortex.core.models', "
-    "'cortex.core.redaction'); "
+    "'cortex.core.redaction', 'cortex.core.memory_models', 'cortex.store.sqlite.search', "
+    "'cortex.core.history_models', 'cortex.services.project', 'cortex.store.sqlite.transfer'); "
     "open(sys.argv[0] + '.modules', 'w')"
     ".write(' '.join(m for m in names if m in sys.modules)); sys.exit(code)"
 )
@@ -56,7 +57,8 @@ def same(output: bytes) -> bytes:
 def run_both(seed: Path, tmp_path: Path, *args: str) -> tuple[list[object], list[object], set[str]]:
     """(stdout, stderr, exit code) through the click CLI and through ``cortex.entry`` (each on
     its own copy of the seed home), and which of click, logging, typing, ast, the ranking
-    (``core.retrieval``), the session models (``core.models``) and redaction the entry's
+    (``core.retrieval``), the session models (``core.models``), redaction, the memory and
+    history records, the store's search and transfer and the project identity the entry's
     process imported."""
     results = []
     for name, code in (("click", CLICK_RUN), ("entry", ENTRY_RUN)):
@@ -86,6 +88,7 @@ PLAIN = [
     ("session", "start", "--project", "api", "--json", "--session-id", "s3", "--explain"),
     ("session", "start", "--project", "other", "--session-id", "s3", "--workdir", "/tmp"),
     ("session", "start", "--project", "api"),  # a new random id
+    ("session", "start", "--project", "api", "--session-id", "s2"),  # the open one, resumed
     ("session", "start", "--project", "api", "--session-id", "../escape"),  # a CortexError
     ("memory", "search", "deploy region", "--project", "api"),
     ("memory", "search", "deploy", "--project", "api", "--no-expand", "--limit", "1"),
@@ -126,6 +129,13 @@ def test_plain_command_lines_run_without_click_and_print_the_same(
     assert ("cortex.core.retrieval" in imported) == searched
     assert ("cortex.core.models" in imported) != searched  # a search reads no session
     assert ("cortex.core.redaction" in imported) != searched  # and writes nothing
+    # a start reads and writes sessions: not the memory records, the store's search or the
+    # session history (but a lapsed session it recovers is ended, with a checkpoint and the
+    # memories it added as its learnings), nor the project identity it is given
+    assert ("cortex.core.memory_models" in imported) == (searched or logged)
+    assert ("cortex.store.sqlite.search" in imported) == (searched or logged)
+    assert ("cortex.core.history_models" in imported) == logged
+    assert not {"cortex.services.project", "cortex.store.sqlite.transfer"} & imported
 
 
 @pytest.mark.parametrize("args", TO_CLICK, ids=" ".join)
@@ -219,3 +229,34 @@ def test_the_console_script_ends_each_path_as_main_returns(
 
 
 MAIN_RUN = "import sys; from cortex.entry import main; sys.exit(main(sys.argv[1:]))"
+
+
+THRESHOLD_AT_EXIT = (
+    "import atexit, gc, sys; "
+    "atexit.register(lambda: sys.stderr.write(f'threshold {gc.get_threshold()[0]}')); "
+    "from cortex.entry import run; run()"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "threshold"),
+    [
+        (("session", "start", "--project", "api", "--session-id", "s9"), 100_000),
+        (("memory", "search", "deploy"), 100_000),
+        (("session", "list"), 700),  # the click command line: the interpreter's thresholds
+    ],
+    ids=["session start", "memory search", "session list"],
+)
+def test_a_quick_command_collects_garbage_less_often(
+    tmp_path: Path, args: tuple[str, ...], threshold: int
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env["CORTEX_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", THRESHOLD_AT_EXIT, *args],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().endswith(f"threshold {threshold}")

@@ -162,10 +162,11 @@ def test_what_another_process_saved_meanwhile_is_kept(
         monkeypatch.setattr(codecache, name, value)
     monkeypatch.setattr(codecache, "_file", data)
     monkeypatch.setattr(codecache, "_pieces", places)
-    monkeypatch.setattr(codecache, "_programs", {("a+", 0): codecache._program("a+", 0)})
+    held = {("a+", 0): marshal.dumps(codecache._program("a+", 0))}
+    monkeypatch.setattr(codecache, "_programs", held)
     # meanwhile another process saved a module and a pattern of its own
     other = {"y = 2": compile("y = 2", "<string>", "exec")}
-    theirs = {("b+", 0): codecache._program("b+", 0)}
+    theirs = {("b+", 0): marshal.dumps(codecache._program("b+", 0))}
     path.write_bytes(
         codecache.dump(
             {
@@ -210,6 +211,7 @@ def test_a_second_process_compiles_none_of_the_engines_methods() -> None:
         "import dataclasses, sys\n"
         "import cortex.store.sqlite.store, cortex.services.sessions.manager\n"
         "import cortex.adapters.hooks.dispatch\n"
+        "import cortex.core.memory_models, cortex.core.history_models\n"
         "from cortex import codecache\n"
         "print(codecache._added, sum(map(len, codecache._codes.values())))\n"
     )
@@ -286,10 +288,11 @@ def test_a_kept_pattern_is_made_from_its_program_and_matches_as_re_compiles_it(
     assert codecache._added == len(PATTERNS)
     # A damaged program (``_sre`` checks the code) is compiled again, and replaced.
     key = (PATTERNS[1][0], 0)
-    flags, code, groups, groupindex, indexgroup = codecache._programs[key]
-    codecache._programs[key] = (flags, [99999, *code], groups, groupindex, indexgroup)
+    flags, code, groups, groupindex, indexgroup = marshal.loads(codecache._programs[key])
+    damaged = (flags, [99999, *code], groups, groupindex, indexgroup)
+    codecache._programs[key] = marshal.dumps(damaged)
     _same_pattern(_compile_as_ours(*key), codecache._compile_pattern(*key))
-    assert codecache._programs[key][1] == code
+    assert marshal.loads(codecache._programs[key])[1] == code
 
 
 def test_only_constant_patterns_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,16 +327,30 @@ def test_a_full_piece_keeps_what_this_process_used(monkeypatch: pytest.MonkeyPat
     assert list(codecache._programs) == [("old1", 0), ("new", 0)]
 
 
-def test_saved_programs_load_back_and_bad_ones_are_left_out(tmp_path: Path) -> None:
+def test_saved_programs_load_back_and_bad_ones_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "methods.bin"
-    good = codecache._program(*PATTERNS[0])
-    held = {(PATTERNS[0][0], 2): good, ("bad", 0): (0, "not a list", 0, {}, ()), ("short", 0): (0,)}
+    good = marshal.dumps(codecache._program(*PATTERNS[0]))
+    bad = {
+        ("bad", 0): marshal.dumps((0, "not a list", 0, {}, ())),
+        ("short", 0): marshal.dumps((0,)),
+        ("cut", 0): good[:-3],
+    }
+    held = {(PATTERNS[0][0], 2): good, **bad, ("not bytes", 0): (0,), (1, 0): good}
     path.write_bytes(codecache.dump({codecache.PROGRAMS: marshal.dumps(held)}))
     data, places = codecache.load(str(path))
     start, end = places[codecache.PROGRAMS]
-    assert codecache._decode_programs(data[start:end]) == {(PATTERNS[0][0], 2): good}
+    decoded = codecache._decode_programs(data[start:end])
+    assert decoded == {(PATTERNS[0][0], 2): good, **bad}  # each program checked when used
     assert codecache._decode_programs(b"\xff") == {}
     assert codecache._decode_programs(marshal.dumps([1])) == {}
+    monkeypatch.setattr(codecache, "_programs", decoded)
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    assert codecache._from_program((PATTERNS[0][0], 2)) is not None
+    for key in bad:
+        assert codecache._from_program(key) is None  # damaged: dropped, compiled again
+    assert list(decoded) == [(PATTERNS[0][0], 2)]
 
 
 def test_a_second_process_parses_none_of_the_engines_patterns() -> None:
@@ -348,3 +365,67 @@ def test_a_second_process_parses_none_of_the_engines_patterns() -> None:
         "print(len(parsed))\n"
     )
     assert _second_run(code) == ["0"]
+
+
+STAND_IN_RE = """
+import sys
+import cortex.adapters.hooks.dispatch, cortex.core.redaction, json
+from cortex import codecache
+re = sys.modules["re"]
+print(re.compile is codecache._re_compile, "enum" in sys.modules, "re._parser" in sys.modules)
+print(json.loads('{"a": [1, 2.5e3, "x\\\\u00e9"]}'), json.dumps({"b": "\\\\u00e9\\\\n"}))
+print(cortex.core.redaction.redact("password=hunter2hunter2 and ghp_" + "a" * 36))
+words = re.compile(r"(?P<w>[a-z]+)-(\\\\d+)", re.I)  # a Cortex module's: a held program
+print(words.groupindex["w"], words.findall("Ab-1 cd-22"), re.sub(r"\\\\s+", " ", "a \\\\t b"))
+print(re.split(r"[,;]", "a,b;c", 1), re.search("b+", "abbc").span(), re.fullmatch("x", "x"))
+print([m.span() for m in re.finditer("o", "foo")], re.subn("o", "0", "foo"), re.escape("a.b"))
+print(re.compile is codecache._re_compile, words.sub(r"\\2", "ab-7"), "enum" in sys.modules)
+import pickle  # (its own names' listing compiles a pattern: by the real re)
+print(pickle.loads(pickle.dumps(words)) == words, re.compile is codecache._re_compile)
+print(re.error.__name__, re.IGNORECASE, re.compile is sys.modules["re"].compile)
+import re._compiler
+print(re._compiler.compile is codecache.compile_pattern)
+"""
+
+
+def test_re_is_a_stand_in_until_something_needs_more_than_held_programs() -> None:
+    """Where nothing imported ``re`` before the engine (the hook client), ``re`` is a stand-in
+    that makes constant patterns from their held programs: ``enum`` and ``re``'s parser are
+    not loaded. Any other name loads the real ``re``, which takes the stand-in's place."""
+    out = _second_run(STAND_IN_RE.replace("\\\\", "\\"))
+    text = " ".join(out)
+    assert out[:3] == ["True", "False", "False"]  # the stand-in, no enum, no parser
+    assert "{'a': [1, 2500.0, 'xé']} {\"b\": \"\\u00e9\\n\"}" in text
+    assert "hunter2" not in text and "ghp_aaaa" not in text and "[REDACTED" in text
+    assert "1 [('Ab', '1'), ('cd', '22')] a b" in text
+    assert "['a', 'b;c'] (1, 3) <re.Match object; span=(0, 1), match='x'>" in text
+    assert "[(1, 2), (2, 3)] ('f00', 2) a\\.b" in text
+    # a template: ``_sre`` calls ``re._subx`` back, which loads the real ``re``
+    assert text.endswith("True 7 True True False error re.IGNORECASE True True")
+
+
+def test_the_stand_in_s_flags_and_escape_are_re_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in codecache.FLAGS.items():
+        assert int(getattr(re, name)) == value, name
+    every = "".join(map(chr, range(256))) + "é€"
+    assert codecache._re_escape(every) == re.escape(every)
+    assert codecache._re_escape(bytes(range(256))) == re.escape(bytes(range(256)))
+
+
+def test_a_stand_in_s_pattern_from_elsewhere_is_compiled_by_the_real_re(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What another package's function compiles (from its input, perhaps) is not looked up:
+    the real ``re`` compiles it, and its compiler keeps nothing."""
+    monkeypatch.setattr(codecache, "_programs", {})
+    monkeypatch.setattr(codecache, "_programs_used", set())
+    monkeypatch.setattr(codecache, "_served", {})
+    monkeypatch.setattr(codecache, "_added", 0)
+    monkeypatch.setattr(codecache, "_load_re", lambda name: getattr(re, name))
+    other = types.ModuleType("elsewhere")
+    exec("def search(p):\n    return re.compile(p)\n", vars(other))
+    other.re = types.SimpleNamespace(compile=codecache._re_compile)  # type: ignore[attr-defined]
+    assert other.search("inner-[0-9]+").match("inner-12")
+    assert codecache._programs == {} and codecache._served == {}
+    assert _compile_as_ours("ours-[0-9]").match("ours-1")  # (through the real compiler)
+    assert list(codecache._programs) == [("ours-[0-9]", 0)]

@@ -588,18 +588,26 @@ def test_the_installed_client_without_a_server_needs_no_site_sockets_or_pure_pyt
     # imports for Windows paths and ``as_uri``.
     in_use(home)
     flags = ("-S", "-I", "-X", "frozen_modules=on", "-X", "importtime")
-    result = subprocess.run(
-        [sys.executable, *flags, hook_client.__file__, "hook", "claude-code"],
-        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
-        capture_output=True,
-        env=child_env(home, CORTEX_HOOK_SERVER="0"),
-        cwd=repo,
-        timeout=60,
-    )
-    assert (result.returncode, result.stdout) == (0, b"")  # (the first start restores nothing)
+    env = child_env(home, CORTEX_HOOK_SERVER="0")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # (the first start may fill the code cache)
+    for session_id in ("s0", "s1"):
+        result = subprocess.run(
+            [sys.executable, *flags, hook_client.__file__, "hook", "claude-code"],
+            input=json.dumps(event("SessionStart", session_id, repo, source="startup")).encode(),
+            capture_output=True,
+            env=env,
+            cwd=repo,
+            timeout=60,
+        )
+        assert result.returncode == 0
     names = {line.split("|")[-1].strip() for line in result.stderr.decode().splitlines()}
     assert {"cortex.adapters.hooks.dispatch", "sqlite3"} <= names  # in-process: the engine ran
     unused = {"site", "_socket", "socket", "urllib.parse", "ntpath", "inspect", "ast"}
+    # ``re`` as a stand-in serving held programs
+    unused |= {"enum", "re._parser", "re._compiler"}
+    # a start reads and writes sessions: not the memory records, nor the store's search
+    unused |= {"cortex.core.memory_models", "cortex.store.sqlite.search"}
+    unused |= {"cortex.store.sqlite.transfer"}
     if sys.version_info < (3, 12):  # 3.12's datetime is _datetime's names alone, as ours
         unused.add("datetime")
     assert not unused & names
@@ -621,6 +629,30 @@ print("site" in sys.modules)
 exec("import click", vars(ours))  # a third-party package, imported by Cortex's code
 print("site" in sys.modules, ours.click.__name__, wire.SiteOnDemand in sys.meta_path)
 """
+
+
+IN_PROCESS_THRESHOLD = """
+import atexit, gc, sys
+sys.path.insert(0, sys.argv[1])
+import wire
+atexit.register(lambda: print(gc.get_threshold()[0]))
+wire.finish(wire._in_process(["claude-code"], (sys.stdin.buffer.read(), None)))
+"""
+
+
+def test_an_in_process_hook_collects_garbage_less_often(home: Path, repo: Path) -> None:
+    hooks_dir = str(Path(hook_client.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", IN_PROCESS_THRESHOLD, hooks_dir],
+        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
+        capture_output=True,
+        env=child_env(home, CORTEX_HOOK_SERVER="0"),
+        cwd=repo,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == b"100000"
+    assert manager(home).store.get_session("s1") is not None
 
 
 def test_an_in_process_hook_runs_site_only_for_a_module_it_does_not_find() -> None:

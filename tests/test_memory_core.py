@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex.core.budgets import compaction_due, fill_budget
-from cortex.core.memory_models import Checkpoint, Memory, SessionEvent
+from cortex.core.history_models import Checkpoint, SessionEvent
+from cortex.core.memory_models import Memory
 from cortex.core.retrieval import (
     CONTEXT_WORDS,
     COVERAGE_FULL_WORDS,

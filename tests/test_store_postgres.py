@@ -16,13 +16,8 @@ from typing import Any
 
 import pytest
 
-from cortex.core.memory_models import (
-    Checkpoint,
-    Memory,
-    MemoryFilter,
-    SessionEvent,
-    SessionSnapshot,
-)
+from cortex.core.history_models import Checkpoint, SessionEvent, SessionSnapshot
+from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.errors import ConfigError, ConflictError, StorageError, ValidationError
 from cortex.store import migration_names, open_store
 from cortex.store.protocol import Store

@@ -18,14 +18,8 @@ import pytest
 
 from cortex.clock import FixedClock
 from cortex.config import Config, load_config
-from cortex.core.memory_models import (
-    Checkpoint,
-    CompactionEvent,
-    MemoryFilter,
-    MemoryLink,
-    SessionEvent,
-    SessionSnapshot,
-)
+from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.services.metrics import MetricsWriter, load_or_create_key, verify
 from cortex.services.sessions.manager import SessionPersistenceManager
 from store_contract import session, t

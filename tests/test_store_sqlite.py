@@ -535,3 +535,32 @@ def test_open_sessions_leaves_out_the_live_sessions_an_owner_keeps(
     assert found(lambda pid, host: True) == ["idle"]
     sqlite_store.save_session(session("idle", t(1), t(2)))  # ended: no candidate left
     assert found(lambda pid, host: True) == []
+
+
+def test_the_memory_and_history_methods_are_bound_at_their_first_use(tmp_path: Path) -> None:
+    """A session start reads and writes sessions and metrics only: the store binds its memory
+    side (the repositories, search, their modules), its session history and its transfer when
+    one of their methods is first used, each side's methods together."""
+    from cortex.core.memory_models import MemoryFilter
+    from cortex.store.sqlite.store import BOUND_AT_FIRST_USE
+
+    store = SQLiteStore(tmp_path / "brain.db")
+    try:
+        before = set(vars(store))
+        for names in BOUND_AT_FIRST_USE.values():
+            assert not names & before
+        with pytest.raises(AttributeError, match="no attribute 'no_such_method'"):
+            store.no_such_method  # type: ignore[attr-defined]  # noqa: B018
+        flt = MemoryFilter(all_projects=True)
+        assert store.list_memories(flt, t(0), limit=5, offset=0) == []
+        memory_side = BOUND_AT_FIRST_USE["_bind_memory_side"]
+        assert set(vars(store)) - before == {*memory_side, "_search"}  # all of them, once
+        assert store.has_fts() and store.migrate() == []
+        assert store.list_checkpoints("s1") == []
+        history = BOUND_AT_FIRST_USE["_bind_history_side"]
+        assert set(vars(store)) - before == {*memory_side, "_search", *history}
+        assert store.export_rows is vars(store)["export_rows"]
+        with pytest.raises(AttributeError):
+            store.no_such_method  # type: ignore[attr-defined]  # noqa: B018
+    finally:
+        store.close()

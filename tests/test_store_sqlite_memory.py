@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cortex.core.memory_models import Checkpoint, MemoryFilter, MemoryLink
+from cortex.core.history_models import Checkpoint
+from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.store import SQLiteStore
 from cortex.store.sqlite.migrations import fts5_available
 from store_contract import session, t

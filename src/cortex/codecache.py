@@ -36,33 +36,37 @@ kept: those compiled by Cortex's modules or by any module's top-level code (a mo
 constants: ``json``'s, ``pathlib``'s), not what other code compiles from its input
 (``fnmatch``, a user's pattern), at most ``MAX_PROGRAMS``; a full piece keeps the programs
 this process used.
+
+Where nothing imported ``re`` before this module (the hook client: the console script imports
+it itself), ``re`` is a stand-in until something needs more than the held programs: importing
+the real one (with ``enum``) is ~2.5 ms of a hook process, for patterns it does not compile.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import marshal
 import os
-import re
 import sys
-from importlib._bootstrap_external import MAGIC_NUMBER
 from types import CodeType
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not import typing
 if TYPE_CHECKING:  # pragma: no cover
+    import re
     from typing import Any, TypeGuard
 
-_compiler: Any = sys.modules["re._compiler"]
-"""``re``'s compiler (typeshed describes none of ``re``'s inner modules)."""
-_parser: Any = sys.modules["re._parser"]
-_sre: Any = _compiler._sre
+_sre: Any = __import__("_sre")  # (typeshed has no stub for ``re``'s engine)
+MAGIC_NUMBER: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+"""The interpreter's bytecode magic number (``importlib`` itself would import ``warnings``)."""
+_compiler: Any = None
+"""``re``'s compiler once ``re`` is loaded (typeshed describes none of its inner modules)."""
+_parser: Any = None
 
 MAX_ENTRIES = 2048
 """Texts kept at most (the engine's classes need ~260)."""
 MAX_PROGRAMS = 512
 """Regular expressions kept at most (a hook start, a search and a session start use ~60)."""
-PROGRAMS = f"re:{_compiler.MAGIC}"
+PROGRAMS = f"re:{_sre.MAGIC}"
 """The piece of the regular expressions' programs (another ``re`` engine: another piece)."""
 
 PATH = os.path.join(
@@ -88,10 +92,12 @@ _added = 0
 if TYPE_CHECKING:  # pragma: no cover
     Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
     """What ``_sre.compile`` takes after the pattern: flags, code, groups, their names."""
-_programs: dict[tuple[str | bytes, int], Program] | None = None
-"""The regular expressions' programs, once decoded: {(pattern, flags): program}."""
+_programs: dict[tuple[str | bytes, int], bytes] | None = None
+"""The regular expressions' programs, once the piece is decoded: {(pattern, flags): program,
+marshalled}. Each program is decoded when its pattern is compiled: a full piece holds 512,
+and decoding all their code lists took a process ~0.8 ms for the few dozen it uses."""
 _programs_used: set[tuple[str | bytes, int]] = set()
-_compile_pattern = _compiler.compile
+_compile_pattern: Any = None
 """``re``'s own compiler (the cache's stands in for it)."""
 
 
@@ -216,7 +222,7 @@ def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: Any 
         # strings ('_type_x'); ``dataclasses``' own ``exec`` inherits none.
         source = compile(source, "<string>", "exec", dont_inherit=True)
     if globals is None:  # as ``exec`` called in ``dataclasses`` would run: in its namespace
-        globals = vars(dataclasses)
+        globals = vars(sys.modules["dataclasses"])
     exec(source, globals, locals)
 
 
@@ -247,28 +253,41 @@ def _code(module: str, source: str) -> CodeType:
 def compile_pattern(pattern: Any, flags: int = 0) -> re.Pattern[Any]:
     """``re._compiler.compile`` through the cache: a kept pattern's program goes straight to
     ``_sre.compile``; any other pattern (or a damaged program) is compiled by ``re``."""
-    made: re.Pattern[Any]
-    if type(pattern) not in (str, bytes) or flags & re.DEBUG or not _constant(sys._getframe(1)):
+    made: re.Pattern[Any] | None
+    if type(pattern) not in (str, bytes) or flags & DEBUG or not _constant(sys._getframe(1)):
         made = _compile_pattern(pattern, flags)
         return made
     key = (pattern, int(flags))
-    programs = _held_programs()
-    program = programs.get(key)
-    if program is not None:
-        try:
-            made = _sre.compile(pattern, *program)
-        except (RuntimeError, TypeError, ValueError, OverflowError):  # (``_sre`` checks the code)
-            programs.pop(key, None)
-        else:
-            _programs_used.add(key)
-            return made
-    program = _program(pattern, flags)
-    _keep(key, program)
-    made = _sre.compile(pattern, *program)
+    made = _from_program(key)
+    if made is None:
+        program = _program(pattern, flags)
+        _keep(key, program)
+        made = _sre.compile(pattern, *program)
     return made
 
 
-def _held_programs() -> dict[tuple[str | bytes, int], Program]:
+def _from_program(key: tuple[str | bytes, int]) -> re.Pattern[Any] | None:
+    """The pattern object of a held program (``_sre`` checks it); None when none is held or
+    it is damaged (then it is dropped)."""
+    programs = _held_programs()
+    held = programs.get(key)
+    if held is None:
+        return None
+    program = _unmarshal_program(held)
+    made: re.Pattern[Any] | None = None
+    if program is not None:
+        try:
+            made = _sre.compile(key[0], *program)
+        except (RuntimeError, TypeError, ValueError, OverflowError):
+            made = None
+    if made is None:
+        programs.pop(key, None)
+        return None
+    _programs_used.add(key)
+    return made
+
+
+def _held_programs() -> dict[tuple[str | bytes, int], bytes]:
     """The file's programs, decoded at the first pattern."""
     global _programs
     if _programs is None:
@@ -277,8 +296,9 @@ def _held_programs() -> dict[tuple[str | bytes, int], Program]:
     return _programs
 
 
-def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int], Program]:
-    """The piece's {(pattern, flags): program}; what is not shaped so is left out."""
+def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int], bytes]:
+    """The piece's {(pattern, flags): marshalled program}; what is not shaped so is left out
+    (each program is checked when it is decoded)."""
     out = {}
     for key, program in _unmarshal(piece).items():
         if (
@@ -286,22 +306,37 @@ def _decode_programs(piece: memoryview | bytes) -> dict[tuple[str | bytes, int],
             and len(key) == 2
             and type(key[0]) in (str, bytes)
             and type(key[1]) is int
-            and type(program) is tuple
-            and len(program) == 5
-            and type(program[0]) is int
-            and type(program[1]) is list
-            and type(program[2]) is int
-            and type(program[3]) is dict
-            and type(program[4]) is tuple
+            and type(program) is bytes
         ):
             out[key] = program
     return out
 
 
+def _unmarshal_program(held: bytes) -> Program | None:
+    """A held program; None when it is damaged or not shaped as ``_sre.compile`` takes it."""
+    try:
+        program = marshal.loads(held)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if (
+        type(program) is tuple
+        and len(program) == 5
+        and type(program[0]) is int
+        and type(program[1]) is list
+        and type(program[2]) is int
+        and type(program[3]) is dict
+        and type(program[4]) is tuple
+    ):
+        return program
+    return None
+
+
 def _constant(frame: Any) -> bool:
     """Whether the pattern being compiled under ``frame`` (``re``'s own frames, then its
     caller's) is a constant: compiled by a Cortex module or by a module's top-level code."""
-    while frame is not None and frame.f_globals.get("__name__") in ("re", "re._compiler"):
+    while frame is not None and (
+        frame.f_globals.get("__name__") in ("re", "re._compiler") or frame.f_code in _STAND_INS
+    ):
         frame = frame.f_back
     if frame is None:
         return False
@@ -333,7 +368,7 @@ def _keep(key: tuple[str | bytes, int], program: Program) -> None:
             programs.pop(old, None)
         if len(programs) >= MAX_PROGRAMS:
             return
-    programs[key] = program
+    programs[key] = marshal.dumps(program)
     _programs_used.add(key)
     if not _added:
         import atexit
@@ -346,14 +381,164 @@ def _ours(module: object) -> TypeGuard[str]:
     return isinstance(module, str) and (module == "cortex" or module.startswith("cortex."))
 
 
+# -- ``re`` as a stand-in ----------------------------------------------------------------------
+FLAGS = {
+    **{"A": 256, "ASCII": 256, "DEBUG": 128, "I": 2, "IGNORECASE": 2, "L": 4, "LOCALE": 4},
+    **{"M": 8, "MULTILINE": 8, "NOFLAG": 0, "S": 16, "DOTALL": 16, "U": 32, "UNICODE": 32},
+    **{"X": 64, "VERBOSE": 64},
+}
+"""``re``'s flags (``re.RegexFlag``'s values) as the stand-in has them: plain ints."""
+DEBUG = FLAGS["DEBUG"]
+_SPECIAL_CHARS = {i: "\\" + chr(i) for i in b"()[]{}?*+-|^$\\.&~# \t\n\r\v\f"}
+"""What ``re.escape`` escapes (the same table as ``re``'s)."""
+MAX_SERVED = 512
+"""Patterns the stand-in keeps compiled at most (``re``'s own cache holds as many)."""
+_served: dict[tuple[str | bytes, int], re.Pattern[Any]] = {}
+_load_re: Any = None
+"""The stand-in's loader of the real ``re`` (an attribute name -> its value there)."""
+
+
+def _stand_in_re() -> None:
+    """Stand a module in for ``re`` that compiles the held programs itself.
+
+    ``re`` costs a process ~2.5 ms to import (``enum``, its flag classes, the parser and the
+    compiler), and the hook path imports it only for constant patterns whose programs this
+    file holds (``json``'s, ``dataclasses``' and Cortex's own): ``_sre.compile`` makes them
+    without it. The stand-in (``cortex._defer``) has ``re``'s flags as ints, ``compile`` and
+    the module-level ``match``, ``fullmatch``, ``search``, ``sub``, ``subn``, ``split``,
+    ``findall``, ``finditer`` and ``escape``; a pattern whose program is not held, and any
+    other name (``re.error``, ``re.Pattern``, what ``_sre`` calls back for a template), loads
+    the real ``re``, which then takes the stand-in's place and names (its compiler routed
+    through this cache)."""
+    global _load_re
+    from cortex import _defer
+
+    load = _defer("re")
+    if load is None:
+        return
+    module = sys.modules["re"]
+
+    def load_real(attribute: str) -> object:
+        if attribute == "__path__":  # a submodule imported by name: the real package's
+            load("compile")
+            _route_re()
+            return sys.modules["re"].__path__
+        value = load(attribute)
+        _route_re()
+        return value
+
+    _load_re = load_real
+    module.__getattr__ = load_real  # type: ignore[method-assign]
+    vars(module).update(FLAGS)
+    vars(module).update(
+        compile=_re_compile,
+        match=_re_match,
+        fullmatch=_re_fullmatch,
+        search=_re_search,
+        sub=_re_sub,
+        subn=_re_subn,
+        split=_re_split,
+        findall=_re_findall,
+        finditer=_re_finditer,
+        escape=_re_escape,
+    )
+
+
+def _served_pattern(pattern: Any, flags: Any, frame: Any) -> re.Pattern[Any]:
+    """``re.compile(pattern, flags)``, called under ``frame``, while ``re`` is the stand-in: a
+    constant pattern from its held program, anything else from the real ``re``."""
+    if type(pattern) in (str, bytes) and type(flags) is int:
+        key = (pattern, flags)
+        made = _served.get(key)
+        if made is None and not flags & DEBUG and _constant(frame):
+            made = _from_program(key)
+            if made is not None and len(_served) < MAX_SERVED:
+                _served[key] = made
+        if made is not None:
+            return made
+    real_compile = _load_re("compile")
+    compiled: re.Pattern[Any] = real_compile(pattern, flags)
+    return compiled
+
+
+def _re_compile(pattern: Any, flags: int = 0) -> re.Pattern[Any]:
+    return _served_pattern(pattern, flags, sys._getframe(1))
+
+
+def _re_match(pattern: Any, string: Any, flags: int = 0) -> re.Match[Any] | None:
+    return _served_pattern(pattern, flags, sys._getframe(1)).match(string)
+
+
+def _re_fullmatch(pattern: Any, string: Any, flags: int = 0) -> re.Match[Any] | None:
+    return _served_pattern(pattern, flags, sys._getframe(1)).fullmatch(string)
+
+
+def _re_search(pattern: Any, string: Any, flags: int = 0) -> re.Match[Any] | None:
+    return _served_pattern(pattern, flags, sys._getframe(1)).search(string)
+
+
+def _re_sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    return _served_pattern(pattern, flags, sys._getframe(1)).sub(repl, string, count)
+
+
+def _re_subn(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+    return _served_pattern(pattern, flags, sys._getframe(1)).subn(repl, string, count)
+
+
+def _re_split(pattern: Any, string: Any, maxsplit: int = 0, flags: int = 0) -> list[Any]:
+    return _served_pattern(pattern, flags, sys._getframe(1)).split(string, maxsplit)
+
+
+def _re_findall(pattern: Any, string: Any, flags: int = 0) -> list[Any]:
+    return _served_pattern(pattern, flags, sys._getframe(1)).findall(string)
+
+
+def _re_finditer(pattern: Any, string: Any, flags: int = 0) -> Any:
+    return _served_pattern(pattern, flags, sys._getframe(1)).finditer(string)
+
+
+def _re_escape(pattern: Any) -> Any:
+    """``re.escape``, as ``re`` writes it."""
+    if isinstance(pattern, str):
+        return pattern.translate(_SPECIAL_CHARS)
+    return str(pattern, "latin1").translate(_SPECIAL_CHARS).encode("latin1")
+
+
+_STAND_INS = frozenset(
+    function.__code__
+    for function in (
+        *(_served_pattern, _re_compile, _re_match, _re_fullmatch, _re_search, _re_sub),
+        *(_re_subn, _re_split, _re_findall, _re_finditer),
+    )
+)
+"""The stand-in's frames, skipped when telling who compiles a pattern."""
+
+
+def _route_re() -> None:
+    """Route the real ``re``'s compiler through the cache (once it is loaded)."""
+    global _compiler, _parser, _compile_pattern
+    compiler: Any = sys.modules.get("re._compiler")
+    if compiler is not None and compiler.compile is not compile_pattern:
+        _compiler, _parser = compiler, sys.modules["re._parser"]
+        _compile_pattern = compiler.compile
+        compiler.compile = compile_pattern
+
+
 def install() -> None:
-    """Route ``dataclasses``' and ``re``'s compilation through the cache (once per process)."""
-    if getattr(dataclasses, "exec", None) is not cached_exec:
-        global _file
-        _file, pieces = load()
-        _pieces.update(pieces)
-        setattr(dataclasses, "exec", cached_exec)  # noqa: B010 - a module global, not a typo
-        _compiler.compile = compile_pattern
+    """Route ``dataclasses``' and ``re``'s compilation through the cache (once per process):
+    the file is read first, so that ``dataclasses``' own pattern comes from it."""
+    global _file
+    if getattr(sys.modules.get("dataclasses"), "exec", None) is cached_exec:
+        return
+    _file, pieces = load()
+    _pieces.update(pieces)
+    if "re" in sys.modules:
+        _route_re()
+    else:
+        _stand_in_re()
+    import dataclasses
+
+    setattr(dataclasses, "exec", cached_exec)  # noqa: B010 - a module global, not a typo
 
 
 if os.environ.get("CORTEX_CODECACHE") != "0":  # the hook server sets 0 for itself

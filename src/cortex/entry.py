@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from cortex.adapters.hooks.wire import finish
+from cortex.adapters.hooks.wire import finish, quick_gc
 from cortex.adapters.hooks.wire import hook_args as parse_hook_args
 
 
@@ -31,11 +31,17 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """The console script: ``main``, then a hook or a plain ``session start`` / ``memory
     search`` ends as the hook client does (``wire.finish``: exit functions, flushed streams,
-    no teardown, ~5 ms of such a process); the click command line exits the ordinary way."""
+    no teardown, ~5 ms of such a process); the click command line exits the ordinary way.
+    Until the command line is known to be one of the quick ones, garbage is collected less
+    often (``wire.quick_gc``); the click command line gets the interpreter's thresholds back."""
     args = sys.argv[1:]
+    thresholds = quick_gc()
     code = _quick(args)
     if code is not None:
         finish(code)
+    import gc
+
+    gc.set_threshold(*thresholds)  # the click command line may run for hours (a server)
     from cortex.adapters.cli.main import run as run_click
 
     sys.exit(run_click(args))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 
-from cortex.core.memory_models import Checkpoint
+from cortex.core.history_models import Checkpoint
 from cortex.errors import ValidationError
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing

@@ -9,7 +9,6 @@ same bytes as ``hmac.new(key, message, hashlib.sha256)``, which the tests check.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable
 from functools import lru_cache
@@ -25,7 +24,8 @@ def _builtin_sha256() -> Callable[..., Any]:
     # scans the whole path)
     for module in ("_sha2",) if sys.version_info >= (3, 12) else ("_sha256",):
         try:
-            return importlib.import_module(module).sha256  # type: ignore[no-any-return]
+            __import__(module)  # (not ``importlib``: it imports ``warnings``)
+            return sys.modules[module].sha256  # type: ignore[no-any-return]
         except (ImportError, AttributeError):
             continue
     from hashlib import sha256

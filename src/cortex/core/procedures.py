@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cortex.core.history_models import SessionEvent
 from cortex.core.hygiene import Procedure
-from cortex.core.memory_models import SessionEvent
 from cortex.core.retrieval import matched_terms
 from cortex.core.transcripts import slugify
 

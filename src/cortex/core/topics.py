@@ -154,6 +154,20 @@ def extract_project_name(workdir: str) -> str | None:
     return parts[-1]
 
 
+def display_name(project: str | None) -> str | None:
+    """How a project reads in topics: the last part of an id or a path, else the text itself.
+
+    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
+    read ``radio``; a plain name such as ``radio`` is kept.
+    """
+    if not project:
+        return None
+    body = project.removeprefix("path:")
+    if body.startswith("git:"):
+        body = body.removeprefix("git:").split("#", 1)[0]
+    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
+
+
 _ALNUM = re.compile(r"[a-z0-9]+")
 """The words of a project name (``lbf-ham-radio``: lbf, ham, radio)."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cortex.core.memory_models import Checkpoint, SessionEvent
+from cortex.core.history_models import Checkpoint, SessionEvent
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:

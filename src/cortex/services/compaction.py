@@ -22,16 +22,8 @@ from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.core.budgets import TriggerDecision, compaction_due
 from cortex.core.checkpoint_schema import CHECKPOINT_TYPES, validated_checkpoint
-from cortex.core.memory_models import (
-    RULE,
-    WORKING,
-    Checkpoint,
-    CompactionEvent,
-    MemoryFilter,
-    SessionBlock,
-    SessionEvent,
-    SessionSnapshot,
-)
+from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.memory_models import RULE, WORKING, MemoryFilter, SessionBlock
 from cortex.core.models import SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens

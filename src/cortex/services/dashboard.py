@@ -18,14 +18,8 @@ from pathlib import Path
 
 from cortex.clock import Clock, parse_time, to_iso
 from cortex.config import Config
-from cortex.core.memory_models import (
-    Checkpoint,
-    CompactionEvent,
-    Memory,
-    MemoryFilter,
-    SessionEvent,
-    SessionSnapshot,
-)
+from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.core.models import (
     ACTIVE,
     COMPLETE,
@@ -39,11 +33,11 @@ from cortex.core.models import (
 )
 from cortex.core.preamble import MAX_PREAMBLE_CHARS
 from cortex.core.tokens import CHARS_PER_TOKEN, estimate_tokens
+from cortex.core.topics import display_name
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.metrics import MetricsService
-from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.restore import Restorer

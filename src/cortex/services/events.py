@@ -8,7 +8,7 @@ on ``new_session``, ``reset``, ``manual`` or ``auto_compaction``.
 
 from __future__ import annotations
 
-from cortex.core.memory_models import (
+from cortex.core.history_models import (
     EVENT_KINDS,
     ROLES,
     SNAPSHOT_TRIGGERS,

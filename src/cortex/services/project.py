@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortex.core.topics import display_name
 from cortex.errors import StorageError
 from cortex.files import atomic_write_text, read_json
 
@@ -57,20 +58,6 @@ _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 def harness_project_dir(env: Mapping[str, str]) -> str | None:
     """The project root a harness names in ``env`` (Claude Code, Gemini CLI, Cursor), if any."""
     return next((env[v] for v in PROJECT_DIR_VARS if env.get(v)), None)
-
-
-def display_name(project: str | None) -> str | None:
-    """How a project reads in topics: the last part of an id or a path, else the text itself.
-
-    ``git:github.com/org/radio#1a2b3c`` and ``path:/home/u/radio`` and ``/home/u/radio`` all
-    read ``radio``; a plain name such as ``radio`` is kept.
-    """
-    if not project:
-        return None
-    body = project.removeprefix("path:")
-    if body.startswith("git:"):
-        body = body.removeprefix("git:").split("#", 1)[0]
-    return body.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or project
 
 
 @dataclass(frozen=True)

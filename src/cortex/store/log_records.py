@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cortex.core.memory_models import CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.store.records import json_value
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.core.history_models import CompactionEvent, SessionEvent, SessionSnapshot
     from cortex.core.models import AuditEntry, MetricEvent
+
+# The history records are imported by the functions that make them: the metrics' rows are
+# read and written by processes (a session start, a hook) that read no session history.
 
 # -- session history -------------------------------------------------------------------------
 EVENT_COLUMNS = (
@@ -69,6 +72,8 @@ def event_values(e: SessionEvent) -> tuple[Any, ...]:
 
 
 def event_from_row(row: Sequence[Any]) -> SessionEvent:
+    from cortex.core.history_models import SessionEvent
+
     return SessionEvent(
         id=str(row[0]),
         session_id=str(row[1]),
@@ -96,6 +101,8 @@ def snapshot_values(s: SessionSnapshot) -> tuple[Any, ...]:
 
 
 def snapshot_from_row(row: Sequence[Any]) -> SessionSnapshot:
+    from cortex.core.history_models import SessionSnapshot
+
     return SessionSnapshot(
         id=str(row[0]),
         session_id=str(row[1]),
@@ -124,6 +131,8 @@ def compaction_values(c: CompactionEvent) -> tuple[Any, ...]:
 
 
 def compaction_from_row(row: Sequence[Any]) -> CompactionEvent:
+    from cortex.core.history_models import CompactionEvent
+
     return CompactionEvent(
         id=str(row[0]),
         session_id=str(row[1]),

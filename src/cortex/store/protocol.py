@@ -35,17 +35,15 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
     from typing import Any, Protocol
 
-    from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
-    from cortex.core.memory_models import (
+    from cortex.core.history_models import (
         Checkpoint,
         CompactionEvent,
         EventTotals,
-        Memory,
-        MemoryFilter,
-        MemoryLink,
         SessionEvent,
         SessionSnapshot,
     )
+    from cortex.core.hygiene import ConsolidationRun, JobState, Procedure
+    from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
     from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord

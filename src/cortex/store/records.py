@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from functools import cache
 
 from cortex.core.jsontext import compact_encoder
-from cortex.core.memory_models import Memory
 from cortex.logs import getLogger
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.core.memory_models import Memory
     from cortex.core.models import SessionState
 
-# The session models (``cortex.core.models``) are imported by the functions that make them:
-# a process that reads only memories (``cortex memory search``) need not build their classes.
+# The session models (``cortex.core.models``) and the memory records
+# (``cortex.core.memory_models``) are imported by the functions that make them: a process that
+# reads only memories (``cortex memory search``) need not build the session classes, nor one
+# that reads only sessions (``cortex session start``) the memory classes.
 
 log = getLogger("cortex.store")
 
@@ -357,6 +359,8 @@ def memory_edit_values(m: Memory) -> tuple[Any, ...]:
 
 def memory_from_row(row: Sequence[Any]) -> Memory:
     """The first ``len(MEMORY_COLUMNS)`` values of ``row`` as a ``Memory``."""
+    from cortex.core.memory_models import Memory
+
     data = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)], strict=True))
     return Memory(
         id=str(data["id"]),

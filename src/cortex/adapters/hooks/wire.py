@@ -55,6 +55,9 @@ CLIENT_TIMEOUT_SECONDS = 10.0
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_SOCKET_PATH = 100
 """``sun_path`` holds 104 bytes on macOS, 108 on Linux; a longer home gets no server."""
+QUICK_GC_THRESHOLD = 100_000
+"""Allocations between two collections of the youngest generation in a process that ends in
+milliseconds (``quick_gc``; the interpreter's default is 700)."""
 
 _ENCODING = sys.getfilesystemencoding()
 _ERRORS = sys.getfilesystemencodeerrors()  # as ``os.fsdecode``, which ``os.environ`` uses
@@ -90,7 +93,8 @@ def _ask(host: str, raw: bytes, env: dict[str, str]) -> str | None:
 
 
 def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
-    """The full hook (``cortex.adapters.hooks.main``) with the input this client read."""
+    """The full hook (``cortex.adapters.hooks.main``) with the input this client read, in a
+    process that collects garbage less often (``quick_gc``)."""
     import os
 
     root = os.path.abspath(__file__)
@@ -100,6 +104,7 @@ def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
         sys.path.insert(0, root)
     if sys.flags.no_site and "site" not in sys.modules:
         sys.meta_path.append(SiteOnDemand)
+    quick_gc()
     from cortex.adapters.hooks import main as hook_main
 
     return hook_main(args, read)
@@ -368,6 +373,23 @@ def receive(conn: "_socket.socket", limit: int) -> bytes:
         if size > limit:
             raise OSError("message too large")
         chunks.append(chunk)
+
+
+def quick_gc() -> tuple[int, ...]:
+    """Collect cyclic garbage less often in this process (``QUICK_GC_THRESHOLD``); return the
+    thresholds it had.
+
+    A hook or a quick command with the engine in-process allocates most of its objects while
+    importing the engine, objects that live until the process ends, and the collector went
+    through them all about fifteen times (two of them full middle-generation passes): 1.5 to
+    2 ms of such a process's ~30. What it runs is short and bounded, and what little cyclic
+    garbage it makes is still collected, every 100,000 allocations.
+    """
+    import gc
+
+    previous = gc.get_threshold()
+    gc.set_threshold(QUICK_GC_THRESHOLD, *previous[1:])
+    return previous
 
 
 def finish(code: int) -> None:

@@ -28,7 +28,8 @@ from cortex.core.filemode import (
     layout,
     strip_markers,
 )
-from cortex.core.memory_models import EXPLICIT, LONG_TERM, SessionSnapshot
+from cortex.core.history_models import SessionSnapshot
+from cortex.core.memory_models import EXPLICIT, LONG_TERM
 from cortex.core.redaction import redact
 from cortex.core.transcripts import format_checkpoint
 from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError
@@ -38,7 +39,7 @@ from cortex.services.filemode.workspace import Workspace
 from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
-    from cortex.core.memory_models import Checkpoint
+    from cortex.core.history_models import Checkpoint
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService

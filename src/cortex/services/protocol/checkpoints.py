@@ -11,8 +11,8 @@ from typing import Any
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.checkpoint_schema import checkpoint_problems
+from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import checkpoint_line
-from cortex.core.memory_models import Checkpoint
 from cortex.core.models import SessionState
 from cortex.errors import ValidationError
 from cortex.services.protocol.folders import TaskFolder, content_hash

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import check_slug
-from cortex.core.memory_models import Checkpoint
 from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, StorageError, ValidationError
 from cortex.files import atomic_write_text, check_id, ensure_dir, file_lock, read_json

@@ -21,6 +21,7 @@ from typing import Any
 
 from cortex.clock import parse_time
 from cortex.core.checkpoint_schema import checkpoint_problems
+from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import (
     check_gate,
     check_transition,
@@ -31,7 +32,6 @@ from cortex.core.lifecycle import (
     health_line,
     start_line,
 )
-from cortex.core.memory_models import Checkpoint
 from cortex.core.models import ACTIVE, COMPLETE, INIT, SUSPENDED, SessionState
 from cortex.core.redaction import redact
 from cortex.errors import ConflictError, CortexError, ValidationError

@@ -17,6 +17,7 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.checkpoint_schema import CHECKPOINT_TYPES
 from cortex.core.context_budget import budget_line, budget_status, refresh_line, safety_metrics
+from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import (
     GATES,
     check_gate,
@@ -24,7 +25,6 @@ from cortex.core.lifecycle import (
     check_transition,
     missing_gate_content,
 )
-from cortex.core.memory_models import Checkpoint
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.retries import RetryAdvice, RetryLedger

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.memory_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
+from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.core.models import SessionState
 from cortex.core.redaction import redact
 from cortex.core.tasks import DONE_STAGES

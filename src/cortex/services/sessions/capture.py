@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from cortex.clock import parse_time
-from cortex.core.lifecycle import can_transition
-from cortex.core.memory_models import MemoryFilter
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
@@ -87,6 +85,8 @@ class SessionCapture:
         return self._end(session_id, last_activity)
 
     def _end(self, session_id: str | None, ended_at: str | None) -> SessionState:
+        from cortex.core.lifecycle import can_transition  # (an end's: a start needs none)
+
         ctx = self.context
         now = ctx.now_iso()
         at = ended_at or now
@@ -121,6 +121,8 @@ class SessionCapture:
 
     def _learned(self, session_id: str, now: str) -> list[str]:
         """Ids of the live memories this session added, oldest first (its learnings)."""
+        from cortex.core.memory_models import MemoryFilter  # (an end's: a start needs none)
+
         flt = MemoryFilter(session_id=session_id, all_projects=True)
         found = self.context.store.list_memories(flt, now, limit=MAX_LEARNING_IDS, offset=0)
         return [m.id for m in reversed(found)]

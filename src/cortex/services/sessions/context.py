@@ -29,7 +29,6 @@ from cortex.files import check_id, file_lock, write_json
 from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
-from cortex.services.project import ProjectIdentity, project_label, project_matches
 from cortex.services.restoration import UNKNOWN_PIPELINE
 from cortex.services.tasks import PipelineFile, StoreTasks, TaskSource
 from cortex.services.working_memory import save_working_memory
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
     from cortex.core.models import MetricEvent
     from cortex.services.metrics import MetricsWriter
+    from cortex.services.project import ProjectIdentity
     from cortex.services.tasks import Tasks
 
     PinsCopy = tuple[Path, str, tuple[Pin, ...], str]
@@ -184,6 +184,8 @@ class SessionContext(Service):
 
     def current(self, here: ProjectIdentity) -> SessionState:
         """See ``SessionPersistenceManager.current_session``."""
+        from cortex.services.project import project_label, project_matches  # (a start: none)
+
         open_now = sorted(self.store.open_sessions(), key=lambda s: s.last_activity or s.start_time)
         mine = [s for s in open_now if s.project and project_matches(s.project, here.id)]
         if mine:

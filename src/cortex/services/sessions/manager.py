@@ -18,11 +18,6 @@ from cortex.clock import Clock, to_iso
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
 from cortex.services.base import Service
-from cortex.services.project import (
-    ProjectIdentity,
-    project_matches,
-    typed_path_identity,
-)
 from cortex.services.sessions.capture import SessionCapture
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.continuation import Continuation
@@ -38,6 +33,7 @@ if TYPE_CHECKING:
 
     from cortex.services.archive import ArchiveReport
     from cortex.services.metrics import MetricsWriter
+    from cortex.services.project import ProjectIdentity
     from cortex.services.tasks import TaskSource
 
 
@@ -112,6 +108,8 @@ class SessionPersistenceManager(Service):
     def projects_matching(self, typed: str) -> list[str]:
         """The stored projects ``typed`` names: the id itself, a project's name (any case), its
         remote or a trailing part of it (``acme-corp/repoa``), or a directory of it."""
+        from cortex.services.project import project_matches, typed_path_identity
+
         path_id = typed_path_identity(typed, self.config.home / "cache")
         matched = [p for p in self.store.session_projects() if project_matches(typed, p, path_id)]
         return matched

@@ -18,7 +18,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
-from cortex.core.lifecycle import can_transition
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.tasks import merge_tasks
 from cortex.logs import getLogger
@@ -90,6 +89,8 @@ class CrashRecovery:
 
     def _closed(self, state: SessionState, pipeline: Mapping[str, dict[str, Any]]) -> SessionState:
         """The recovery record: ended at its last activity (else start + 1 h), tasks kept."""
+        from cortex.core.lifecycle import can_transition  # (a recovery's: most starts have none)
+
         ctx = self.context
         end = state.last_activity or state.updated_at
         if end is None:

@@ -13,10 +13,14 @@ from datetime import datetime
 from cortex.clock import to_iso
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
 from cortex.core.redaction import redact
-from cortex.core.topics import HotTopicExtractor, extract_project_name, keywords_from_text
+from cortex.core.topics import (
+    HotTopicExtractor,
+    display_name,
+    extract_project_name,
+    keywords_from_text,
+)
 from cortex.files import check_id
 from cortex.services.ids import new_uuid
-from cortex.services.project import display_name
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.recovery import HOST, CrashRecovery

@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from cortex.core.memory_models import (
+from cortex.core.history_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,

@@ -16,16 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
-from cortex.core.memory_models import (
+from cortex.core.history_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,
-    Memory,
-    MemoryFilter,
-    MemoryLink,
     SessionEvent,
     SessionSnapshot,
 )
+from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
 from cortex.errors import RequestReplayed, ValidationError
 from cortex.store import DEFAULT_TENANT

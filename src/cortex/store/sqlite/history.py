@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from cortex.core.memory_models import (
+from cortex.core.history_models import (
     Checkpoint,
     CompactionEvent,
     EventTotals,

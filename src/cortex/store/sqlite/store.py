@@ -17,14 +17,9 @@ from cortex.store import DEFAULT_TENANT
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
 from cortex.store.records import prefix_bounds, prefix_query
 from cortex.store.sqlite.db import MEMORY, Database
-from cortex.store.sqlite.embeddings import EmbeddingRepository
-from cortex.store.sqlite.history import HistoryRepository
 from cortex.store.sqlite.leases import LeaseRepository
-from cortex.store.sqlite.memories import MemoryRepository
 from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
-from cortex.store.sqlite.search import MemorySearch
 from cortex.store.sqlite.sessions import SessionRepository
-from cortex.store.sqlite.transfer import TransferRepository
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -32,10 +27,39 @@ if TYPE_CHECKING:
 
     from cortex.store.hygiene_sql import HygieneRepository
     from cortex.store.registry import Registry
+    from cortex.store.sqlite.embeddings import EmbeddingRepository
+    from cortex.store.sqlite.history import HistoryRepository
+    from cortex.store.sqlite.memories import MemoryRepository
+    from cortex.store.sqlite.search import MemorySearch
     from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
     from cortex.store.protocol import StartReads
+
+
+BOUND_AT_FIRST_USE = {
+    "_bind_memory_side": frozenset(
+        {
+            *("add_memories", "get_memory", "update_memory", "delete_memory", "list_memories"),
+            *("count_memories", "add_memory_link", "memory_links", "linked_memories"),
+            *("adjacent_memories", "save_embeddings", "load_embeddings"),
+            *("memories_without_embedding", "search_memories", "has_fts", "full_text"),
+            *("like_memories", "term_doc_counts", "memory_count_estimate"),
+        }
+    ),
+    "_bind_history_side": frozenset(
+        {
+            *("append_session_event", "list_session_events", "session_event_totals"),
+            *("captures_per_day", "save_snapshot", "get_snapshot", "list_snapshots"),
+            *("save_checkpoint", "get_checkpoint", "list_checkpoints", "task_checkpoints"),
+            *("bump_checkpoint_count", "append_compaction_event", "complete_compaction_event"),
+            "list_compaction_events",
+        }
+    ),
+    "_bind_transfer_side": frozenset({"export_rows", "import_rows"}),
+}
+"""The methods each binder binds, all at the first use of one of them."""
+_BINDER = {name: binder for binder, names in BOUND_AT_FIRST_USE.items() for name in names}
 
 
 class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
@@ -59,13 +83,8 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.checkpoint = db.checkpoint
         self._bind_sessions(SessionRepository(db), LeaseRepository(db))
         self._bind_logs(MetricRepository(db), AuditRepository(db))
-        self._bind_memories(MemoryRepository(db), EmbeddingRepository(db))
-        self._search = MemorySearch(db)
-        self._bind_search(self._search)
-        self._bind_history(HistoryRepository(db))
-        transfer = TransferRepository(db)
-        self.export_rows = transfer.export_rows
-        self.import_rows = transfer.import_rows
+        self._bound: set[str] = set()
+        """The binders of ``BOUND_AT_FIRST_USE`` that ran."""
         if migrate:
             try:
                 self.migrate()
@@ -123,6 +142,42 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.append_audit = audit.append_audit
         self.append_audits = audit.append_audits
         self.list_audit = audit.list_audit
+
+    if not TYPE_CHECKING:  # (mypy sees the methods where the binders bind them)
+
+        def __getattr__(self, name: str) -> Any:
+            """The memories', the session history's and the transfer's methods, bound at the
+            first use of one of their side's: a session start or a hook reads and writes
+            sessions and metrics only, and need not import the memory repositories, search,
+            the history, their records (~2.5 ms of such a process)."""
+            binder = _BINDER.get(name)
+            if binder is None or binder in vars(self).get("_bound", (binder,)):
+                raise AttributeError(f"'SQLiteStore' object has no attribute {name!r}")
+            getattr(self, binder)()
+            self._bound.add(binder)
+            return getattr(self, name)
+
+    def _bind_memory_side(self) -> None:
+        from cortex.store.sqlite.embeddings import EmbeddingRepository
+        from cortex.store.sqlite.memories import MemoryRepository
+        from cortex.store.sqlite.search import MemorySearch
+
+        db = self._db
+        self._search = MemorySearch(db)
+        self._bind_memories(MemoryRepository(db), EmbeddingRepository(db))
+        self._bind_search(self._search)
+
+    def _bind_history_side(self) -> None:
+        from cortex.store.sqlite.history import HistoryRepository
+
+        self._bind_history(HistoryRepository(self._db))
+
+    def _bind_transfer_side(self) -> None:
+        from cortex.store.sqlite.transfer import TransferRepository
+
+        transfer = TransferRepository(self._db)
+        self.export_rows = transfer.export_rows
+        self.import_rows = transfer.import_rows
 
     def _bind_memories(self, memories: MemoryRepository, vectors: EmbeddingRepository) -> None:
         self.add_memories = memories.add_memories
@@ -185,7 +240,8 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
 
     def migrate(self) -> list[str]:
         """Apply pending migrations in order; return the names applied now."""
-        self._search.schema_changed()  # a migration may be about to make the FTS index
+        if "_bind_memory_side" in self._bound:  # a migration may be about to make the FTS index
+            self._search.schema_changed()
         return self._db.migrate()
 
     def close(self) -> None:
