@@ -241,3 +241,20 @@ def test_a_large_store_ranks_by_every_term(
     assert ranked(["deploy"], 4) == exact_alone
     monkeypatch.setattr(retrieval, "FREQUENT_DOCS", 1)
     assert ranked(["zebra", "deploy", "done"], 6) == exact
+
+
+def test_a_large_batch_grows_the_page_cache_to_hold_what_it_dirties(store: SQLiteStore) -> None:
+    def cache_kib() -> int:
+        return -int(store.connection.execute("PRAGMA cache_size").fetchone()[0])
+
+    default = cache_kib()
+    store.add_memories([memory(f"s{i}", f"small batch {i}") for i in range(10)])
+    assert cache_kib() == default
+    store.add_memories([memory(f"b{i}", f"bulk note {i}") for i in range(400)])
+    assert cache_kib() == 8 * 400 > default
+    store.add_memories([memory(f"c{i}", f"bulk note {i}") for i in range(300)])
+    assert cache_kib() == 8 * 400  # never shrunk by a smaller batch
+    store.connection.execute("PRAGMA cache_size = 500")  # in pages: 2,000 KiB at 4 KiB a page
+    store.add_memories([memory(f"d{i}", f"bulk note {i}") for i in range(450)])
+    assert cache_kib() == 8 * 450
+    assert store.count_memories(MemoryFilter(), NOW) == 1160

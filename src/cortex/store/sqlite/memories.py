@@ -35,6 +35,13 @@ COLUMNS = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _INSERTED = (*MEMORY_COLUMNS, "supersedes")
 _INSERT_INTO = f"INSERT INTO memories ({', '.join(_INSERTED)})"
 _ROWS_PER_INSERT = 500
+_BULK = 100
+"""A batch at least this large grows the connection's page cache (``Database.grow_cache``)
+to hold the pages it dirties: ``_CACHE_KIB_PER_MEMORY`` each (a replacing memory at
+1,000,000 stored dirties about two pages of 4 KiB: its row, the old row, their index
+entries), at most ``_CACHE_KIB_MAX``."""
+_CACHE_KIB_PER_MEMORY = 8
+_CACHE_KIB_MAX = 64 * 1024
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
 # The live memory of each (n, scope, project, user, type, key) row of a VALUES list, by the
@@ -86,6 +93,8 @@ class MemoryRepository:
         superseded: list[str | None] = [None] * len(memories)
         latest: dict[tuple[Any, ...], int] = {}  # live key -> index of its newest memory
         replaced_by: dict[int, Memory] = {}  # index -> the memory of the batch replacing it
+        if len(memories) >= _BULK:
+            self._db.grow_cache(min(_CACHE_KIB_MAX, _CACHE_KIB_PER_MEMORY * len(memories)))
         with self._db.transaction():
             live = self._live_ids(
                 [
