@@ -37,9 +37,10 @@ constants: ``json``'s, ``pathlib``'s), not what other code compiles from its inp
 (``fnmatch``, a user's pattern), at most ``MAX_PROGRAMS``; a full piece keeps the programs
 this process used.
 
-Where nothing imported ``re`` before this module (the hook client: the console script imports
-it itself), ``re`` is a stand-in until something needs more than the held programs: importing
-the real one (with ``enum``) is ~2.5 ms of a hook process, for patterns it does not compile.
+Where nothing imported ``re`` before this module (the hook client; the console script that
+pip 25.2 or later writes, where older pips' imports ``re`` itself), ``re`` is a stand-in until
+something needs more than the held programs: importing the real one (with ``enum``) is ~2.5 ms
+of a hook process, for patterns it does not compile.
 """
 
 from __future__ import annotations
