@@ -15,6 +15,11 @@ the tenant (PostgreSQL) or empty (SQLite: one file, one person).
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import Any
+
 _AS_LINK = "n.id AS from_id, o.id AS to_id, 'supersedes' AS kind, o.superseded_at AS created_at"
 """A link held by the new row ``n`` and the old row ``o``, in a link row's columns."""
 
@@ -89,3 +94,42 @@ def fold_supersedes(tenant: str = "", *, tenants: bool = False) -> tuple[str, st
         "AND o.superseded_by = n.id AND o.superseded_at = memory_links.created_at)"
     )
     return update, delete
+
+
+LINK_COLUMNS = ("from_id", "to_id", "kind", "created_at")
+"""A ``memory_links`` row's columns, as an export writes them."""
+
+
+def held_links(
+    rows: Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]],
+    mark: str,
+    tenant: tuple[Any, ...] = (),
+    *,
+    page: int = 500,
+) -> Iterator[dict[str, Any]]:
+    """The links the memories rows hold, as ``memory_links`` rows, by the new memory's id,
+    ``page`` at a time (for an export). ``rows`` runs SQL with its parameters; ``mark`` is
+    the placeholder; ``tenant`` the tenant's parameter (PostgreSQL) or nothing (SQLite)."""
+    where = supersedes_from(f"n.id > {mark}", mark if tenant else "")
+    after = ""
+    while True:
+        found = rows(f"{where} ORDER BY n.id LIMIT {mark}", (*tenant, after, page))
+        for link in found:
+            yield dict(zip(LINK_COLUMNS, link, strict=True))
+            after = str(link[0])
+        if len(found) < page:
+            return
+
+
+def is_held(
+    rows: Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]],
+    mark: str,
+    link: Mapping[str, Any],
+    tenant: tuple[Any, ...] = (),
+) -> bool:
+    """Whether ``link`` (a ``memory_links`` row to import) is a ``supersedes`` link the
+    memories rows hold already; ``rows``, ``mark`` and ``tenant`` as for ``held_links``."""
+    if link.get("kind") != "supersedes":
+        return False
+    sql = held_by_rows(mark, mark if tenant else "")
+    return bool(rows(sql, (*tenant, link["from_id"], link["to_id"], link["created_at"])))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from cortex.store.links import fold_supersedes, held_by_rows, supersedes_from
+from cortex.store.links import fold_supersedes, held_links, is_held
 from cortex.store.postgres.db import Runner
 from cortex.store.records import dumps
 from cortex.store.transfer import HELD_LINKS, check_table
@@ -20,8 +20,6 @@ _COLUMNS = (
     "FROM information_schema.columns WHERE table_schema = current_schema() "
     "AND table_name = %s AND column_name <> 'tenant_id' ORDER BY ordinal_position"
 )
-_LINK_COLUMNS = ("from_id", "to_id", "kind", "created_at")
-_HELD_BY = ("from_id", "to_id", "created_at")
 
 
 class TransferRepository:
@@ -49,7 +47,7 @@ class TransferRepository:
         ``supersedes`` links the memories rows hold, as link rows."""
         yield from self._table_rows(table)
         if table == "memory_links":
-            yield from self._held_links()
+            yield from held_links(self.db.rows, "%s", (self.db.tenant,), page=_PAGE)
 
     def _table_rows(self, table: str) -> Iterator[dict[str, Any]]:
         columns = self._columns(table)
@@ -73,21 +71,6 @@ class TransferRepository:
                 return
             offset += _PAGE
 
-    def _held_links(self) -> Iterator[dict[str, Any]]:
-        """The links the tenant's memories rows hold, by the new memory's id, a page at a
-        time."""
-        after = ""
-        while True:
-            page = self.db.rows(
-                f"{supersedes_from('n.id > %s', '%s')} ORDER BY n.id LIMIT %s",
-                (self.db.tenant, after, _PAGE),
-            )
-            for link in page:
-                yield dict(zip(_LINK_COLUMNS, link, strict=True))
-                after = str(link[0])
-            if len(page) < _PAGE:
-                return
-
     def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
         """Insert ``rows`` as they are, skipping any that collide with a stored key; return
         how many were inserted. A ``supersedes`` link the memories rows can hold goes there
@@ -96,7 +79,8 @@ class TransferRepository:
         added = 0
         with self.db.transaction():
             if table == "memory_links":
-                rows = [row for row in rows if not self._held(row)]
+                tenant = (self.db.tenant,)
+                rows = [row for row in rows if not is_held(self.db.rows, "%s", row, tenant)]
             for row in rows:
                 names = [name for name in row if name in types]
                 values = ", ".join(f"%s::{types[name]}" for name in names)
@@ -110,12 +94,6 @@ class TransferRepository:
                 for sql in fold_supersedes("%s", tenants=True):
                     self.db.execute(sql, (self.db.tenant,))
         return added
-
-    def _held(self, link: dict[str, Any]) -> bool:
-        """Whether ``link`` is a ``supersedes`` link the tenant's memories rows hold."""
-        return link.get("kind") == "supersedes" and bool(
-            self.db.rows(held_by_rows("%s", "%s"), [self.db.tenant, *(link[c] for c in _HELD_BY)])
-        )
 
 
 def _value(value: Any, udt: str) -> Any:

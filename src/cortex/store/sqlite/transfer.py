@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from cortex.store.links import fold_supersedes, held_by_rows, supersedes_from
+from cortex.store.links import fold_supersedes, held_links, is_held
 from cortex.store.sqlite.db import Database
 from cortex.store.transfer import HELD_LINKS, KEYLESS_TABLES, check_table
 
@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 _PAGE = 500
-_LINK_COLUMNS = ("from_id", "to_id", "kind", "created_at")
-_HELD_BY = ("from_id", "to_id", "created_at")
 
 
 class TransferRepository:
@@ -40,7 +38,7 @@ class TransferRepository:
         (an export reads as one made before they moved there)."""
         yield from self._table_rows(table)
         if table == "memory_links":
-            yield from self._held_links()
+            yield from held_links(self.db.rows, "?", page=_PAGE)
 
     def _table_rows(self, table: str) -> Iterator[dict[str, Any]]:
         columns = [c for c in self._columns(table) if (table, c) != HELD_LINKS]
@@ -56,19 +54,6 @@ class TransferRepository:
                 return
             offset += _PAGE
 
-    def _held_links(self) -> Iterator[dict[str, Any]]:
-        """The links the memories rows hold, by the new memory's id, a page at a time."""
-        after = ""
-        while True:
-            page = self.db.rows(
-                f"{supersedes_from('n.id > ?')} ORDER BY n.id LIMIT ?", (after, _PAGE)
-            )
-            for link in page:
-                yield dict(zip(_LINK_COLUMNS, link, strict=True))
-                after = str(link[0])
-            if len(page) < _PAGE:
-                return
-
     def import_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> int:
         """Insert ``rows`` as they are, skipping any whose key is taken; return how many
         were inserted. A ``supersedes`` link the memories rows can hold goes there (one
@@ -79,7 +64,7 @@ class TransferRepository:
         added = 0
         with self.db.transaction():
             if table == "memory_links":
-                rows = [row for row in rows if not self._held(row)]
+                rows = [row for row in rows if not is_held(self.db.rows, "?", row)]
             for row in rows:
                 names = [name for name in row if name in known]
                 sql = (
@@ -91,9 +76,3 @@ class TransferRepository:
                 for sql in fold_supersedes():
                     self.db.run(sql)
         return added
-
-    def _held(self, link: dict[str, Any]) -> bool:
-        """Whether ``link`` is a ``supersedes`` link the memories rows already hold."""
-        return link.get("kind") == "supersedes" and bool(
-            self.db.rows(held_by_rows("?"), [link[c] for c in _HELD_BY])
-        )
