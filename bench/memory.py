@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -31,6 +32,7 @@ import sqlite3
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,24 +201,37 @@ def write_rates(
     The copy is flushed to disk before the clock starts: otherwise the first checkpoint's
     ``fdatasync`` writes back the whole fresh copy (500 MB at 1,000,000 stored, about 20 ms a
     batch over ten batches), a cost of the benchmark, not of ingest."""
-    copy = path.with_name(path.stem + "-write.db")
+    total, elapsed, cpu = 0, 0.0, 0.0
+    with scratch_copy(path, "write", flushed=True) as (service, live):
+        for _ in range(batches):
+            items = upsert_batch(live, rng, replacing=replacing)
+            started, cpu_started = time.perf_counter(), time.process_time()
+            results = service.add_many(items, actor="bench")
+            elapsed += time.perf_counter() - started
+            cpu += time.process_time() - cpu_started
+            total += len(results)
+    return total / elapsed, total / cpu
+
+
+@contextlib.contextmanager
+def scratch_copy(
+    path: Path, tag: str, *, flushed: bool = False
+) -> Iterator[tuple[MemoryService, list[tuple[str, str]]]]:
+    """A service over a copy of the database at ``path`` (``flushed``: on disk before it is
+    used) and the copy's live upsert keys; the copy is deleted afterwards."""
+    copy = path.with_name(f"{path.stem}-{tag}.db")
     shutil.copyfile(path, copy)
-    with copy.open("rb") as data:
-        os.fsync(data.fileno())
+    if flushed:
+        with copy.open("rb") as data:
+            os.fsync(data.fileno())
     live = live_keys(copy)
     service = open_service(copy)
-    total, elapsed, cpu = 0, 0.0, 0.0
-    for _ in range(batches):
-        items = upsert_batch(live, rng, replacing=replacing)
-        started, cpu_started = time.perf_counter(), time.process_time()
-        results = service.add_many(items, actor="bench")
-        elapsed += time.perf_counter() - started
-        cpu += time.process_time() - cpu_started
-        total += len(results)
-    service.store.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(copy) + suffix).unlink(missing_ok=True)
-    return total / elapsed, total / cpu
+    try:
+        yield service, live
+    finally:
+        service.store.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(copy) + suffix).unlink(missing_ok=True)
 
 
 def upsert_batch(
@@ -241,22 +256,17 @@ def write_pages(path: Path, batches: int, rng: random.Random) -> dict[str, float
     before each batch and this connection makes no checkpoint, so each page the batch
     dirtied is one log frame or more, counted once. Every one of them is written again, at
     random, by the checkpoint that follows."""
-    copy = path.with_name(path.stem + "-pages.db")
-    shutil.copyfile(path, copy)
-    live = live_keys(copy)
-    service = open_service(copy)
-    store = service.store
-    assert isinstance(store, SQLiteStore)
-    store.connection.execute("PRAGMA wal_autocheckpoint = 0")
     counts: collections.Counter[str] = collections.Counter()
-    for _ in range(batches):
-        store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        owner = dict(store.connection.execute("SELECT pageno, name FROM dbstat"))
-        service.add_many(upsert_batch(live, rng), actor="bench")
-        counts.update(owner.get(page, "(new)") for page in log_pages(Path(f"{copy}-wal")))
-    service.store.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(copy) + suffix).unlink(missing_ok=True)
+    with scratch_copy(path, "pages") as (service, live):
+        store = service.store
+        assert isinstance(store, SQLiteStore)
+        wal = Path(f"{store.url}-wal")
+        store.connection.execute("PRAGMA wal_autocheckpoint = 0")
+        for _ in range(batches):
+            store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            owner = dict(store.connection.execute("SELECT pageno, name FROM dbstat"))
+            service.add_many(upsert_batch(live, rng), actor="bench")
+            counts.update(owner.get(page, "(new)") for page in log_pages(wal))
     return {name: n / batches for name, n in counts.most_common()}
 
 
