@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable
 from functools import lru_cache
 
-from cortex import _import
-
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
@@ -26,7 +24,8 @@ def _builtin_sha256() -> Callable[..., Any]:
     # scans the whole path)
     for module in ("_sha2",) if sys.version_info >= (3, 12) else ("_sha256",):
         try:
-            return _import(module).sha256  # type: ignore[no-any-return]
+            __import__(module)  # (not ``importlib``: it imports ``warnings``)
+            return sys.modules[module].sha256  # type: ignore[no-any-return]
         except (ImportError, AttributeError):
             continue
     from hashlib import sha256
