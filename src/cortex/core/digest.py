@@ -24,7 +24,9 @@ def _builtin_sha256() -> Callable[..., Any]:
     # scans the whole path)
     for module in ("_sha2",) if sys.version_info >= (3, 12) else ("_sha256",):
         try:
-            __import__(module)  # (not ``importlib``: it imports ``warnings``)
+            # (not ``importlib``: it imports ``warnings``; nor ``cortex._import``: core imports
+            # nothing above it)
+            __import__(module)
             return sys.modules[module].sha256  # type: ignore[no-any-return]
         except (ImportError, AttributeError):
             continue
