@@ -7,6 +7,7 @@ Layers, imports pointing down only (``docs/architecture.md`` draws them):
     store/      the Store protocol, migrations, one package per backend; imports core only
     core/       pure domain: no I/O, no clock, no database, no third-party code
     config, clock, errors, files, codecache, logs: plumbing every layer may use
+    bytecode: the package's modules' code from one file (installed by the package itself)
 
 The pure core is also checked call by call: it never reads the clock or opens a file.
 """
@@ -27,6 +28,7 @@ PLUMBING = frozenset(
         "cortex.errors",
         "cortex.files",
         "cortex.codecache",
+        "cortex.bytecode",
         "cortex.logs",
     }
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cortex import codecache
+from cortex import bytecode, codecache
 
 POINT_TEXTS = 6 if sys.version_info < (3, 13) else 1
 """The texts ``dataclasses`` compiles for ``Point``: one per method, or (3.13) one for all."""
@@ -112,7 +112,7 @@ def test_saved_codes_load_back_and_a_bad_file_counts_as_empty(tmp_path: Path) ->
         data[: len(data) // 2],  # cut short
         data[:4] + b"CXM1" + data[8:],  # another layout
         codecache.dump({}).replace(marshal.dumps({}), marshal.dumps(["not", "a", "dict"])),
-        codecache.MAGIC_NUMBER + marshal.dumps({"text": compile("x = 1", "<string>", "exec")}),
+        bytecode.MAGIC_NUMBER + marshal.dumps({"text": compile("x = 1", "<string>", "exec")}),
     ):
         path.write_bytes(bad)
         assert codecache.load(str(path))[1] == {}
@@ -370,7 +370,7 @@ def test_a_second_process_parses_none_of_the_engines_patterns() -> None:
 STAND_IN_RE = """
 import sys
 import cortex.adapters.hooks.dispatch, cortex.core.redaction, json
-from cortex import codecache
+from cortex import bytecode, codecache
 re = sys.modules["re"]
 print(re.compile is codecache._re_compile, "enum" in sys.modules, "re._parser" in sys.modules)
 print(json.loads('{"a": [1, 2.5e3, "x\\\\u00e9"]}'), json.dumps({"b": "\\\\u00e9\\\\n"}))

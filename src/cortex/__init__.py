@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
+import cortex.bytecode  # noqa: F401 - first: the package's modules come from one file
+
 # Not ``from typing import TYPE_CHECKING``: importing typing costs a hook process ~8 ms, and
 # mypy treats any name ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False

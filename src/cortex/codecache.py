@@ -51,14 +51,14 @@ import os
 import sys
 from types import CodeType
 
+from cortex.bytecode import framed, read, replace
+
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not import typing
 if TYPE_CHECKING:  # pragma: no cover
     import re
     from typing import Any, TypeGuard
 
 _sre: Any = __import__("_sre")  # (typeshed has no stub for ``re``'s engine)
-MAGIC_NUMBER: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
-"""The interpreter's bytecode magic number (``importlib`` itself would import ``warnings``)."""
 _compiler: Any = None
 """``re``'s compiler once ``re`` is loaded (typeshed describes none of its inner modules)."""
 _parser: Any = None
@@ -107,19 +107,10 @@ def load(path: str = PATH) -> tuple[memoryview, dict[str, tuple[int, int]]]:
     them; nothing when it is missing, damaged or was written by another interpreter version
     (or in another layout)."""
     empty: tuple[memoryview, dict[str, tuple[int, int]]] = (memoryview(b""), {})
-    try:
-        with open(path, "rb") as file:
-            data = memoryview(file.read())
-    except OSError:
+    found = read(path, FORMAT)
+    if found is None:
         return empty
-    head = len(MAGIC_NUMBER) + len(FORMAT) + 4
-    if data[: head - 4] != MAGIC_NUMBER + FORMAT:
-        return empty
-    body = head + int.from_bytes(data[head - 4 : head], "little")
-    try:
-        places = marshal.loads(data[head:body])
-    except (EOFError, ValueError, TypeError):
-        return empty
+    data, body, places = found
     if not isinstance(places, dict):
         return empty
     pieces: dict[str, tuple[int, int]] = {}
@@ -161,9 +152,7 @@ def dump(pieces: dict[str, bytes | memoryview]) -> bytes:
     for module, piece in pieces.items():
         places[module] = (start, start + len(piece))
         start += len(piece)
-    header = marshal.dumps(places)
-    size = len(header).to_bytes(4, "little")
-    return b"".join([MAGIC_NUMBER, FORMAT, size, header, *pieces.values()])
+    return framed(FORMAT, places, pieces.values())
 
 
 def save(path: str = PATH) -> None:
@@ -197,18 +186,8 @@ def save(path: str = PATH) -> None:
                 break
             programs.setdefault(key, program)
         pieces[PROGRAMS] = marshal.dumps(programs)
-    partial = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(partial, "wb") as file:
-            file.write(dump(pieces))
-        os.replace(partial, path)
+    if replace(path, dump(pieces)):  # (read-only: compile in every process, as without it)
         _added = 0
-    except OSError:  # a read-only install: compile in every process, as without the cache
-        try:
-            os.unlink(partial)
-        except OSError:
-            pass
 
 
 def cached_exec(source: Any, globals: dict[str, Any] | None = None, locals: Any = None, /) -> None:
