@@ -58,6 +58,7 @@ def measure(events: int, progress: bool = True, fresh_home: bool = False) -> dic
 
         SQLiteStore(Path(home) / "brain.db").close()  # migrated, as a home in use is
     env = {**os.environ, "CORTEX_HOME": home, "CORTEX_HOOK_IDLE_SECONDS": "600"}
+    env["CORTEX_CODECACHE"] = "0"  # as ``spawn`` starts it: no cache, from its first import
     server = subprocess.Popen([sys.executable, "-m", "cortex.adapters.hooks.server", home], env=env)
     try:
         deadline = time.monotonic() + 30

@@ -157,3 +157,25 @@ def test_save_keeps_what_is_current_and_drops_what_is_not(tmp_path: Path) -> Non
     bytecode.save(path)
     _, entries, _ = bytecode.load(path)
     assert "cortex.gone" not in entries and "cortex.core.tokens" in entries
+
+
+def test_the_hook_server_lets_the_finder_and_the_file_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook server lives for hours and imports its modules once: ``spawn`` starts it with
+    the caches off, and ``main`` takes the finder out (with the file's bytes) where it was
+    started another way."""
+    from cortex.adapters.hooks import server
+
+    monkeypatch.setattr(sys, "meta_path", [bytecode.Finder, *sys.meta_path])
+    monkeypatch.setattr(bytecode, "_data", memoryview(b"held"))
+    monkeypatch.setattr(server, "serve", lambda home, idle: 0)
+    monkeypatch.setenv("CORTEX_CODECACHE", "")
+    assert server.main(["/nowhere"]) == 0
+    assert bytecode.Finder not in sys.meta_path and not bytecode._data
+    seen: dict[str, object] = {}
+
+    def popen(command: list[str], **kwargs: object) -> None:
+        seen.update(kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    server.spawn(os.environ["CORTEX_HOME"], {"PATH": "/bin", "CORTEX_HOOK_OWNER_PID": "42"})
+    assert seen["env"] == {"PATH": "/bin", "CORTEX_CODECACHE": "0"}  # (no harness pid)

@@ -229,6 +229,7 @@ def test_the_hook_server_compiles_without_the_cache(monkeypatch: pytest.MonkeyPa
     # (set, not deleted: the monkeypatch then removes what ``server.main`` sets, and later
     # tests' processes use the cache)
     monkeypatch.setenv("CORTEX_CODECACHE", "")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # (``main`` takes a finder out)
     monkeypatch.setattr(
         server, "serve", lambda home, idle: seen.update(env=os.environ.get("CORTEX_CODECACHE")) or 0
     )

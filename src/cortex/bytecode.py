@@ -322,6 +322,15 @@ def _from_pyc(module: ModuleType) -> tuple[bytes, str, int, int, bool] | None:
     return pyc[16:], source, stat.st_mtime_ns, stat.st_size, package
 
 
+def uninstall() -> None:
+    """Take the finder out and let the file's bytes go: a long-lived process (the hook server)
+    imports its modules once, and would hold the whole file for its life."""
+    global _data, _entries
+    while Finder in sys.meta_path:
+        sys.meta_path.remove(Finder)
+    _data, _entries = memoryview(b""), {}
+
+
 def install() -> None:
     """Read the file and put the finder first (once per process)."""
     global _data, _entries, _folders

@@ -93,7 +93,7 @@ def _run(argv: list[str], read: tuple[bytes, str | None] | None) -> None:
     if use_server:  # no server took the event: start one for the next events
         from cortex.adapters.hooks.server import spawn
 
-        spawn(home_dir(env))
+        spawn(home_dir(env), env)
 
 
 def _log(message: str) -> None:

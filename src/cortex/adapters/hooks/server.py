@@ -37,6 +37,7 @@ from cortex.adapters.hooks.wire import (
     CLIENT_TIMEOUT_SECONDS,
     MAGIC,
     MAX_REQUEST_BYTES,
+    OWNER_VAR,
     REFUSED,
     SERVED,
     receive,
@@ -62,8 +63,10 @@ STAMP_CHECK_SECONDS = 1.0
 
 
 # -- starting one --------------------------------------------------------------------------------
-def spawn(home: str) -> None:
-    """Start a server for ``home`` in the background, unless one was started moments ago."""
+def spawn(home: str, env: Mapping[str, str]) -> None:
+    """Start a server for ``home`` in the background, unless one was started moments ago,
+    with the hook's environment ``env`` (without its harness's pid: the server outlives it) and
+    the caches off from its first import (see ``main``)."""
     run_dir = os.path.join(home, "run")
     marker = os.path.join(run_dir, "hook.spawned")
     if not usable(socket_path(home)):
@@ -86,6 +89,7 @@ def spawn(home: str) -> None:
         # Detached, with no inherited pipes: the host waits for our stdout to close.
         subprocess.Popen(
             [sys.executable, "-m", "cortex.adapters.hooks.server", home],
+            env={**{k: v for k, v in env.items() if k != OWNER_VAR}, "CORTEX_CODECACHE": "0"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -332,9 +336,12 @@ def main(argv: list[str]) -> int:
 
     if len(argv) != 1:
         return 2
-    # Compile dataclass methods as usual: a long-lived process pays for that once, and the
-    # method cache's texts and code would stay in its memory for its whole life.
+    # Compile dataclass methods and import modules as usual: a long-lived process pays for
+    # that once, and the caches' texts, code and file would stay in its memory for its life.
     os.environ["CORTEX_CODECACHE"] = "0"
+    from cortex import bytecode
+
+    bytecode.uninstall()  # (started some other way than by ``spawn``: by hand, a test)
     return serve(Path(argv[0]), idle_seconds(os.environ))
 
 
