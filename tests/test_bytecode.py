@@ -179,3 +179,18 @@ def test_the_hook_server_lets_the_finder_and_the_file_go(monkeypatch: pytest.Mon
     monkeypatch.setattr(subprocess, "Popen", popen)
     server.spawn(os.environ["CORTEX_HOME"], {"PATH": "/bin", "CORTEX_HOOK_OWNER_PID": "42"})
     assert seen["env"] == {"PATH": "/bin", "CORTEX_CODECACHE": "0"}  # (no harness pid)
+
+
+def test_a_read_only_package_is_not_even_read_for_saving(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the package's folder cannot be written (an install owned by another user), a
+    process that missed modules does none of the work of making the file at exit."""
+    _run(package)  # (the .pyc files exist, as an install compiles them)
+    _file(package).unlink()
+    monkeypatch.setattr(bytecode, "_writable", lambda folder: False)
+    monkeypatch.setattr(bytecode, "load", lambda path: pytest.fail("read for saving"))
+    bytecode.save(str(_file(package)))
+    assert not _file(package).exists()
+    monkeypatch.undo()
+    assert bytecode._writable(str(package / "__pycache__" / "nowhere" / "deeper"))

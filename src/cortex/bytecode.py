@@ -16,8 +16,9 @@ added or removed there could change what the module's name finds: a package fold
 same name, say). Anything else, a module the file lacks or a damaged file, is imported the
 standard way; a process that imported one of Cortex's modules that way writes the file again
 at exit, from the ``.pyc`` files that the standard path checked against their sources
-(atomically, keeping what the file held that is still current). Nothing is written where
-bytecode is not (``PYTHONDONTWRITEBYTECODE``, ``-B``) or the folder cannot be written.
+(atomically, keeping what the file held that is still current). Nothing is written, or read
+for writing, where bytecode is not (``PYTHONDONTWRITEBYTECODE``, ``-B``) or the folder cannot
+be written.
 
 The modules served are the standard ones in every other respect: the same loader class
 (``SourceFileLoader``, whose code comes from the file), ``__file__``, ``__cached__``,
@@ -251,8 +252,8 @@ def _unchanged(folder: str, recorded: dict[str, int], checked: dict[str, bool]) 
 def save(path: str = PATH) -> None:
     """Write the file again: the code of every module of the package imported in this process
     whose ``.pyc`` matches its source, and what the file holds that is still current."""
-    if sys.dont_write_bytecode:
-        return
+    if sys.dont_write_bytecode or not _writable(os.path.dirname(path)):
+        return  # (a read-only install: not even the work of making the file, in every process)
     codes: dict[str, tuple[bytes | memoryview, str, int, int, bool]] = {}
     data, entries, recorded = load(path)
     checked: dict[str, bool] = {}
@@ -287,6 +288,16 @@ def save(path: str = PATH) -> None:
                 break
             folder = os.path.dirname(folder)
     replace(path, dump(codes, folders))  # (read-only: the standard path in every process)
+
+
+def _writable(folder: str) -> bool:
+    """Whether a file can be made in ``folder`` (or in the folder that would hold it)."""
+    while not os.path.isdir(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+    return os.access(folder, os.W_OK)
 
 
 def _from_pyc(module: ModuleType) -> tuple[bytes, str, int, int, bool] | None:
