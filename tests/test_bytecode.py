@@ -194,3 +194,25 @@ def test_a_read_only_package_is_not_even_read_for_saving(
     assert not _file(package).exists()
     monkeypatch.undo()
     assert bytecode._writable(str(package / "__pycache__" / "nowhere" / "deeper"))
+
+
+@pytest.mark.parametrize("mode", ["CHECKED_HASH", "UNCHECKED_HASH"])
+def test_hash_based_pyc_files_are_taken_as_the_standard_loader_takes_them(
+    package: Path, mode: str
+) -> None:
+    """Builds with ``SOURCE_DATE_EPOCH`` (Nix, distributions) write hash-based ``.pyc`` files:
+    their modules are held too, not missed (and the file written again) in every process."""
+    import importlib.util
+    import py_compile
+
+    tokens = package / "core" / "tokens.py"
+    py_compile.compile(
+        str(tokens), doraise=True, invalidation_mode=getattr(py_compile.PycInvalidationMode, mode)
+    )
+    _run(package)
+    assert "cortex.core.tokens" in _run(package)[0]
+    if mode == "CHECKED_HASH":
+        pyc = Path(importlib.util.cache_from_source(str(tokens))).read_bytes()
+        assert bytecode._matches(pyc, str(tokens), tokens.stat())
+        tokens.write_text(tokens.read_text() + "\n# edited\n")
+        assert not bytecode._matches(pyc, str(tokens), tokens.stat())

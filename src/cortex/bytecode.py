@@ -290,6 +290,28 @@ def save(path: str = PATH) -> None:
     replace(path, dump(codes, folders))  # (read-only: the standard path in every process)
 
 
+def _matches(pyc: bytes, origin: str, stat: os.stat_result) -> bool:
+    """Whether a ``.pyc`` is of its source as it is now, as the standard loader checks it: by
+    the source's modification time (seconds) and size, or (a hash-based ``.pyc``, as builds
+    with ``SOURCE_DATE_EPOCH`` write them) by the source's hash; an unchecked one is taken, as
+    the standard loader takes it."""
+    flags = int.from_bytes(pyc[4:8], "little")
+    if flags == 0:
+        return (
+            int.from_bytes(pyc[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(pyc[12:16], "little") == stat.st_size & 0xFFFFFFFF
+        )
+    if flags & ~0b11 or not flags & 0b10:
+        return flags == 0b01  # (unknown flags: no; hash-based, unchecked: yes)
+    from importlib.util import source_hash  # (only here: at exit, saving)
+
+    try:
+        with open(origin, "rb") as file:
+            return source_hash(file.read()) == pyc[8:16]
+    except OSError:
+        return False
+
+
 def _writable(folder: str) -> bool:
     """Whether a file can be made in ``folder`` (or in the folder that would hold it)."""
     while not os.path.isdir(folder):
@@ -320,13 +342,7 @@ def _from_pyc(module: ModuleType) -> tuple[bytes, str, int, int, bool] | None:
             pyc = file.read()
     except OSError:
         return None
-    flags = int.from_bytes(pyc[4:8], "little")
-    if (
-        pyc[:4] != MAGIC_NUMBER
-        or flags != 0  # hash-based: not what this file checks
-        or int.from_bytes(pyc[8:12], "little") != int(stat.st_mtime) & 0xFFFFFFFF
-        or int.from_bytes(pyc[12:16], "little") != stat.st_size & 0xFFFFFFFF
-    ):
+    if pyc[:4] != MAGIC_NUMBER or not _matches(pyc, origin, stat):
         return None
     source = os.path.relpath(origin, ROOT)
     package = os.path.basename(origin).startswith("__init__.")
