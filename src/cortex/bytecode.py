@@ -58,13 +58,17 @@ if TYPE_CHECKING:  # pragma: no cover
     modification time in nanoseconds and size, whether it is a package's ``__init__``."""
 
 _data = memoryview(b"")
+"""The file as read: each module's code is decoded from it at the module's import."""
 _entries: dict[str, Entry] = {}
+"""The file's modules: {name: entry}."""
 _folders: dict[str, int] = {}
 """Each folder's modification time (relative to ``ROOT``, "" for ``ROOT``) when the file was
 written."""
 _checked: dict[str, bool] = {}
 """Folders checked in this process: whether they are as they were."""
 _missed = False
+"""Whether one of the package's modules took the standard path here (the file is written again
+at exit)."""
 
 
 def read(path: str, layout: bytes) -> tuple[memoryview, int, object] | None:
