@@ -166,11 +166,13 @@ def test_the_hook_server_lets_the_finder_and_the_file_go(monkeypatch: pytest.Mon
     from cortex.adapters.hooks import server
 
     monkeypatch.setattr(sys, "meta_path", [bytecode.Finder, *sys.meta_path])
-    monkeypatch.setattr(bytecode, "_data", memoryview(b"held"))
+    monkeypatch.setattr(bytecode, "_entries", dict(bytecode._entries))
+    held = open(os.devnull, "rb", buffering=0)  # noqa: SIM115 - closed by ``main``
+    monkeypatch.setattr(bytecode, "_file", held)
     monkeypatch.setattr(server, "serve", lambda home, idle: 0)
     monkeypatch.setenv("CORTEX_CODECACHE", "")
     assert server.main(["/nowhere"]) == 0
-    assert bytecode.Finder not in sys.meta_path and not bytecode._data
+    assert bytecode.Finder not in sys.meta_path and bytecode._file is None and held.closed
     seen: dict[str, object] = {}
 
     def popen(command: list[str], **kwargs: object) -> None:
@@ -216,3 +218,20 @@ def test_hash_based_pyc_files_are_taken_as_the_standard_loader_takes_them(
         assert bytecode._matches(pyc, str(tokens), tokens.stat())
         tokens.write_text(tokens.read_text() + "\n# edited\n")
         assert not bytecode._matches(pyc, str(tokens), tokens.stat())
+
+
+def test_a_process_reads_the_file_it_opened_while_another_replaces_it(package: Path) -> None:
+    """A process keeps the file open and reads a module's code when the module is imported:
+    another process's rewrite (a new file put in its place) does not change what it reads."""
+    _run(package)
+    code = (
+        "import os, cortex\n"
+        "from cortex import bytecode\n"
+        "assert bytecode._file is not None and 'cortex.core.tokens' in bytecode._entries\n"
+        "partial = bytecode.PATH + '.other'\n"
+        "with open(partial, 'wb') as file:\n"
+        "    file.write(os.urandom(os.path.getsize(bytecode.PATH)))\n"
+        "os.replace(partial, bytecode.PATH)\n" + REPORT
+    )
+    seen = _run(package, write=False, code=code)
+    assert "cortex.core.tokens" in seen[0] and seen[1][0].endswith("tokens.py")

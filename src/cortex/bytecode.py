@@ -7,7 +7,10 @@ spec, finding, opening, reading and checking the ``.pyc``), against about 15 µs
 whose code is at hand: ~2.5 ms of such a process. Importing ``cortex`` puts a finder ahead of
 the standard ones that serves Cortex's modules from ``__pycache__/modules.<cache tag>.bin``
 in the package's folder: each module's code as its ``.pyc`` holds it, behind a header of
-where each one is, read once per process and decoded one module at a time.
+where each one is. A process reads the header once and keeps the file open; a module's code
+is read from it (``os.pread``) when the module is imported, so that no process holds the
+whole file (a long-lived one would hold it for its life). A rewrite replaces the file, and
+a process that has it open goes on reading the version it opened.
 
 A module is served from the file only while nothing it was made from changed: its source's
 modification time (in nanoseconds) and size are what they were when its code was taken, and
@@ -37,8 +40,9 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Sequence
     from importlib.machinery import ModuleSpec, SourceFileLoader
+    from io import FileIO
     from types import CodeType, ModuleType
-    from typing import Any
+    from typing import Any, BinaryIO
 else:  # the classes ``importlib.machinery`` names (importing it imports ``warnings``)
     ModuleSpec = sys.modules["_frozen_importlib"].ModuleSpec
     SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
@@ -57,8 +61,9 @@ if TYPE_CHECKING:  # pragma: no cover
     """(start, end) of the code in the file, the source relative to ``ROOT``, its
     modification time in nanoseconds and size, whether it is a package's ``__init__``."""
 
-_data = memoryview(b"")
-"""The file as read: each module's code is decoded from it at the module's import."""
+_file: FileIO | None = None
+"""The file, open: each module's code is read from it (``os.pread``) at the module's import,
+so that a process holds its header only (a long-lived one would hold the whole file)."""
 _entries: dict[str, Entry] = {}
 """The file's modules: {name: entry}."""
 _folders: dict[str, int] = {}
@@ -71,24 +76,38 @@ _missed = False
 at exit)."""
 
 
+def _header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
+    """Where the body of such a file (open in ``file``, at its start) begins, and its header,
+    decoded; None when it is damaged or was written by another interpreter version or in
+    another ``layout``."""
+    head = len(MAGIC_NUMBER) + len(layout) + 4
+    start = file.read(head)
+    if len(start) != head or start[:-4] != MAGIC_NUMBER + layout:
+        return None
+    size = int.from_bytes(start[-4:], "little")
+    encoded = file.read(size)
+    if len(encoded) != size:
+        return None
+    try:
+        return head + size, marshal.loads(encoded)
+    except (EOFError, ValueError, TypeError):
+        return None
+
+
 def read(path: str, layout: bytes) -> tuple[memoryview, int, object] | None:
     """A file that this package keeps in its ``__pycache__`` (this one, ``codecache``'s): its
-    bytes, where its body starts and its header, decoded; None when it is missing, damaged,
-    or was written by another interpreter version or in another ``layout``."""
+    bytes, where its body starts and its header, decoded; None when it is missing or as
+    ``_header`` refuses it."""
     try:
         with open(path, "rb") as file:
+            found = _header(file, layout)
+            if found is None:
+                return None
+            file.seek(0)
             data = memoryview(file.read())
     except OSError:
         return None
-    head = len(MAGIC_NUMBER) + len(layout) + 4
-    if data[: head - 4] != MAGIC_NUMBER + layout:
-        return None
-    body = head + int.from_bytes(data[head - 4 : head], "little")
-    try:
-        header = marshal.loads(data[head:body])
-    except (EOFError, ValueError, TypeError):
-        return None
-    return data, body, header
+    return data, *found
 
 
 def framed(
@@ -121,34 +140,41 @@ def replace(path: str, data: bytes) -> bool:
 def load(path: str = PATH) -> tuple[memoryview, dict[str, Entry], dict[str, int]]:
     """The file at ``path``: its bytes, its modules and its folders; nothing when it is
     missing, damaged or was written by another interpreter version."""
-    empty: tuple[memoryview, dict[str, Entry], dict[str, int]] = (memoryview(b""), {}, {})
     found = read(path, FORMAT)
-    if found is None:
-        return empty
-    data, body, header = found
+    if found is not None:
+        data, body, header = found
+        held = _held(header, body, len(data))
+        if held is not None:
+            return data, *held
+    return memoryview(b""), {}, {}
+
+
+def _held(header: object, body: int, size: int) -> tuple[dict[str, Entry], dict[str, int]] | None:
+    """The modules (placed in a file of ``size`` bytes whose body starts at ``body``) and the
+    folders of a header; None when it is not shaped so."""
     if not (type(header) is tuple and len(header) == 2):
-        return empty
+        return None
     entries, folders = header
     if not (isinstance(entries, dict) and isinstance(folders, dict)):
-        return empty
+        return None
     out: dict[str, Entry] = {}
     for name, entry in entries.items():
         if not (type(name) is str and type(entry) is tuple and len(entry) == 6):
-            return empty
-        start, end, source, mtime, size, package = entry
+            return None
+        start, end, source, mtime, size_, package = entry
         if not (
             type(start) is int
             and type(end) is int
             and 0 <= start <= end
-            and body + end <= len(data)
+            and body + end <= size
             and type(source) is str
             and type(mtime) is int
-            and type(size) is int
+            and type(size_) is int
             and type(package) is bool
         ):
-            return empty
-        out[name] = (body + start, body + end, source, mtime, size, package)
-    return data, out, folders
+            return None
+        out[name] = (body + start, body + end, source, mtime, size_, package)
+    return out, folders
 
 
 def dump(
@@ -175,9 +201,10 @@ class CachedLoader(SourceFileLoader):
 
     def get_code(self, fullname: str) -> CodeType:
         start, end = self.span
-        try:
-            code = marshal.loads(_data[start:end])
-        except (EOFError, ValueError, TypeError):
+        try:  # (no file: it was closed since the spec was made)
+            piece = os.pread(_file.fileno(), end - start, start) if _file is not None else b""
+            code = marshal.loads(piece)
+        except (OSError, EOFError, ValueError, TypeError):
             code = None
         if type(code) is _CODE:
             return code
@@ -354,20 +381,35 @@ def _from_pyc(module: ModuleType) -> tuple[bytes, str, int, int, bool] | None:
 
 
 def uninstall() -> None:
-    """Take the finder out and let the file's bytes go: a long-lived process (the hook server)
-    imports its modules once, and would hold the whole file for its life."""
-    global _data, _entries
+    """Take the finder out and close the file: the hook server imports with the standard path
+    (it imports once, and would keep the file open for its life)."""
+    global _file, _entries
     while Finder in sys.meta_path:
         sys.meta_path.remove(Finder)
-    _data, _entries = memoryview(b""), {}
+    if _file is not None:
+        _file.close()
+    _file, _entries = None, {}
 
 
-def install() -> None:
-    """Read the file and put the finder first (once per process)."""
-    global _data, _entries, _folders
-    if Finder in sys.meta_path:
+def install(path: str = PATH) -> None:
+    """Open the file, read its header and put the finder first (once per process). Where
+    ``os.pread`` is missing (Windows) the standard path serves every module."""
+    global _file, _entries, _folders
+    if Finder in sys.meta_path or not hasattr(os, "pread"):
         return
-    _data, _entries, _folders = load()
+    file: FileIO | None = None
+    held = None
+    try:
+        file = open(path, "rb", buffering=0)  # noqa: SIM115 - open for the process's life
+        found = _header(file, FORMAT)
+        if found is not None:
+            held = _held(found[1], found[0], os.fstat(file.fileno()).st_size)
+    except OSError:
+        pass  # no file yet: every module the standard way, and the file written at exit
+    if held is not None:
+        _file, (_entries, _folders) = file, held
+    elif file is not None:
+        file.close()
     sys.meta_path.insert(0, Finder)
 
 
