@@ -23,8 +23,8 @@ from cortex.services.metrics import (
     canonical,
     load_or_create_key,
     open_writer,
-    verify,
 )
+from cortex.services.metrics_verify import verify
 from cortex.store import SQLiteStore
 
 FORK = multiprocessing.get_context("fork")

@@ -12,7 +12,8 @@ from cortex.clock import FixedClock
 from cortex.config import Config
 from cortex.core.sizing import MAX_RECORD_BYTES, record_size
 from cortex.errors import ConflictError, NotFoundError, UnsafeIdError, ValidationError
-from cortex.services.metrics import load_or_create_key, verify
+from cortex.services.metrics import load_or_create_key
+from cortex.services.metrics_verify import verify
 from cortex.services.pipeline import set_stage, upsert_task
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import open_store

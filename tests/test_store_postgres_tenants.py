@@ -20,7 +20,8 @@ from cortex.clock import FixedClock
 from cortex.config import Config, load_config
 from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.core.memory_models import MemoryFilter, MemoryLink
-from cortex.services.metrics import MetricsWriter, load_or_create_key, verify
+from cortex.services.metrics import MetricsWriter, load_or_create_key
+from cortex.services.metrics_verify import verify
 from cortex.services.sessions.manager import SessionPersistenceManager
 from store_contract import session, t
 from store_contract_memory import NOW, memory

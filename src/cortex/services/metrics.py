@@ -22,7 +22,6 @@ import builtins
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -40,6 +39,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.services.metrics_verify import VerifyReport
     from cortex.store.protocol import MetricRow
 
 EVENT_NAMES = (
@@ -54,7 +54,6 @@ EVENT_NAMES = (
 ZERO_HASH = "0" * 64
 KEY_FILE = "metrics.key"
 HEAD_FILE = "metrics.head"
-_MAX_PROBLEMS = 50
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -123,7 +122,7 @@ def chain_hash(
     return hmac_sha256_hex(key, message)
 
 
-def _head_mac(key: bytes, seq: int, hash_: str) -> str:
+def head_mac(key: bytes, seq: int, hash_: str) -> str:
     return hmac_sha256_hex(key, f"head:{seq}:{hash_}".encode())
 
 
@@ -221,13 +220,13 @@ class MetricsWriter:
         """Record ``newest`` as the chain head unless a concurrent writer recorded a later one."""
         assert self.head_path is not None
         with file_lock(self.head_path):
-            current = _load_head(self.head_path)
+            current = load_head(self.head_path)
             if isinstance(current, dict) and int(current.get("seq", 0)) >= newest.seq:
                 return
             head = {
                 "seq": newest.seq,
                 "hash": newest.hash,
-                "mac": _head_mac(self.key, newest.seq, newest.hash),
+                "mac": head_mac(self.key, newest.seq, newest.hash),
             }
             # Not fsynced, like the database's own commits (WAL, synchronous=NORMAL): after a
             # power loss the head is never ahead of the chain it vouches for.
@@ -244,13 +243,13 @@ def open_writer(store: Store, home: Path) -> MetricsWriter:
     key, head_path = load_or_create_key(home / KEY_FILE), home / HEAD_FILE
     if new_chain:
         with file_lock(head_path):
-            if _load_head(head_path) is None:
-                head = {"seq": 0, "hash": ZERO_HASH, "mac": _head_mac(key, 0, ZERO_HASH)}
+            if load_head(head_path) is None:
+                head = {"seq": 0, "hash": ZERO_HASH, "mac": head_mac(key, 0, ZERO_HASH)}
                 atomic_write_text(head_path, json.dumps(head) + "\n", durable=False)
     return MetricsWriter(store, key, head_path)
 
 
-def _load_head(path: Path) -> dict[str, Any] | str | None:
+def load_head(path: Path) -> dict[str, Any] | str | None:
     """The head record; None if there is no file, an error text if it cannot be used."""
     text = _read_text(path)
     if text is None:
@@ -261,119 +260,6 @@ def _load_head(path: Path) -> dict[str, Any] | str | None:
     except (ValueError, TypeError, KeyError):
         return f"chain head file {path} is unreadable (edited or truncated)"
     return {"seq": seq, "hash": hash_, "mac": mac}
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The outcome of ``verify``: ``ok`` when ``problems`` is empty."""
-
-    ok: bool
-    checked: int
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Walk:
-    """What one pass over the chain found."""
-
-    checked: int = 0
-    mismatched: int = 0
-    newest_seq: int = 0
-    hash_at_head: str | None = None
-    problems: list[str] = field(default_factory=list)
-
-
-def _gap(first: int, last: int) -> str:
-    span = f"event {first}" if first == last else f"events {first}-{last}"
-    return f"{span} missing (deleted)"
-
-
-def _walk_chain(store: Store, key: bytes, head_seq: int | None) -> _Walk:
-    """Check numbering, links and hashes of every stored event, in ``seq`` order."""
-    walk = _Walk()
-    prev_hash = ZERO_HASH
-    for ev in store.iter_metrics():
-        walk.checked += 1
-        expected = walk.newest_seq + 1
-        if ev.seq != expected:
-            walk.problems.append(_gap(expected, ev.seq - 1))
-        elif ev.prev_hash != prev_hash:
-            walk.problems.append(
-                f"event {ev.seq}: does not follow event {walk.newest_seq} (chain broken)"
-            )
-        digest = chain_hash(key, ev.prev_hash, ev.event, ev.session_id, ev.payload, ev.created_at)
-        if digest != ev.hash:
-            walk.mismatched += 1
-            walk.problems.append(f"event {ev.seq}: hash mismatch (edited)")
-        if ev.seq == head_seq:
-            walk.hash_at_head = ev.hash
-        walk.newest_seq, prev_hash = ev.seq, ev.hash
-    if walk.checked >= 2 and walk.mismatched == walk.checked:
-        # Every link failing means a different key far more likely than a total rewrite.
-        walk.problems = [p for p in walk.problems if not p.endswith("(edited)")]
-        walk.problems.append(
-            f"all {walk.checked} events fail their hash: wrong metrics key, or every "
-            "event was edited"
-        )
-    return walk
-
-
-def _head_problems(
-    head: dict[str, Any] | str | None, path: Path, key: bytes, walk: _Walk, expect_head: bool
-) -> list[str]:
-    """What the head file says about the newest events."""
-    if head is None and not walk.checked and expect_head:
-        return [
-            f"chain head file {path} is missing and there are no events, but the chain "
-            "was started (all events and the head deleted?)"
-        ]
-    if head is None:
-        return [f"chain head file {path} is missing (deleted?)"] if walk.checked else []
-    if isinstance(head, str):
-        return [head]
-    seq, hash_ = int(head["seq"]), str(head["hash"])
-    from hmac import compare_digest  # verify only: the hook path never loads OpenSSL
-
-    if not compare_digest(str(head["mac"]), _head_mac(key, seq, hash_)):
-        return [f"chain head file {path} is not authentic (edited, or another key)"]
-    if seq > walk.newest_seq and not walk.checked:
-        return [f"chain head is seq {seq} but there are no events (all events deleted)"]
-    if seq > walk.newest_seq:
-        return [
-            f"chain head is seq {seq} but the newest event is {walk.newest_seq} "
-            "(newest events deleted)"
-        ]
-    if walk.hash_at_head is not None and walk.hash_at_head != hash_:
-        return [f"chain head does not match event {seq} (edited or replaced)"]
-    return []
-
-
-def verify(
-    store: Store, key: bytes, head_path: Path | None = None, *, expect_head: bool = False
-) -> VerifyReport:
-    """Walk the whole chain and report every edited, deleted or out-of-chain event.
-
-    Args:
-        store: the store holding the events.
-        key: the chain key (``load_or_create_key``).
-        head_path: the head file the writers kept, to detect deleted newest events.
-        expect_head: the chain was started (its key existed), so a missing head file is
-            deleted even when there are no events left.
-
-    Returns:
-        ``VerifyReport(ok, checked, problems)``; problems read like
-        ``"event 12: hash mismatch (edited)"`` or ``"events 5-7 missing (deleted)"``.
-    """
-    head = _load_head(head_path) if head_path is not None else None
-    head_seq = int(head["seq"]) if isinstance(head, dict) else None
-    walk = _walk_chain(store, key, head_seq)
-    problems = walk.problems
-    if head_path is not None:
-        problems += _head_problems(head, head_path, key, walk, expect_head)
-    if len(problems) > _MAX_PROBLEMS:
-        extra = len(problems) - _MAX_PROBLEMS
-        problems = [*problems[:_MAX_PROBLEMS], f"... and {extra} more problems"]
-    return VerifyReport(ok=not problems, checked=walk.checked, problems=problems)
 
 
 def tenant_key(secret: str, tenant: str) -> bytes:
@@ -436,7 +322,10 @@ class MetricsService(Service):
         return report | {"open_conflicts": len(open_conflicts)}
 
     def verify(self) -> VerifyReport:
-        """Walk the chain with the home's key and head file (see ``verify``)."""
+        """Walk the chain with the home's key and head file (see
+        ``cortex.services.metrics_verify.verify``)."""
+        from cortex.services.metrics_verify import VerifyReport, verify  # (not at a start)
+
         if self.key is not None:
             return verify(self.store, self.key)
         home = self.config.home

@@ -24,7 +24,8 @@ from cortex.files import check_id
 from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
-from cortex.services.metrics import MetricsService, VerifyReport
+from cortex.services.metrics import MetricsService
+from cortex.services.metrics_verify import VerifyReport
 from cortex.services.remote.client import RemoteClient
 from cortex.services.remote.journal import DrainReport
 from cortex.services.remote.local_only import LocalOnly
