@@ -153,10 +153,18 @@ def in_process(home: Path, runs: int) -> dict[str, dict[str, float]]:
 
 
 def whole_process(
-    home: Path, runs: int, command: Callable[[int], list[str]] | None = None
+    home: Path,
+    runs: int,
+    command: Callable[[int], list[str]] | None = None,
+    *,
+    floor: bool = False,
 ) -> dict[str, float]:
     """A whole ``cortex`` process, interpreter start included: ``command(i)`` gives the
-    arguments of run ``i`` (default: ``session start`` of a new session of ``PROJECT``)."""
+    arguments of run ``i`` (default: ``session start`` of a new session of ``PROJECT``).
+
+    With ``floor``, a floor process (``python -c "import sqlite3"``) is timed before each
+    sample too: its median (``floor_ms``) and the median of the per-sample ratios
+    (``x_floor``), which a busy host's swings hit alike."""
     exe = str(Path(sys.executable).with_name("cortex"))
     # An installed package has its bytecode compiled; this environment may forbid writing it
     # (PYTHONDONTWRITEBYTECODE), which would make every process recompile Cortex.
@@ -171,12 +179,30 @@ def whole_process(
     make = command or (
         lambda i: ["session", "start", "--project", PROJECT, "--session-id", f"w{i}"]
     )
-    return timed(
-        lambda: subprocess.run(
-            [exe, *make(next(counter))], env=env, check=True, capture_output=True
-        ),
-        runs,
-    )
+    if not floor:
+        return timed(
+            lambda: subprocess.run(
+                [exe, *make(next(counter))], env=env, check=True, capture_output=True
+            ),
+            runs,
+        )
+    samples, floors = [], []
+    for i in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
+        floors.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        subprocess.run([exe, *make(i)], env=env, check=True, capture_output=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    ratios = sorted(s / f for s, f in zip(samples, floors, strict=True))
+    samples.sort()
+    return {
+        "median_ms": statistics.median(samples),
+        "p95_ms": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
+        "runs": runs,
+        "floor_ms": round(statistics.median(floors), 2),
+        "x_floor": round(statistics.median(ratios), 3),
+    }
 
 
 def main() -> None:

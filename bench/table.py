@@ -9,9 +9,9 @@ The floor is a whole ``python -c "import sqlite3"`` process of this virtualenv
 (``bench/compare.py``'s ``floor_ms``, a median of several), timed at the start, before each
 step and at the end: each row is divided by the floor timed just before it (the load of a
 shared machine drifts within a run), and the floor row shows the median of all of them. The
-two hook rows are divided by the median of floor processes timed between their samples, one
-before each hook process.
-Process rows are medians of whole processes; in-process rows are compared with the same
+four process rows (the two hooks, ``cortex session start``, ``cortex memory search``) are
+divided by the median of floor processes timed between their samples, one before each
+process. Process rows are medians of whole processes; in-process rows are compared with the same
 floor (a restore's CPU time against the time of the floor process, say); the hook server's
 resident memory is compared with the RSS of the floor process held open. Each row reuses its
 benchmark's own code: ``bench/hooks.py``, ``bench/core.py``, ``bench/memory.py`` and
@@ -317,7 +317,8 @@ def measure(
                 step(
                     f"session-start: {sizes.runs} `cortex session start` processes", "session-start"
                 )
-                out["session-start"] = process(core.whole_process(home, sizes.runs))
+                out["session-start"] = process(core.whole_process(home, sizes.runs, floor=True))
+                floors["session-start"] = out["session-start"]["floor_ms"]
             if "restore-cpu" in wanted:
                 step(f"restore-cpu: {sizes.restore_runs} restores in-process", "restore-cpu")
                 manager = core.open_manager(home)
@@ -337,9 +338,13 @@ def measure(
             )
             home, query, project = memory_home(root, sizes.search_memories)
             figures = core.whole_process(
-                home, sizes.runs, lambda i: ["memory", "search", query, "--project", project]
+                home,
+                sizes.runs,
+                lambda i: ["memory", "search", query, "--project", project],
+                floor=True,
             )
             out["memory-search-process"] = {**process(figures), "query": query}
+            floors["memory-search-process"] = figures["floor_ms"]
         for key, replacing in (("ingest", False), ("ingest-replacing", True)):
             if key not in wanted:
                 continue
