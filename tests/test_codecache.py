@@ -88,8 +88,11 @@ def test_the_cache_is_installed_by_the_engine_and_makes_the_same_methods(
 
 
 def _loaded(path: Path) -> dict[str, dict[str, types.CodeType]]:
-    data, places = codecache.load(str(path))
-    return {module: codecache.decode(data[start:end]) for module, (start, end) in places.items()}
+    opened, places = codecache.load(str(path))
+    try:
+        return {module: codecache.decode(opened.piece(*place)) for module, place in places.items()}
+    finally:
+        opened.close()
 
 
 def test_saved_codes_load_back_and_a_bad_file_counts_as_empty(tmp_path: Path) -> None:
@@ -148,6 +151,7 @@ def test_a_module_is_decoded_at_its_first_class_and_its_old_texts_dropped(
     assert saved["cortex.unused"].keys() == other.keys()  # not decoded, kept as it was
     assert old_text not in saved[module]  # Point's module changed: its old text dropped
     assert saved[module].keys() == codecache._used[module] and len(saved[module]) == POINT_TEXTS
+    data.close()
 
 
 def test_what_another_process_saved_meanwhile_is_kept(
@@ -182,9 +186,36 @@ def test_what_another_process_saved_meanwhile_is_kept(
     assert saved["cortex.first"].keys() == first.keys()
     assert saved["cortex.other"].keys() == other.keys()  # not lost to this save
     assert len(saved[module]) == POINT_TEXTS
+    data.close()
     data, places = codecache.load(str(path))
     start, end = places[codecache.PROGRAMS]
-    assert set(codecache._decode_programs(data[start:end])) == {("a+", 0), ("b+", 0)}
+    assert set(codecache._decode_programs(data.piece(start, end))) == {("a+", 0), ("b+", 0)}
+    data.close()
+
+
+def test_a_process_reads_the_file_it_opened_and_no_more_of_it_than_it_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file stays open and each piece is read at its module's first class: a rewrite by
+    another process (a new file in its place) leaves this process reading the version it
+    opened, and where ``os.pread`` is missing the whole file is read at once instead."""
+    path = tmp_path / "methods.bin"
+    first = {"x = 1": compile("x = 1", "<string>", "exec")}
+    second = {"y = 2": compile("y = 2", "<string>", "exec")}
+    path.write_bytes(codecache.dump({"cortex.a": marshal.dumps(first)}))
+    opened, places = codecache.load(str(path))
+    assert opened.descriptor is not None and not opened.data  # nothing read but the header
+    bytecode.replace(str(path), codecache.dump({"cortex.a": marshal.dumps(second)}))
+    assert codecache.decode(opened.piece(*places["cortex.a"])).keys() == first.keys()
+    assert _loaded(path)["cortex.a"].keys() == second.keys()  # a new process: the new file
+    opened.close()
+    assert codecache.decode(opened.piece(*places["cortex.a"])) == {}  # closed: nothing held
+    monkeypatch.delattr(os, "pread")
+    whole, places = codecache.load(str(path))
+    assert whole.descriptor is None and len(whole.data) == path.stat().st_size
+    assert codecache.decode(whole.piece(*places["cortex.a"])).keys() == second.keys()
+    path.write_bytes(b"\0" * 8)
+    assert codecache.load(str(path))[1] == {}
 
 
 def test_an_unwritable_place_is_left_alone(tmp_path: Path) -> None:
@@ -342,7 +373,7 @@ def test_saved_programs_load_back_and_bad_ones_are_left_out(
     path.write_bytes(codecache.dump({codecache.PROGRAMS: marshal.dumps(held)}))
     data, places = codecache.load(str(path))
     start, end = places[codecache.PROGRAMS]
-    decoded = codecache._decode_programs(data[start:end])
+    decoded = codecache._decode_programs(data.piece(start, end))
     assert decoded == {(PATTERNS[0][0], 2): good, **bad}  # each program checked when used
     assert codecache._decode_programs(b"\xff") == {}
     assert codecache._decode_programs(marshal.dumps([1])) == {}

@@ -76,7 +76,7 @@ _missed = False
 at exit)."""
 
 
-def _header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
+def read_header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
     """Where the body of such a file (open in ``file``, at its start) begins, and its header,
     decoded; None when it is damaged or was written by another interpreter version or in
     another ``layout``."""
@@ -97,14 +97,14 @@ def _header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
 def read(path: str, layout: bytes) -> tuple[memoryview, int, object] | None:
     """A file that this package keeps in its ``__pycache__`` (this one, ``codecache``'s): its
     bytes, where its body starts and its header, decoded; None when it is missing or as
-    ``_header`` refuses it."""
-    try:
-        with open(path, "rb") as file:
-            found = _header(file, layout)
+    ``read_header`` refuses it."""
+    try:  # (unbuffered: a buffered file's read after a seek back copies the whole file twice)
+        with open(path, "rb", buffering=0) as file:
+            found = read_header(file, layout)
             if found is None:
                 return None
             file.seek(0)
-            data = memoryview(file.read())
+            data = memoryview(file.readall())
     except OSError:
         return None
     return data, *found
@@ -401,7 +401,7 @@ def install(path: str = PATH) -> None:
     held = None
     try:
         file = open(path, "rb", buffering=0)  # noqa: SIM115 - open for the process's life
-        found = _header(file, FORMAT)
+        found = read_header(file, FORMAT)
         if found is not None:
             held = _held(found[1], found[0], os.fstat(file.fileno()).st_size)
     except OSError:

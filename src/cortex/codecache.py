@@ -8,13 +8,16 @@ process that imports it compiled about 260 small functions: close to half of the
 of a hook or a CLI command. Importing this module makes ``dataclasses`` run the same text,
 for the classes of Cortex's own modules (other packages' classes compile as always), through
 a cache of code objects instead: one file in the package's ``__pycache__``
-(``dataclass-methods.<cache tag>.bin``), read once per process, written back at exit when a
-process compiled text it did not hold (the first run after an install or an upgrade).
+(``dataclass-methods.<cache tag>.bin``), written back at exit when a process compiled text it
+did not hold (the first run after an install or an upgrade).
 
-The file holds each module's codes as one marshalled piece behind a header of their places,
-and a piece is decoded (from the bytes read, not copied) when its module makes its first
-class: a hook start makes the classes of 19 of the ~55 modules that have any (about 260 of
-560 methods), and decoding code objects is most of what reading the cache costs. When a module
+The file holds each module's codes as one marshalled piece behind a header of their places.
+A process reads the header and keeps the file open; a piece is read (``os.pread``) and
+decoded when its module makes its first class: a hook start makes the classes of 19 of the
+~55 modules that have any (about 260 of 560 methods), and reads about a third of the file's
+~430 KB. Reading the whole file took a process ~0.2 ms more (0.35 ms more through a buffered
+file's seek and read), and decoding code objects is most of what the rest costs. A rewrite
+replaces the file: a process that has it open goes on reading the version it opened. When a module
 compiles text it did not hold (its classes changed), its texts that this process did not use
 are dropped on saving: they belong to the module's earlier versions.
 
@@ -51,7 +54,7 @@ import os
 import sys
 from types import CodeType
 
-from cortex.bytecode import framed, read, replace
+from cortex.bytecode import framed, read_header, replace
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not import typing
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,8 +82,6 @@ PATH = os.path.join(
 FORMAT = b"CXM2"
 """After the magic number: this layout (a header of each module's place, then the pieces)."""
 
-_file = memoryview(b"")
-"""The cache file as read: the modules not decoded yet are read from it, without copies."""
 _pieces: dict[str, tuple[int, int]] = {}
 """The file's modules not decoded yet: {module: (start, end) of its marshalled codes}."""
 _codes: dict[str, dict[str, CodeType]] = {}
@@ -102,28 +103,77 @@ _compile_pattern: Any = None
 """``re``'s own compiler (the cache's stands in for it)."""
 
 
-def load(path: str = PATH) -> tuple[memoryview, dict[str, tuple[int, int]]]:
-    """The cache in ``path``: its bytes and the place of each module's marshalled codes in
-    them; nothing when it is missing, damaged or was written by another interpreter version
-    (or in another layout)."""
-    empty: tuple[memoryview, dict[str, tuple[int, int]]] = (memoryview(b""), {})
-    found = read(path, FORMAT)
-    if found is None:
-        return empty
-    data, body, places = found
+class Opened:
+    """A cache file, open: its pieces are read by place (``os.pread``), or, where ``os.pread``
+    is missing (Windows), its bytes as read at once; no file: no bytes. The file is a bare
+    descriptor, which the process's end closes without a ``ResourceWarning``."""
+
+    def __init__(self, descriptor: int | None = None, data: bytes = b"") -> None:
+        self.descriptor = descriptor
+        self.data = memoryview(data)
+
+    def piece(self, start: int, end: int) -> bytes | memoryview:
+        """The bytes from ``start`` to ``end`` (empty when the file cannot be read)."""
+        if self.descriptor is None:
+            return self.data[start:end]
+        try:
+            return os.pread(self.descriptor, end - start, start)
+        except OSError:
+            return b""
+
+    def close(self) -> None:
+        descriptor, self.descriptor = self.descriptor, None
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+_file = Opened()
+"""The cache file this process opened: the modules not decoded yet are read from it."""
+
+
+def load(path: str = PATH) -> tuple[Opened, dict[str, tuple[int, int]]]:
+    """The cache in ``path``, open, and the place of each module's marshalled codes in it;
+    nothing when it is missing, damaged or was written by another interpreter version (or
+    in another layout)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return Opened(), {}
+    opened = Opened(descriptor)
+    try:
+        with open(descriptor, "rb", buffering=0, closefd=False) as file:
+            found = read_header(file, FORMAT)
+            size = os.fstat(descriptor).st_size
+            pieces = _places(found[1], found[0], size) if found is not None else None
+            if pieces is not None and not hasattr(os, "pread"):
+                file.seek(0)
+                data = file.readall()
+                opened.close()
+                return Opened(None, data), pieces
+    except OSError:
+        pieces = None
+    if pieces is None:
+        opened.close()
+        return Opened(), {}
+    return opened, pieces
+
+
+def _places(places: object, body: int, size: int) -> dict[str, tuple[int, int]] | None:
+    """Each module's (start, end) in a file of ``size`` bytes whose body starts at ``body``,
+    from its header; None when the header is not shaped so."""
     if not isinstance(places, dict):
-        return empty
+        return None
     pieces: dict[str, tuple[int, int]] = {}
     for module, place in places.items():
         if type(module) is not str or type(place) is not tuple or len(place) != 2:
-            return empty
+            return None
         start, end = place
         if type(start) is not int or type(end) is not int or not 0 <= start <= end:
-            return empty
-        if body + end > len(data):
-            return empty
+            return None
+        if body + end > size:
+            return None
         pieces[module] = (body + start, body + end)
-    return data, pieces
+    return pieces
 
 
 def decode(piece: memoryview | bytes) -> dict[str, CodeType]:
@@ -169,9 +219,10 @@ def save(path: str = PATH) -> None:
     if not _added or sys.dont_write_bytecode:
         return
     current, places = load(path)
-    pieces: dict[str, bytes | memoryview] = {m: current[a:b] for m, (a, b) in places.items()}
+    pieces: dict[str, bytes | memoryview] = {m: current.piece(*p) for m, p in places.items()}
+    current.close()
     for module, (start, end) in _pieces.items():  # not decoded here: as read, if still absent
-        pieces.setdefault(module, _file[start:end])
+        pieces.setdefault(module, _file.piece(start, end))
     for module, codes in _codes.items():
         if module in _changed:  # the texts it no longer makes are its earlier versions'
             codes = {text: code for text, code in codes.items() if text in _used[module]}
@@ -212,7 +263,7 @@ def _code(module: str, source: str) -> CodeType:
     codes = _codes.get(module)
     if codes is None:
         start, end = _pieces.pop(module, (0, 0))
-        codes = _codes[module] = decode(_file[start:end])
+        codes = _codes[module] = decode(_file.piece(start, end))
         _used[module] = set()
     _used[module].add(source)
     code = codes.get(source)
@@ -272,7 +323,7 @@ def _held_programs() -> dict[tuple[str | bytes, int], bytes]:
     global _programs
     if _programs is None:
         start, end = _pieces.pop(PROGRAMS, (0, 0))
-        _programs = _decode_programs(_file[start:end])
+        _programs = _decode_programs(_file.piece(start, end))
     return _programs
 
 
