@@ -258,3 +258,33 @@ def test_a_large_batch_grows_the_page_cache_to_hold_what_it_dirties(store: SQLit
     store.add_memories([memory(f"d{i}", f"bulk note {i}") for i in range(450)])
     assert cache_kib() == 8 * 450
     assert store.count_memories(MemoryFilter(), NOW) == 1160
+
+
+def test_a_large_batch_lets_the_log_hold_two_batches_before_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A bulk batch raises the pages a commit may leave in the write-ahead log (twice its
+    page-cache estimate, in pages of the file); a small batch, or a connection whose
+    checkpoints are manual, keeps its setting; what the log holds is in the database once the
+    last connection closes."""
+    path = tmp_path / "brain.db"
+    store = SQLiteStore(path)
+
+    def log_pages() -> int:
+        return int(store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    store.add_memories([memory(f"s{i}", f"small batch {i}") for i in range(10)])
+    assert log_pages() == 1000  # SQLite's default
+    store.add_memories([memory(f"b{i}", f"bulk note {i}") for i in range(400)])
+    assert log_pages() == 2 * 8 * 400 // 4  # KiB -> pages of 4 KiB
+    store.add_memories([memory(f"c{i}", f"bulk note {i}") for i in range(300)])
+    assert log_pages() == 1600  # never lowered by a smaller batch
+    store.add_memories([memory(f"d{i}", f"bulk note {i}") for i in range(5000)])
+    assert log_pages() == 32 * 1024 // 4  # at most 32 MiB
+    store.close()
+    assert not Path(f"{path}-wal").exists()  # the last connection checkpointed it
+    with SQLiteStore(path) as reopened:
+        assert reopened.count_memories(MemoryFilter(), NOW) == 5710
+        reopened.manual_checkpoints()
+        reopened.add_memories([memory(f"e{i}", f"bulk note {i}") for i in range(400)])
+        assert reopened.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0

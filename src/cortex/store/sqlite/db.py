@@ -211,6 +211,23 @@ class Database:
         if -current < kib:
             self.run(f"PRAGMA cache_size = -{int(kib)}")
 
+    def grow_log(self, kib: int) -> None:
+        """Let this connection's commits leave up to ``kib`` KiB in the write-ahead log before
+        one of them moves it into the database (``PRAGMA wal_autocheckpoint``, in pages), when
+        they leave less; a connection whose checkpoints are manual (0) is left so.
+
+        SQLite checkpoints a commit that leaves more than 1,000 pages (4 MiB), so a writer of
+        batches that each dirty more than that pays a checkpoint per batch: every page written
+        again into the database at random, and two syncs. Pages that consecutive batches both
+        change (the tail of the table and of its indexes, the full-text index's segments) then
+        go into the database once per batch; with the log holding two batches, once per two.
+        Nothing committed is less safe from a process crash; a power loss may roll back the
+        commits made since the last checkpoint, as with any log of this mode."""
+        current = int(self.rows("PRAGMA wal_autocheckpoint")[0][0])
+        pages = kib * 1024 // int(self.rows("PRAGMA page_size")[0][0])
+        if 0 < current < pages:
+            self.run(f"PRAGMA wal_autocheckpoint = {int(pages)}")
+
     def check_integrity(self) -> list[str]:
         """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""
         found = [str(row[0]) for row in self.rows("PRAGMA quick_check")]
