@@ -95,16 +95,16 @@ def read_header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
 
 
 def read(path: str, layout: bytes) -> tuple[memoryview, int, object] | None:
-    """A file that this package keeps in its ``__pycache__`` (this one, ``codecache``'s): its
-    bytes, where its body starts and its header, decoded; None when it is missing or as
+    """The whole of such a file (this module's, read again when it is saved): its bytes,
+    where its body starts and its header, decoded; None when it is missing or as
     ``read_header`` refuses it."""
-    try:  # (unbuffered: a buffered file's read after a seek back copies the whole file twice)
-        with open(path, "rb", buffering=0) as file:
+    try:
+        with open(path, "rb") as file:
             found = read_header(file, layout)
             if found is None:
                 return None
             file.seek(0)
-            data = memoryview(file.readall())
+            data = memoryview(file.read())
     except OSError:
         return None
     return data, *found
