@@ -198,6 +198,35 @@ def test_a_read_only_package_is_not_even_read_for_saving(
     assert bytecode._writable(str(package / "__pycache__" / "nowhere" / "deeper"))
 
 
+FAILING = """
+from cortex import bytecode
+def counted(*args):
+    print("read")
+    return loaded(*args)
+loaded, bytecode.load = bytecode.load, counted
+import cortex.core.tokens
+try:
+    import cortex.failing_extra
+except ImportError:
+    print("failed")
+"""
+
+
+def test_a_module_that_fails_to_import_does_not_make_each_process_read_the_file(
+    package: Path,
+) -> None:
+    """A module whose import fails (an extra's dependency missing) is never in the file, so
+    each process misses it; with nothing imported the standard way, nothing could be saved,
+    and the file is not read at exit."""
+    (package / "failing_extra.py").write_text("raise ImportError('no such extra')\n")
+    _run(package, code=FAILING)  # the first process: everything the standard way, saved
+    assert _run(package, code=FAILING) == [["failed"]]  # nothing read at exit
+    tokens = package / "core" / "tokens.py"
+    tokens.write_text(tokens.read_text() + "EDITED = 1\n")
+    assert _run(package, code=FAILING) == [["failed"], ["read"]]  # tokens to take again
+    assert _run(package, code=FAILING) == [["failed"]]
+
+
 @pytest.mark.parametrize("mode", ["CHECKED_HASH", "UNCHECKED_HASH"])
 def test_hash_based_pyc_files_are_taken_as_the_standard_loader_takes_them(
     package: Path, mode: str

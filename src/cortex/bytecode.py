@@ -230,7 +230,7 @@ class Finder:
             _missed = True
             import atexit
 
-            atexit.register(save)
+            atexit.register(_save_missed)
         return spec
 
 
@@ -319,6 +319,23 @@ def save(path: str = PATH) -> None:
                 break
             folder = os.path.dirname(folder)
     replace(path, dump(codes, folders))  # (read-only: the standard path in every process)
+
+
+def _save_missed() -> None:
+    """At the exit of a process that missed a module: ``save``, unless every one of the
+    package's modules it imported came from the file. A module whose import fails (an
+    extra's dependency missing) misses in every process and never reaches the file: such a
+    process has nothing to add, and reading the file back would cost it ~1 ms."""
+    if any(_unserved(name, module) for name, module in list(sys.modules.items())):
+        save()
+
+
+def _unserved(name: str, module: ModuleType | None) -> bool:
+    """Whether ``name`` is one of the package's modules imported here other than from the
+    file (the file lacked it, or held an earlier version): what saving could add."""
+    if not name.startswith(PACKAGE + ".") or name == __name__ or module is None:
+        return False
+    return type(getattr(getattr(module, "__spec__", None), "loader", None)) is not CachedLoader
 
 
 def _matches(pyc: bytes, origin: str, stat: os.stat_result) -> bool:
