@@ -121,9 +121,10 @@ def test_a_damaged_file_is_ignored_and_written_again(package: Path) -> None:
 
 def test_a_damaged_code_piece_falls_back_to_the_pyc(package: Path) -> None:
     _run(package)
-    data, entries, _ = bytecode.load(str(_file(package)))
+    opened, entries, _ = bytecode.load(str(_file(package)))
+    opened.close()
     start, end = entries["cortex.core.tokens"][:2]
-    damaged = bytearray(data)
+    damaged = bytearray(_file(package).read_bytes())
     damaged[start:end] = b"\0" * (end - start)
     _file(package).write_bytes(bytes(damaged))
     seen = _run(package, write=False)

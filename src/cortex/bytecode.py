@@ -40,7 +40,6 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable, Sequence
     from importlib.machinery import ModuleSpec, SourceFileLoader
-    from io import FileIO
     from types import CodeType, ModuleType
     from typing import Any, BinaryIO
 else:  # the classes ``importlib.machinery`` names (importing it imports ``warnings``)
@@ -61,9 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover
     """(start, end) of the code in the file, the source relative to ``ROOT``, its
     modification time in nanoseconds and size, whether it is a package's ``__init__``."""
 
-_file: FileIO | None = None
-"""The file, open: each module's code is read from it (``os.pread``) at the module's import,
-so that a process holds its header only (a long-lived one would hold the whole file)."""
+_file: Opened | None = None
+"""The file, open: each module's code is read from it at the module's import."""
 _entries: dict[str, Entry] = {}
 """The file's modules: {name: entry}."""
 _folders: dict[str, int] = {}
@@ -76,7 +74,7 @@ _missed = False
 at exit)."""
 
 
-def read_header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
+def _header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
     """Where the body of such a file (open in ``file``, at its start) begins, and its header,
     decoded; None when it is damaged or was written by another interpreter version or in
     another ``layout``."""
@@ -94,20 +92,59 @@ def read_header(file: BinaryIO, layout: bytes) -> tuple[int, object] | None:
         return None
 
 
-def read(path: str, layout: bytes) -> tuple[memoryview, int, object] | None:
-    """The whole of such a file (this module's, read again when it is saved): its bytes,
-    where its body starts and its header, decoded; None when it is missing or as
-    ``read_header`` refuses it."""
+class Opened:
+    """Such a file, open: its bytes read by place (``os.pread``) from a bare descriptor, which
+    the process's end closes with no ``ResourceWarning``; where ``os.pread`` is missing
+    (Windows), its bytes as read at once; no file: no bytes."""
+
+    def __init__(self, descriptor: int | None = None, data: bytes = b"") -> None:
+        self.descriptor = descriptor
+        self.data = memoryview(data)
+        self.size = len(data)  # (a descriptor's: its file's, set by ``open_file``)
+
+    def piece(self, start: int, end: int) -> bytes | memoryview:
+        """The bytes from ``start`` to ``end`` (empty when the file cannot be read)."""
+        if self.descriptor is None:
+            return self.data[start:end]
+        try:
+            return os.pread(self.descriptor, end - start, start)
+        except OSError:
+            return b""
+
+    def close(self) -> None:
+        descriptor, self.descriptor = self.descriptor, None
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def open_file(path: str, layout: bytes) -> tuple[Opened, int, object] | None:
+    """Such a file, open (``Opened``), where its body starts and its header, decoded; None
+    when it is missing or as ``_header`` refuses it. Only the header is read: a piece is
+    read when it is wanted, so that no process holds the whole file (a long-lived one would
+    hold it for its life), and a rewrite, which replaces the file, leaves a process reading
+    the version it opened."""
     try:
-        with open(path, "rb") as file:
-            found = read_header(file, layout)
-            if found is None:
-                return None
-            file.seek(0)
-            data = memoryview(file.read())
+        descriptor = os.open(
+            path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+        )
     except OSError:
         return None
-    return data, *found
+    opened = Opened(descriptor)
+    try:
+        with open(descriptor, "rb", buffering=0, closefd=False) as file:
+            found = _header(file, layout)
+            opened.size = os.fstat(descriptor).st_size
+            if found is not None and not hasattr(os, "pread"):
+                file.seek(0)
+                whole = Opened(None, file.readall())
+                opened.close()
+                opened = whole
+    except OSError:
+        found = None
+    if found is None:
+        opened.close()
+        return None
+    return (opened, *found)
 
 
 def framed(
@@ -137,16 +174,17 @@ def replace(path: str, data: bytes) -> bool:
     return True
 
 
-def load(path: str = PATH) -> tuple[memoryview, dict[str, Entry], dict[str, int]]:
-    """The file at ``path``: its bytes, its modules and its folders; nothing when it is
-    missing, damaged or was written by another interpreter version."""
-    found = read(path, FORMAT)
+def load(path: str = PATH) -> tuple[Opened, dict[str, Entry], dict[str, int]]:
+    """The file at ``path``, open, its modules and its folders; nothing when it is missing,
+    damaged or was written by another interpreter version."""
+    found = open_file(path, FORMAT)
     if found is not None:
-        data, body, header = found
-        held = _held(header, body, len(data))
+        opened, body, header = found
+        held = _held(header, body, opened.size)
         if held is not None:
-            return data, *held
-    return memoryview(b""), {}, {}
+            return opened, *held
+        opened.close()
+    return Opened(), {}, {}
 
 
 def _held(header: object, body: int, size: int) -> tuple[dict[str, Entry], dict[str, int]] | None:
@@ -202,9 +240,8 @@ class CachedLoader(SourceFileLoader):
     def get_code(self, fullname: str) -> CodeType:
         start, end = self.span
         try:  # (no file: it was closed since the spec was made)
-            piece = os.pread(_file.fileno(), end - start, start) if _file is not None else b""
-            code = marshal.loads(piece)
-        except (OSError, EOFError, ValueError, TypeError):
+            code = marshal.loads(_file.piece(start, end) if _file is not None else b"")
+        except (EOFError, ValueError, TypeError):
             code = None
         if type(code) is _CODE:
             return code
@@ -286,7 +323,7 @@ def save(path: str = PATH) -> None:
     if sys.dont_write_bytecode or not _writable(os.path.dirname(path)):
         return  # (a read-only install: not even the work of making the file, in every process)
     codes: dict[str, tuple[bytes | memoryview, str, int, int, bool]] = {}
-    data, entries, recorded = load(path)
+    opened, entries, recorded = load(path)
     checked: dict[str, bool] = {}
     for name, (start, end, source, mtime, size, package) in entries.items():
         try:
@@ -298,7 +335,8 @@ def save(path: str = PATH) -> None:
             and stat.st_size == size
             and _unchanged(os.path.dirname(source), recorded, checked)
         ):
-            codes[name] = (data[start:end], source, mtime, size, package)
+            codes[name] = (opened.piece(start, end), source, mtime, size, package)
+    opened.close()
     added = False
     for name, module in list(sys.modules.items()):
         if name.startswith(PACKAGE + ".") and name != __name__ and name not in codes:
@@ -414,19 +452,11 @@ def install(path: str = PATH) -> None:
     global _file, _entries, _folders
     if Finder in sys.meta_path or not hasattr(os, "pread"):
         return
-    file: FileIO | None = None
-    held = None
-    try:
-        file = open(path, "rb", buffering=0)  # noqa: SIM115 - open for the process's life
-        found = read_header(file, FORMAT)
-        if found is not None:
-            held = _held(found[1], found[0], os.fstat(file.fileno()).st_size)
-    except OSError:
-        pass  # no file yet: every module the standard way, and the file written at exit
-    if held is not None:
-        _file, (_entries, _folders) = file, held
-    elif file is not None:
-        file.close()
+    opened, entries, folders = load(path)  # (none yet: the standard way, written at exit)
+    if entries:
+        _file, _entries, _folders = opened, entries, folders
+    else:
+        opened.close()
     sys.meta_path.insert(0, Finder)
 
 

@@ -56,7 +56,7 @@ import os
 import sys
 from types import CodeType
 
-from cortex.bytecode import framed, read_header, replace
+from cortex.bytecode import Opened, framed, open_file, replace
 
 TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: the hook path need not import typing
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,61 +105,22 @@ _compile_pattern: Any = None
 """``re``'s own compiler (the cache's stands in for it)."""
 
 
-class Opened:
-    """A cache file, open: its pieces are read by place (``os.pread``), or, where ``os.pread``
-    is missing (Windows), its bytes as read at once; no file: no bytes. The file is a bare
-    descriptor, which the process's end closes without a ``ResourceWarning``."""
-
-    def __init__(self, descriptor: int | None = None, data: bytes = b"") -> None:
-        self.descriptor = descriptor
-        self.data = memoryview(data)
-
-    def piece(self, start: int, end: int) -> bytes | memoryview:
-        """The bytes from ``start`` to ``end`` (empty when the file cannot be read)."""
-        if self.descriptor is None:
-            return self.data[start:end]
-        try:
-            return os.pread(self.descriptor, end - start, start)
-        except OSError:
-            return b""
-
-    def close(self) -> None:
-        descriptor, self.descriptor = self.descriptor, None
-        if descriptor is not None:
-            os.close(descriptor)
-
-
 _file = Opened()
 """The cache file this process opened: the modules not decoded yet are read from it."""
 
 
 def load(path: str = PATH) -> tuple[Opened, dict[str, tuple[int, int]]]:
-    """The cache in ``path``, open, and the place of each module's marshalled codes in it;
-    nothing when it is missing, damaged or was written by another interpreter version (or
-    in another layout)."""
-    try:
-        descriptor = os.open(
-            path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-        )
-    except OSError:
-        return Opened(), {}
-    opened = Opened(descriptor)
-    try:
-        with open(descriptor, "rb", buffering=0, closefd=False) as file:
-            found = read_header(file, FORMAT)
-            size = os.fstat(descriptor).st_size
-            pieces = _places(found[1], found[0], size) if found is not None else None
-            if pieces is not None and not hasattr(os, "pread"):
-                file.seek(0)
-                data = file.readall()
-                opened.close()
-                return Opened(None, data), pieces
-    except OSError:
-        pieces = None
-    if pieces is None:
+    """The cache in ``path``, open (``bytecode.open_file``), and the place of each module's
+    marshalled codes in it; nothing when it is missing, damaged or was written by another
+    interpreter version (or in another layout)."""
+    found = open_file(path, FORMAT)
+    if found is not None:
+        opened, body, places = found
+        pieces = _places(places, body, opened.size)
+        if pieces is not None:
+            return opened, pieces
         opened.close()
-        return Opened(), {}
-    return opened, pieces
+    return Opened(), {}
 
 
 def _places(places: object, body: int, size: int) -> dict[str, tuple[int, int]] | None:
