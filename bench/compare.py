@@ -77,14 +77,33 @@ def script_entry(src: Path) -> None:
                          "    sys.exit(main())\n")  # fmt: skip
 
 
+def floor_sample() -> float:
+    """One whole ``python -c "import sqlite3"`` process (the cost of any hook), in ms."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
+    return (time.perf_counter() - started) * 1000
+
+
 def floor_ms(runs: int = 20) -> float:
-    """Median of whole ``python -c "import sqlite3"`` processes (the cost of any hook)."""
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    """Median of ``runs`` floor processes (``floor_sample``)."""
+    return statistics.median(floor_sample() for _ in range(runs))
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def floor_ratios(samples: list[float], floors: list[float]) -> dict[str, float]:
+    """Samples against the floor process timed before each of them: the floors' median
+    (``floor_ms``) and the median and p95 of the per-sample ratios (``x_floor``,
+    ``x_floor_p95``), which a busy host's swings hit alike."""
+    ratios = [s / f for s, f in zip(samples, floors, strict=True)]
+    return {
+        "floor_ms": round(statistics.median(floors), 2),
+        "x_floor": round(statistics.median(ratios), 3),
+        "x_floor_p95": round(p95(ratios), 3),
+    }
 
 
 def run_bench(tree: Path, name: str, args: list[str]) -> dict[str, object]:

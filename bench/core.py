@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from compare import floor_ratios, floor_sample, p95  # bench/compare.py: the floor
 from cortex.clock import FixedClock, to_iso
 from cortex.config import load_config
 from cortex.core.decay import apply_decay
@@ -90,10 +91,9 @@ def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
         fn()
         samples.append((time.perf_counter() - started) * 1000)
         cpu.append((time.process_time() - cpu_started) * 1000)
-    samples.sort()
     return {
         "median_ms": statistics.median(samples),
-        "p95_ms": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
+        "p95_ms": p95(samples),
         "cpu_median_ms": statistics.median(cpu),
         "runs": runs,
     }
@@ -162,9 +162,8 @@ def whole_process(
     """A whole ``cortex`` process, interpreter start included: ``command(i)`` gives the
     arguments of run ``i`` (default: ``session start`` of a new session of ``PROJECT``).
 
-    With ``floor``, a floor process (``python -c "import sqlite3"``) is timed before each
-    sample too: its median (``floor_ms``) and the median of the per-sample ratios
-    (``x_floor``), which a busy host's swings hit alike."""
+    With ``floor``, a floor process is timed before each sample too (``compare.floor_ratios``:
+    ``floor_ms``, ``x_floor``, ``x_floor_p95``)."""
     exe = str(Path(sys.executable).with_name("cortex"))
     # An installed package has its bytecode compiled; this environment may forbid writing it
     # (PYTHONDONTWRITEBYTECODE), which would make every process recompile Cortex.
@@ -188,20 +187,15 @@ def whole_process(
         )
     samples, floors = [], []
     for i in range(runs):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        floors.append((time.perf_counter() - started) * 1000)
+        floors.append(floor_sample())
         started = time.perf_counter()
         subprocess.run([exe, *make(i)], env=env, check=True, capture_output=True)
         samples.append((time.perf_counter() - started) * 1000)
-    ratios = sorted(s / f for s, f in zip(samples, floors, strict=True))
-    samples.sort()
     return {
         "median_ms": statistics.median(samples),
-        "p95_ms": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
+        "p95_ms": p95(samples),
         "runs": runs,
-        "floor_ms": round(statistics.median(floors), 2),
-        "x_floor": round(statistics.median(ratios), 3),
+        **floor_ratios(samples, floors),
     }
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import cortex
+from compare import floor_ratios, floor_sample, p95  # bench/compare.py: the floor
 from core import NOW, populate  # bench/core.py: the same realistic sessions
 from cortex.adapters.hooks.install_hosts import hook_program
 from cortex.adapters.hooks.server import server_pid, socket_path
@@ -128,9 +129,7 @@ def measure(
         samples, floors = [], []
         for i in range(runs):
             if floor:
-                started = time.perf_counter()
-                subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-                floors.append((time.perf_counter() - started) * 1000)
+                floors.append(floor_sample())
             ms, out = run_once(make(i), env, cwd)
             if name == "SessionStart" and "SESSION CONTINUITY" not in out:
                 raise SystemExit(f"SessionStart restored nothing: {out!r}")
@@ -142,17 +141,9 @@ def measure(
             "runs": runs,
         }
         if floors:
-            ratios = [s / f for s, f in zip(samples, floors, strict=True)]
-            row["floor_ms"] = round(statistics.median(floors), 2)
-            row["x_floor"] = round(statistics.median(ratios), 3)
-            row["x_floor_p95"] = round(p95(ratios), 3)
+            row.update(floor_ratios(samples, floors))
         results[name] = row
     return results
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 def hook_events(cwd: str) -> Events:
