@@ -25,7 +25,8 @@ from cortex.core.models import (
     SOPInteraction,
 )
 from cortex.core.tasks import TaskRecord
-from cortex.store.protocol import StartReads, Store
+from cortex.store.protocol import Store
+from cortex.store.records import StartReads
 
 
 def t(day: int, hour: int = 0, minute: int = 0) -> str:

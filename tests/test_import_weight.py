@@ -35,13 +35,33 @@ def imported_at_import_time(tree: ast.Module) -> set[str]:
     return names
 
 
-def test_no_module_imports_logging_when_it_is_imported() -> None:
-    found = [
+def importers(module: str) -> list[str]:
+    """Cortex's modules whose own body imports ``module``."""
+    return [
         str(path.relative_to(PACKAGE))
         for path in sorted(PACKAGE.rglob("*.py"))
-        if "logging" in imported_at_import_time(ast.parse(path.read_text()))
+        if module in imported_at_import_time(ast.parse(path.read_text()))
     ]
+
+
+def test_no_module_imports_logging_when_it_is_imported() -> None:
+    found = importers("logging")
     assert found == [], "log through cortex.logs.getLogger; it imports logging at the first record"
+
+
+def test_no_module_imports_the_store_protocols_when_it_is_imported() -> None:
+    # The protocols are for mypy; defining their few hundred methods cost every hook ~0.4 ms.
+    assert importers("cortex.store.protocol") == [], "import them under TYPE_CHECKING"
+
+
+def test_the_store_protocols_still_load_from_the_package() -> None:
+    code = (
+        "import sys; import cortex.store as s; before = 'cortex.store.protocol' in sys.modules; "
+        "from cortex.store import SharedStore, Store; "
+        "print(before, Store.__name__, SharedStore.__name__, s.Store is Store)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "Store", "SharedStore", "True"], done.stderr
 
 
 def test_the_import_finder_sees_through_blocks_but_not_functions() -> None:
@@ -95,10 +115,23 @@ print(inspect is sys.modules["inspect"], dataclasses.inspect.getsource is inspec
 print(signature(NoDoc), inspect.getsource(cortex.__getattr__).startswith("def __getattr__"))
 from urllib.parse import urlsplit
 print(urlsplit("http://[::1]:8/").hostname, "ip_address" in vars(sys.modules["ipaddress"]))
+print("deepcopy" in vars(sys.modules["copy"]), "weakref" in sys.modules)
+@dataclasses.dataclass
+class Box:
+    'A list inside.'
+    items: list
+box = Box([[1]])
+copied = dataclasses.asdict(box)["items"]
+print(copied == [[1]], copied[0] is not box.items[0], "deepcopy" in vars(sys.modules["copy"]))
+print("fnmatchcase" in vars(sys.modules["fnmatch"]), pathlib.Path("a/b.py").match("*.py"))
+print("filters" in vars(sys.modules["warnings"]))
+import _warnings
+_warnings.warn("a notice from C code", UserWarning)  # the interpreter's own path to warnings
+print("filters" in vars(sys.modules["warnings"]))
 """
 
 
-def test_inspect_ipaddress_urllib_and_ntpath_are_imported_at_their_first_use_and_whole() -> None:
+def test_modules_that_stand_in_are_imported_at_their_first_use_and_whole() -> None:
     done = subprocess.run(
         [sys.executable, "-c", STAND_IN], capture_output=True, text=True, timeout=60
     )
@@ -113,4 +146,10 @@ def test_inspect_ipaddress_urllib_and_ntpath_are_imported_at_their_first_use_and
         "True True",
         "(x: int) -> None True",
         "::1 True",  # a bracketed host is checked by the real ipaddress
+        "False False",  # copy (for asdict) is a stand-in, so weakref was not imported
+        "True True True",  # asdict's deep copy loaded it
+        "False True",  # fnmatch: a stand-in until Path.match used it
+        "False",  # warnings too
+        "True",  # until a warning was issued
     ]
+    assert "UserWarning: a notice from C code" in done.stderr

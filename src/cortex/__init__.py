@@ -43,11 +43,13 @@ def _defer(name: str, *calls: str) -> Callable[[str], object] | None:
     Standard modules are imported by others for a use the engine never makes: ``dataclasses``
     imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``: ~4 ms of a hook
     process, ~1 MiB that the hook server would hold for hours) for the signature it writes as
-    the docstring of a class that has none (Cortex's classes have one); ``pathlib`` imports
-    ``urllib.parse`` (~1 ms, with ``ipaddress`` behind it) for ``Path.as_uri`` and ``ntpath``
-    (~0.5 ms, most of it failed imports of Windows modules) for ``PureWindowsPath``. The
-    stand-in's ``__getattr__`` (PEP 562) imports the module and takes on all its names, so
-    whoever imported the stand-in, or imports the module later, gets the real one.
+    the docstring of a class that has none (Cortex's classes have one), and ``copy`` (with
+    ``weakref``) for ``asdict``; ``pathlib`` imports ``urllib.parse`` (~1 ms, with
+    ``ipaddress`` behind it) for ``Path.as_uri`` and ``ntpath`` (~0.5 ms, most of it failed
+    imports of Windows modules) for ``PureWindowsPath``, and ``fnmatch`` and ``warnings``
+    (~0.3 ms) for globbing and deprecation notices. The stand-in's ``__getattr__`` (PEP 562)
+    imports the module and takes on all its names, so whoever imported the stand-in, or
+    imports the module later, gets the real one.
     (``importlib.util.LazyLoader`` cannot do this: an ``import`` statement reads the lazy
     module's ``__spec__``, which loads it.) ``calls`` are functions that others import by name
     at their import (``from urllib.parse import quote_from_bytes``): the stand-in has them as
@@ -138,11 +140,16 @@ _load_inspect = _defer("inspect")  # before anything imports ``dataclasses``
 if _load_inspect is not None and sys.version_info >= (3, 12):
     # ``dataclasses`` reads every class's annotations with it from 3.12 on
     sys.modules["inspect"].get_annotations = _class_annotations  # type: ignore[attr-defined]
+# ``dataclasses`` imports ``copy`` (and with it ``weakref``: ~0.5 ms of a hook process) for
+# the ``deepcopy`` of ``asdict`` and ``astuple``, which a hook never calls.
+_defer("copy")
 # Before anything imports ``pathlib``. (Where ``ntpath`` is ``os.path`` it is imported at
 # startup, and the stand-in is not made.)
 _defer("ipaddress")
 _defer("urllib.parse", "quote_from_bytes")
 _defer("ntpath")
+_defer("fnmatch")  # for ``Path.match`` and ``glob``
+_defer("warnings")  # for two deprecated ``Path`` methods
 
 
 _EXPORTS = {

@@ -18,7 +18,6 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.errors import ConfigError
 from cortex.services.base import Service
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:

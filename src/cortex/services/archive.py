@@ -13,7 +13,10 @@ from pathlib import Path
 from cortex.core.models import SessionState
 from cortex.errors import StorageError
 from cortex.files import check_id, read_json, write_json
-from cortex.store.protocol import Store
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 
 @dataclass(frozen=True)

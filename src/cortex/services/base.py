@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import Config
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Self
+
+    from cortex.store.protocol import Store
 
 
 class Service:

@@ -33,13 +33,13 @@ from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.events import EventLog
 from cortex.services.ids import new_uuid
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
     from cortex.services.metrics import MetricsService
+    from cortex.store.protocol import Store
 
 HARNESS_TRIGGERS = ("auto", "manual")
 DECISION_MEMORY_LIMIT = 5

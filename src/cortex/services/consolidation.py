@@ -53,11 +53,11 @@ from cortex.errors import ConfigError, CortexError, ValidationError
 from cortex.services.base import Service
 from cortex.services.ids import new_uuid
 from cortex.services.memory import NewMemory
-from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService
+    from cortex.store.protocol import Store
 
 SESSION_SCAN_LIMIT = 200
 """Most recent sessions a run reads candidates from."""

@@ -42,7 +42,10 @@ from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.restore import Restorer
 from cortex.services.sessions.start import context_keywords
-from cortex.store.protocol import Store
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 CRASHED = "crashed"
 STATUSES = (ACTIVE, COMPLETE, SUSPENDED, TERMINATED, INIT, CRASHED)

@@ -22,11 +22,12 @@ import os
 from collections.abc import Callable, Iterator
 
 from cortex.errors import ValidationError
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import TypeVar
+
+    from cortex.store.protocol import Store
 
     T = TypeVar("T")
 

@@ -33,14 +33,13 @@ from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
 from cortex.files import atomic_write_text, file_lock
 from cortex.services.base import Service
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
     from cortex.services.metrics_verify import VerifyReport
-    from cortex.store.protocol import MetricRow
+    from cortex.store.protocol import MetricRow, Store
 
 EVENT_NAMES = (
     "session_captured",

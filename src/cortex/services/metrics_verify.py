@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortex.services.metrics import ZERO_HASH, chain_hash, head_mac, load_head
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true
 if TYPE_CHECKING:
     from typing import Any
+
+    from cortex.store.protocol import Store
 
 _MAX_PROBLEMS = 50
 

@@ -29,7 +29,10 @@ from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import new_uuid
 from cortex.services.memory_checks import MAX_KEY_CHARS, check_content, check_limit
-from cortex.store.protocol import Store
+
+TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 MAX_TITLE_CHARS = 200
 MAX_STEPS = 50

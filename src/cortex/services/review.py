@@ -24,10 +24,10 @@ from cortex.core.memory_models import Memory
 from cortex.errors import ValidationError
 from cortex.services.base import Service
 from cortex.services.memory_checks import check_limit
-from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
+    from cortex.store.protocol import Store
 
 
 @dataclass(frozen=True)

@@ -56,13 +56,13 @@ from cortex.services.memory_checks import (
     check_mode,
     check_type,
 )
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from cortex.core.models import SessionState
     from cortex.core.procedures import ScoredProcedure
     from cortex.services.embeddings import Embedder
+    from cortex.store.protocol import Store
 
 RULE_LIMIT = 100
 ITEM_OVERHEAD_TOKENS = 4

@@ -30,11 +30,12 @@ from cortex.core.tasks import (
 from cortex.errors import NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any, Protocol
+
+    from cortex.store.protocol import Store
 
     Tasks = Mapping[str, dict[str, Any]]
 else:

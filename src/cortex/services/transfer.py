@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cortex.core.tasks import TaskRecord
 from cortex.errors import ConfigError, NotFoundError
@@ -27,8 +27,10 @@ from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
 from cortex.services.metrics import ZERO_HASH, chain_hash
 from cortex.store import open_store
-from cortex.store.protocol import Store
 from cortex.store.transfer import KEYLESS_TABLES, TRANSFER_TABLES
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 BATCH = 500
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.clock import to_iso
 from cortex.core.models import PendingTask, Pin, SessionState
@@ -34,7 +34,9 @@ from cortex.services.hosting import ServiceHost, apply_once
 from cortex.services.sessions.capture import fold_turn
 from cortex.services.sessions.context import check_open, pending_tasks
 from cortex.services.tenants import verify_key
-from cortex.store.protocol import TenantKey, TurnBatch
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import TenantKey, TurnBatch
 
 log = getLogger("cortex.server")
 

@@ -2,7 +2,8 @@
 
 Backends load lazily: importing ``cortex.store`` imports no backend (nor ``sqlite3``, nor
 psycopg) until ``open_store`` opens one. ``SQLiteStore`` stays importable from here for tools
-and tests.
+and tests. The protocols (``cortex.store.protocol``) are for the type checker: modules import
+them under ``TYPE_CHECKING``, and from here they load at first use.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from pathlib import Path
 import cortex.codecache  # noqa: F401 - before the models: their dataclass methods come compiled
 from cortex.errors import ConfigError
 from cortex.store.migrations import SCHEMA_V4, migration_names
-from cortex.store.protocol import SharedStore, Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.store.protocol import SharedStore, Store
     from cortex.store.sqlite.store import SQLiteStore
 
 __all__ = [
@@ -101,8 +102,15 @@ def open_shared_store(url: str, *, pool_size: int = 10) -> SharedStore:
 
 
 def __getattr__(name: str) -> Any:
+    """``SQLiteStore`` and the protocols, imported at first use: the protocols are for type
+    checking (the modules that name them import them under ``TYPE_CHECKING``), and defining
+    their few hundred methods cost every process ~0.4 ms for nothing."""
     if name == "SQLiteStore":
         from cortex.store.sqlite.store import SQLiteStore
 
         return SQLiteStore
+    if name in ("SharedStore", "Store"):
+        from cortex.store import protocol
+
+        return getattr(protocol, name)
     raise AttributeError(f"module 'cortex.store' has no attribute {name!r}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:  # annotations only: a session command need not import the memory records
@@ -47,6 +46,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
+    from cortex.store.records import StartReads
 
     MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
     """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
@@ -54,29 +54,6 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     """An audit entry to append: (action, actor, target, detail)."""
 else:
     Protocol = object  # a protocol is for mypy only; nothing checks one at run time
-
-
-@dataclass(frozen=True)
-class StartReads:
-    """The reads a session start makes, with the arguments it makes them with."""
-
-    session_id: str
-    resumed: bool
-    """The start names its session: ``get_session(session_id)``; else the project's
-    ``latest_session_id(project)`` (the new session's predecessor)."""
-    project: str | None
-    idle_before: str
-    """``open_sessions(exclude_id=session_id, idle_before=...)``: crash recovery's candidates."""
-    since: str
-    limit: int
-    """``completed_sessions_since(since, project, limit=limit, exclude_id=session_id,
-    all_pins=False)``: the restore's candidates."""
-    tasks: bool
-    """``list_tasks()``: every task of the tenant (a server's task source)."""
-    before: str | None = None
-    """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
-    all_pins=False)``: the last session however old, read by a start with no candidates
-    (None: not read ahead)."""
 
 
 class SessionStore(Protocol):

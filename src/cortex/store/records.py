@@ -427,3 +427,26 @@ def prefix_query(kind: str, tenant_clause: str = "") -> str:
 def prefix_bounds(prefix: str) -> tuple[str, str]:
     """The half-open range of ids that start with ``prefix`` (a binary / "C" collation)."""
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+@dataclass(frozen=True)
+class StartReads:
+    """The reads a session start makes, with the arguments it makes them with."""
+
+    session_id: str
+    resumed: bool
+    """The start names its session: ``get_session(session_id)``; else the project's
+    ``latest_session_id(project)`` (the new session's predecessor)."""
+    project: str | None
+    idle_before: str
+    """``open_sessions(exclude_id=session_id, idle_before=...)``: crash recovery's candidates."""
+    since: str
+    limit: int
+    """``completed_sessions_since(since, project, limit=limit, exclude_id=session_id,
+    all_pins=False)``: the restore's candidates."""
+    tasks: bool
+    """``list_tasks()``: every task of the tenant (a server's task source)."""
+    before: str | None = None
+    """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
+    all_pins=False)``: the last session however old, read by a start with no candidates
+    (None: not read ahead)."""

@@ -36,13 +36,13 @@ from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationE
 from cortex.services.base import Service
 from cortex.services.filemode.sync import Sync, SyncReport
 from cortex.services.filemode.workspace import Workspace
-from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.core.history_models import Checkpoint
     from cortex.services.compaction import CompactionService
     from cortex.services.events import EventLog
     from cortex.services.memory import MemoryService
+    from cortex.store.protocol import Store
 
 BOOTSTRAP_SEMANTIC_BYTES = 32_000
 """Bytes of the semantic file a bootstrap reads (its head; the file is capped in lines)."""

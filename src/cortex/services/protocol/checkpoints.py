@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock
 from cortex.config import Config
@@ -16,7 +16,9 @@ from cortex.core.lifecycle import checkpoint_line
 from cortex.core.models import SessionState
 from cortex.errors import ValidationError
 from cortex.services.protocol.folders import TaskFolder, content_hash
-from cortex.store.protocol import Store
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 MEMORY_TYPE = "checkpoint"
 VERIFY_LIMIT = 100_000

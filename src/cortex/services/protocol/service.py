@@ -34,12 +34,12 @@ from cortex.services.base import Service
 from cortex.services.protocol import commands
 from cortex.services.protocol.checkpoints import VerifyReport, folder_of, verify_task
 from cortex.services.protocol.folders import TaskFolder
-from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.compaction import CompactionService
     from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
+    from cortex.store.protocol import Store
 
 PROBE_TAIL_TOKENS = 2_000
 PROBE_TIMEOUT_SECONDS = 30.0

@@ -38,11 +38,11 @@ from cortex.services.tasks import (
     check_title,
     task_view,
 )
-from cortex.store.protocol import Store
 
 if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
+    from cortex.store.protocol import Store
 
 
 class RemoteServices(Services):
@@ -257,7 +257,7 @@ class RemoteTasks(TaskService):
 
     def __init__(self, client: RemoteClient, config: Config, clock: Clock) -> None:
         local = LocalOnly(client.transport.url)
-        super().__init__(cast(Store, local), config, clock, cast(TaskSource, local))
+        super().__init__(cast("Store", local), config, clock, cast(TaskSource, local))
         self.client = client
 
     def list_tasks(

@@ -6,10 +6,12 @@ anything else reaches the store, and this answers with a one-line ``ConfigError`
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cortex.errors import ConfigError
-from cortex.store.protocol import Store
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 
 class LocalOnly:
@@ -20,7 +22,7 @@ class LocalOnly:
 
     @classmethod
     def store(cls, server_url: str) -> Store:
-        return cast(Store, cls(server_url))
+        return cast("Store", cls(server_url))
 
     def close(self) -> None:
         """Nothing is open."""

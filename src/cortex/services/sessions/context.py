@@ -32,7 +32,6 @@ from cortex.services.ids import lookup
 from cortex.services.restoration import UNKNOWN_PIPELINE
 from cortex.services.tasks import PipelineFile, StoreTasks, TaskSource
 from cortex.services.working_memory import save_working_memory
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from cortex.services.metrics import MetricsWriter
     from cortex.services.project import ProjectIdentity
     from cortex.services.tasks import Tasks
+    from cortex.store.protocol import Store
 
     PinsCopy = tuple[Path, str, tuple[Pin, ...], str]
     """What ``save_working_memory`` writes: the file, the session, its pins and when."""

@@ -25,7 +25,6 @@ from cortex.services.sessions.pins import SessionPins
 from cortex.services.sessions.recovery import CrashRecovery
 from cortex.services.sessions.restore import Restorer
 from cortex.services.sessions.start import SessionStart
-from cortex.store.protocol import Store
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from cortex.services.metrics import MetricsWriter
     from cortex.services.project import ProjectIdentity
     from cortex.services.tasks import TaskSource
+    from cortex.store.protocol import Store
 
 
 class SessionPersistenceManager(Service):

@@ -25,7 +25,7 @@ from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.recovery import HOST, CrashRecovery
 from cortex.services.sessions.restore import CANDIDATE_LIMIT, EPOCH, Restorer
-from cortex.store.protocol import StartReads
+from cortex.store.records import StartReads
 
 
 class SessionStart:

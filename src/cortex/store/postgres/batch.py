@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import SessionState
 from cortex.core.tasks import PENDING_STAGES, TaskRecord
 from cortex.core.tenancy import ApiKeyRecord
 from cortex.store.postgres.db import Connection, Pool, roll_back, translated
 from cortex.store.postgres.sessions import UPSERT, session_row
-from cortex.store.protocol import TenantKey
 from cortex.store.records import SESSION_COLUMNS, session_from_row
 from cortex.store.registry import KEYS, key_from_row
 from cortex.store.tasks import TASK_COLUMNS, task_from_row
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import TenantKey
 
 _PAIRS = "unnest(%s::text[], %s::text[]) AS u(tenant_id, id)"
 _CLAIM = (

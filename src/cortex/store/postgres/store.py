@@ -51,7 +51,8 @@ from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
     from cortex.core.tenancy import ApiKeyRecord
-    from cortex.store.protocol import AuditRow, MetricRow, StartReads
+    from cortex.store.protocol import AuditRow, MetricRow
+    from cortex.store.records import StartReads
 
 MAX_TENANT_CHARS = 128
 

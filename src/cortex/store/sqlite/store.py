@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from cortex.store.tasks import TaskRepository
 
 if TYPE_CHECKING:
-    from cortex.store.protocol import StartReads
+    from cortex.store.records import StartReads
 
 
 BOUND_AT_FIRST_USE = {
