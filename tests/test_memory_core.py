@@ -18,6 +18,9 @@ from cortex.core.retrieval import (
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
     DATE_BOOST,
+    DENSE_FULL_WORDS,
+    DENSE_POOL,
+    DENSE_WEIGHT,
     NEIGHBOUR_SEEDS,
     NEIGHBOUR_SHARE,
     STOPWORDS,
@@ -29,6 +32,7 @@ from cortex.core.retrieval import (
     common_sets,
     context_neighbours,
     date_fit,
+    dense_bonus,
     fts_query,
     like_patterns,
     mentions_time,
@@ -41,7 +45,6 @@ from cortex.core.retrieval import (
     rare_terms,
     recency_factor,
     relevances,
-    rrf_fuse,
     session_votes,
     term_overlap,
 )
@@ -138,10 +141,18 @@ def test_rank_score_orders_by_confidence_layer_and_intent() -> None:
     assert rank_score(1.0, explicit, NOW) == pytest.approx(1.05)
 
 
-def test_rrf_fuse() -> None:
-    fused = rrf_fuse([["a", "b", "c"], ["b", "d"]], k=60)
-    assert [name for name, _ in fused] == ["b", "a", "d", "c"]
-    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+def test_dense_bonus_rewards_what_is_closer_than_the_scope_median_and_long() -> None:
+    # cosines best first; the median (index 2 of 5) is 0.3, the best 0.7
+    similar = [(0.7, 400), (0.5, 800), (0.3, 400), (0.2, 400), (0.1, 400)]
+    bonuses = dense_bonus(similar)
+    assert bonuses == pytest.approx([DENSE_WEIGHT, DENSE_WEIGHT * 0.25, 0.0, 0.0, 0.0])
+    # a memory of a tenth of DENSE_FULL_WORDS gets a tenth of the bonus
+    short = dense_bonus([(0.7, DENSE_FULL_WORDS // 10), (0.3, 400), (0.1, 400)])
+    assert short[0] == pytest.approx(DENSE_WEIGHT / 10)
+    # only the first DENSE_POOL get one; all alike (no span): none
+    assert len(dense_bonus([(0.9 - i / 1000, 400) for i in range(50)])) == DENSE_POOL
+    assert dense_bonus([(0.4, 400)] * 3) == [0.0, 0.0, 0.0]
+    assert dense_bonus([]) == []
 
 
 def test_stopwords_keep_content_words() -> None:

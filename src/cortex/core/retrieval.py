@@ -70,6 +70,24 @@ its neighbours along even when they hold no query term (``neighbour_votes``,
 A long memory stands on its own, and its neighbours would crowd out the other sessions'
 evidence (LongMemEval's user turns: each a request of its own). Only memories of one layer
 and type are each other's neighbours (the service's rule: a rule is no turn's context).
+
+Meaning (the optional embeddings extra). Each memory in scope also has a cosine similarity
+to the question. The lexical ranking stays in charge: its scores, relative to its best hit,
+get a bonus for the ``DENSE_POOL`` memories closest to the question in meaning, and those not
+among the hits join them with it (``dense_bonus``)::
+
+    bonus  = DENSE_WEIGHT * length * closer ** 2
+    closer = (cosine - median cosine of the scope) / (best cosine - median cosine)
+    length = min(1, words in the memory / DENSE_FULL_WORDS)
+
+A memory much closer to the question than the scope's typical one gains; one about as close
+gains nothing. The bonus grows with the memory's length: the mean-pooled vector of a short
+chat line says more about its register than its subject, and scores high against many a
+question, while a long memory's says what it is about. What meaning finds that words do not
+is the paraphrase ("getting married" for a question about weddings). Reciprocal rank fusion,
+which this replaced, let the cosine ranking reorder the short turns of a conversation as
+freely as the long ones and cost LoCoMo 19 points of adversarial recall@5
+(``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -102,7 +120,12 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 """FTS5's ``bm25()`` constants (term-frequency saturation and length normalisation): a large
 store's search scores its candidates with FTS5's formula (``bm25``)."""
-RRF_K = 60
+DENSE_WEIGHT = 2.0
+"""Most score meaning adds (the embeddings extra): twice the best lexical hit's."""
+DENSE_POOL = 20
+"""Memories, the most similar to the question first, whose meaning adds to their score."""
+DENSE_FULL_WORDS = 400
+"""Memories of this many words get all of ``DENSE_WEIGHT``; shorter ones their share of it."""
 COVERAGE_WEIGHT = 0.6
 """How much the share of the query's terms a memory holds counts in its fit (see above)."""
 COVERAGE_FULL_WORDS = 100
@@ -475,13 +498,19 @@ def relevances(bm25_scores: Sequence[float]) -> list[float]:
     return [max(-s, 0.0) / best for s in bm25_scores]
 
 
-def rrf_fuse(
-    rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None
-) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: ``sum(weight / (k + rank))`` over the rankings, best first."""
-    scores: dict[str, float] = {}
-    for index, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[index]
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+def dense_bonus(similar: Sequence[tuple[float, int]]) -> list[float]:
+    """What meaning adds to the scores of the memories most similar to the question (see
+    "Meaning" above): ``similar`` holds (cosine, words) of every memory in scope, most similar
+    first; the result has one bonus for each of the first ``DENSE_POOL``."""
+    if not similar:
+        return []
+    background = similar[len(similar) // 2][0]  # the median cosine: the scope's typical memory
+    span = similar[0][0] - background
+    pool = similar[:DENSE_POOL]
+    if span <= 0:
+        return [0.0] * len(pool)
+    out = []
+    for cosine, words in pool:
+        closer = max(0.0, (cosine - background) / span)
+        out.append(DENSE_WEIGHT * min(1.0, words / DENSE_FULL_WORDS) * closer * closer)
+    return out

@@ -12,9 +12,11 @@ Two embedders keep the ``Embedder`` protocol:
 - ``HashingEmbedder``: a deterministic feature-hashing embedder (words and character
   trigrams), standard library only, for tests and as a model-free fallback.
 
-Hybrid search fuses the lexical ranking with a cosine ranking over the stored vectors of the
-memories in scope by reciprocal rank fusion. The cosine scan is brute force over the scope's
-vectors: fine for a person's memories (tens of thousands); beyond that keep BM25 alone.
+Hybrid search adds what meaning says to the lexical ranking: the memories in scope whose
+stored vectors are closest to the question's get a bonus, and join the hits when words did not
+find them (``core.retrieval.dense_bonus``: the formula, and why the bonus grows with a
+memory's length). The cosine scan is brute force over the scope's vectors: fine for a
+person's memories (tens of thousands); beyond that keep BM25 alone.
 """
 
 from __future__ import annotations
@@ -25,19 +27,19 @@ import math
 import re
 from array import array
 from collections.abc import Sequence
+from dataclasses import replace
+from operator import mul
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
-from cortex.core.retrieval import rrf_fuse
+from cortex.core.retrieval import dense_bonus
 from cortex.errors import ConfigError
-from cortex.store import Store
+
+if TYPE_CHECKING:
+    from cortex.store.protocol import Store
 
 EMBED_BATCH = 32
-DENSE_POOL = 50
-DENSE_WEIGHT = 0.5
-"""Weight of the cosine ranking in the fusion (BM25 counts 1): on LoCoMo, equal weights lost
-to BM25 alone (dense retrieval fails adversarial questions), see docs/benchmarks.md."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -94,8 +96,8 @@ class MiniLMEmbedder:
 
     def _load(self) -> None:
         try:
-            import onnxruntime as ort  # type: ignore[import-not-found]
-            from tokenizers import Tokenizer  # type: ignore[import-not-found]
+            import onnxruntime as ort  # type: ignore[import-not-found, import-untyped, unused-ignore]
+            from tokenizers import Tokenizer  # type: ignore[import-not-found, unused-ignore]
         except ImportError as exc:
             raise ConfigError(
                 "local embeddings need the extra: pip install 'cortex-continuity[embeddings]'"
@@ -179,16 +181,22 @@ def embed_and_store(store: Store, embedder: Embedder, memories: Sequence[Memory]
 
 
 def dense_ranking(
-    store: Store, embedder: Embedder, query: str, flt: MemoryFilter, now: str, limit: int
+    store: Store,
+    embedder: Embedder,
+    query: str,
+    flt: MemoryFilter,
+    now: str,
+    limit: int | None = None,
 ) -> list[tuple[Memory, float]]:
-    """Memories in scope by cosine similarity to ``query``, best first."""
+    """Memories in scope by cosine similarity to ``query``, best first (all of them, or the
+    first ``limit``)."""
     rows = store.load_embeddings(embedder.model, flt, now)
     if not rows:
         return []
     q = embedder.embed([query])[0]
-    scored = [(m, sum(a * b for a, b in zip(q, from_blob(blob), strict=True))) for m, blob in rows]
+    scored = [(m, sum(map(mul, q, from_blob(blob)))) for m, blob in rows]
     scored.sort(key=lambda pair: -pair[1])
-    return scored[:limit]
+    return scored if limit is None else scored[:limit]
 
 
 def hybrid_rerank(
@@ -199,15 +207,24 @@ def hybrid_rerank(
     now: str,
     lexical: list[ScoredMemory],
 ) -> list[ScoredMemory]:
-    """Fuse the lexical hits with the dense ranking (RRF); scores relative to the best."""
-    dense = dense_ranking(store, embedder, query, flt, now, max(DENSE_POOL, len(lexical)))
-    if not dense:
+    """``lexical`` with what meaning adds (``core.retrieval.dense_bonus``), and the memories
+    meaning alone finds; best first, scores relative to the best."""
+    similar = dense_ranking(store, embedder, query, flt, now)
+    bonuses = dense_bonus([(cosine, len(m.content.split())) for m, cosine in similar])
+    if not any(bonuses):
         return lexical
-    by_id = {s.memory.id: s.memory for s in lexical} | {m.id: m for m, _ in dense}
-    fused = rrf_fuse(
-        [[s.memory.id for s in lexical], [m.id for m, _ in dense]], weights=(1.0, DENSE_WEIGHT)
-    )
-    best = fused[0][1]
-    return [
-        ScoredMemory(by_id[i], score / best, "hybrid: bm25 + cosine (RRF)") for i, score in fused
-    ]
+    top = max((h.score for h in lexical), default=0.0) or 1.0
+    hits = {h.memory.id: replace(h, score=h.score / top) for h in lexical}
+    for (memory, cosine), bonus in zip(similar, bonuses, strict=False):  # the pool's
+        if bonus <= 0:
+            continue
+        why = f"similar in meaning (cosine {cosine:.2f})"
+        held = hits.get(memory.id)
+        hits[memory.id] = (
+            ScoredMemory(memory, bonus, why)
+            if held is None
+            else replace(held, score=held.score + bonus, why=f"{held.why}; {why}")
+        )
+    ranked = sorted(hits.values(), key=lambda h: -h.score)
+    best = ranked[0].score
+    return [replace(h, score=h.score / best) for h in ranked]
