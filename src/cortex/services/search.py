@@ -5,9 +5,9 @@ full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches whe
 finds nothing. The reader re-ranks them by confidence, layer and recency, by their fit to the
 whole question (share of its terms held; a time named when it asks when; its subject as
 their first word; made on a date it names), by their session's other candidates, and adds
-memories linked one hop from the best hits. With an embedder it is hybrid (BM25 + cosine,
-fused by reciprocal rank). SQL and the way to candidates are in the store, the formulas in
-``cortex.core.retrieval`` and ``cortex.core.budgets``.
+memories linked one hop from the best hits. With an embedder, the memories closest to the
+question in meaning get a bonus (and join the hits). SQL and the way to candidates are in the
+store, the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
 """
 
 from __future__ import annotations
