@@ -4,7 +4,8 @@ commit and on this tree, interleaved with the floor.
     .venv/bin/python bench/process_compare.py --rev 3f3e176 --rounds 20
 
 Each round times, one after another: the floor (``python -c "import sqlite3"``), then for the
-old tree and for this one a SessionStart hook with the hook server disabled (the installed
+old tree and for this one (the old one first in even rounds, this one first in odd ones) a
+SessionStart hook with the hook server disabled (the installed
 command: ``python -S -I -X frozen_modules=on .../client.py hook claude-code``, 10,000 stored
 sessions, the previous start left open as the table's runs leave it), a ``cortex session
 start`` (10,000 stored sessions) and a ``cortex memory search`` (100,000 memories). The old tree
@@ -258,7 +259,10 @@ def main() -> None:
             samples.setdefault("floor", []).append((wall, cpu))
             for name, command in bounds.items():
                 samples.setdefault(name, []).append(timed(command, base)[:2])
-            for label, (env, src, cortex) in trees.items():
+            # The order alternates: a process timed right after another one (a search of
+            # 100,000 memories) ran slower, and the tree always second took all of that.
+            for label in list(trees) if i % 2 == 0 else list(trees)[::-1]:
+                env, src, cortex = trees[label]
                 for kind, name in KINDS.items():
                     wall, cpu, _, _ = setup.run(kind, label, env, src, cortex, i)
                     samples.setdefault(f"{name}, {label}", []).append((wall, cpu))
