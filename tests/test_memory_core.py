@@ -143,16 +143,16 @@ def test_rank_score_orders_by_confidence_layer_and_intent() -> None:
 
 def test_dense_bonus_rewards_what_is_closer_than_the_scope_median_and_long() -> None:
     # cosines best first; the median (index 2 of 5) is 0.3, the best 0.7
-    similar = [(0.7, 400), (0.5, 800), (0.3, 400), (0.2, 400), (0.1, 400)]
-    bonuses = dense_bonus(similar)
+    bonuses = dense_bonus([0.7, 0.5, 0.3, 0.2, 0.1], [400, 800, 400, 400, 400])
     assert bonuses == pytest.approx([DENSE_WEIGHT, DENSE_WEIGHT * 0.25, 0.0, 0.0, 0.0])
     # a memory of a tenth of DENSE_FULL_WORDS gets a tenth of the bonus
-    short = dense_bonus([(0.7, DENSE_FULL_WORDS // 10), (0.3, 400), (0.1, 400)])
+    short = dense_bonus([0.7, 0.3, 0.1], [DENSE_FULL_WORDS // 10, 400, 400])
     assert short[0] == pytest.approx(DENSE_WEIGHT / 10)
-    # only the first DENSE_POOL get one; all alike (no span): none
-    assert len(dense_bonus([(0.9 - i / 1000, 400) for i in range(50)])) == DENSE_POOL
-    assert dense_bonus([(0.4, 400)] * 3) == [0.0, 0.0, 0.0]
-    assert dense_bonus([]) == []
+    # only the first DENSE_POOL get one, the median still over all; all alike: none
+    many = dense_bonus([0.9 - i / 1000 for i in range(50)], [400] * 50)
+    assert len(many) == DENSE_POOL and many[0] == pytest.approx(DENSE_WEIGHT)
+    assert dense_bonus([0.4, 0.4, 0.4], [400] * 3) == [0.0, 0.0, 0.0]
+    assert dense_bonus([], []) == []
 
 
 def test_stopwords_keep_content_words() -> None:

@@ -498,19 +498,20 @@ def relevances(bm25_scores: Sequence[float]) -> list[float]:
     return [max(-s, 0.0) / best for s in bm25_scores]
 
 
-def dense_bonus(similar: Sequence[tuple[float, int]]) -> list[float]:
+def dense_bonus(cosines: Sequence[float], words: Sequence[int]) -> list[float]:
     """What meaning adds to the scores of the memories most similar to the question (see
-    "Meaning" above): ``similar`` holds (cosine, words) of every memory in scope, most similar
-    first; the result has one bonus for each of the first ``DENSE_POOL``."""
-    if not similar:
+    "Meaning" above): ``cosines`` are those of every memory in scope, most similar first, and
+    ``words`` the lengths of the first of them; one bonus for each of the first ``DENSE_POOL``
+    (or fewer, as many as ``words`` gives)."""
+    if not cosines:
         return []
-    background = similar[len(similar) // 2][0]  # the median cosine: the scope's typical memory
-    span = similar[0][0] - background
-    pool = similar[:DENSE_POOL]
+    background = cosines[len(cosines) // 2]  # the median: the scope's typical memory
+    span = cosines[0] - background
+    pool = list(zip(cosines, words[:DENSE_POOL], strict=False))
     if span <= 0:
         return [0.0] * len(pool)
     out = []
-    for cosine, words in pool:
+    for cosine, length in pool:
         closer = max(0.0, (cosine - background) / span)
-        out.append(DENSE_WEIGHT * min(1.0, words / DENSE_FULL_WORDS) * closer * closer)
+        out.append(DENSE_WEIGHT * min(1.0, length / DENSE_FULL_WORDS) * closer * closer)
     return out

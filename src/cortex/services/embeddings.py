@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
-from cortex.core.retrieval import dense_bonus
+from cortex.core.retrieval import DENSE_POOL, dense_bonus
 from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -181,22 +181,16 @@ def embed_and_store(store: Store, embedder: Embedder, memories: Sequence[Memory]
 
 
 def dense_ranking(
-    store: Store,
-    embedder: Embedder,
-    query: str,
-    flt: MemoryFilter,
-    now: str,
-    limit: int | None = None,
+    store: Store, embedder: Embedder, query: str, flt: MemoryFilter, now: str
 ) -> list[tuple[Memory, float]]:
-    """Memories in scope by cosine similarity to ``query``, best first (all of them, or the
-    first ``limit``)."""
+    """Every memory in scope with its cosine similarity to ``query``, best first."""
     rows = store.load_embeddings(embedder.model, flt, now)
     if not rows:
         return []
     q = embedder.embed([query])[0]
     scored = [(m, sum(map(mul, q, from_blob(blob)))) for m, blob in rows]
     scored.sort(key=lambda pair: -pair[1])
-    return scored if limit is None else scored[:limit]
+    return scored
 
 
 def hybrid_rerank(
@@ -210,12 +204,13 @@ def hybrid_rerank(
     """``lexical`` with what meaning adds (``core.retrieval.dense_bonus``), and the memories
     meaning alone finds; best first, scores relative to the best."""
     similar = dense_ranking(store, embedder, query, flt, now)
-    bonuses = dense_bonus([(cosine, len(m.content.split())) for m, cosine in similar])
+    pool = similar[:DENSE_POOL]
+    bonuses = dense_bonus([c for _, c in similar], [len(m.content.split()) for m, _ in pool])
     if not any(bonuses):
         return lexical
     top = max((h.score for h in lexical), default=0.0) or 1.0
     hits = {h.memory.id: replace(h, score=h.score / top) for h in lexical}
-    for (memory, cosine), bonus in zip(similar, bonuses, strict=False):  # the pool's
+    for (memory, cosine), bonus in zip(pool, bonuses, strict=True):
         if bonus <= 0:
             continue
         why = f"similar in meaning (cosine {cosine:.2f})"
