@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := check
-.PHONY: setup demo test lint check bench clean
+.PHONY: setup demo test lint compat check bench clean
 
 # pip 25.2 and later write a console script that imports no `re` (about 2.5 ms of every
 # `cortex` command with `enum` behind it); the venv's bundled pip may be older.
@@ -34,10 +34,15 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
+# What leans on the standard library's insides (stand-in modules, cached dataclass methods,
+# the hook client), tested on Python 3.12 and 3.13 too where this machine has them.
+compat:
+	scripts/compat-tests
+
 check: test lint
 
 bench: setup
 	$(BIN)/python bench/core.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache
