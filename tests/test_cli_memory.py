@@ -163,3 +163,19 @@ def test_recall_takes_the_rfc_layer_filter(home: Path) -> None:
     assert (rules["mode"], rules["memories"]) == ("rules_only", [])
     assert [m["content"] for m in working["memories"]] == ["parser refactor in progress"]
     assert [r["content"] for r in working["rules"]] == ["run make check first"]
+
+
+def test_the_embedder_setting_makes_search_hybrid(home: Path) -> None:
+    hybrid = ("--set", "embedder=hashing")  # the model-free embedder; minilm needs the extra
+    as_json(home, *hybrid, "memory", "add", "kubernetes cluster upgrade scheduled")
+    as_json(home, *hybrid, "memory", "add", "lunch order for friday")
+    hits = as_json(home, *hybrid, "memory", "search", "kubernetes")
+    assert hits[0]["content"] == "kubernetes cluster upgrade scheduled"  # type: ignore[index]
+    assert "similar in meaning (cosine " in hits[0]["why"]  # type: ignore[index]
+    plain = as_json(home, "memory", "search", "kubernetes")  # the setting off: words alone
+    assert [h["why"] for h in plain] == ["full-text match (relevance 1)"]  # type: ignore[attr-defined]
+    bad = cortex(home, "--set", "embedder=bert", "memory", "search", "kubernetes")
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "unknown embedder 'bert'; use minilm" in bad.stderr
+    # the hybrid's extra hits are only memories clearly closer in meaning than the others
+    assert len(hits) == 1  # type: ignore[arg-type]

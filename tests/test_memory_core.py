@@ -33,6 +33,7 @@ from cortex.core.retrieval import (
     context_neighbours,
     date_fit,
     dense_bonus,
+    dense_closeness,
     fts_query,
     like_patterns,
     mentions_time,
@@ -141,18 +142,22 @@ def test_rank_score_orders_by_confidence_layer_and_intent() -> None:
     assert rank_score(1.0, explicit, NOW) == pytest.approx(1.05)
 
 
-def test_dense_bonus_rewards_what_is_closer_than_the_scope_median_and_long() -> None:
-    # cosines best first; the median (index 2 of 5) is 0.3, the best 0.7
-    bonuses = dense_bonus([0.7, 0.5, 0.3, 0.2, 0.1], [400, 800, 400, 400, 400])
-    assert bonuses == pytest.approx([DENSE_WEIGHT, DENSE_WEIGHT * 0.25, 0.0, 0.0, 0.0])
-    # a memory of a tenth of DENSE_FULL_WORDS gets a tenth of the bonus
-    short = dense_bonus([0.7, 0.3, 0.1], [DENSE_FULL_WORDS // 10, 400, 400])
-    assert short[0] == pytest.approx(DENSE_WEIGHT / 10)
-    # only the first DENSE_POOL get one, the median still over all; all alike: none
-    many = dense_bonus([0.9 - i / 1000 for i in range(50)], [400] * 50)
-    assert len(many) == DENSE_POOL and many[0] == pytest.approx(DENSE_WEIGHT)
-    assert dense_bonus([0.4, 0.4, 0.4], [400] * 3) == [0.0, 0.0, 0.0]
-    assert dense_bonus([], []) == []
+def test_dense_closeness_measures_from_the_scope_median_and_the_bonus_grows_with_length() -> None:
+    # 60 memories, best first, and DENSE_POOL zeros counted besides: the median is the
+    # 41st cosine, 0.3
+    cosines = [0.7, 0.5, *([0.4] * 38), 0.3, *([0.2] * 19)]
+    closeness = dense_closeness(cosines)
+    assert closeness[:3] == pytest.approx([1.0, 0.5, 0.25])
+    assert len(closeness) == DENSE_POOL  # only the closest
+    # a scope of a few memories: the median is an unrelated memory's (0), so one close stands out
+    assert dense_closeness([0.5, 0.25]) == pytest.approx([1.0, 0.5])
+    # negative cosines sit below the zeros counted besides
+    assert dense_closeness([0.5, *([-0.1] * 30)])[0] == pytest.approx(1.0)
+    assert dense_closeness([0.4] * 50) == [0.0] * DENSE_POOL  # all alike: none closer
+    assert dense_closeness([]) == []
+    assert dense_bonus(1.0, DENSE_FULL_WORDS) == pytest.approx(DENSE_WEIGHT)
+    assert dense_bonus(0.5, 2 * DENSE_FULL_WORDS) == pytest.approx(DENSE_WEIGHT / 4)
+    assert dense_bonus(1.0, DENSE_FULL_WORDS // 10) == pytest.approx(DENSE_WEIGHT / 10)
 
 
 def test_stopwords_keep_content_words() -> None:

@@ -328,6 +328,14 @@ SETTINGS: tuple[Setting, ...] = (
         legacy_env=("MEMORY_PROCEDURAL_ENABLED",),
     ),
     Setting(
+        "embedder",
+        str,
+        "",
+        "Hybrid search: minilm (the embeddings extra, a local model) embeds each memory as it "
+        "is added, and a search adds a bonus for closeness in meaning to the lexical ranking; "
+        "empty: lexical search alone.",
+    ),
+    Setting(
         "consolidation_shadow",
         bool,
         True,
@@ -463,6 +471,7 @@ class Config:
     memory_compaction_enabled: bool
     memory_consolidation_enabled: bool
     memory_procedural_enabled: bool
+    embedder: str
     consolidation_shadow: bool
     consolidation_similarity: float
     consolidation_related: float

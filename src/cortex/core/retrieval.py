@@ -74,11 +74,15 @@ and type are each other's neighbours (the service's rule: a rule is no turn's co
 Meaning (the optional embeddings extra). Each memory in scope also has a cosine similarity
 to the question. The lexical ranking stays in charge: its scores, relative to its best hit,
 get a bonus for the ``DENSE_POOL`` memories closest to the question in meaning, and those not
-among the hits join them with it (``dense_bonus``)::
+among the hits join them with it when ``closer`` is ``DENSE_JOIN`` or more (``dense_closeness``,
+``dense_bonus``)::
 
     bonus  = DENSE_WEIGHT * length * closer ** 2
     closer = (cosine - median cosine of the scope) / (best cosine - median cosine)
     length = min(1, words in the memory / DENSE_FULL_WORDS)
+
+where the median counts ``DENSE_POOL`` unrelated memories (cosine 0) besides the scope's, so
+that in a scope of a few memories one close to the question still stands out.
 
 A memory much closer to the question than the scope's typical one gains; one about as close
 gains nothing. The bonus grows with the memory's length: the mean-pooled vector of a short
@@ -126,6 +130,9 @@ DENSE_POOL = 20
 """Memories, the most similar to the question first, whose meaning adds to their score."""
 DENSE_FULL_WORDS = 400
 """Memories of this many words get all of ``DENSE_WEIGHT``; shorter ones their share of it."""
+DENSE_JOIN = 0.5
+"""A memory no word of the question found joins the hits only when at least this close
+(``closer``: halfway from the scope's typical memory to the closest one)."""
 COVERAGE_WEIGHT = 0.6
 """How much the share of the query's terms a memory holds counts in its fit (see above)."""
 COVERAGE_FULL_WORDS = 100
@@ -498,20 +505,30 @@ def relevances(bm25_scores: Sequence[float]) -> list[float]:
     return [max(-s, 0.0) / best for s in bm25_scores]
 
 
-def dense_bonus(cosines: Sequence[float], words: Sequence[int]) -> list[float]:
-    """What meaning adds to the scores of the memories most similar to the question (see
-    "Meaning" above): ``cosines`` are those of every memory in scope, most similar first, and
-    ``words`` the lengths of the first of them; one bonus for each of the first ``DENSE_POOL``
-    (or fewer, as many as ``words`` gives)."""
+def dense_closeness(cosines: Sequence[float]) -> list[float]:
+    """How much closer to the question than the scope's typical memory each of the first
+    ``DENSE_POOL`` memories is, in [0, 1] (``closer`` in "Meaning" above): ``cosines`` are
+    those of every memory in scope, most similar first."""
     if not cosines:
         return []
-    background = cosines[len(cosines) // 2]  # the median: the scope's typical memory
+    # The scope's typical memory: the median cosine, with DENSE_POOL unrelated ones (cosine
+    # 0) counted besides, so that a scope of a few memories has something to be closer than.
+    middle = (len(cosines) + DENSE_POOL) // 2
+    above = sum(1 for c in cosines if c > 0.0)  # (best first: the zeros would follow these)
+    if middle < above:
+        background = cosines[middle]
+    elif middle < above + DENSE_POOL:
+        background = 0.0
+    else:
+        background = cosines[middle - DENSE_POOL]
     span = cosines[0] - background
-    pool = list(zip(cosines, words[:DENSE_POOL], strict=False))
+    pool = cosines[:DENSE_POOL]
     if span <= 0:
         return [0.0] * len(pool)
-    out = []
-    for cosine, length in pool:
-        closer = max(0.0, (cosine - background) / span)
-        out.append(DENSE_WEIGHT * min(1.0, length / DENSE_FULL_WORDS) * closer * closer)
-    return out
+    return [max(0.0, (cosine - background) / span) for cosine in pool]
+
+
+def dense_bonus(closer: float, words: int) -> float:
+    """What meaning adds to the score of a memory of ``words`` words that is ``closer``
+    (``dense_closeness``) to the question (see "Meaning" above)."""
+    return DENSE_WEIGHT * min(1.0, words / DENSE_FULL_WORDS) * closer * closer

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
-from cortex.core.retrieval import DENSE_POOL, dense_bonus
+from cortex.core.retrieval import DENSE_JOIN, dense_bonus, dense_closeness
 from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -138,7 +138,10 @@ def load_embedder(name: str) -> Embedder:
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
-    raise ConfigError(f"unknown embedder {name!r}; use minilm or hashing")
+    raise ConfigError(
+        f"unknown embedder {name!r}; use minilm or hashing (the embedder setting), or leave "
+        "it empty for lexical search"
+    )
 
 
 def _package_file(package: str, relative: str) -> Path:
@@ -204,22 +207,24 @@ def hybrid_rerank(
     """``lexical`` with what meaning adds (``core.retrieval.dense_bonus``), and the memories
     meaning alone finds; best first, scores relative to the best."""
     similar = dense_ranking(store, embedder, query, flt, now)
-    pool = similar[:DENSE_POOL]
-    bonuses = dense_bonus([c for _, c in similar], [len(m.content.split()) for m, _ in pool])
-    if not any(bonuses):
-        return lexical
+    closeness = dense_closeness([cosine for _, cosine in similar])
     top = max((h.score for h in lexical), default=0.0) or 1.0
     hits = {h.memory.id: replace(h, score=h.score / top) for h in lexical}
-    for (memory, cosine), bonus in zip(pool, bonuses, strict=True):
-        if bonus <= 0:
-            continue
-        why = f"similar in meaning (cosine {cosine:.2f})"
+    added = False
+    for (memory, cosine), closer in zip(similar, closeness, strict=False):  # the pool's
         held = hits.get(memory.id)
+        if closer <= 0.0 or (held is None and closer < DENSE_JOIN):
+            continue
+        bonus = dense_bonus(closer, len(memory.content.split()))
+        why = f"similar in meaning (cosine {cosine:.2f})"
         hits[memory.id] = (
             ScoredMemory(memory, bonus, why)
             if held is None
             else replace(held, score=held.score + bonus, why=f"{held.why}; {why}")
         )
+        added = True
+    if not added:
+        return lexical
     ranked = sorted(hits.values(), key=lambda h: -h.score)
     best = ranked[0].score
     return [replace(h, score=h.score / best) for h in ranked]

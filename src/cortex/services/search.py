@@ -85,7 +85,8 @@ def _voted(hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
 
 
 class MemoryReader(Service):
-    """Get, list, search and assemble context over one ``Store`` (with an optional embedder)."""
+    """Get, list, search and assemble context over one ``Store`` (with an optional embedder:
+    ``embedder``, else the one the ``embedder`` setting names, loaded here)."""
 
     def __init__(
         self,
@@ -95,6 +96,10 @@ class MemoryReader(Service):
         embedder: Embedder | None = None,
     ) -> None:
         super().__init__(store, config, clock)
+        if embedder is None and config.embedder:
+            from cortex.services.embeddings import load_embedder  # the extra's: only when set
+
+            embedder = load_embedder(config.embedder)
         self.embedder = embedder
 
     # -- reads ---------------------------------------------------------------------------------
