@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,13 @@ def test_minilm_embeds_offline_and_ranks_paraphrases() -> None:
     near = sum(a * b for a, b in zip(vectors[0], vectors[1], strict=True))
     far = sum(a * b for a, b in zip(vectors[0], vectors[2], strict=True))
     assert near > far + 0.2
+
+
+def test_services_built_per_request_share_one_embedder_per_process(
+    make_config: Callable[..., Config], clock: FixedClock, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "brain.db")
+    config = replace(make_config(), embedder="hashing")
+    first, second = MemoryService(store, config, clock), MemoryService(store, config, clock)
+    assert isinstance(first.embedder, HashingEmbedder) and first.embedder is second.embedder
+    assert MemoryService(store, make_config(), clock).embedder is None  # the setting off

@@ -21,10 +21,12 @@ person's memories (tens of thousands); beyond that keep BM25 alone.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
 import re
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import replace
@@ -93,6 +95,7 @@ class MiniLMEmbedder:
         )
         self._session: Any = None
         self._tokenizer: Any = None
+        self._loading = threading.Lock()
 
     def _load(self) -> None:
         try:
@@ -117,7 +120,9 @@ class MiniLMEmbedder:
         import numpy as np  # type: ignore[import-not-found, unused-ignore]  # numpy comes with extras
 
         if self._session is None:
-            self._load()
+            with self._loading:  # a server's threads share one embedder: one load
+                if self._session is None:
+                    self._load()
         out: list[list[float]] = []
         for start in range(0, len(texts), EMBED_BATCH):
             encodings = self._tokenizer.encode_batch(list(texts[start : start + EMBED_BATCH]))
@@ -130,6 +135,13 @@ class MiniLMEmbedder:
             norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
             out += (pooled / norms).astype(np.float32).tolist()
         return out
+
+
+@functools.cache
+def shared_embedder(name: str) -> Embedder:
+    """``load_embedder(name)``, one per process: a model loads once (a second or more), not once
+    for each request of a server that builds its services per request."""
+    return load_embedder(name)
 
 
 def load_embedder(name: str) -> Embedder:

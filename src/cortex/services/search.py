@@ -97,9 +97,9 @@ class MemoryReader(Service):
     ) -> None:
         super().__init__(store, config, clock)
         if embedder is None and config.embedder:
-            from cortex.services.embeddings import load_embedder  # the extra's: only when set
+            from cortex.services.embeddings import shared_embedder  # the extra's: only when set
 
-            embedder = load_embedder(config.embedder)
+            embedder = shared_embedder(config.embedder)
         self.embedder = embedder
 
     # -- reads ---------------------------------------------------------------------------------
