@@ -285,6 +285,9 @@ class MemoryStoreContract:
             ("a", b"\x00\x00\x80?\x00\x00\x00\x00")
         ]
         assert store.load_embeddings("other", MemoryFilter(), NOW) == []
+        # what an embedder set later backfills: the memories without a vector of its model
+        assert [m.id for m in store.memories_without_embedding("m", limit=10)] == ["b"]
+        assert [m.id for m in store.memories_without_embedding("other", limit=1)] == ["a"]
 
     def test_session_events_and_totals(self, store: Store) -> None:
         events = [

@@ -179,3 +179,21 @@ def test_the_embedder_setting_makes_search_hybrid(home: Path) -> None:
     assert bad.stderr.count("\n") == 1 and "unknown embedder 'bert'; use minilm" in bad.stderr
     # the hybrid's extra hits are only memories clearly closer in meaning than the others
     assert len(hits) == 1  # type: ignore[arg-type]
+
+
+def test_memory_embed_backfills_what_was_added_before_the_embedder_was_set(home: Path) -> None:
+    ok(cortex(home, "memory", "add", "kubernetes cluster upgrade scheduled"))
+    ok(cortex(home, "memory", "add", "lunch order for friday"))
+    off = cortex(home, "memory", "embed")  # no embedder set: a one-line error naming the fix
+    assert off.returncode != 0 and off.stderr.count("\n") == 1
+    assert "set embedder=minilm" in off.stderr
+    hybrid = ("--set", "embedder=hashing")
+    before = as_json(home, *hybrid, "memory", "search", "kubernetes")
+    assert "similar in meaning" not in before[0]["why"]  # type: ignore[index]  # no vectors yet
+    done = cortex(home, *hybrid, "memory", "embed", "--batch", "1")
+    assert (done.returncode, done.stdout) == (0, "embedded 2 memories (hashing-256)\n")
+    assert done.stderr.splitlines() == ["embed: 1 memories", "embed: 2 memories"]
+    after = as_json(home, *hybrid, "memory", "search", "kubernetes")
+    assert "similar in meaning (cosine " in after[0]["why"]  # type: ignore[index]
+    again = as_json(home, *hybrid, "memory", "embed")
+    assert again == {"embedded": 0, "model": "hashing-256"}

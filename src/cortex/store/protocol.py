@@ -390,6 +390,11 @@ class EmbeddingStore(Protocol):
         """Vectors of ``model`` for the memories ``flt`` sees at ``now``."""
         ...
 
+    def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:
+        """Memories not forgotten that have no vector of ``model`` yet, oldest first, at most
+        ``limit`` (those added before an embedder was set)."""
+        ...
+
 
 class HistoryStore(Protocol):
     """A session's history: events, snapshots, checkpoints and compaction events."""

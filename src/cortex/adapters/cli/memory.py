@@ -1,5 +1,5 @@
 """CLI commands of the memory lifecycle: ``memory add|list|search|recall|show|edit|forget``,
-and the hygiene views ``memory stale|review``."""
+the hygiene views ``memory stale|review``, and ``memory embed`` (hybrid search's backfill)."""
 
 from __future__ import annotations
 
@@ -314,6 +314,30 @@ def memory_forget(rt: Runtime, memory_id: str) -> None:
     """
     gone = rt.services.memory.forget(memory_id, actor="cli")
     rt.emit(gone.to_dict(), f"forgot {gone.id}")
+
+
+@memory.command("embed", context_settings=CONTEXT)
+@click.option("--batch", default=256, show_default=True, type=click.IntRange(1, 10_000),
+              help="Memories embedded per step.")  # fmt: skip
+@pass_rt
+def memory_embed(rt: Runtime, batch: int) -> None:
+    """Embed the memories added before the embedder setting was on, for hybrid search.
+
+    Memories are embedded as they are added once ``embedder`` is set; this embeds the older
+    ones (a count on stderr after each batch). It needs the embeddings extra.
+
+    \b
+    Example:
+      CORTEX_EMBEDDER=minilm cortex memory embed
+    """
+    service = rt.services.memory
+
+    def progress(done: int) -> None:
+        click.echo(f"embed: {done} memories", err=True)
+
+    count = service.embed_missing(batch=batch, progress=progress)
+    model = service.embedder.model if service.embedder is not None else None
+    rt.emit({"embedded": count, "model": model}, f"embedded {count} memories ({model})")
 
 
 @memory.command("stale", context_settings=CONTEXT)

@@ -38,8 +38,7 @@ class EmbeddingRepository:
         return [(memory_from_row(r), bytes(r[-1])) for r in rows]
 
     def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:
-        """Live memories that have no vector of ``model`` yet, oldest first (SQLite only:
-        tests and tools)."""
+        """Memories not forgotten that have no vector of ``model`` yet, oldest first."""
         rows = self._db.rows(
             f"SELECT {COLUMNS} FROM memories m WHERE m.deleted_at IS NULL AND NOT EXISTS ("
             "SELECT 1 FROM memory_embeddings e WHERE e.model = ? AND e.memory_seq = m.seq) "
