@@ -423,8 +423,11 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
         app.protocol.show_checkpoint("ckpt-none")
 
 
+# A hook never loads the embedder the setting names (a model takes a second or more to load):
+# with a name that cannot load, a hook that tried would fail and record no checkpoint.
+@pytest.mark.parametrize("embedder", ["", "bert"])
 def test_precompact_and_session_end_hooks_checkpoint_a_task_session(
-    open_services: Open, repo: Path, tmp_path: Path, home: Path
+    open_services: Open, repo: Path, tmp_path: Path, home: Path, embedder: str
 ) -> None:
     from cortex.adapters.hooks.dispatch import handle
     from cortex.adapters.hooks.hook import ServicesCache
@@ -435,6 +438,7 @@ def test_precompact_and_session_end_hooks_checkpoint_a_task_session(
         "CORTEX_NOW": "2026-02-16T09:00:00Z",
         "CORTEX_TASKS_ROOT": str(tmp_path / "tasks"),
         "CORTEX_PIPELINE_STATE_PATH": str(tmp_path / "pipeline.json"),
+        "CORTEX_EMBEDDER": embedder,
     }
 
     def hook(name: str, **fields: Any) -> str:

@@ -40,6 +40,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -55,7 +56,7 @@ from cortex.adapters.hooks.state import (
     session_state_path,
 )
 from cortex.clock import Clock, FixedClock, SystemClock
-from cortex.config import default_home, load_config
+from cortex.config import Config, default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import redact
@@ -186,7 +187,7 @@ def _dispatch(
     # The host's project directory, when it says, is what the MCP server resolves too; the
     # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
     identity = project_identity(project_dir or cwd, home / "cache", env)
-    services = cache.open(load_config(None, env), _clock(env))
+    services = cache.open(_hook_config(env), _clock(env))
     hook = Hook(
         event, session_id, identity, cwd, home, services, owner_pid=_owner(env), defer=defer
     )
@@ -195,6 +196,13 @@ def _dispatch(
             return HANDLERS[event.kind](hook)
     finally:
         cache.release()
+
+
+def _hook_config(env: Mapping[str, str]) -> Config:
+    """The home's settings, but no embedder: a hook never loads a model (a second or more);
+    what it adds to memory (a task's checkpoints) ``cortex memory embed`` embeds later."""
+    config = load_config(None, env)
+    return replace(config, embedder="") if config.embedder else config
 
 
 def _owner(env: Mapping[str, str]) -> int | None:
