@@ -17,6 +17,7 @@ import pytest
 import git_helpers
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
+from cortex.adapters.hooks.state import prune_session_states
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
@@ -207,7 +208,31 @@ def test_hook_state_of_sessions_that_never_ended_is_pruned(home: Path, repo: Pat
     two_days_ago = time.time() - 2 * 24 * 3600
     os.utime(states / "crashed.json", (two_days_ago, two_days_ago))  # its host never ended it
     run_hook(home, event("SessionStart", "next", repo, source="startup"))
-    assert sorted(p.name for p in states.iterdir()) == ["live.json", "next.json"]
+    # The first start looked less than an hour ago: this one stats the stamp, not the folder.
+    names = sorted(p.name for p in states.iterdir())
+    assert names == ["crashed.json", "live.json", "next.json"]
+    stamp = states.with_name("sessions.pruned")
+    an_hour_ago = time.time() - 3601
+    os.utime(stamp, (an_hour_ago, an_hour_ago))
+    run_hook(home, event("SessionStart", "later", repo, source="startup"))
+    assert sorted(p.name for p in states.iterdir()) == ["later.json", "live.json", "next.json"]
+    assert time.time() - stamp.stat().st_mtime < 60  # looked: stamped again
+
+
+def test_pruning_looks_at_once_past_a_stamp_from_the_future(tmp_path: Path) -> None:
+    states = tmp_path / "hooks" / "sessions"
+    states.mkdir(parents=True)
+    old = time.time() - 2 * 24 * 3600
+    (states / "gone.json").write_text("{}")
+    os.utime(states / "gone.json", (old, old))
+    assert prune_session_states(tmp_path) == 1  # no stamp yet counts as never looked
+    (states / "gone.json").write_text("{}")
+    os.utime(states / "gone.json", (old, old))
+    assert prune_session_states(tmp_path) == 0  # looked just now
+    future = time.time() + 7200  # a clock set back since the last look
+    os.utime(states.with_name("sessions.pruned"), (future, future))
+    assert prune_session_states(tmp_path) == 1
+    assert prune_session_states(tmp_path / "missing") == 0
 
 
 def test_late_async_events_do_not_revive_an_ended_session(home: Path, repo: Path) -> None:

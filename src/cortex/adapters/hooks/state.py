@@ -14,7 +14,8 @@ debug logs).
   at ``LATENCY_MAX_BYTES`` and rotated once; the dashboard's health page reads it.
 - ``hooks/sessions/<session id>.json``: what the hooks remember about a session between
   processes (whether its start injected context, whether it had a prompt, the last compaction
-  summary).
+  summary); a session's file goes at its end, and a start removes those idle for a day (of
+  sessions that sent no end) when the stamp of the last look (``hooks/sessions.pruned``) is an hour old.
 """
 
 from __future__ import annotations
@@ -145,16 +146,33 @@ def session_state_path(home: Path, session_id: str) -> Path:
 STATE_IDLE_SECONDS = 24 * 3600
 """A session's hook state untouched this long belongs to a session that ended without a
 SessionEnd (crashed, killed, or its host never sends one): it is pruned."""
+PRUNE_EVERY_SECONDS = 3600
+"""How often a start looks for such files: a look stats every file of the folder (one per
+session of the last day that sent no end), a start between looks stats one stamp."""
+PRUNED_STAMP = "sessions.pruned"
+"""The file next to ``hooks/sessions`` whose modification time is the last look's."""
 
 
-def prune_session_states(home: Path, idle_seconds: float = STATE_IDLE_SECONDS) -> int:
-    """Remove ``hooks/sessions/*.json`` files idle for ``idle_seconds``; how many went."""
-    cutoff = time.time() - idle_seconds
-    removed = 0
+def prune_session_states(
+    home: Path, idle_seconds: float = STATE_IDLE_SECONDS, every: float = PRUNE_EVERY_SECONDS
+) -> int:
+    """Remove ``hooks/sessions/*.json`` files idle for ``idle_seconds``, when the last look
+    was ``every`` seconds ago or more (or never happened); how many went."""
+    folder = home / "hooks" / "sessions"
+    stamp = folder.with_name(PRUNED_STAMP)
+    now = time.time()
     try:
-        entries = list(os.scandir(home / "hooks" / "sessions"))
+        if 0 <= now - stamp.stat().st_mtime < every:  # (a stamp from the future: look now)
+            return 0
+    except OSError:
+        pass  # never looked (or the folder is gone: the scan below finds out)
+    try:
+        entries = list(os.scandir(folder))
+        stamp.touch()
     except OSError:
         return 0
+    cutoff = now - idle_seconds
+    removed = 0
     for entry in entries:
         try:
             if entry.name.endswith(".json") and entry.stat().st_mtime < cutoff:
