@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ from cortex.store import SQLiteStore, migration_names, open_store
 from cortex.store.sqlite.db import storage_error
 from store_contract import full_session, session, t
 
-FORK = multiprocessing.get_context("fork")
+# Children start fresh ("spawn"): forking a process that runs threads (pytest's workers do) can
+# deadlock the child, and Python 3.12 and later warn about it.
+SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
@@ -252,8 +255,8 @@ def _try_open_as_unprivileged(db: Path, out: Connection) -> None:
 
 
 def _open_unprivileged(db: Path) -> str:
-    receiver, sender = FORK.Pipe(duplex=False)
-    child = FORK.Process(target=_try_open_as_unprivileged, args=(db, sender))
+    receiver, sender = SPAWN.Pipe(duplex=False)
+    child = SPAWN.Process(target=_try_open_as_unprivileged, args=(db, sender))
     child.start()
     child.join(30)
     return str(receiver.recv()) if receiver.poll(1) else f"no answer (exit {child.exitcode})"
@@ -301,7 +304,8 @@ def test_unsupported_urls() -> None:
 
 
 # -- processes ---------------------------------------------------------------------------------
-def _save_fifty(db: Path, writer: int) -> None:
+def _save_fifty(db: Path, writer: int, start: Barrier) -> None:
+    start.wait(60)  # the four open (create, migrate) the database at once
     with SQLiteStore(db) as store:
         for i in range(50):
             store.save_session(session(f"w{writer}-{i}", t(1 + i % 27), project=f"p{writer}"))
@@ -312,7 +316,8 @@ def _save_fifty(db: Path, writer: int) -> None:
 
 def test_concurrent_writers_from_four_processes(tmp_path: Path) -> None:
     db = tmp_path / "home" / "brain.db"  # created and migrated by the racing writers themselves
-    writers = [FORK.Process(target=_save_fifty, args=(db, w)) for w in range(4)]
+    start = SPAWN.Barrier(4)
+    writers = [SPAWN.Process(target=_save_fifty, args=(db, w, start)) for w in range(4)]
     for proc in writers:
         proc.start()
     for proc in writers:
@@ -338,7 +343,7 @@ def _write_forever(db: Path) -> None:
 def test_killed_writer_leaves_a_readable_database(tmp_path: Path) -> None:
     db = tmp_path / "brain.db"
     SQLiteStore(db).close()
-    child = FORK.Process(target=_write_forever, args=(db,))
+    child = SPAWN.Process(target=_write_forever, args=(db,))
     child.start()
     try:
         with SQLiteStore(db) as watcher:
