@@ -281,13 +281,66 @@ class MemoryStoreContract:
     def test_embeddings_round_trip(self, store: Store) -> None:
         store.add_memories([memory("a", "x"), memory("b", "y")])
         store.save_embeddings("m", [("a", 2, b"\x00\x00\x80?\x00\x00\x00\x00")])
-        assert [(m.id, blob) for m, blob in store.load_embeddings("m", MemoryFilter(), NOW)] == [
+        assert store.embedding_vectors("m", MemoryFilter(), NOW) == [
             ("a", b"\x00\x00\x80?\x00\x00\x00\x00")
         ]
-        assert store.load_embeddings("other", MemoryFilter(), NOW) == []
+        assert store.embedding_vectors("other", MemoryFilter(), NOW) == []
+        store.save_embeddings("m", [("a", 1, b"\x00\x00\x00@")])  # a new vector replaces
+        assert store.embedding_vectors("m", MemoryFilter(), NOW) == [("a", b"\x00\x00\x00@")]
         # what an embedder set later backfills: the memories without a vector of its model
         assert [m.id for m in store.memories_without_embedding("m", limit=10)] == ["b"]
         assert [m.id for m in store.memories_without_embedding("other", limit=1)] == ["a"]
+
+    def test_embedding_vectors_in_scope_in_insertion_order(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("z", "global, first"),
+                memory("api", "api's", scope="project", project="api"),
+                memory("web", "web's", scope="project", project="web"),
+                memory("work", "working", layer="working"),
+                memory("gone", "deleted"),
+                memory("a", "global"),
+            ]
+        )
+        store.add_memories([memory("old", "v1", upsert_key="k")])
+        store.add_memories([memory("new", "v2", upsert_key="k", created_at=t(17))])  # supersedes
+        store.delete_memory("gone", t(17))
+        ids = ["a", "api", "gone", "new", "old", "web", "work", "z"]
+        store.save_embeddings("m", [(mid, 1, mid.encode()[:4].ljust(4, b"\0")) for mid in ids])
+
+        def vectors(**scope: Any) -> list[str]:
+            found = store.embedding_vectors("m", MemoryFilter(**scope), NOW)
+            assert all(blob == mid.encode()[:4].ljust(4, b"\0") for mid, blob in found)
+            return [mid for mid, _ in found]
+
+        assert vectors() == ["z", "work", "a", "new"]
+        assert vectors(project="api") == ["z", "api", "work", "a", "new"]
+        assert vectors(layers=("long_term",)) == ["z", "a", "new"]
+        assert vectors(include_history=True) == ["z", "work", "a", "old", "new"]
+
+    def test_memories_by_id_in_scope_in_insertion_order(self, store: Store) -> None:
+        store.add_memories(
+            [
+                memory("z", "global"),
+                memory("api", "api's", scope="project", project="api"),
+                memory("work", "working", layer="working"),
+                memory("gone", "deleted"),
+                memory("a", "global too", tags=("t",)),
+            ]
+        )
+        store.delete_memory("gone", t(17))
+        everything = ["a", "gone", "missing", "api", "work", "z"]
+
+        def by_id(ids: list[str], **scope: Any) -> list[str]:
+            return [m.id for m in store.memories_by_id(ids, MemoryFilter(**scope), NOW)]
+
+        assert by_id(everything) == ["z", "work", "a"]
+        assert by_id(everything, project="api") == ["z", "api", "work", "a"]
+        assert by_id(everything, layers=("working",)) == ["work"]
+        assert by_id(["a", "z"], tags=("t",)) == ["a"]
+        assert by_id([]) == []
+        found = store.memories_by_id(["a"], MemoryFilter(), NOW)
+        assert found == [store.get_memory("a")]  # whole memories, as stored
 
     def test_session_events_and_totals(self, store: Store) -> None:
         events = [

@@ -70,8 +70,11 @@ def _sees_only_its_own(store: Any, who: str) -> None:
         f"neighbour of {who}"
     ]
     assert len(store.memory_links("m1")) == 1
-    assert [(m.id, blob) for m, blob in store.load_embeddings("model", MemoryFilter(), NOW)] == [
+    assert store.embedding_vectors("model", MemoryFilter(), NOW) == [
         ("m1", who.encode()[:4].ljust(4, b"\0"))
+    ]
+    assert [m.content for m in store.memories_by_id(["m1"], MemoryFilter(), NOW)] == [
+        f"shared words of {who}"
     ]
     assert [e.content for e in store.list_session_events("s1")] == [who]
     assert [s.slug for s in store.list_snapshots("s1")] == [who]

@@ -16,7 +16,10 @@ Hybrid search adds what meaning says to the lexical ranking: the memories in sco
 stored vectors are closest to the question's get a bonus, and join the hits when words did not
 find them (``core.retrieval.dense_bonus``: the formula, and why the bonus grows with a
 memory's length). The cosine scan is brute force over the scope's vectors: fine for a
-person's memories (tens of thousands); beyond that keep BM25 alone.
+person's memories (tens of thousands); beyond that keep BM25 alone. The scan reads only (id,
+vector) pairs and scores them in one numpy product when numpy is there; only the few memories
+that join the hits are then read whole (decoding every memory in scope cost more than the
+cosines did).
 """
 
 from __future__ import annotations
@@ -195,15 +198,34 @@ def embed_and_store(store: Store, embedder: Embedder, memories: Sequence[Memory]
         )
 
 
+def cosines(query: Sequence[float], blobs: Sequence[bytes]) -> list[float]:
+    """The dot product of ``query`` with each stored vector: their cosine, as both are
+    L2-normalized. With numpy (the extra's), one matrix-vector product in float64, the sum
+    Python's loop would make but for rounding; without it, that loop. A vector of another
+    dimension than the query's counts the components both have, as ``zip`` pairs them (then
+    every vector takes the loop: a model's vectors have one dimension)."""
+    dim = len(query)
+    if all(len(blob) == 4 * dim for blob in blobs):
+        try:
+            import numpy as np  # type: ignore[import-not-found, unused-ignore]  # the extra's
+        except ImportError:
+            pass
+        else:
+            matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+            return list((matrix @ np.asarray(query, dtype=np.float64)).tolist())
+    return [sum(map(mul, query, from_blob(blob))) for blob in blobs]
+
+
 def dense_ranking(
     store: Store, embedder: Embedder, query: str, flt: MemoryFilter, now: str
-) -> list[tuple[Memory, float]]:
-    """Every memory in scope with its cosine similarity to ``query``, best first."""
-    rows = store.load_embeddings(embedder.model, flt, now)
+) -> list[tuple[str, float]]:
+    """(memory id, cosine similarity to ``query``) of every memory in scope with a vector,
+    best first (equal ones in the store's order)."""
+    rows = store.embedding_vectors(embedder.model, flt, now)
     if not rows:
         return []
-    q = embedder.embed([query])[0]
-    scored = [(m, sum(map(mul, q, from_blob(blob)))) for m, blob in rows]
+    similarity = cosines(embedder.embed([query])[0], [blob for _, blob in rows])
+    scored = [(memory_id, cosine) for (memory_id, _), cosine in zip(rows, similarity, strict=True)]
     scored.sort(key=lambda pair: -pair[1])
     return scored
 
@@ -217,19 +239,28 @@ def hybrid_rerank(
     lexical: list[ScoredMemory],
 ) -> list[ScoredMemory]:
     """``lexical`` with what meaning adds (``core.retrieval.dense_bonus``), and the memories
-    meaning alone finds; best first, scores relative to the best."""
+    meaning alone finds; best first, scores relative to the best. Only the memories that
+    join are read whole, in one batch: the lexical hits carry theirs."""
     similar = dense_ranking(store, embedder, query, flt, now)
     closeness = dense_closeness([cosine for _, cosine in similar])
     top = max((h.score for h in lexical), default=0.0) or 1.0
     hits = {h.memory.id: replace(h, score=h.score / top) for h in lexical}
+    pool = [
+        (memory_id, cosine, closer)
+        for (memory_id, cosine), closer in zip(similar, closeness, strict=False)  # the pool's
+        if closer > 0.0 and (memory_id in hits or closer >= DENSE_JOIN)
+    ]
+    joining = [memory_id for memory_id, _, _ in pool if memory_id not in hits]
+    found = {m.id: m for m in store.memories_by_id(joining, flt, now)}
     added = False
-    for (memory, cosine), closer in zip(similar, closeness, strict=False):  # the pool's
-        held = hits.get(memory.id)
-        if closer <= 0.0 or (held is None and closer < DENSE_JOIN):
+    for memory_id, cosine, closer in pool:
+        held = hits.get(memory_id)
+        memory = held.memory if held is not None else found.get(memory_id)
+        if memory is None:  # forgotten since its vector was read
             continue
         bonus = dense_bonus(closer, len(memory.content.split()))
         why = f"similar in meaning (cosine {cosine:.2f})"
-        hits[memory.id] = (
+        hits[memory_id] = (
             ScoredMemory(memory, bonus, why)
             if held is None
             else replace(held, score=held.score + bonus, why=f"{held.why}; {why}")

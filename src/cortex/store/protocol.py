@@ -259,6 +259,13 @@ class MemoryStore(Protocol):
         """Memories ``flt`` sees at ``now``, newest first."""
         ...
 
+    def memories_by_id(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[Memory]:
+        """Those of ``memory_ids`` that ``flt`` sees at ``now``, in insertion order (``seq``);
+        an id it does not see (or no memory's) is left out."""
+        ...
+
     def search_memories(
         self, terms: Sequence[str], flt: MemoryFilter, now: str, *, limit: int
     ) -> list[tuple[Memory, float]]:
@@ -384,10 +391,9 @@ class EmbeddingStore(Protocol):
         """Store (memory id, dimension, float32 little-endian vector) rows for ``model``."""
         ...
 
-    def load_embeddings(
-        self, model: str, flt: MemoryFilter, now: str
-    ) -> list[tuple[Memory, bytes]]:
-        """Vectors of ``model`` for the memories ``flt`` sees at ``now``."""
+    def embedding_vectors(self, model: str, flt: MemoryFilter, now: str) -> list[tuple[str, bytes]]:
+        """(memory id, vector) of ``model`` for each memory ``flt`` sees at ``now`` that has
+        one, in insertion order (``seq``): what scoring needs, no memory decoded."""
         ...
 
     def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:

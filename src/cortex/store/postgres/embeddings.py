@@ -28,16 +28,16 @@ class EmbeddingRepository:
             [(model, dim, blob, self.db.tenant, mid) for mid, dim, blob in items],
         )
 
-    def load(self, model: str, flt: MemoryFilter, now: str) -> list[tuple[Memory, bytes]]:
-        """Vectors of ``model`` for the memories ``flt`` sees at ``now``."""
+    def vectors(self, model: str, flt: MemoryFilter, now: str) -> list[tuple[str, bytes]]:
+        """(memory id, vector) of ``model`` for the memories ``flt`` sees at ``now``, by ``seq``."""
         where, params = filter_sql(flt, now)
         rows = self.db.rows(
-            f"SELECT {SELECT}, e.vector FROM memory_embeddings e JOIN memories m "
+            "SELECT m.id, e.vector FROM memory_embeddings e JOIN memories m "
             "ON m.tenant_id = e.tenant_id AND m.seq = e.memory_seq "
             f"WHERE e.tenant_id = %s AND e.model = %s AND {where} ORDER BY m.seq",
             (self.db.tenant, model, *params),
         )
-        return [(memory_from_row(r), bytes(r[-1])) for r in rows]
+        return [(str(mid), bytes(vector)) for mid, vector in rows]
 
     def missing(self, model: str, *, limit: int) -> list[Memory]:
         """Undeleted memories with no vector of ``model`` yet, oldest first."""

@@ -140,6 +140,18 @@ class MemoryRepository:
         )
         return [memory_from_row(r) for r in rows]
 
+    def by_id(self, memory_ids: Sequence[str], flt: MemoryFilter, now: str) -> list[Memory]:
+        """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``."""
+        if not memory_ids:
+            return []
+        where, params = filter_sql(flt, now)
+        rows = self.db.rows(
+            f"SELECT {SELECT} FROM memories m WHERE m.tenant_id = %s AND m.id = ANY(%s) "
+            f"AND {where} ORDER BY m.seq",
+            (self.db.tenant, list(memory_ids), *params),
+        )
+        return [memory_from_row(r) for r in rows]
+
     def count(self, flt: MemoryFilter, now: str) -> int:
         where, params = filter_sql(flt, now)
         row = self.db.one(

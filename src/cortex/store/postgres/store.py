@@ -393,6 +393,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     ) -> list[Memory]:
         return self._memories.listing(flt, now, limit=limit, offset=offset)
 
+    def memories_by_id(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[Memory]:
+        return self._memories.by_id(memory_ids, flt, now)
+
     def count_memories(self, flt: MemoryFilter, now: str) -> int:
         return self._memories.count(flt, now)
 
@@ -426,10 +431,8 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
     def save_embeddings(self, model: str, items: Sequence[tuple[str, int, bytes]]) -> None:
         self._embeddings.save(model, items)
 
-    def load_embeddings(
-        self, model: str, flt: MemoryFilter, now: str
-    ) -> list[tuple[Memory, bytes]]:
-        return self._embeddings.load(model, flt, now)
+    def embedding_vectors(self, model: str, flt: MemoryFilter, now: str) -> list[tuple[str, bytes]]:
+        return self._embeddings.vectors(model, flt, now)
 
     def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:
         return self._embeddings.missing(model, limit=limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import Memory, MemoryFilter
-from cortex.store.records import memories_from_rows, memory_from_row
+from cortex.store.records import memories_from_rows
 from cortex.store.sqlite.db import Database
 from cortex.store.sqlite.memories import COLUMNS, filter_sql
 
@@ -25,17 +25,16 @@ class EmbeddingRepository:
                 [(model, dim, blob, mid) for mid, dim, blob in items],
             )
 
-    def load_embeddings(
-        self, model: str, flt: MemoryFilter, now: str
-    ) -> list[tuple[Memory, bytes]]:
-        """Vectors of ``model`` for the memories ``flt`` sees at ``now``."""
+    def embedding_vectors(self, model: str, flt: MemoryFilter, now: str) -> list[tuple[str, bytes]]:
+        """(memory id, vector) of ``model`` for the memories ``flt`` sees at ``now``, by ``seq``."""
         where, params = filter_sql(flt, now)
         rows = self._db.rows(
-            f"SELECT {COLUMNS}, e.vector FROM memory_embeddings e "
-            f"JOIN memories m ON m.seq = e.memory_seq WHERE e.model = ? AND {where}",
+            "SELECT m.id, e.vector FROM memory_embeddings e "
+            f"JOIN memories m ON m.seq = e.memory_seq WHERE e.model = ? AND {where} "
+            "ORDER BY e.memory_seq",
             (model, *params),
         )
-        return [(memory_from_row(r), bytes(r[-1])) for r in rows]
+        return [(str(mid), bytes(vector)) for mid, vector in rows]
 
     def memories_without_embedding(self, model: str, *, limit: int) -> list[Memory]:
         """Memories not forgotten that have no vector of ``model`` yet, oldest first."""

@@ -204,6 +204,22 @@ class MemoryRepository:
         )
         return memories_from_rows(rows)
 
+    def memories_by_id(
+        self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
+    ) -> list[Memory]:
+        """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``."""
+        if not memory_ids:
+            return []
+        where, params = filter_sql(flt, now)
+        # NOT INDEXED: by primary key, never a walk of the layer index (see search.py).
+        rows = self._db.rows(
+            f"SELECT {COLUMNS} FROM memories AS m NOT INDEXED WHERE m.seq IN "
+            f"(SELECT seq FROM memories WHERE id IN ({marks(memory_ids)})) AND {where} "
+            "ORDER BY m.seq",
+            (*memory_ids, *params),
+        )
+        return memories_from_rows(rows)
+
     def count_memories(self, flt: MemoryFilter, now: str) -> int:
         """How many memories ``flt`` sees at ``now`` (SQLite only: tests and tools)."""
         where, params = filter_sql(flt, now)

@@ -41,8 +41,8 @@ BOUND_AT_FIRST_USE = {
     "_bind_memory_side": frozenset(
         {
             *("add_memories", "get_memory", "update_memory", "delete_memory", "list_memories"),
-            *("count_memories", "add_memory_link", "memory_links", "linked_memories"),
-            *("adjacent_memories", "save_embeddings", "load_embeddings"),
+            *("memories_by_id", "count_memories", "add_memory_link", "memory_links"),
+            *("linked_memories", "adjacent_memories", "save_embeddings", "embedding_vectors"),
             *("memories_without_embedding", "search_memories", "has_fts", "full_text"),
             *("like_memories", "term_doc_counts", "memory_count_estimate"),
         }
@@ -185,13 +185,14 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.update_memory = memories.update_memory
         self.delete_memory = memories.delete_memory
         self.list_memories = memories.list_memories
+        self.memories_by_id = memories.memories_by_id
         self.count_memories = memories.count_memories
         self.add_memory_link = memories.add_memory_link
         self.memory_links = memories.memory_links
         self.linked_memories = memories.linked_memories
         self.adjacent_memories = memories.adjacent_memories
         self.save_embeddings = vectors.save_embeddings
-        self.load_embeddings = vectors.load_embeddings
+        self.embedding_vectors = vectors.embedding_vectors
         self.memories_without_embedding = vectors.memories_without_embedding
 
     def _bind_search(self, search: MemorySearch) -> None:
