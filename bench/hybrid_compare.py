@@ -1,0 +1,129 @@
+"""Before and after, round by round: the hybrid search query (MiniLM embeddings) on the first
+LoCoMo conversation, on an older commit and on this tree, interleaved.
+
+    .venv/bin/python bench/hybrid_compare.py --rev bb44735 --rounds 3
+
+Each round runs, for the old tree and then for this one, a child process with that tree's
+``src`` first on the path that builds that tree's own ``cortex+minilm`` searcher
+(``bench/retrieval/run.py``: ``cortex_search``) over the conversation's turns, asks 5 of its
+questions to warm up, then times the next 80 (depth 50, as the retrieval benchmark asks
+LoCoMo's). The old tree is ``git archive REV`` in a temporary directory. Needs the
+``[embeddings]`` extra. Reported (``FIGURES``): each round's mean and p95 wall time and mean
+CPU time per query (the process's own, less moved by other work than the wall time), and the
+mean wall time of the meaning side without the question's embedding and of that embedding;
+their medians over the rounds; the load average before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from compare import extract, p95  # noqa: E402 - the bench modules next to this file
+from compare import parser as make_parser  # noqa: E402 - the bench modules next to this file
+
+ROOT = BENCH.parent
+FIGURES = ("mean", "p95", "CPU mean", "meaning", "embedding")
+"""Per round and tree, in ms per query: the wall time's mean and p95, the CPU time's mean,
+and the mean wall time of the meaning side (``hybrid_rerank``) without the question's
+embedding, and of that embedding."""
+CHILD = """
+import json, sys, time
+from pathlib import Path
+tree, data, warm, timed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, str(tree / "bench" / "retrieval"))
+import run  # puts the tree's src first on the path
+import cortex
+import cortex.services.embeddings as dense
+from metrics import locomo_corpora
+assert Path(cortex.__file__).is_relative_to(tree), cortex.__file__
+spent = {"meaning": 0.0, "embedding": 0.0}
+
+def timed_as(name, call):
+    def timed_call(*args):
+        started = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            spent[name] += (time.perf_counter() - started) * 1000
+    return timed_call
+
+dense.hybrid_rerank = timed_as("meaning", dense.hybrid_rerank)  # search imports it per call
+dense.MiniLMEmbedder.embed = timed_as("embedding", dense.MiniLMEmbedder.embed)
+corpus = locomo_corpora(json.loads(data.read_text())[:1])[0]
+search = run.cortex_search("minilm")(corpus)
+questions = [q.text for q in corpus.questions]
+for text in questions[:warm]:
+    search(text, 50)
+spent.update(meaning=0.0, embedding=0.0)
+wall, cpu = [], []
+for text in questions[warm : warm + timed]:
+    started, cpu_started = time.perf_counter(), time.process_time()
+    search(text, 50)
+    wall.append((time.perf_counter() - started) * 1000)
+    cpu.append((time.process_time() - cpu_started) * 1000)
+print(json.dumps({"wall": wall, "cpu": cpu, **spent}))
+"""
+
+
+def query_ms(tree: Path, data: Path, warm: int, timed: int) -> list[float]:
+    """One child process's ``FIGURES`` (``CHILD``, on ``tree``'s sources)."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tree), str(data), str(warm), str(timed)],
+        env={**os.environ, "PYTHONPATH": str(tree / "src"), "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        check=True,
+    )
+    times: dict[str, Any] = json.loads(done.stdout)
+    wall, count = times["wall"], len(times["wall"])
+    meaning, embedding = times["meaning"] / count, times["embedding"] / count
+    return [
+        statistics.fmean(wall),
+        p95(wall),
+        statistics.fmean(times["cpu"]),
+        meaning - embedding,
+        embedding,
+    ]
+
+
+def main() -> None:
+    parser = make_parser(__doc__)
+    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~2")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per tree")
+    parser.add_argument("--warm", type=int, default=5, help="warm-up questions")
+    parser.add_argument("--questions", type=int, default=80, help="timed questions")
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    args = parser.parse_args()
+    data = args.data / "locomo-dev.json"
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="cortex-hybrid-compare-") as tmp:
+        trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
+        rounds: dict[str, list[list[float]]] = {label: [] for label in trees}
+        for number in range(1, args.rounds + 1):
+            for label, tree in trees.items():
+                rounds[label].append(query_ms(tree, data, args.warm, args.questions))
+                shown = ", ".join(
+                    f"{k} {v:.2f}" for k, v in zip(FIGURES, rounds[label][-1], strict=True)
+                )
+                print(f"round {number} {label}: {shown} ms", file=sys.stderr)
+    print(f"rev {args.rev}, {args.rounds} rounds of {args.questions} questions after "
+          f"{args.warm}; load average {load_before} before, {os.getloadavg()} after")  # fmt: skip
+    print("medians of the rounds, ms per query")
+    print("| tree | " + " | ".join(FIGURES) + " |")
+    print("| --- |" + " ---: |" * len(FIGURES))
+    for label, samples in rounds.items():
+        medians = [statistics.median(s[i] for s in samples) for i in range(len(FIGURES))]
+        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in medians) + " |")
+
+
+if __name__ == "__main__":
+    main()
