@@ -25,7 +25,8 @@ from typing import Any
 
 from cortex.core.topics import HotTopicExtractor
 
-DEFAULT_DATA = Path("/work/shared/data/locomo-dev.json")
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+"""Where the benchmark data sits beside the checkout (``--data`` names another file)."""
 _WORD = re.compile(r"[^\W_]+(?:[._-][^\W_]+)*")
 
 
