@@ -15,7 +15,8 @@ debug logs).
 - ``hooks/sessions/<session id>.json``: what the hooks remember about a session between
   processes (whether its start injected context, whether it had a prompt, the last compaction
   summary); a session's file goes at its end, and a start removes those idle for a day (of
-  sessions that sent no end) when the stamp of the last look (``hooks/sessions.pruned``) is an hour old.
+  sessions that sent no end) when the stamp of its last look (``hooks/sessions.pruned``) is
+  an hour old.
 """
 
 from __future__ import annotations
