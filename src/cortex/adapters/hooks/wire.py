@@ -15,8 +15,10 @@ interpreter: ``posix`` (what ``os`` wraps; ``os`` and its kin cost a hook ~1 ms)
 When no server takes the event (none runs, ``CORTEX_HOOK_SERVER=0``, the server was upgraded
 meanwhile, no Unix sockets) it falls back to the full in-process path with the input it
 already read: it puts the directory holding the ``cortex`` package (known from this file's
-own location) first on ``sys.path`` and calls ``cortex.adapters.hooks.main``, which handles the
-event and starts a server for the next ones. ``site`` (~3 ms: site-packages, ``.pth`` files)
+own location) on ``sys.path`` after the standard library's folders (as ``site`` orders them:
+nothing there shadows a standard module, and each standard import the engine makes looks in
+one folder fewer) and calls ``cortex.adapters.hooks.main``, which handles the event and starts
+a server for the next ones. ``site`` (~3 ms: site-packages, ``.pth`` files)
 runs only if Cortex's code imports something that is not found without it (a store's
 optional driver: ``SiteOnDemand``); a SQLite store needs the standard library alone.
 """
@@ -101,7 +103,7 @@ def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
     for _ in range(4):  # .../cortex/adapters/hooks/wire.py -> the folder holding cortex
         root = os.path.dirname(root)
     if root not in sys.path:
-        sys.path.insert(0, root)
+        sys.path.append(root)
     if sys.flags.no_site and "site" not in sys.modules:
         sys.meta_path.append(SiteOnDemand)
     quick_gc()
