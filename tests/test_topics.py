@@ -255,7 +255,7 @@ def test_custom_stopwords_replace_the_defaults():
 
 def test_bad_weights_and_inputs_are_ignored():
     ex = HotTopicExtractor()
-    for weight in (0.0, -1.0, float("nan"), float("inf")):
+    for weight in (0.0, -1.0, float("nan"), float("inf"), 10**400):  # (no float that large)
         ex.record_text("cortex", weight)
     ex.record_text(None)  # type: ignore[arg-type]
     ex.record_working_memory_label(42)  # type: ignore[arg-type]
@@ -307,6 +307,7 @@ def test_round_trip_survives_a_key_reordering_store():
         "garbage",
         {"keywords": "nope", "projects": 5, "learning_ids": {"a": 1}},
         {"keywords": [["ok", 1.0], ["bad"], [1, 2], ["neg", -1], ["nan", float("nan")], None]},
+        {"keywords": [["ok", 1.0], ["huge", 10**400], ["inf", float("inf")]]},
         {"keywords": {"dict-form": 2.0}, "projects": [["p", True]], "learning_ids": [1, "m"]},
     ],
 )

@@ -32,7 +32,6 @@ changes (a few passes), so it is idempotent.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from functools import cache, lru_cache
@@ -241,11 +240,13 @@ def _group_spans(rule: str, source: str) -> Iterator[tuple[int, int]]:
 
 def _entropy(run: str) -> float:
     """Shannon entropy of ``run``'s characters, in bits per character."""
+    from math import log2  # (only text with a long unbroken run gets here: a hook seldom)
+
     counts: dict[str, int] = {}
     for char in run:
         counts[char] = counts.get(char, 0) + 1
     total = len(run)
-    return -sum(n / total * math.log2(n / total) for n in counts.values())
+    return -sum(n / total * log2(n / total) for n in counts.values())
 
 
 def _mixes_kinds(run: str) -> bool:

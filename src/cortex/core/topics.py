@@ -18,8 +18,8 @@ learning ids.
 from __future__ import annotations
 
 import functools
-import math
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 
 from cortex.core.vocabulary import (
@@ -110,7 +110,9 @@ def _runs(text: str, stopwords: frozenset[str]) -> list[list[str]]:
 
 
 def _usable_weight(weight: float) -> bool:
-    return isinstance(weight, int | float) and math.isfinite(weight) and weight > 0
+    """A positive weight that is a finite float or converts to one (not NaN, not infinite, not
+    an integer past the largest float)."""
+    return isinstance(weight, int | float) and 0 < weight <= sys.float_info.max
 
 
 def _path_parts(path: str) -> list[str]:
