@@ -26,15 +26,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cortex.store.hygiene_sql import HygieneRepository
+    from cortex.store.records import StartReads
     from cortex.store.registry import Registry
     from cortex.store.sqlite.embeddings import EmbeddingRepository
     from cortex.store.sqlite.history import HistoryRepository
     from cortex.store.sqlite.memories import MemoryRepository
     from cortex.store.sqlite.search import MemorySearch
     from cortex.store.tasks import TaskRepository
-
-if TYPE_CHECKING:
-    from cortex.store.records import StartReads
 
 
 BOUND_AT_FIRST_USE = {
