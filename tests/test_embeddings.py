@@ -234,8 +234,15 @@ def test_a_memory_forgotten_after_its_vector_was_read_does_not_join(
 ) -> None:
     store = SQLiteStore(tmp_path / "brain.db")
     svc = MemoryService(store, make_config(), clock, embedder=HashingEmbedder())
-    svc.add("kubernetes cluster upgrade scheduled")
+    upgrade = svc.add("kubernetes cluster upgrade scheduled").memory.id
     svc.add("lunch order for friday")
     assert svc.search("kubrnetes", expand=False)  # meaning alone finds it
-    monkeypatch.setattr(store, "memories_by_id", lambda ids, flt, now: [])
+    vectors = store.embedding_vectors
+
+    def then_forgotten(*args: Any) -> list[tuple[str, bytes]]:
+        read = vectors(*args)  # the vectors are read; another process forgets the memory
+        svc.forget(upgrade)
+        return read
+
+    monkeypatch.setattr(store, "embedding_vectors", then_forgotten)
     assert svc.search("kubrnetes", expand=False) == []
