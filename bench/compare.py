@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+DATA = ROOT.parent / "shared" / "data"
+"""The benchmark data (LoCoMo, LongMemEval) beside the checkout; scripts take ``--data``."""
 RESTORE = "restore (on_session_start)"
 # (label, benchmark file, key path into its results JSON)
 FIGURES = (
@@ -52,6 +54,15 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
         epilog="Examples:\n  " + "\n  ".join(examples) if examples else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def compare_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
+    """``parser`` with the options of a before-and-after script: ``--rev``, the older commit,
+    and ``--rounds``, each tree timed once a round."""
+    made = parser(doc)
+    made.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~3")
+    made.add_argument("--rounds", type=int, default=rounds, help="rounds of samples")
+    return made
 
 
 def extract(rev: str, into: Path) -> Path:

@@ -31,8 +31,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import hooks  # noqa: E402 - the bench modules next to this file
-from compare import extract  # noqa: E402
-from compare import parser as make_parser  # noqa: E402
+from compare import compare_parser, extract  # noqa: E402
 from cortex.adapters.hooks.server import server_pid, socket_path  # noqa: E402
 from process_compare import timed  # noqa: E402
 
@@ -47,9 +46,7 @@ def start_event(cwd: str, label: str, i: int) -> bytes:
 
 
 def main() -> None:
-    parser = make_parser(__doc__)
-    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=60, help="rounds of samples")
+    parser = compare_parser(__doc__, rounds=60)
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-served-compare-") as tmp:

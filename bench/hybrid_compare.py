@@ -3,15 +3,18 @@ LoCoMo conversation, on an older commit and on this tree, interleaved.
 
     .venv/bin/python bench/hybrid_compare.py --rev bb44735 --rounds 3
 
-Each round runs, for the old tree and then for this one, a child process with that tree's
-``src`` first on the path that builds that tree's own ``cortex+minilm`` searcher
-(``bench/retrieval/run.py``: ``cortex_search``) over the conversation's turns, asks 5 of its
-questions to warm up, then times the next 80 (depth 50, as the retrieval benchmark asks
-LoCoMo's). The old tree is ``git archive REV`` in a temporary directory. Needs the
-``[embeddings]`` extra. Reported (``FIGURES``): each round's mean and p95 wall time and mean
-CPU time per query (the process's own, less moved by other work than the wall time), and the
-mean wall time of the meaning side without the question's embedding and of that embedding;
-their medians over the rounds; the load average before and after.
+Each round runs, for each tree (the old one first in even rounds, this one first in odd
+ones: a process timed right after another runs slower), a floor process (``python -c
+"import sqlite3"``) and then a child process with that tree's ``src`` first on the path that
+builds that tree's own ``cortex+minilm`` searcher (``bench/retrieval/run.py``:
+``cortex_search``) over the conversation's turns, asks 5 of its questions to warm up, then
+times the next 80 (depth 50, as the retrieval benchmark asks LoCoMo's). The old tree is ``git
+archive REV`` in a temporary directory. Needs the ``[embeddings]`` extra. Reported
+(``FIGURES``): each round's mean and p95 wall time and mean CPU time per query (the process's
+own, less moved by other work than the wall time), and the mean wall time of the meaning side
+without the question's embedding and of that embedding; their medians over the rounds, the
+mean and p95 also as ratios to the median of the floor processes timed in the same rounds; the
+load average before and after.
 """
 
 from __future__ import annotations
@@ -28,8 +31,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from compare import extract, p95  # noqa: E402 - the bench modules next to this file
-from compare import parser as make_parser  # noqa: E402 - the bench modules next to this file
+from compare import DATA, compare_parser, extract, floor_sample, p95  # noqa: E402 - next to this file
 
 ROOT = BENCH.parent
 FIGURES = ("mean", "p95", "CPU mean", "meaning", "embedding")
@@ -96,33 +98,36 @@ def query_ms(tree: Path, data: Path, warm: int, timed: int) -> list[float]:
 
 
 def main() -> None:
-    parser = make_parser(__doc__)
-    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~2")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per tree")
+    parser = compare_parser(__doc__, rounds=3)
     parser.add_argument("--warm", type=int, default=5, help="warm-up questions")
     parser.add_argument("--questions", type=int, default=80, help="timed questions")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=DATA, help="the benchmark data's folder")
     args = parser.parse_args()
     data = args.data / "locomo-dev.json"
     load_before = os.getloadavg()
+    floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="cortex-hybrid-compare-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
         rounds: dict[str, list[list[float]]] = {label: [] for label in trees}
         for number in range(1, args.rounds + 1):
-            for label, tree in trees.items():
-                rounds[label].append(query_ms(tree, data, args.warm, args.questions))
+            for label in list(trees) if number % 2 == 0 else list(trees)[::-1]:
+                floors.append(floor_sample())
+                rounds[label].append(query_ms(trees[label], data, args.warm, args.questions))
                 shown = ", ".join(
                     f"{k} {v:.2f}" for k, v in zip(FIGURES, rounds[label][-1], strict=True)
                 )
                 print(f"round {number} {label}: {shown} ms", file=sys.stderr)
+    floor = statistics.median(floors)
     print(f"rev {args.rev}, {args.rounds} rounds of {args.questions} questions after "
-          f"{args.warm}; load average {load_before} before, {os.getloadavg()} after")  # fmt: skip
-    print("medians of the rounds, ms per query")
-    print("| tree | " + " | ".join(FIGURES) + " |")
-    print("| --- |" + " ---: |" * len(FIGURES))
+          f"{args.warm}; floor {floor:.2f} ms (median of {len(floors)}); load average "
+          f"{load_before} before, {os.getloadavg()} after")  # fmt: skip
+    print("medians of the rounds, ms per query; mean and p95 also as ratios to the floor")
+    print("| tree | " + " | ".join(FIGURES) + " | mean x floor | p95 x floor |")
+    print("| --- |" + " ---: |" * (len(FIGURES) + 2))
     for label, samples in rounds.items():
         medians = [statistics.median(s[i] for s in samples) for i in range(len(FIGURES))]
-        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in medians) + " |")
+        ratios = f"{medians[0] / floor:.3f} | {medians[1] / floor:.3f}"
+        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in medians) + f" | {ratios} |")
 
 
 if __name__ == "__main__":

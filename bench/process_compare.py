@@ -45,8 +45,7 @@ sys.path.insert(0, str(BENCH))
 import core  # noqa: E402 - the bench modules next to this file
 import hooks  # noqa: E402
 import memory  # noqa: E402
-from compare import extract  # noqa: E402
-from compare import parser as make_parser  # noqa: E402
+from compare import compare_parser, extract  # noqa: E402
 from cortex.services.project import project_identity  # noqa: E402
 
 ROOT = BENCH.parent
@@ -229,9 +228,7 @@ KINDS = {
 
 
 def main() -> None:
-    parser = make_parser(__doc__)
-    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=20, help="rounds of samples")
+    parser = compare_parser(__doc__, rounds=20)
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored")
     parser.add_argument("--memories", type=int, default=100_000, help="memories stored")
     parser.add_argument("--no-bounds", action="store_true", help="time no lower bounds")

@@ -25,8 +25,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from compare import extract, floor_ms  # noqa: E402 - the bench modules next to this file
-from compare import parser as make_parser  # noqa: E402 - the bench modules next to this file
+from compare import compare_parser, extract, floor_ms  # noqa: E402 - next to this file
 
 ROOT = BENCH.parent
 CHILD = """
@@ -71,9 +70,7 @@ def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[st
 
 
 def main() -> None:
-    parser = make_parser(__doc__)
-    parser.add_argument("--rev", required=True, help="the older commit, e.g. HEAD~5")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds per tree")
+    parser = compare_parser(__doc__, rounds=4)
     parser.add_argument("--queries", type=int, default=500, help="queries per round")
     parser.add_argument("--count", type=int, default=1_000_000, help="the cached corpus")
     args = parser.parse_args()

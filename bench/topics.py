@@ -23,10 +23,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from compare import DATA  # bench/compare.py, next to this file
 from cortex.core.topics import HotTopicExtractor
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
-"""Where the benchmark data sits beside the checkout (``--data`` names another file)."""
+DEFAULT_DATA = DATA / "locomo-dev.json"
+"""The LoCoMo conversations beside the checkout (``--data`` names another file)."""
 _WORD = re.compile(r"[^\W_]+(?:[._-][^\W_]+)*")
 
 
