@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.core.memory_models import MemoryLink
+from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.core.models import PendingTask, Pin
 from cortex.errors import StorageError
 from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
@@ -70,6 +70,7 @@ def test_migration_names_and_order() -> None:
         "m021_memory_session_order",
         "m023_memory_supersede_indexes",
         "m024_memory_supersedes_column",
+        "m025_memory_embeddings_in_rows",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"
@@ -303,3 +304,41 @@ def test_m024_moves_the_supersedes_links_the_rows_can_hold(tmp_path: Path) -> No
     with contextlib.closing(sqlite3.connect(db)) as conn:
         links = conn.execute("SELECT from_id, to_id FROM memory_links ORDER BY 2").fetchall()
     assert links == [("b", "c"), ("b", "x")]
+
+
+def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    vectors = {name: bytes([n]) * 1536 for n, name in enumerate(("a", "b", "c"), 1)}
+    with SQLiteStore(db) as store:
+        store.add_memories([memory(name, f"text {name}") for name in vectors])
+    # The file as m024 left it: the vectors in m012's WITHOUT ROWID table, keyed by
+    # (model, memory_seq), two models, each vector spilling into an overflow page.
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DROP TABLE memory_embeddings")
+        conn.execute(
+            "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
+            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
+            "WITHOUT ROWID"
+        )
+        for model in ("m", "other"):
+            conn.executemany(
+                "INSERT INTO memory_embeddings SELECT seq, ?, 384, ? FROM memories WHERE id = ?",
+                [(model, vector, name) for name, vector in vectors.items()],
+            )
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm025_memory_embeddings_in_rows'")
+    with SQLiteStore(db) as store:
+        assert store.embedding_vectors("m", MemoryFilter(), t(1)) == list(vectors.items())
+        assert store.embedding_vectors("other", MemoryFilter(), t(1)) == list(vectors.items())
+        store.save_embeddings("m", [("b", 1, b"\x00\x00\x80?")])  # still one vector a key
+        assert store.embedding_vectors("m", MemoryFilter(), t(1))[1] == ("b", b"\x00\x00\x80?")
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'memory_embeddings'"
+        ).fetchone()
+        assert "WITHOUT ROWID" not in sql.upper()
+        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone() == (6,)
+        with pytest.raises(sqlite3.IntegrityError):  # the key stays unique
+            conn.execute(
+                "INSERT INTO memory_embeddings SELECT memory_seq, model, dim, vector "
+                "FROM memory_embeddings LIMIT 1"
+            )

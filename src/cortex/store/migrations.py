@@ -39,6 +39,7 @@ MIGRATION_NAMES = (
     "m021_memory_session_order",
     "m023_memory_supersede_indexes",
     "m024_memory_supersedes_column",
+    "m025_memory_embeddings_in_rows",
 )
 
 SCHEMA_V4 = "m001_session_states"

@@ -555,6 +555,14 @@ def m024_memory_supersedes_column(conn: Conn) -> None:
     )
 
 
+def m025_memory_embeddings_in_rows(conn: Conn) -> None:
+    """SQLite moves its vectors out of a ``WITHOUT ROWID`` table, where each one spilled into
+    an overflow page, into an ordinary table with a unique index on the key. Here the table
+    is a heap already: a vector of MiniLM's 1,536 bytes sits in its row, and the primary key
+    is an index beside it. Nothing moves; both backends apply the same names."""
+    _run(conn)
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -577,6 +585,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m021_memory_session_order", m021_memory_session_order),
     ("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
     ("m024_memory_supersedes_column", m024_memory_supersedes_column),
+    ("m025_memory_embeddings_in_rows", m025_memory_embeddings_in_rows),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 
