@@ -342,3 +342,15 @@ def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> 
                 "INSERT INTO memory_embeddings SELECT memory_seq, model, dim, vector "
                 "FROM memory_embeddings LIMIT 1"
             )
+
+
+def test_m025_gives_a_file_without_the_vectors_table_an_empty_one(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    SQLiteStore(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DROP TABLE memory_embeddings")
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm025_memory_embeddings_in_rows'")
+    with SQLiteStore(db) as store:
+        store.add_memories([memory("a", "text a")])
+        store.save_embeddings("m", [("a", 1, b"\x00\x00\x80?")])
+        assert store.embedding_vectors("m", MemoryFilter(), t(1)) == [("a", b"\x00\x00\x80?")]

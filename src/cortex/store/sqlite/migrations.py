@@ -604,10 +604,10 @@ def m025_memory_embeddings_in_rows(conn: sqlite3.Connection) -> None:
     2.4 times as fast. A unique index on (model, memory_seq) keeps one vector per memory and
     model and serves the lookups the key did. The vectors move in key order; the file keeps
     the freed pages for later writes (``VACUUM`` returns them to the disk)."""
-    (sql,) = conn.execute(
+    found = conn.execute(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'memory_embeddings'"
     ).fetchone()
-    if "WITHOUT ROWID" not in sql.upper():
+    if found is not None and "WITHOUT ROWID" not in str(found[0]).upper():
         return  # (already in rows)
     conn.execute(
         """
@@ -619,11 +619,13 @@ def m025_memory_embeddings_in_rows(conn: sqlite3.Connection) -> None:
         )
         """
     )
-    conn.execute(
-        "INSERT INTO memory_embeddings_in_rows (memory_seq, model, dim, vector) "
-        "SELECT memory_seq, model, dim, vector FROM memory_embeddings ORDER BY model, memory_seq"
-    )
-    conn.execute("DROP TABLE memory_embeddings")
+    if found is not None:  # (a file whose table someone dropped gets an empty one)
+        conn.execute(
+            "INSERT INTO memory_embeddings_in_rows (memory_seq, model, dim, vector) "
+            "SELECT memory_seq, model, dim, vector FROM memory_embeddings "
+            "ORDER BY model, memory_seq"
+        )
+        conn.execute("DROP TABLE memory_embeddings")
     conn.execute("ALTER TABLE memory_embeddings_in_rows RENAME TO memory_embeddings")
     conn.execute(
         "CREATE UNIQUE INDEX idx_memory_embeddings_key ON memory_embeddings(model, memory_seq)"
