@@ -271,6 +271,15 @@ def _supersedes_two(store: SQLiteStore) -> list[MemoryLink]:
     return store.memory_links("b")
 
 
+def _before(db: Path, step: str, *statements: str) -> None:
+    """Make the file at ``db`` as it was before migration ``step``: run ``statements``, then
+    forget that the step was applied (the next open applies it again)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        for sql in statements:
+            conn.execute(sql)
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (step,))
+
+
 def test_a_supersede_is_held_by_the_two_rows_not_a_link_row(tmp_path: Path) -> None:
     db = tmp_path / "brain.db"
     with SQLiteStore(db) as store:
@@ -292,13 +301,13 @@ def test_m024_moves_the_supersedes_links_the_rows_can_hold(tmp_path: Path) -> No
     with SQLiteStore(db) as store:
         before = _supersedes_two(store)
     # The file as m023 left it: every supersede a link row, no column.
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute(
-            "INSERT INTO memory_links SELECT n.id, n.supersedes, 'supersedes', o.superseded_at "
-            "FROM memories n JOIN memories o ON o.id = n.supersedes"
-        )
-        conn.execute("ALTER TABLE memories DROP COLUMN supersedes")
-        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm024_memory_supersedes_column'")
+    _before(
+        db,
+        "m024_memory_supersedes_column",
+        "INSERT INTO memory_links SELECT n.id, n.supersedes, 'supersedes', o.superseded_at "
+        "FROM memories n JOIN memories o ON o.id = n.supersedes",
+        "ALTER TABLE memories DROP COLUMN supersedes",
+    )
     with SQLiteStore(db) as store:
         assert store.memory_links("b") == before
     with contextlib.closing(sqlite3.connect(db)) as conn:
@@ -313,19 +322,20 @@ def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> 
         store.add_memories([memory(name, f"text {name}") for name in vectors])
     # The file as m024 left it: the vectors in m012's WITHOUT ROWID table, keyed by
     # (model, memory_seq), two models, each vector spilling into an overflow page.
+    _before(
+        db,
+        "m025_memory_embeddings_in_rows",
+        "DROP TABLE memory_embeddings",
+        "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
+        "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
+        "WITHOUT ROWID",
+    )
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute("DROP TABLE memory_embeddings")
-        conn.execute(
-            "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
-            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
-            "WITHOUT ROWID"
-        )
         for model in ("m", "other"):
             conn.executemany(
                 "INSERT INTO memory_embeddings SELECT seq, ?, 384, ? FROM memories WHERE id = ?",
                 [(model, vector, name) for name, vector in vectors.items()],
             )
-        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm025_memory_embeddings_in_rows'")
     with SQLiteStore(db) as store:
         assert store.embedding_vectors("m", MemoryFilter(), t(1)) == list(vectors.items())
         assert store.embedding_vectors("other", MemoryFilter(), t(1)) == list(vectors.items())
@@ -347,9 +357,7 @@ def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> 
 def test_m025_gives_a_file_without_the_vectors_table_an_empty_one(tmp_path: Path) -> None:
     db = tmp_path / "brain.db"
     SQLiteStore(db).close()
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute("DROP TABLE memory_embeddings")
-        conn.execute("DELETE FROM _cortex_migrations WHERE name = 'm025_memory_embeddings_in_rows'")
+    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
     with SQLiteStore(db) as store:
         store.add_memories([memory("a", "text a")])
         store.save_embeddings("m", [("a", 1, b"\x00\x00\x80?")])
