@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -298,3 +299,34 @@ def test_a_task_belongs_to_the_current_project_unless_told(home: Path) -> None:
     assert first == {"t1": "radio", "t2": "web", "t3": None}
     ok(cortex(home, "task", "add", "t1", "Wire CAT control", "--any-project"))
     assert projects()["t1"] is None
+
+
+def test_db_vacuum_hands_the_free_pages_back_and_keeps_the_data(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    ok(cortex(home, "pin", "add", "note", "keep me"))
+    db = home / "brain.db"
+    with sqlite3.connect(db) as conn:  # two MB of pages made free, as an archive leaves them
+        conn.execute("CREATE TABLE scratch (data BLOB)")
+        conn.executemany("INSERT INTO scratch VALUES (?)", [(b"x" * 4000,)] * 500)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE scratch")
+    report = json.loads(ok(cortex(home, "--json", "db", "vacuum")))
+    assert report["database"] == str(db)
+    assert report["bytes_freed"] == report["bytes_before"] - report["bytes_after"] >= 2_000_000
+    assert db.stat().st_size == report["bytes_after"]  # the log moved in and emptied
+    assert "keep me" in ok(cortex(home, "pin", "list"))
+    text = ok(cortex(home, "db", "vacuum"))  # nothing left to hand back
+    assert re.fullmatch(
+        r"database .+: ([\d.,]+) MB -> \1 MB \(0\.0 MB handed back to the disk\)\n", text
+    )
+
+
+def test_db_vacuum_behind_another_writer_fails_in_one_line(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    with sqlite3.connect(home / "brain.db", isolation_level=None) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        result = cortex(home, "db", "vacuum")  # waits out the busy timeout (5 s)
+        conn.execute("ROLLBACK")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+    assert "locked" in result.stderr or "busy" in result.stderr

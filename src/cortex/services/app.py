@@ -208,6 +208,19 @@ class Services(Service):
         """(name, applied_at) of every migration the database has, oldest first."""
         return self.store.applied_migrations()
 
+    def vacuum(self) -> tuple[int, int]:
+        """Hand the SQLite file's free pages back to the disk: its size in bytes before and
+        after (``SQLiteStore.vacuum``). ConfigError on PostgreSQL, whose autovacuum does this."""
+        from cortex.store.sqlite.store import SQLiteStore
+
+        if not isinstance(self.store, SQLiteStore):
+            raise ConfigError(
+                f"{self.store.url} is PostgreSQL, whose autovacuum returns free space by "
+                "itself; there is nothing for Cortex to do (VACUUM FULL, as the database's "
+                "owner, shrinks a table now)"
+            )
+        return self.store.vacuum()
+
     def health(self) -> DatabaseHealth:
         """The database's integrity problems and its applied and pending migrations."""
         from cortex.store.migrations import migration_names

@@ -228,6 +228,22 @@ class Database:
         if 0 < current < pages:
             self.run(f"PRAGMA wal_autocheckpoint = {int(pages)}")
 
+    def vacuum(self) -> tuple[int, int]:
+        """Rewrite the file without its free pages (``VACUUM``), then move the write-ahead log
+        into it and empty the log: the database's size in bytes before and after. Another
+        connection's open transaction makes it wait (the busy timeout), then fail."""
+        if self.connection.in_transaction:
+            raise RuntimeError("vacuum() needs a connection outside any transaction")
+        with self.translated():
+            before = self._size()
+            self.connection.execute("VACUUM")
+            self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            return before, self._size()
+
+    def _size(self) -> int:
+        pages = int(self.connection.execute("PRAGMA page_count").fetchone()[0])
+        return pages * int(self.connection.execute("PRAGMA page_size").fetchone()[0])
+
     def check_integrity(self) -> list[str]:
         """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""
         found = [str(row[0]) for row in self.rows("PRAGMA quick_check")]

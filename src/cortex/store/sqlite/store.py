@@ -243,6 +243,12 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
             self._search.schema_changed()
         return self._db.migrate()
 
+    def vacuum(self) -> tuple[int, int]:
+        """Hand the file's free pages back to the disk (SQLite only): the database's size in
+        bytes before and after. Rows deleted, and a migration that moves a table, leave free
+        pages that later writes reuse; ``VACUUM`` rewrites the whole file without them."""
+        return self._db.vacuum()
+
     def close(self) -> None:
         self._db.close()
 
