@@ -330,3 +330,9 @@ def test_db_vacuum_behind_another_writer_fails_in_one_line(home: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
     assert "locked" in result.stderr or "busy" in result.stderr
+
+
+def test_db_vacuum_in_client_mode_names_the_local_database(home: Path) -> None:
+    result = cortex(home, "db", "vacuum", env={"CORTEX_SERVER": "http://127.0.0.1:9"})
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1
+    assert "unset CORTEX_SERVER" in result.stderr

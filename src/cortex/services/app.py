@@ -209,16 +209,9 @@ class Services(Service):
         return self.store.applied_migrations()
 
     def vacuum(self) -> tuple[int, int]:
-        """Hand the SQLite file's free pages back to the disk: its size in bytes before and
-        after (``SQLiteStore.vacuum``). ConfigError on PostgreSQL, whose autovacuum does this."""
-        from cortex.store.sqlite.store import SQLiteStore
-
-        if not isinstance(self.store, SQLiteStore):
-            raise ConfigError(
-                f"{self.store.url} is PostgreSQL, whose autovacuum returns free space by "
-                "itself; there is nothing for Cortex to do (VACUUM FULL, as the database's "
-                "owner, shrinks a table now)"
-            )
+        """Hand the database's free pages back to the disk: its size in bytes before and after
+        (``Store.vacuum``; ConfigError on PostgreSQL, whose autovacuum does this, and in client
+        mode, which has no local database)."""
         return self.store.vacuum()
 
     def health(self) -> DatabaseHealth:

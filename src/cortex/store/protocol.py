@@ -629,6 +629,11 @@ class Store(
         ``manual_checkpoints``); nothing to do on PostgreSQL."""
         ...
 
+    def vacuum(self) -> tuple[int, int]:
+        """Hand the database's free pages back to the disk: its size in bytes before and after
+        (SQLite rewrites the file). PostgreSQL's autovacuum does this itself: ConfigError."""
+        ...
+
     def close(self) -> None: ...
 
 

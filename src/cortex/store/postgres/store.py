@@ -25,7 +25,7 @@ from cortex.core.history_models import (
 )
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
-from cortex.errors import RequestReplayed, ValidationError
+from cortex.errors import ConfigError, RequestReplayed, ValidationError
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneRepository
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
@@ -197,6 +197,14 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
 
     def checkpoint(self) -> None:
         """PostgreSQL checkpoints its log itself: nothing to do."""
+
+    def vacuum(self) -> tuple[int, int]:
+        """PostgreSQL's autovacuum returns free space itself: a ConfigError that says so."""
+        raise ConfigError(
+            f"{self.url} is PostgreSQL, whose autovacuum returns free space by itself; there "
+            "is nothing for Cortex to do (VACUUM FULL, as the database's owner, shrinks a table "
+            "now)"
+        )
 
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
