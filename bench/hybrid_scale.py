@@ -57,10 +57,13 @@ with SQLiteStore(path) as store:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         store.save_embeddings("bench", [(i, dim, v.tobytes()) for i, v in zip(chunk, vectors)])
     store.checkpoint()
-    pages, size = store.connection.execute(
-        "SELECT count(*), sum(pgsize) FROM dbstat WHERE name = 'memory_embeddings' "
-        "OR name IN (SELECT name FROM sqlite_master WHERE type = 'index' "
-        "AND tbl_name = 'memory_embeddings')").fetchone()
+    try:  # (SQLite builds without the dbstat table: no page count)
+        pages, size = store.connection.execute(
+            "SELECT count(*), sum(pgsize) FROM dbstat WHERE name = 'memory_embeddings' "
+            "OR name IN (SELECT name FROM sqlite_master WHERE type = 'index' "
+            "AND tbl_name = 'memory_embeddings')").fetchone()
+    except Exception:
+        pages, size = None, None
 print(json.dumps({"vectors": len(ids), "pages": pages, "bytes": size}))
 """
 CHILD = """
@@ -164,7 +167,10 @@ def main() -> None:
     for label, samples in rounds.items():
         medians = [statistics.median(s[i] for s in samples) for i in range(len(FIGURES))]
         ratios = f"{medians[0] / floor:.3f} | {medians[1] / floor:.3f}"
-        size = f"{stored[label]['pages']:,} | {stored[label]['bytes'] / 1e6:.0f}"
+        built = stored[label]
+        size = "n/a | n/a"
+        if built["pages"] is not None:
+            size = f"{built['pages']:,} | {built['bytes'] / 1e6:.0f}"
         print(f"| {label} | {size} | {seen[label]:,.0f} | "
               + " | ".join(f"{v:.2f}" for v in medians) + f" | {ratios} |")  # fmt: skip
 
