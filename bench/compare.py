@@ -12,8 +12,11 @@ each benchmark. Prints a table and writes bench/results/compare.json.
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -76,6 +79,53 @@ def extract(rev: str, into: Path) -> Path:
         tar.extractall(into / "tree", filter="data")
     script_entry(into / "tree" / "src")
     return into / "tree"
+
+
+UNDO = {
+    "m025_memory_embeddings_in_rows": (
+        "memory_embeddings",
+        (
+            "DROP TABLE memory_embeddings",
+            "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
+            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
+            "WITHOUT ROWID",
+        ),
+    ),
+}
+"""How to take back a migration that changed only a table the benchmark corpora leave empty:
+{name: (that table, statements)}. A corpus that a newer tree opened carries its steps, and an
+older tree refuses a file migrated past what it knows."""
+
+
+def for_tree(db: Path, tree: Path) -> None:
+    """Make the SQLite file ``db`` (a copy) one that ``tree``'s Cortex opens: take back the
+    migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
+    way back stops the benchmark with what to do instead."""
+    known = _migration_names(tree)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
+        for name in reversed([name for name in applied if name not in known]):
+            table, statements = UNDO.get(name, ("", ()))
+            if not table or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
+                raise SystemExit(
+                    f"{db} was migrated by {name}, which {tree} does not know: compare with a "
+                    "commit that has it, or rebuild the corpus (delete it; bench/memory.py "
+                    "builds it again) with that commit's sources"
+                )
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (name,))
+
+
+def _migration_names(tree: Path) -> set[str]:
+    """The migration names ``tree``'s sources know (its ``MIGRATION_NAMES``)."""
+    source = tree / "src" / "cortex" / "store" / "migrations.py"
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "MIGRATION_NAMES" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    raise SystemExit(f"{source} names no MIGRATION_NAMES")
 
 
 def script_entry(src: Path) -> None:

@@ -31,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import hooks  # noqa: E402 - the bench modules next to this file
-from compare import compare_parser, extract  # noqa: E402
+from compare import compare_parser, extract, for_tree  # noqa: E402
 from cortex.adapters.hooks.server import server_pid, socket_path  # noqa: E402
 from process_compare import timed  # noqa: E402
 
@@ -59,6 +59,7 @@ def main() -> None:
         for label, src in trees.items():
             home = root / f"home-{label}"
             hooks.stored_sessions(home, cwd, args.sessions)
+            for_tree(home / "brain.db", src.parent)
             envs[label] = {**hooks.child_env(home, server=True), "PYTHONPATH": str(src)}
         commands = {
             label: [PY, "-S", "-I", "-X", "frozen_modules=on"]
@@ -84,7 +85,7 @@ def main() -> None:
                     timed([PY, "-S", "-I", "-c", "pass"], base)[:2]
                 )
                 for label in trees:
-                    wall, cpu, out = timed(
+                    wall, cpu, out, _ = timed(
                         commands[label], envs[label], start_event(cwd, label, i), cwd
                     )
                     if b"SESSION CONTINUITY" not in out:

@@ -36,7 +36,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import memory  # noqa: E402 - next to this file
-from compare import compare_parser, extract, floor_sample, p95  # noqa: E402
+from compare import compare_parser, extract, floor_sample, for_tree, p95  # noqa: E402
 
 ROOT = BENCH.parent
 DIM = 384
@@ -108,6 +108,7 @@ def build(tree: Path, path: Path, vectors: int) -> dict[str, Any]:
     """``tree``'s store over a copy of the corpus at ``path``, ``vectors`` of them embedded."""
     corpus, _ = memory.corpus(MEMORIES)
     shutil.copyfile(corpus, path)
+    for_tree(path, tree)  # (a corpus this tree migrated past an older one)
     done = subprocess.run(
         [sys.executable, "-c", BUILD, str(path), str(vectors), str(DIM)],
         env={**os.environ, "PYTHONPATH": str(tree / "src")},

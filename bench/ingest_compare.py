@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from compare import extract, floor_ms
+from compare import extract, floor_ms, for_tree
 from memory import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,10 +64,11 @@ def rate(tree: Path, db: Path, batches: int, keys: str) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
-def print_pages(trees: dict[str, Path], db: Path, batches: int) -> None:
-    """Each tree's pages a replacing batch writes, by b-tree, side by side."""
+def print_pages(trees: dict[str, Path], dbs: dict[str, Path], batches: int) -> None:
+    """Each tree's pages a replacing batch writes (on its copy in ``dbs``), by b-tree, side by
+    side."""
     found = {
-        label: json.loads(sample(PAGES, tree, db, batches, "live").splitlines()[-1])
+        label: json.loads(sample(PAGES, tree, dbs[label], batches, "live").splitlines()[-1])
         for label, tree in trees.items()
     }
     names = sorted({n for pages in found.values() for n in pages}, key=str.lower)
@@ -99,13 +101,16 @@ def main() -> None:
     samples: dict[str, list[tuple[float, float, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="cortex-ingest-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
+        dbs = {"before": Path(tmp) / db.name, "after": db}
+        shutil.copyfile(db, dbs["before"])
+        for_tree(dbs["before"], trees["before"])  # (a corpus this tree migrated past it)
         if args.pages:
-            print_pages(trees, db, args.batches)
+            print_pages(trees, dbs, args.batches)
             return
         for n in range(args.rounds):
             floor = floor_ms()
             for label, tree in trees.items():
-                per_second, per_cpu_second = rate(tree, db, args.batches, args.keys)
+                per_second, per_cpu_second = rate(tree, dbs[label], args.batches, args.keys)
                 samples[label].append((per_second, 1e6 / per_second / floor, per_cpu_second))
                 print(
                     f"round {n + 1}: {label} {per_second:,.0f}/s "

@@ -45,7 +45,7 @@ sys.path.insert(0, str(BENCH))
 import core  # noqa: E402 - the bench modules next to this file
 import hooks  # noqa: E402
 import memory  # noqa: E402
-from compare import compare_parser, extract  # noqa: E402
+from compare import compare_parser, extract, for_tree  # noqa: E402
 from cortex.services.project import project_identity  # noqa: E402
 
 ROOT = BENCH.parent
@@ -242,6 +242,8 @@ def main() -> None:
         script = root / "cortex-old"
         script.write_text(Path(PY).with_name("cortex").read_text())
         setup = Setup(root, ("before", "after"), args.sessions, args.memories)
+        for kind in KINDS:  # (databases this tree migrated past the old one)
+            for_tree(setup.homes["before", kind] / "brain.db", old_src.parent)
         base = setup.base
         trees = {
             "before": ({**base, "PYTHONPATH": str(old_src)}, old_src, [PY, str(script)]),

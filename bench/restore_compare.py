@@ -31,7 +31,7 @@ from pathlib import Path
 
 import hook_server_rss
 import table
-from compare import RESULTS, ROOT, extract, floor_ms
+from compare import RESULTS, ROOT, extract, floor_ms, for_tree
 
 WORKER = """
 import json, sys
@@ -73,6 +73,7 @@ def restore_instructions(tree: Path, cached: Path, root: Path, runs: int = 20) -
         home = root / f"instructions-{tree.name}-{n}"
         home.mkdir()
         shutil.copyfile(cached, home / "brain.db")
+        for_tree(home / "brain.db", tree)
         valgrind = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null")
         found = re.search(r"Collected : (\d+)", run_worker(tree, home, n, valgrind))
         if found is None:
@@ -101,6 +102,7 @@ def main() -> None:
                 home = root / f"{label}-{n}"
                 home.mkdir()
                 shutil.copyfile(cached, home / "brain.db")
+                for_tree(home / "brain.db", trees[label])
                 floor = floor_ms(10)
                 cpu = restore_cpu(trees[label], home, args.runs)
                 rss = hook_server_rss.measure_tree(trees[label], 1000)
