@@ -281,10 +281,9 @@ def db_vacuum(rt: Runtime) -> None:
 
     Sessions moved out by `cortex archive`, and migrations that move a table (m025 moved the
     embeddings extra's vectors), leave free pages in the file. Later writes reuse them; this
-    returns them now. It rewrites the whole file (seconds for a few
-    hundred MB), waiting for other processes' transactions to end, and needs about the
-    file's size again in free disk space while it runs. PostgreSQL needs none of it
-    (autovacuum).
+    returns them now. It rewrites the whole file (seconds for a few hundred MB), waiting for
+    other processes' transactions to end, and needs about the file's size again in free disk
+    space while it runs. PostgreSQL needs none of it (autovacuum).
 
     \b
     Example:
