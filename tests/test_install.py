@@ -19,6 +19,7 @@ import pytest
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.install import CLAUDE_HOOKS, CODEX_HOOKS, CURSOR_EVENTS, GEMINI_HOOKS
 from cortex.adapters.hooks.install_hosts import CLIENT_FLAGS
+from cortex.store import migration_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CORTEX_BIN = str(Path(sys.executable).parent / "cortex")
@@ -399,6 +400,24 @@ def test_doctor_reports_an_unmigrated_database(home: Path, user: Path) -> None:
     assert "pending migration(s) (m001_session_states, ...); run `cortex db migrate`" in (
         result.stdout
     )
+
+
+def test_doctor_names_db_vacuum_when_the_file_holds_much_free_space(home: Path, user: Path) -> None:
+    ok(cortex(home, user, "session", "start", "--session-id", "s1"))
+    line = [x for x in cortex(home, user, "doctor").stdout.splitlines() if x.startswith("data")]
+    migrations = len(migration_names())
+    assert line == [f"database: {home / 'brain.db'} (quick_check ok, {migrations} migrations)"]
+    with sqlite3.connect(home / "brain.db") as conn:  # 20 MB of pages made free
+        conn.execute("CREATE TABLE scratch (data BLOB)")
+        conn.executemany("INSERT INTO scratch VALUES (?)", [(b"x" * 4000,)] * 5000)
+    with sqlite3.connect(home / "brain.db") as conn:
+        conn.execute("DROP TABLE scratch")
+    report = json.loads(cortex(home, user, "--json", "doctor").stdout)
+    assert report["database"]["free_bytes"] >= 20_000_000
+    text = cortex(home, user, "doctor").stdout
+    assert "MB of it free: `cortex db vacuum` hands it back)" in text
+    ok(cortex(home, user, "db", "vacuum"))
+    assert json.loads(cortex(home, user, "--json", "doctor").stdout)["database"]["free_bytes"] == 0
 
 
 # -- the hook client's command line ---------------------------------------------------------------

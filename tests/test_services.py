@@ -73,20 +73,22 @@ def test_applied_migrations_are_every_migration(services: Services) -> None:
     assert [name for name, _ in services.applied_migrations()] == list(migration_names())
 
 
-def test_vacuum_hands_sqlite_space_back_and_names_autovacuum_on_postgres(
+def test_vacuum_hands_back_the_free_pages_health_counts_and_names_autovacuum_on_postgres(
     store: Store, make_config: Factory
 ) -> None:
     app = Services(store, make_config())
     if not isinstance(store, SQLiteStore):
         with pytest.raises(ConfigError, match="PostgreSQL, whose autovacuum"):
             app.vacuum()
+        assert app.health().free_bytes == 0
         return
     store.connection.execute("CREATE TABLE scratch (data BLOB)")
     store.connection.executemany("INSERT INTO scratch VALUES (?)", [(b"x" * 4000,)] * 100)
     store.connection.execute("DROP TABLE scratch")
+    free = app.health().free_bytes
     before, after = app.vacuum()
-    assert before - after >= 400_000  # (":memory:" too: its pages are counted alike)
-    assert app.vacuum() == (after, after)
+    assert before - after == free >= 400_000  # (":memory:" too: its pages are counted alike)
+    assert app.vacuum() == (after, after) and app.health().free_bytes == 0
     assert [name for name, _ in app.applied_migrations()] == list(migration_names())
 
 

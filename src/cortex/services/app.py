@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DatabaseHealth:
-    """What ``Services.health`` found: damage (empty when healthy) and migrations."""
+    """What ``Services.health`` found: damage (empty when healthy), migrations, and the bytes of
+    free pages that ``vacuum`` would hand back to the disk."""
 
     url: str
     damage: tuple[str, ...]
     applied: tuple[str, ...]
     pending: tuple[str, ...]
+    free_bytes: int = 0
 
 
 class Services(Service):
@@ -219,11 +221,13 @@ class Services(Service):
         from cortex.store.migrations import migration_names
 
         applied = [name for name, _ in self.store.applied_migrations()]
+        damage = tuple(self.store.check_integrity())
         return DatabaseHealth(
             url=self.store.url,
-            damage=tuple(self.store.check_integrity()),
+            damage=damage,
             applied=tuple(applied),
             pending=tuple(name for name in migration_names() if name not in applied),
+            free_bytes=0 if damage else self.store.free_bytes(),  # (a damaged file: no count)
         )
 
     def rebind(self, config: Config, clock: Clock | None = None) -> Services:

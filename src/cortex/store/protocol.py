@@ -634,6 +634,11 @@ class Store(
         (SQLite rewrites the file). PostgreSQL's autovacuum does this itself: ConfigError."""
         ...
 
+    def free_bytes(self) -> int:
+        """The bytes of the database's free pages, which ``vacuum`` hands back; 0 where the
+        backend reclaims its space itself (PostgreSQL)."""
+        ...
+
     def close(self) -> None: ...
 
 

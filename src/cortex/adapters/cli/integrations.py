@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from cortex.adapters.hooks.install import FileChange, Target
 
 HOST = click.Choice(HOSTS)
+FREE_HINT_BYTES = 16 * 1024 * 1024
+"""Free pages in the database from which ``cortex doctor`` names ``cortex db vacuum``."""
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -181,10 +183,16 @@ def _doctor_text(report: Report) -> str:
         )
         lines.append(f"  {host:<12} {where}; {seen}")
     db = report.database
+    free = db.get("free_bytes", 0)
     lines.append(
         f"database: {db['path']}"
         + (
-            f" (quick_check {db.get('quick_check', '-')}, {db.get('migrations', 0)} migrations)"
+            f" (quick_check {db.get('quick_check', '-')}, {db.get('migrations', 0)} migrations"
+            + (
+                f"; {free / 1e6:,.1f} MB of it free: `cortex db vacuum` hands it back)"
+                if free >= FREE_HINT_BYTES
+                else ")"
+            )
             if db.get("exists")
             else " (missing)"
         )

@@ -227,7 +227,9 @@ def _database_health(report: Report, app: Services) -> None:
             f"database {health.url} is damaged ({result}); restore a backup or move it aside"
         )
     pending = list(health.pending)
-    report.database.update(migrations=len(health.applied), pending_migrations=pending)
+    report.database.update(
+        migrations=len(health.applied), pending_migrations=pending, free_bytes=health.free_bytes
+    )
     if pending:
         report.problems.append(
             f"database has {len(pending)} pending migration(s) ({pending[0]}, ...); "

@@ -206,6 +206,10 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             "now)"
         )
 
+    def free_bytes(self) -> int:
+        """0: PostgreSQL's autovacuum reclaims dead rows' space itself."""
+        return 0
+
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
         with self._db.connection() as conn:

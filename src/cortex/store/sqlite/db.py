@@ -240,9 +240,14 @@ class Database:
             self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             return before, self._size()
 
-    def _size(self) -> int:
-        pages = int(self.connection.execute("PRAGMA page_count").fetchone()[0])
-        return pages * int(self.connection.execute("PRAGMA page_size").fetchone()[0])
+    def free_bytes(self) -> int:
+        """The bytes of the file's free pages (what ``vacuum`` would hand back)."""
+        with self.translated():
+            return self._size("freelist_count")
+
+    def _size(self, pages: str = "page_count") -> int:
+        count = int(self.connection.execute(f"PRAGMA {pages}").fetchone()[0])
+        return count * int(self.connection.execute("PRAGMA page_size").fetchone()[0])
 
     def check_integrity(self) -> list[str]:
         """What ``PRAGMA quick_check`` reports; empty when it says ``ok``."""

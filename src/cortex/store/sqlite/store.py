@@ -249,6 +249,10 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         pages that later writes reuse; ``VACUUM`` rewrites the whole file without them."""
         return self._db.vacuum()
 
+    def free_bytes(self) -> int:
+        """The bytes of the file's free pages, which ``vacuum`` hands back."""
+        return self._db.free_bytes()
+
     def close(self) -> None:
         self._db.close()
 
