@@ -81,39 +81,33 @@ def extract(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
-UNDO = {
-    "m025_memory_embeddings_in_rows": (
-        "memory_embeddings",
-        (
-            "DROP TABLE memory_embeddings",
-            "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
-            "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
-            "WITHOUT ROWID",
-        ),
-    ),
-}
+UNDO = {"m025_memory_embeddings_in_rows": ("memory_embeddings", "m012_memory_embeddings")}
 """How to take back a migration that changed only a table the benchmark corpora leave empty:
-{name: (that table, statements)}. A corpus that a newer tree opened carries its steps, and an
-older tree refuses a file migrated past what it knows."""
+{name: (that table, the step that made its earlier shape)}. The table is dropped and that step
+(this checkout's: a step never changes once shipped) made again. A corpus that a newer tree
+opened carries its steps, and an older tree refuses a file migrated past what it knows."""
 
 
 def for_tree(db: Path, tree: Path) -> None:
     """Make the SQLite file ``db`` (a copy) one that ``tree``'s Cortex opens: take back the
     migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
     way back stops the benchmark with what to do instead."""
+    from cortex.store.sqlite.migrations import MIGRATIONS
+
+    steps = {step.name: step.apply for step in MIGRATIONS}
     known = _migration_names(tree)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
         for name in reversed([name for name in applied if name not in known]):
-            table, statements = UNDO.get(name, ("", ()))
+            table, earlier = UNDO.get(name, ("", ""))
             if not table or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
                 raise SystemExit(
                     f"{db} was migrated by {name}, which {tree} does not know: compare with a "
                     "commit that has it, or rebuild the corpus (delete it; bench/memory.py "
                     "builds it again) with that commit's sources"
                 )
-            for sql in statements:
-                conn.execute(sql)
+            conn.execute(f"DROP TABLE {table}")
+            steps[earlier](conn)
             conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (name,))
 
 

@@ -28,13 +28,13 @@ def older_tree(root: Path, *left_out: str) -> Path:
 
 
 def shape(db: Path) -> tuple[list[str], str]:
-    """The applied migrations and the vectors table's statement."""
+    """The applied migrations and the vectors table's statement (its white space folded)."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
         (sql,) = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'memory_embeddings'"
         ).fetchone()
-    return applied, str(sql)
+    return applied, " ".join(str(sql).split())
 
 
 def test_a_step_with_a_way_back_is_taken_back_for_the_older_tree(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.core.models import PendingTask, Pin
 from cortex.errors import StorageError
 from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
-from cortex.store.sqlite.migrations import MIGRATIONS
+from cortex.store.sqlite.migrations import MIGRATIONS, m012_memory_embeddings
 from store_contract import full_session, t
 from store_contract_memory import memory
 
@@ -322,15 +322,9 @@ def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> 
         store.add_memories([memory(name, f"text {name}") for name in vectors])
     # The file as m024 left it: the vectors in m012's WITHOUT ROWID table, keyed by
     # (model, memory_seq), two models, each vector spilling into an overflow page.
-    _before(
-        db,
-        "m025_memory_embeddings_in_rows",
-        "DROP TABLE memory_embeddings",
-        "CREATE TABLE memory_embeddings (memory_seq INTEGER NOT NULL, model TEXT NOT NULL, "
-        "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, memory_seq)) "
-        "WITHOUT ROWID",
-    )
+    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        m012_memory_embeddings(conn)  # the shipped step: the table as it made it
         for model in ("m", "other"):
             conn.executemany(
                 "INSERT INTO memory_embeddings SELECT seq, ?, 384, ? FROM memories WHERE id = ?",
