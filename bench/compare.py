@@ -23,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +143,34 @@ def floor_sample() -> float:
 def floor_ms(runs: int = 20) -> float:
     """Median of ``runs`` floor processes (``floor_sample``)."""
     return statistics.median(floor_sample() for _ in range(runs))
+
+
+def interleaved(
+    trees: Mapping[str, Path],
+    rounds: int,
+    sample: Callable[[str], list[float]],
+    figures: Sequence[str],
+) -> tuple[dict[str, list[list[float]]], list[float]]:
+    """``rounds`` rounds of ``sample(label)`` for each tree, each after a floor process
+    (``floor_sample``), the trees' order alternating (a process timed right after another
+    runs slower, and a fixed order would give one tree all of it); each sample's ``figures``
+    on stderr. Returns every tree's samples and the floors, in ms."""
+    samples: dict[str, list[list[float]]] = {label: [] for label in trees}
+    floors: list[float] = []
+    for number in range(1, rounds + 1):
+        for label in list(trees) if number % 2 == 0 else list(trees)[::-1]:
+            floors.append(floor_sample())
+            samples[label].append(sample(label))
+            shown = ", ".join(
+                f"{k} {v:.2f}" for k, v in zip(figures, samples[label][-1], strict=True)
+            )
+            print(f"round {number} {label}: {shown} ms", file=sys.stderr)
+    return samples, floors
+
+
+def medians(samples: Sequence[Sequence[float]]) -> list[float]:
+    """Each figure's median over the rounds' ``samples`` (lists of the same figures)."""
+    return [statistics.median(column) for column in zip(*samples, strict=True)]
 
 
 def p95(values: list[float]) -> float:

@@ -31,7 +31,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from compare import DATA, compare_parser, extract, floor_sample, p95  # noqa: E402 - next to this file
+from compare import DATA, compare_parser, extract, interleaved, medians, p95  # noqa: E402 - next to this file
 
 ROOT = BENCH.parent
 FIGURES = ("mean", "p95", "CPU mean", "meaning", "embedding")
@@ -105,18 +105,13 @@ def main() -> None:
     args = parser.parse_args()
     data = args.data / "locomo-dev.json"
     load_before = os.getloadavg()
-    floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="cortex-hybrid-compare-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
-        rounds: dict[str, list[list[float]]] = {label: [] for label in trees}
-        for number in range(1, args.rounds + 1):
-            for label in list(trees) if number % 2 == 0 else list(trees)[::-1]:
-                floors.append(floor_sample())
-                rounds[label].append(query_ms(trees[label], data, args.warm, args.questions))
-                shown = ", ".join(
-                    f"{k} {v:.2f}" for k, v in zip(FIGURES, rounds[label][-1], strict=True)
-                )
-                print(f"round {number} {label}: {shown} ms", file=sys.stderr)
+
+        def sample(label: str) -> list[float]:
+            return query_ms(trees[label], data, args.warm, args.questions)
+
+        rounds, floors = interleaved(trees, args.rounds, sample, FIGURES)
     floor = statistics.median(floors)
     print(f"rev {args.rev}, {args.rounds} rounds of {args.questions} questions after "
           f"{args.warm}; floor {floor:.2f} ms (median of {len(floors)}); load average "
@@ -125,9 +120,9 @@ def main() -> None:
     print("| tree | " + " | ".join(FIGURES) + " | mean x floor | p95 x floor |")
     print("| --- |" + " ---: |" * (len(FIGURES) + 2))
     for label, samples in rounds.items():
-        medians = [statistics.median(s[i] for s in samples) for i in range(len(FIGURES))]
-        ratios = f"{medians[0] / floor:.3f} | {medians[1] / floor:.3f}"
-        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in medians) + f" | {ratios} |")
+        middle = medians(samples)
+        ratios = f"{middle[0] / floor:.3f} | {middle[1] / floor:.3f}"
+        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in middle) + f" | {ratios} |")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import memory  # noqa: E402 - next to this file
-from compare import compare_parser, extract, floor_sample, for_tree, p95  # noqa: E402
+from compare import compare_parser, extract, for_tree, interleaved, medians, p95  # noqa: E402
 
 ROOT = BENCH.parent
 DIM = 384
@@ -139,7 +139,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20, help="timed questions per round")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="cortex-hybrid-scale-") as tmp:
         trees = {"before": extract(args.rev, Path(tmp)), "after": ROOT}
         paths = {label: Path(tmp) / f"{label}.db" for label in trees}
@@ -147,15 +146,13 @@ def main() -> None:
         for label, tree in trees.items():
             stored[label] = build(tree, paths[label], args.vectors)
             print(f"{label}: {stored[label]}", file=sys.stderr)
-        rounds: dict[str, list[list[float]]] = {label: [] for label in trees}
         seen: dict[str, float] = {}
-        for number in range(1, args.rounds + 1):
-            for label in list(trees) if number % 2 == 0 else list(trees)[::-1]:
-                floors.append(floor_sample())
-                figures, seen[label] = query_ms(trees[label], paths[label], args.queries)
-                rounds[label].append(figures)
-                shown = ", ".join(f"{k} {v:.2f}" for k, v in zip(FIGURES, figures, strict=True))
-                print(f"round {number} {label}: {shown} ms", file=sys.stderr)
+
+        def sample(label: str) -> list[float]:
+            figures, seen[label] = query_ms(trees[label], paths[label], args.queries)
+            return figures
+
+        rounds, floors = interleaved(trees, args.rounds, sample, FIGURES)
     floor = statistics.median(floors)
     print(f"rev {args.rev}, {args.rounds} rounds of {args.queries} questions, "
           f"{args.vectors:,} of {MEMORIES:,} memories with a vector; floor {floor:.2f} ms "
@@ -166,14 +163,14 @@ def main() -> None:
           + " | mean x floor | p95 x floor |")  # fmt: skip
     print("| --- |" + " ---: |" * (len(FIGURES) + 5))
     for label, samples in rounds.items():
-        medians = [statistics.median(s[i] for s in samples) for i in range(len(FIGURES))]
-        ratios = f"{medians[0] / floor:.3f} | {medians[1] / floor:.3f}"
+        middle = medians(samples)
+        ratios = f"{middle[0] / floor:.3f} | {middle[1] / floor:.3f}"
         built = stored[label]
         size = "n/a | n/a"
         if built["pages"] is not None:
             size = f"{built['pages']:,} | {built['bytes'] / 1e6:.0f}"
         print(f"| {label} | {size} | {seen[label]:,.0f} | "
-              + " | ".join(f"{v:.2f}" for v in medians) + f" | {ratios} |")  # fmt: skip
+              + " | ".join(f"{v:.2f}" for v in middle) + f" | {ratios} |")  # fmt: skip
 
 
 if __name__ == "__main__":
