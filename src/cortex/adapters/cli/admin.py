@@ -6,7 +6,15 @@ import os
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine, clean, pass_rt
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    LazyGroup,
+    Runtime,
+    UsageLine,
+    clean,
+    megabytes,
+    pass_rt,
+)
 from cortex.config import SETTINGS
 from cortex.core.tasks import KNOWN_STAGES, STAGES
 from cortex.errors import ValidationError
@@ -299,13 +307,9 @@ def db_vacuum(rt: Runtime) -> None:
     }
     rt.emit(
         data,
-        f"database {data['database']}: {_mb(before)} -> {_mb(after)} "
-        f"({_mb(before - after)} handed back to the disk)",
+        f"database {data['database']}: {megabytes(before)} -> {megabytes(after)} "
+        f"({megabytes(before - after)} handed back to the disk)",
     )
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:,.1f} MB"
 
 
 @click.command(context_settings=CONTEXT)

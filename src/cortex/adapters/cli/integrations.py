@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cortex.adapters import HOSTS
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, megabytes, pass_rt
 from cortex.config import default_home
 
 if TYPE_CHECKING:
@@ -171,6 +171,17 @@ def doctor_command(ctx: click.Context, rt: Runtime, project: Path) -> None:
         ctx.exit(1)
 
 
+def _database_text(db: dict[str, Any]) -> str:
+    """What ``cortex doctor`` says of the database, in the parentheses after its path."""
+    if not db.get("exists"):
+        return "missing"
+    text = f"quick_check {db.get('quick_check', '-')}, {db.get('migrations', 0)} migrations"
+    free = db.get("free_bytes", 0)
+    if free >= FREE_HINT_BYTES:
+        text += f"; {megabytes(free)} of it free: `cortex db vacuum` hands it back"
+    return text
+
+
 def _doctor_text(report: Report) -> str:
     lines = [f"home: {report.home}", "hosts:"]
     for host, info in report.hosts.items():
@@ -182,21 +193,7 @@ def _doctor_text(report: Report) -> str:
             else "no event yet"
         )
         lines.append(f"  {host:<12} {where}; {seen}")
-    db = report.database
-    free = db.get("free_bytes", 0)
-    lines.append(
-        f"database: {db['path']}"
-        + (
-            f" (quick_check {db.get('quick_check', '-')}, {db.get('migrations', 0)} migrations"
-            + (
-                f"; {free / 1e6:,.1f} MB of it free: `cortex db vacuum` hands it back)"
-                if free >= FREE_HINT_BYTES
-                else ")"
-            )
-            if db.get("exists")
-            else " (missing)"
-        )
-    )
+    lines.append(f"database: {report.database['path']} ({_database_text(report.database)})")
     pid = report.server["pid"]
     lines.append(f"hook server: running, pid {pid}" if pid else "hook server: not running")
     lines.append(f"open sessions: {len(report.sessions)}")

@@ -52,6 +52,11 @@ def check_assignments(overrides: Mapping[str, str]) -> None:
             raise UsageLine(str(exc)) from exc
 
 
+def megabytes(size: int) -> str:
+    """A size in bytes as people read it in a command's text: ``466.5 MB``."""
+    return f"{size / 1e6:,.1f} MB"
+
+
 def text_or_stdin(text: str) -> str:
     """The argument, or standard input when it is ``-`` (a long text, a pipe)."""
     return sys.stdin.read() if text == "-" else clean(text) or ""
