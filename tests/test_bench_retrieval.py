@@ -20,6 +20,7 @@ from metrics import (  # noqa: E402
     recall_fraction,
 )
 from run import (  # noqa: E402
+    CachedEmbedder,
     ceilings,
     cortex_search,
     evaluate,
@@ -160,3 +161,31 @@ def test_longmemeval_official_protocol() -> None:
     assert sessions.now == "2023-05-30T12:46:00Z"
     (turns,) = longmemeval_corpora([item], "turn")
     assert turns.questions[0].gold == {"answer_1#0"}
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        from cortex.services.embeddings import HashingEmbedder
+
+        self.inner = HashingEmbedder(dim=16)
+        self.model, self.dim = "counting-16", 16
+        self.asked: list[str] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.asked += texts
+        return self.inner.embed(texts)
+
+
+def test_cached_embedder_embeds_each_text_once_across_runs(tmp_path: Path) -> None:
+    first = CountingEmbedder()
+    texts = [f"text {i}" for i in range(700)] + ["text 3"]  # past one lookup's 500, a repeat
+    vectors = CachedEmbedder(first, tmp_path).embed(texts)
+    assert first.asked == texts[:700] + ["text 3"]  # (a repeat inside one call: asked again)
+    assert vectors[3] == pytest.approx(first.inner.embed(["text 3"])[0], abs=1e-7)
+    second = CountingEmbedder()  # a later run: a new process, the same file
+    again = CachedEmbedder(second, tmp_path).embed(["text 5", "new", "text 3"])
+    assert second.asked == ["new"]
+    assert again[0] == vectors[5] and again[2] == vectors[3]
+    assert (tmp_path / "embeddings-counting-16.db").exists()

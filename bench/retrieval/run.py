@@ -4,6 +4,10 @@
     .venv/bin/python bench/retrieval/run.py --quick    # 2 conversations, 20 questions
     .venv/bin/python bench/retrieval/run.py --embeddings minilm   # + hybrid (needs the extra)
 
+The hybrid's vectors are kept in ``bench/results/embeddings-<model>.db`` (``CachedEmbedder``):
+the first run embeds every unit and question (about ten minutes here), a rerun only what
+changed (``--no-embedding-cache``: embed all again).
+
 Systems, each indexing the same units per haystack:
 
 - ``bm25``: plain SQLite FTS5 (default ``unicode61`` tokenizer), the OR of the question's
@@ -26,6 +30,7 @@ gold units than k can never score).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import lzma
@@ -56,6 +61,7 @@ from metrics import (  # noqa: E402
 
 from cortex.clock import FixedClock, parse_time  # noqa: E402
 from cortex.config import load_config  # noqa: E402
+from cortex.services.embeddings import from_blob, to_blob  # noqa: E402
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.services.sessions.manager import SessionPersistenceManager  # noqa: E402
 from cortex.store import open_store  # noqa: E402
@@ -91,11 +97,45 @@ def plain_bm25(tokenizer: str) -> Callable[[Corpus], Search]:
     return build
 
 
+class CachedEmbedder:
+    """An embedder whose vectors are kept in a SQLite file by the text's digest, so that a
+    rerun of the benchmark (a change to the ranking, not to the model) embeds nothing it
+    embedded before: the model's vectors of a text never change, and embedding LongMemEval's
+    turns is nearly all of a hybrid run's time. The file is named after the model."""
+
+    def __init__(self, inner: Any, folder: Path) -> None:
+        self.inner, self.model, self.dim = inner, inner.model, inner.dim
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(folder / f"embeddings-{inner.model}.db")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (digest BLOB PRIMARY KEY, vector BLOB NOT NULL)"
+        )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        digests = [hashlib.sha256(t.encode()).digest() for t in texts]
+        found: dict[bytes, list[float]] = {}
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})"
+            found.update((d, list(from_blob(v))) for d, v in self.db.execute(sql, chunk))
+        missing = [i for i, d in enumerate(digests) if d not in found]
+        if missing:
+            vectors = self.inner.embed([texts[i] for i in missing])
+            blobs = dict(zip((digests[i] for i in missing), map(to_blob, vectors), strict=True))
+            with self.db:
+                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", blobs.items())
+            # as stored (float32, as the store keeps them): a first run gives what a rerun does
+            found.update((d, list(from_blob(blob))) for d, blob in blobs.items())
+        return [found[d] for d in digests]
+
+
 def cortex_search(
-    embedder_name: str | None = None, sessions: bool = True
+    embedder_name: str | None = None, sessions: bool = True, cache: Path | None = None
 ) -> Callable[[Corpus], Search]:
     """``MemoryService`` over an in-memory store holding the corpus's units as memories, each
-    captured in its conversation's session (``sessions``; without, no session votes)."""
+    captured in its conversation's session (``sessions``; without, no session votes). With
+    ``cache``, the embedder's vectors are kept in a file there (``CachedEmbedder``)."""
 
     def build(corpus: Corpus) -> Search:
         embedder = None
@@ -103,6 +143,8 @@ def cortex_search(
             from cortex.services.embeddings import load_embedder
 
             embedder = load_embedder(embedder_name)
+            if cache is not None:
+                embedder = CachedEmbedder(embedder, cache)
         config = load_config(ROOT / "bench" / "results" / "home", {})
         store, clock = open_store(":memory:"), FixedClock("2026-02-16T09:00:00Z")
         start = clock.at
@@ -338,6 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 conversations, 20 questions")
     parser.add_argument("--embeddings", help="also run hybrid search with this embedder")
+    parser.add_argument(
+        "--no-embedding-cache",
+        action="store_true",
+        help="embed every text again instead of reusing bench/results/embeddings-<model>.db",
+    )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--locomo-only", action="store_true", help="skip LongMemEval")
     parser.add_argument(
@@ -358,7 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cortex": cortex_search(),
     }
     if args.embeddings:
-        systems[f"cortex+{args.embeddings}"] = cortex_search(args.embeddings)
+        cache = None if args.no_embedding_cache else RESULTS
+        systems[f"cortex+{args.embeddings}"] = cortex_search(args.embeddings, cache=cache)
     if args.systems:
         chosen = args.systems.split(",")
         unknown = sorted(set(chosen) - set(systems))
