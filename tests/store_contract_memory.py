@@ -6,6 +6,7 @@ Through the protocol only, like ``store_contract.py`` (whose helpers it shares);
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +19,7 @@ from cortex.core.history_models import (
 )
 from cortex.core.hygiene import ConsolidationRun, Procedure
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
+from cortex.store import SQLiteStore
 from cortex.store.protocol import Store
 from store_contract import session, t
 
@@ -341,6 +343,17 @@ class MemoryStoreContract:
         assert by_id([]) == []
         found = store.memories_by_id(["a"], MemoryFilter(), NOW)
         assert found == [store.get_memory("a")]  # whole memories, as stored
+
+    def test_memories_by_id_of_more_ids_than_a_statement_takes(self, store: Store) -> None:
+        # SQLite builds before 3.32 take 999 parameters a statement (this one is set so): the
+        # lookup goes in chunks and still gives each memory once, by seq, whatever the order
+        # and repeats of the ids.
+        if isinstance(store, SQLiteStore):
+            store.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        store.add_memories([memory(f"m{i:04}", f"memory {i}") for i in range(1200)])
+        ids = [f"m{i:04}" for i in reversed(range(1200))] + ["m0007", "none"]
+        found = store.memories_by_id(ids, MemoryFilter(), NOW)
+        assert [m.id for m in found] == [f"m{i:04}" for i in range(1200)]
 
     def test_session_events_and_totals(self, store: Store) -> None:
         events = [

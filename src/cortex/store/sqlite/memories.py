@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from operator import itemgetter
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.store.filters import adjacent_sql, memory_filter_sql
@@ -207,18 +208,19 @@ class MemoryRepository:
     def memories_by_id(
         self, memory_ids: Sequence[str], flt: MemoryFilter, now: str
     ) -> list[Memory]:
-        """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``."""
-        if not memory_ids:
-            return []
+        """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``: a statement per
+        few hundred ids, so that no list of ids passes SQLite's limit on parameters."""
         where, params = filter_sql(flt, now)
-        # NOT INDEXED: by primary key, never a walk of the layer index (see search.py).
-        rows = self._db.rows(
-            f"SELECT {COLUMNS} FROM memories AS m NOT INDEXED WHERE m.seq IN "
-            f"(SELECT seq FROM memories WHERE id IN ({marks(memory_ids)})) AND {where} "
-            "ORDER BY m.seq",
-            (*memory_ids, *params),
-        )
-        return memories_from_rows(rows)
+        rows: list[Sequence[Any]] = []
+        for _, chunk in self._chunks(list(dict.fromkeys(memory_ids)), 1):
+            # NOT INDEXED: by primary key, never a walk of the layer index (see search.py).
+            rows += self._db.rows(
+                f"SELECT m.seq, {COLUMNS} FROM memories AS m NOT INDEXED WHERE m.seq IN "
+                f"(SELECT seq FROM memories WHERE id IN ({marks(chunk)})) AND {where}",
+                (*chunk, *params),
+            )
+        rows.sort(key=itemgetter(0))
+        return memories_from_rows(row[1:] for row in rows)
 
     def count_memories(self, flt: MemoryFilter, now: str) -> int:
         """How many memories ``flt`` sees at ``now`` (SQLite only: tests and tools)."""
