@@ -135,16 +135,19 @@ def cortex_search(
 ) -> Callable[[Corpus], Search]:
     """``MemoryService`` over an in-memory store holding the corpus's units as memories, each
     captured in its conversation's session (``sessions``; without, no session votes). With
-    ``cache``, the embedder's vectors are kept in a file there (``CachedEmbedder``)."""
+    ``cache``, the embedder's vectors are kept in a file there (``CachedEmbedder``). One
+    embedder serves every corpus: the model loads once, at its first text to embed."""
+    embedders: list[Any] = []
 
     def build(corpus: Corpus) -> Search:
         embedder = None
         if embedder_name:
-            from cortex.services.embeddings import load_embedder
+            if not embedders:
+                from cortex.services.embeddings import load_embedder
 
-            embedder = load_embedder(embedder_name)
-            if cache is not None:
-                embedder = CachedEmbedder(embedder, cache)
+                made = load_embedder(embedder_name)
+                embedders.append(made if cache is None else CachedEmbedder(made, cache))
+            embedder = embedders[0]
         config = load_config(ROOT / "bench" / "results" / "home", {})
         store, clock = open_store(":memory:"), FixedClock("2026-02-16T09:00:00Z")
         start = clock.at
