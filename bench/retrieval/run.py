@@ -119,10 +119,11 @@ class CachedEmbedder:
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})"
             found.update((d, list(from_blob(v))) for d, v in self.db.execute(sql, chunk))
-        missing = [i for i, d in enumerate(digests) if d not in found]
+        text_of = dict(zip(digests, texts, strict=True))
+        missing = [d for d in text_of if d not in found]  # (each text once)
         if missing:
-            vectors = self.inner.embed([texts[i] for i in missing])
-            blobs = dict(zip((digests[i] for i in missing), map(to_blob, vectors), strict=True))
+            vectors = self.inner.embed([text_of[d] for d in missing])
+            blobs = dict(zip(missing, map(to_blob, vectors), strict=True))
             with self.db:
                 self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", blobs.items())
             # as stored (float32, as the store keeps them): a first run gives what a rerun does
