@@ -210,6 +210,8 @@ class MemoryRepository:
     ) -> list[Memory]:
         """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``: a statement per
         few hundred ids, so that no list of ids passes SQLite's limit on parameters."""
+        if not memory_ids:  # (a search whose meaning side found nothing new)
+            return []
         where, params = filter_sql(flt, now)
         rows: list[Sequence[Any]] = []
         for _, chunk in self._chunks(list(dict.fromkeys(memory_ids)), 1):
