@@ -5,7 +5,7 @@
     .venv/bin/python bench/retrieval/run.py --embeddings minilm   # + hybrid (needs the extra)
 
 The hybrid's vectors are kept in ``bench/results/embeddings-<model>.db`` (``CachedEmbedder``):
-the first run embeds every unit and question (about ten minutes here), a rerun only what
+the first run embeds every unit and question (about nine minutes here), a rerun only what
 changed (``--no-embedding-cache``: embed all again).
 
 Systems, each indexing the same units per haystack:
@@ -30,6 +30,7 @@ gold units than k can never score).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
@@ -61,7 +62,7 @@ from metrics import (  # noqa: E402
 
 from cortex.clock import FixedClock, parse_time  # noqa: E402
 from cortex.config import load_config  # noqa: E402
-from cortex.services.embeddings import from_blob, to_blob  # noqa: E402
+from cortex.services.embeddings import from_blob, shared_embedder, to_blob  # noqa: E402
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.services.sessions.manager import SessionPersistenceManager  # noqa: E402
 from cortex.store import open_store  # noqa: E402
@@ -113,14 +114,15 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         digests = [hashlib.sha256(t.encode()).digest() for t in texts]
+        text_of = dict(zip(digests, texts, strict=True))  # (each text once)
+        wanted = list(text_of)
         found: dict[bytes, list[float]] = {}
-        for start in range(0, len(digests), 500):
-            chunk = digests[start : start + 500]
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})"
             found.update((d, list(from_blob(v))) for d, v in self.db.execute(sql, chunk))
-        text_of = dict(zip(digests, texts, strict=True))
-        missing = [d for d in text_of if d not in found]  # (each text once)
+        missing = [d for d in wanted if d not in found]
         if missing:
             vectors = self.inner.embed([text_of[d] for d in missing])
             blobs = dict(zip(missing, map(to_blob, vectors), strict=True))
@@ -131,24 +133,29 @@ class CachedEmbedder:
         return [found[d] for d in digests]
 
 
+@functools.cache
+def cached_embedder(name: str, folder: Path) -> CachedEmbedder:
+    """The process's one ``CachedEmbedder`` of ``name``'s model over the cache in ``folder``."""
+    return CachedEmbedder(shared_embedder(name), folder)
+
+
 def cortex_search(
     embedder_name: str | None = None, sessions: bool = True, cache: Path | None = None
 ) -> Callable[[Corpus], Search]:
     """``MemoryService`` over an in-memory store holding the corpus's units as memories, each
     captured in its conversation's session (``sessions``; without, no session votes). With
     ``cache``, the embedder's vectors are kept in a file there (``CachedEmbedder``). One
-    embedder serves every corpus: the model loads once, at its first text to embed."""
-    embedders: list[Any] = []
+    embedder serves every corpus (``shared_embedder``): the model loads once, at its first
+    text to embed."""
 
     def build(corpus: Corpus) -> Search:
         embedder = None
         if embedder_name:
-            if not embedders:
-                from cortex.services.embeddings import load_embedder
-
-                made = load_embedder(embedder_name)
-                embedders.append(made if cache is None else CachedEmbedder(made, cache))
-            embedder = embedders[0]
+            embedder = (
+                shared_embedder(embedder_name)
+                if cache is None
+                else cached_embedder(embedder_name, cache)
+            )
         config = load_config(ROOT / "bench" / "results" / "home", {})
         store, clock = open_store(":memory:"), FixedClock("2026-02-16T09:00:00Z")
         start = clock.at
