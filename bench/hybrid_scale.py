@@ -42,7 +42,7 @@ ROOT = BENCH.parent
 DIM = 384
 MEMORIES = 100_000
 BUILD = """
-import json, sys
+import json, sqlite3, sys
 import numpy as np
 from pathlib import Path
 from cortex.store import SQLiteStore
@@ -62,7 +62,7 @@ with SQLiteStore(path) as store:
             "SELECT count(*), sum(pgsize) FROM dbstat WHERE name = 'memory_embeddings' "
             "OR name IN (SELECT name FROM sqlite_master WHERE type = 'index' "
             "AND tbl_name = 'memory_embeddings')").fetchone()
-    except Exception:
+    except sqlite3.OperationalError:  # no such table: dbstat
         pages, size = None, None
 print(json.dumps({"vectors": len(ids), "pages": pages, "bytes": size}))
 """
