@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -1020,3 +1022,96 @@ def test_the_hook_server_sees_a_change_anywhere_in_the_package():
     finally:
         os.utime(changed.__file__, ns=(info.st_atime_ns, info.st_mtime_ns))
     assert code_stamp() == before
+
+
+# -- migrations after an upgrade -------------------------------------------------------------------
+M025 = "m025_memory_embeddings_in_rows"
+
+
+def _vectors_before_m025(db: Path) -> None:
+    """``db`` as Cortex left it before m025, with three memories' vectors in m012's table."""
+    from cortex.store import SQLiteStore
+    from cortex.store.sqlite.migrations import m012_memory_embeddings
+    from store_contract_memory import memory
+
+    with SQLiteStore(db) as store:
+        store.add_memories([memory(name, f"text {name}") for name in "abc"])
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DROP TABLE memory_embeddings")
+        m012_memory_embeddings(conn)
+        conn.execute(
+            "INSERT INTO memory_embeddings SELECT seq, 'm', 384, zeroblob(1536) FROM memories"
+        )
+        conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (M025,))
+
+
+def _applied(db: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM _cortex_migrations")}
+
+
+def _sessions(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT count(*) FROM session_states").fetchone()[0])
+
+
+def test_a_hook_leaves_the_migration_of_a_large_file_to_a_background_process(
+    home: Path, repo: Path
+) -> None:
+    import fcntl
+
+    db = home / "brain.db"
+    _vectors_before_m025(db)
+    large = {"CORTEX_HOOK_MIGRATE_MAX_MB": "0"}  # every file is over the limit
+    (home / "run").mkdir(mode=0o700)
+    lock = os.open(home / "run" / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another migration runs: the hook's exits at once
+    try:
+        result = run_hook(home, event("SessionStart", "s1", repo, source="startup"), env=large)
+    finally:
+        os.close(lock)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    (line,) = [line for line in log_lines(home) if M025 in line]
+    assert "run `cortex db migrate`" in line and "this event was not recorded" in line
+    assert M025 not in _applied(db) and _sessions(db) == 0  # the file as it was
+
+    # The lock free, the next hook's background migration applies the step.
+    os.utime(home / "run" / "migrate.spawned", (0, 0))  # (started long ago)
+    result = run_hook(home, event("UserPromptSubmit", "s1", repo, prompt="hello"), env=large)
+    assert result.returncode == 0
+    deadline = time.monotonic() + 60
+    while M025 not in _applied(db) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert M025 in _applied(db)
+    while not any("background migration" in line for line in log_lines(home)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    (done,) = [line for line in log_lines(home) if "background migration" in line]
+    assert f"applied {M025} in " in done
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone() == (3,)
+
+    # Migrated, the file is opened as any other: the event is recorded.
+    result = run_hook(home, event("SessionStart", "s2", repo, source="startup"), env=large)
+    assert result.returncode == 0
+    assert manager(home).store.get_session("s2") is not None
+
+
+def test_a_hook_migrates_a_small_file_itself(home: Path, repo: Path) -> None:
+    db = home / "brain.db"
+    _vectors_before_m025(db)
+    result = run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    assert result.returncode == 0
+    assert M025 in _applied(db) and _sessions(db) == 1
+    assert not (home / "run" / "migrate.spawned").exists()
+
+
+def test_a_failed_background_migration_says_so_in_the_hooks_log(home: Path) -> None:
+    from cortex.adapters.hooks.upgrade import migrate
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "brain.db").write_bytes(b"not a database" * 100)
+    line = migrate(home)
+    assert line.startswith(f"background migration of {home / 'brain.db'} failed: ")
+    assert "\n" not in line and log_lines(home)[-1].endswith(line)
+    assert (home / "brain.db").read_bytes() == b"not a database" * 100

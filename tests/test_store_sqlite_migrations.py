@@ -12,7 +12,7 @@ import pytest
 
 from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.core.models import PendingTask, Pin
-from cortex.errors import StorageError
+from cortex.errors import MigrationDeferredError, StorageError
 from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
 from cortex.store.sqlite.migrations import MIGRATIONS, m012_memory_embeddings
 from store_contract import full_session, t
@@ -356,3 +356,23 @@ def test_m025_gives_a_file_without_the_vectors_table_an_empty_one(tmp_path: Path
         store.add_memories([memory("a", "text a")])
         store.save_embeddings("m", [("a", 1, b"\x00\x00\x80?")])
         assert store.embedding_vectors("m", MemoryFilter(), t(1)) == [("a", b"\x00\x00\x80?")]
+
+
+def test_a_file_over_migrate_max_bytes_is_left_as_it_is(tmp_path: Path) -> None:
+    db = tmp_path / "brain.db"
+    SQLiteStore(db).close()
+    open_store(db, migrate_max_bytes=0).close()  # nothing pending: any size opens
+    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
+    with pytest.raises(MigrationDeferredError) as raised:
+        open_store(db, migrate_max_bytes=db.stat().st_size - 1)
+    message = str(raised.value)
+    assert "1 migration pending (m025_memory_embeddings_in_rows)" in message
+    assert message.endswith("run `cortex db migrate`") and "\n" not in message
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # the step was not applied
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_embeddings'")
+        assert tables.fetchall() == []
+        assert conn.execute("SELECT count(*) FROM _cortex_migrations").fetchone() == (
+            len(MIGRATIONS) - 1,
+        )
+    with open_store(db, migrate_max_bytes=db.stat().st_size) as store:  # at the limit: migrated
+        assert [name for name, _ in store.applied_migrations()] == migration_names()

@@ -422,6 +422,15 @@ SETTINGS: tuple[Setting, ...] = (
         0.01,
         8760,
     ),
+    Setting(
+        "hook_migrate_max_mb",
+        float,
+        32.0,
+        "Largest database (MB) a hook migrates itself after an upgrade; a larger one is "
+        "migrated by a background `cortex db migrate`.",
+        0,
+        1_000_000,
+    ),
 )
 SETTINGS_BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -483,6 +492,7 @@ class Config:
     worker_interval_seconds: int
     worker_archive_hours: float
     worker_consolidate_hours: float
+    hook_migrate_max_mb: float
 
     @property
     def db_path(self) -> Path:

@@ -101,6 +101,13 @@ class StorageError(CortexError):
     status = 503
 
 
+class MigrationDeferredError(StorageError):
+    """Migrations are pending on a database too large for the caller to migrate in its time
+    (a hook, which its host kills after a few seconds): ``cortex db migrate`` applies them."""
+
+    status = 503
+
+
 class UnavailableError(StorageError):
     """The Cortex server cannot take a request now: unreachable, too slow, or overloaded.
 

@@ -89,14 +89,18 @@ class Services(Service):
         store: Store | None = None,
         *,
         migrate: bool = True,
+        migrate_max_bytes: int | None = None,
     ) -> Services:
-        """The services over ``store``, else over the home's database, else (when the settings
-        name a ``server_url`` and no store is given) over that Cortex server."""
+        """The services over ``store``, else over the home's database (migrated as
+        ``Service.open`` says), else (when the settings name a ``server_url`` and no store
+        is given) over that Cortex server."""
         if store is None and config.server_url:
             from cortex.services.remote.app import RemoteServices  # only in client mode
 
             return RemoteServices(config, clock)
-        return super().open(config, clock, store, migrate=migrate)
+        return super().open(
+            config, clock, store, migrate=migrate, migrate_max_bytes=migrate_max_bytes
+        )
 
     @cached_property
     def sessions(self) -> SessionPersistenceManager:

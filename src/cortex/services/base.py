@@ -28,13 +28,15 @@ class Service:
         store: Store | None = None,
         *,
         migrate: bool = True,
+        migrate_max_bytes: int | None = None,
     ) -> Self:
         """Build the service over ``store``, else over the home's ``brain.db`` (migrated unless
-        ``migrate`` is False: a diagnosis changes nothing)."""
+        ``migrate`` is False: a diagnosis changes nothing; not when the file is larger than
+        ``migrate_max_bytes``: see ``open_store``)."""
         if store is None:
             from cortex.store import open_store  # the factory imports a backend: only here
 
-            store = open_store(config.db_path, migrate=migrate)
+            store = open_store(config.db_path, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
         return cls(store, config, clock)
 
     def now_iso(self) -> str:

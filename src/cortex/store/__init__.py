@@ -37,13 +37,22 @@ DEFAULT_TENANT = "default"
 """The tenant of a store opened without one: a SQLite file holds one person's data, always it."""
 
 
-def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_TENANT) -> Store:
+def open_store(
+    url: str | Path,
+    *,
+    migrate: bool = True,
+    tenant: str = DEFAULT_TENANT,
+    migrate_max_bytes: int | None = None,
+) -> Store:
     """Open the store at ``url``: a SQLite file path, ``:memory:`` or a PostgreSQL URL.
 
     Args:
         url: where the store lives.
         migrate: apply pending migrations before returning (the default).
         tenant: whose data the store holds (PostgreSQL only; SQLite has just the default).
+        migrate_max_bytes: with ``migrate``, the largest SQLite file migrated here; a larger
+            one with migrations pending raises ``MigrationDeferredError`` (a PostgreSQL
+            database is always migrated).
 
     Returns:
         A ``Store``; the caller closes it.
@@ -52,6 +61,7 @@ def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_T
         ConfigError: ``url`` names a backend this install cannot open, or ``tenant`` is
             not the default on SQLite.
         StorageError: the database cannot be created, opened or migrated.
+        MigrationDeferredError: migrations are pending on a file over ``migrate_max_bytes``.
     """
     text = str(url)
     if text.startswith(_POSTGRES_SCHEMES):
@@ -68,7 +78,8 @@ def open_store(url: str | Path, *, migrate: bool = True, tenant: str = DEFAULT_T
         )
     from cortex.store.sqlite.store import SQLiteStore
 
-    store: Store = SQLiteStore(text, migrate=migrate)  # mypy checks the protocol here
+    # mypy checks the protocol here
+    store: Store = SQLiteStore(text, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
     return store
 
 

@@ -17,7 +17,7 @@ from cortex.adapters.hooks.state import read_small_json, session_state_path, wri
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
-from cortex.errors import CortexError, UnavailableError
+from cortex.errors import CortexError, MigrationDeferredError, UnavailableError
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity
 
@@ -151,7 +151,7 @@ class ServicesCache:
         if self._services is not None and (self._path != path or _inode(path) != self._inode):
             self.close()
         if self._services is None:
-            self._services = Services.open(config, clock)
+            self._services = _open(config, clock)
             self._path, self._inode = path, _inode(path)
             if self.keep and not config.server_url:  # (client mode has no local store)
                 self._services.store.manual_checkpoints()
@@ -180,6 +180,20 @@ class ServicesCache:
         if self._services is not None:
             services, self._services = self._services, None
             services.close()
+
+
+def _open(config: Config, clock: Clock) -> Services:
+    """The services over the home's database, which a hook migrates itself only when it is
+    small: a larger one with migrations pending is migrated in the background (``upgrade``)."""
+    opener = partial(
+        Services.open, config, clock, migrate_max_bytes=int(config.hook_migrate_max_mb * 2**20)
+    )
+    try:
+        return opener()
+    except MigrationDeferredError:
+        from cortex.adapters.hooks.upgrade import open_after_migration
+
+        return open_after_migration(config.home, opener)
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

@@ -67,13 +67,25 @@ def spawn(home: str, env: Mapping[str, str]) -> None:
     """Start a server for ``home`` in the background, unless one was started moments ago,
     with the hook's environment ``env`` (without its harness's pid: the server outlives it) and
     the caches off from its first import (see ``main``)."""
-    run_dir = os.path.join(home, "run")
-    marker = os.path.join(run_dir, "hook.spawned")
     if not usable(socket_path(home)):
         return
+    detach(
+        home,
+        "hook.spawned",
+        [sys.executable, "-m", "cortex.adapters.hooks.server", home],
+        {**{k: v for k, v in env.items() if k != OWNER_VAR}, "CORTEX_CODECACHE": "0"},
+    )
+
+
+def detach(home: str, marker: str, argv: list[str], env: Mapping[str, str] | None) -> bool:
+    """Run ``argv`` in the background, detached from the hook, unless ``home``'s ``run/marker``
+    says it was started less than ``SPAWN_GRACE_SECONDS`` ago; True if started. ``env`` is
+    the process's environment (None: the hook's)."""
+    run_dir = os.path.join(home, "run")
+    marker = os.path.join(run_dir, marker)
     try:
         if time.time() - os.stat(marker).st_mtime < SPAWN_GRACE_SECONDS:
-            return
+            return False
     except OSError:
         pass
     try:
@@ -82,14 +94,14 @@ def spawn(home: str, env: Mapping[str, str]) -> None:
         os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         os.utime(marker)
     except OSError:
-        return  # an unwritable home: the server could not run there either
+        return False  # an unwritable home: the process could not run there either
     import subprocess
 
     try:
         # Detached, with no inherited pipes: the host waits for our stdout to close.
         subprocess.Popen(
-            [sys.executable, "-m", "cortex.adapters.hooks.server", home],
-            env={**{k: v for k, v in env.items() if k != OWNER_VAR}, "CORTEX_CODECACHE": "0"},
+            argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -98,7 +110,8 @@ def spawn(home: str, env: Mapping[str, str]) -> None:
             cwd=os.sep,
         )
     except OSError:
-        pass
+        return False
+    return True
 
 
 # -- server --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cortex.clock import SystemClock, to_iso
-from cortex.errors import ConflictError, StorageError
+from cortex.errors import ConflictError, MigrationDeferredError, StorageError
 from cortex.files import ensure_dir
 from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
 from cortex.store.records import one_line
@@ -276,11 +276,14 @@ class Database:
                 raise
         return [(str(name), str(at)) for name, at in rows]
 
-    def migrate(self) -> list[str]:
+    def migrate(self, max_bytes: int | None = None) -> list[str]:
         """Apply pending steps in order; return the names applied now.
 
         Checking what is pending is one small query, so opening a migrated file stays cheap;
         the steps themselves (their SQL is most of the store's code) load only when one is due.
+        With ``max_bytes``, a file larger than that with steps pending is left as it is
+        (``MigrationDeferredError``): a step may rewrite a table, seconds at a few hundred
+        megabytes, longer than a hook's host waits.
         """
         if self.connection.in_transaction:
             raise RuntimeError("migrate() needs a connection outside any transaction")
@@ -288,10 +291,24 @@ class Database:
         refuse_unknown(done, MIGRATION_NAMES, f"database {self.url}")
         if done.issuperset(MIGRATION_NAMES):
             return []
+        if max_bytes is not None and self.url != MEMORY:
+            self._refuse_large(max_bytes, [name for name in MIGRATION_NAMES if name not in done])
         from cortex.store.sqlite.migrations import MIGRATIONS
 
         with self.translated():
             return [m.name for m in MIGRATIONS if m.name not in done and self._apply(m)]
+
+    def _refuse_large(self, max_bytes: int, pending: list[str]) -> None:
+        try:
+            size = os.stat(self.url).st_size
+        except OSError:
+            return  # (a file another process just moved: migrating it is what fails, if any)
+        if size > max_bytes:
+            steps = f"{len(pending)} migration{'s' if len(pending) > 1 else ''}"
+            raise MigrationDeferredError(
+                f"database {self.url} ({size / 2**20:,.0f} MB) has {steps} pending "
+                f"({', '.join(pending)}); run `cortex db migrate`"
+            )
 
     def _apply(self, migration: Migration) -> bool:
         """Apply one step in its own transaction unless another process just did; True if

@@ -70,7 +70,12 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     """
 
     def __init__(
-        self, path: str | Path = MEMORY, *, migrate: bool = True, busy_timeout_ms: int = 5000
+        self,
+        path: str | Path = MEMORY,
+        *,
+        migrate: bool = True,
+        busy_timeout_ms: int = 5000,
+        migrate_max_bytes: int | None = None,
     ) -> None:
         self._db = db = Database(path, busy_timeout_ms=busy_timeout_ms)
         self.url = db.url
@@ -85,7 +90,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         """The binders of ``BOUND_AT_FIRST_USE`` that ran."""
         if migrate:
             try:
-                self.migrate()
+                self.migrate(migrate_max_bytes)
             except BaseException:
                 db.close()
                 raise
@@ -237,11 +242,12 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         """The underlying connection, for SQLite-only tooling (backup, ``PRAGMA`` checks)."""
         return self._db.connection
 
-    def migrate(self) -> list[str]:
-        """Apply pending migrations in order; return the names applied now."""
+    def migrate(self, max_bytes: int | None = None) -> list[str]:
+        """Apply pending migrations in order; return the names applied now. With
+        ``max_bytes``, none on a larger file (``MigrationDeferredError``)."""
         if "_bind_memory_side" in self._bound:  # a migration may be about to make the FTS index
             self._search.schema_changed()
-        return self._db.migrate()
+        return self._db.migrate(max_bytes)
 
     def vacuum(self) -> tuple[int, int]:
         """Hand the file's free pages back to the disk (SQLite only): the database's size in
