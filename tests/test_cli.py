@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -299,6 +300,26 @@ def test_a_task_belongs_to_the_current_project_unless_told(home: Path) -> None:
     assert first == {"t1": "radio", "t2": "web", "t3": None}
     ok(cortex(home, "task", "add", "t1", "Wire CAT control", "--any-project"))
     assert projects()["t1"] is None
+
+
+def test_db_migrate_says_which_steps_it_applies_and_how_long_they_took(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    db = home / "brain.db"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # as before m024 and m025
+        conn.execute("DROP TABLE memory_embeddings")
+        conn.execute(
+            "DELETE FROM _cortex_migrations WHERE name IN "
+            "('m024_memory_supersedes_column', 'm025_memory_embeddings_in_rows')"
+        )
+    result = cortex(home, "db", "migrate")
+    assert ok(result) == f"database {db} is at m025_memory_embeddings_in_rows\n"
+    first, second = result.stderr.splitlines()
+    assert first == (
+        f"migrating {db}: m024_memory_supersedes_column, m025_memory_embeddings_in_rows"
+    )
+    assert re.fullmatch(r"migrated in \d+\.\d s", second)
+    again = cortex(home, "db", "migrate")  # nothing pending: nothing on stderr
+    assert (ok(again), again.stderr) == (result.stdout, "")
 
 
 def test_db_vacuum_hands_the_free_pages_back_and_keeps_the_data(home: Path) -> None:

@@ -214,6 +214,18 @@ class Services(Service):
         """(name, applied_at) of every migration the database has, oldest first."""
         return self.store.applied_migrations()
 
+    def pending_migrations(self) -> list[str]:
+        """The migrations the database does not have yet, in the order they apply."""
+        from cortex.store.migrations import migration_names
+
+        applied = {name for name, _ in self.store.applied_migrations()}
+        return [name for name in migration_names() if name not in applied]
+
+    def migrate(self) -> list[str]:
+        """Apply the pending migrations (services opened with ``migrate=False``); the names
+        applied now."""
+        return self.store.migrate()
+
     def vacuum(self) -> tuple[int, int]:
         """Hand the database's free pages back to the disk: its size in bytes before and after
         (``Store.vacuum``; ConfigError on PostgreSQL, whose autovacuum does this, and in client
@@ -222,15 +234,13 @@ class Services(Service):
 
     def health(self) -> DatabaseHealth:
         """The database's integrity problems and its applied and pending migrations."""
-        from cortex.store.migrations import migration_names
-
         applied = [name for name, _ in self.store.applied_migrations()]
         damage = tuple(self.store.check_integrity())
         return DatabaseHealth(
             url=self.store.url,
             damage=damage,
             applied=tuple(applied),
-            pending=tuple(name for name in migration_names() if name not in applied),
+            pending=tuple(self.pending_migrations()),
             free_bytes=0 if damage else self.store.free_bytes(),  # (a damaged file: no count)
         )
 

@@ -268,10 +268,16 @@ def db() -> None:
 def db_migrate(rt: Runtime, show_list: bool) -> None:
     """Apply pending migrations (opening the store does too) and list them.
 
+    Some migrations rewrite a whole table (seconds at a few hundred MB): the steps about to
+    run, and then the time they took, go to stderr. A hook that finds migrations pending on a
+    database over hook_migrate_max_mb starts this work in the background itself.
+
     \b
     Example:
       cortex db migrate --list
     """
+    if not rt.config.server_url:  # (client mode: the server migrates its own database)
+        _migrate_showing_steps(rt)
     applied = rt.services.applied_migrations()
     data = [{"name": name, "applied_at": at} for name, at in applied]
     rt.emit(
@@ -280,6 +286,22 @@ def db_migrate(rt: Runtime, show_list: bool) -> None:
         if show_list
         else f"database {rt.config.db_path} is at {applied[-1][0]}",
     )
+
+
+def _migrate_showing_steps(rt: Runtime) -> None:
+    """Apply the pending migrations, saying on stderr which before and how long after."""
+    import time
+
+    from cortex.services.app import Services
+
+    with Services.open(rt.config, rt.clock, migrate=False) as services:
+        pending = services.pending_migrations()
+        if not pending:
+            return
+        click.echo(f"migrating {services.store.url}: {', '.join(pending)}", err=True)
+        started = time.monotonic()
+        services.migrate()
+        click.echo(f"migrated in {time.monotonic() - started:.1f} s", err=True)
 
 
 @db.command("vacuum", context_settings=CONTEXT)

@@ -2,9 +2,10 @@
 
 After an upgrade the first process to open the database applies the new migrations. Some
 rewrite a whole table: moving 100,000 vectors took about 4 s, and a million about 40 s. A hook
-that did that inline would outlive its host's timeout (Claude Code gives ``SessionEnd`` 2 s);
-the host kills it, its transaction rolls back, and the next hook starts over: no event would be
-recorded again until someone ran ``cortex db migrate``.
+that did that inline would outlive its host's timeout (Claude Code gives its ``SessionEnd``
+hooks 2 s as ``cortex install`` sets it); the host kills it, its transaction rolls back, and
+the next hook starts over: no event would be recorded again until someone ran ``cortex db
+migrate``.
 
 So a hook migrates in place only a database of at most ``hook_migrate_max_mb`` (32 MB by
 default: the slowest step, at its 8.5 ms a megabyte, then takes under 0.3 s). On a larger
@@ -91,7 +92,7 @@ def _migrate(home: Path) -> str:
     started = time.monotonic()
     try:
         with Services.open(config, migrate=False) as services:
-            applied = services.store.migrate()
+            applied = services.migrate()
     except CortexError as exc:
         return f"background migration of {config.db_path} failed: {exc}"
     seconds = time.monotonic() - started
