@@ -1,7 +1,7 @@
 """Migrations a hook leaves to a background process.
 
 After an upgrade the first process to open the database applies the new migrations. Some
-rewrite a whole table: moving 100,000 vectors took about 4 s, and a million about 40 s. A hook
+rewrite a whole table: moving 100,000 vectors took 5 s, and a million 48 s or more. A hook
 that did that inline would outlive its host's timeout (Claude Code gives its ``SessionEnd``
 hooks 2 s as ``cortex install`` sets it); the host kills it, its transaction rolls back, and
 the next hook starts over: no event would be recorded again until someone ran ``cortex db
