@@ -322,6 +322,20 @@ def test_db_migrate_says_which_steps_it_applies_and_how_long_they_took(home: Pat
     assert (ok(again), again.stderr) == (result.stdout, "")
 
 
+def test_db_migrate_waits_for_the_background_migration_a_hook_started(home: Path) -> None:
+    import fcntl
+    import threading
+
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    (home / "run").mkdir(exist_ok=True)
+    lock = os.open(home / "run" / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    threading.Timer(1.0, os.close, (lock,)).start()  # the migration ends a second later
+    result = cortex(home, "db", "migrate")
+    assert ok(result).startswith(f"database {home / 'brain.db'} is at m025_")
+    assert result.stderr == "waiting for the background migration a hook started\n"
+
+
 def test_db_vacuum_hands_the_free_pages_back_and_keeps_the_data(home: Path) -> None:
     ok(cortex(home, "session", "start", "--session-id", "s1"))
     ok(cortex(home, "pin", "add", "note", "keep me"))

@@ -402,6 +402,29 @@ def test_doctor_reports_an_unmigrated_database(home: Path, user: Path) -> None:
     )
 
 
+def test_doctor_says_a_background_migration_is_applying_the_pending_steps(
+    home: Path, user: Path
+) -> None:
+    import fcntl
+
+    home.mkdir(parents=True)
+    sqlite3.connect(home / "brain.db").close()
+    (home / "run").mkdir()
+    lock = os.open(home / "run" / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # as the background migration a hook started holds it
+    try:
+        result = cortex(home, user, "doctor")
+    finally:
+        os.close(lock)
+    assert result.returncode == 1
+    assert (
+        "pending migration(s) (m001_session_states, ...); a background migration started by a "
+        "hook is applying them (logs/hooks.log says when it is done)"
+    ) in result.stdout
+    assert "run `cortex db migrate`" not in result.stdout
+    assert "run `cortex db migrate`" in cortex(home, user, "doctor").stdout  # lock let go
+
+
 def test_doctor_names_db_vacuum_when_the_file_holds_much_free_space(home: Path, user: Path) -> None:
     ok(cortex(home, user, "session", "start", "--session-id", "s1"))
     line = [x for x in cortex(home, user, "doctor").stdout.splitlines() if x.startswith("data")]

@@ -292,8 +292,12 @@ def _migrate_showing_steps(rt: Runtime) -> None:
     """Apply the pending migrations, saying on stderr which before and how long after."""
     import time
 
+    from cortex.adapters.hooks.upgrade import running, wait_for
     from cortex.services.app import Services
 
+    if running(rt.config.home):
+        click.echo("waiting for the background migration a hook started", err=True)
+        wait_for(rt.config.home)
     with Services.open(rt.config, rt.clock, migrate=False) as services:
         pending = services.pending_migrations()
         if not pending:

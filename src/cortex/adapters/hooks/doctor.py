@@ -210,15 +210,16 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
         report.problems.append(f"database: {exc}")
         return
     try:
-        _database_health(report, app)
-        _open_sessions(report, app.sessions)
+        if _database_health(report, app):  # (sessions are read from a current schema only)
+            _open_sessions(report, app.sessions)
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
     finally:
         app.close()
 
 
-def _database_health(report: Report, app: Services) -> None:
+def _database_health(report: Report, app: Services) -> bool:
+    """The database's checks into ``report``; True when no migration is pending."""
     health = app.health()
     result = "; ".join(health.damage[:3]) or "ok"
     report.database["quick_check"] = result
@@ -230,11 +231,22 @@ def _database_health(report: Report, app: Services) -> None:
     report.database.update(
         migrations=len(health.applied), pending_migrations=pending, free_bytes=health.free_bytes
     )
-    if pending:
-        report.problems.append(
-            f"database has {len(pending)} pending migration(s) ({pending[0]}, ...); "
-            "run `cortex db migrate`"
+    if not pending:
+        return True
+    from cortex.adapters.hooks.upgrade import running
+
+    migrating = running(app.config.home)
+    report.database["migrating"] = migrating
+    report.problems.append(
+        f"database has {len(pending)} pending migration(s) ({pending[0]}, ...); "
+        + (
+            "a background migration started by a hook is applying them (logs/hooks.log says "
+            "when it is done)"
+            if migrating
+            else "run `cortex db migrate`"
         )
+    )
+    return False
 
 
 def _open_sessions(report: Report, sessions: SessionPersistenceManager) -> None:

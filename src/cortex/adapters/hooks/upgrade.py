@@ -102,10 +102,28 @@ def _migrate(home: Path) -> str:
     return f"background migration of {config.db_path}: applied {what} in {seconds:.1f} s"
 
 
-def _lock(path: Path) -> int | None:
-    """An fd holding ``path`` exclusively; None when another process holds it. Where there is
-    no ``fcntl`` (Windows) an fd without a lock: the migrations' own transactions still apply
-    each step once."""
+def running(home: Path) -> bool:
+    """Whether a background migration of ``home``'s database runs now."""
+    if not (home / "run" / "migrate.lock").exists():
+        return False
+    lock = _lock(home / "run" / "migrate.lock")
+    if lock is None:
+        return True
+    os.close(lock)
+    return False
+
+
+def wait_for(home: Path) -> None:
+    """Return once no background migration of ``home``'s database runs."""
+    lock = _lock(home / "run" / "migrate.lock", wait=True)
+    if lock is not None:
+        os.close(lock)
+
+
+def _lock(path: Path, wait: bool = False) -> int | None:
+    """An fd holding ``path`` exclusively (``wait``: once the holder lets it go); None when
+    another process holds it. Where there is no ``fcntl`` (Windows) an fd without a lock: the
+    migrations' own transactions still apply each step once."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -116,7 +134,7 @@ def _lock(path: Path) -> int | None:
     except ImportError:  # pragma: no cover - Windows
         return fd
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None
