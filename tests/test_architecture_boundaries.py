@@ -47,6 +47,7 @@ LAUNCHES = frozenset(
         "cortex.adapters.hooks",
         "cortex.adapters.hooks.install",
         "cortex.adapters.hooks.doctor",
+        "cortex.adapters.hooks.upgrade",  # the background migration (`db migrate` waits for it)
         "cortex.adapters.mcp.server",
         "cortex.adapters.openclaw.bridge",
         "cortex.adapters.server.ui.local",
