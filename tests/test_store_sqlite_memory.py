@@ -5,7 +5,10 @@ The memory part of the contract itself runs in test_store_contract.py.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -258,6 +261,61 @@ def test_a_large_batch_grows_the_page_cache_to_hold_what_it_dirties(store: SQLit
     store.add_memories([memory(f"d{i}", f"bulk note {i}") for i in range(450)])
     assert cache_kib() == 8 * 450
     assert store.count_memories(MemoryFilter(), NOW) == 1160
+
+
+def _checkpointers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "cortex-checkpoint"]
+
+
+def test_a_bulk_batch_moves_the_log_into_the_database_from_a_thread_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """After a bulk batch commits, a thread with its own connection checkpoints the log, so
+    the next batch does not wait for it; small batches start no thread; ``checkpoint`` waits
+    for the thread's checkpoint, and closing stops the thread before the connection closes."""
+    path = tmp_path / "brain.db"
+    before = len(_checkpointers())
+    store = SQLiteStore(path)
+    db = store._db
+
+    def log_left() -> tuple[int, int, int]:
+        with contextlib.closing(sqlite3.connect(path)) as other:  # what a reader sees
+            return other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
+    store.add_memories([memory(f"s{i}", f"small batch {i}") for i in range(10)])
+    assert db._checkpointer is None and len(_checkpointers()) == before
+    with store.transaction():  # the request waits for the outermost commit
+        store.add_memories([memory(f"b{i}", f"bulk note {i}") for i in range(400)])
+        assert db._checkpointer is None
+    checkpointer = db._checkpointer
+    assert checkpointer is not None and len(_checkpointers()) == before + 1
+    deadline = time.monotonic() + 30
+    while checkpointer.runs == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    busy, log, moved = log_left()
+    assert busy == 0 and log == moved > 0  # every frame of the log is in the database
+    store.add_memories([memory(f"c{i}", f"bulk note {i}") for i in range(300)])
+    store.checkpoint()  # waits for the thread's run, then makes its own
+    assert db._checkpointer is None and len(_checkpointers()) == before
+    store.add_memories([memory(f"d{i}", f"bulk note {i}") for i in range(300)])
+    store.close()
+    assert len(_checkpointers()) == before and not Path(f"{path}-wal").exists()
+    with SQLiteStore(path) as reopened:
+        assert reopened.count_memories(MemoryFilter(), NOW) == 1010
+        reopened.manual_checkpoints()  # as the hook server's: no thread either
+        reopened.add_memories([memory(f"e{i}", f"bulk note {i}") for i in range(400)])
+        assert reopened._db._checkpointer is None
+
+
+def test_a_failed_bulk_batch_asks_for_no_checkpoint(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.add_memories([memory(f"b{i}", f"bulk note {i}") for i in range(400)])
+            raise RuntimeError("rolled back")
+        store.add_memories([memory("s", "small")])
+        assert store._db._checkpointer is None
+        assert store.count_memories(MemoryFilter(), NOW) == 1
 
 
 def test_a_large_batch_lets_the_log_hold_two_batches_before_a_checkpoint(

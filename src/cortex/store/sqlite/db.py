@@ -26,6 +26,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.store.sqlite.checkpointer import Checkpointer
     from cortex.store.sqlite.migrations import Migration
 
     Params = Sequence[Any]
@@ -124,6 +125,9 @@ class Database:
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
         self.url = str(path)
         self._depth = 0
+        self._checkpointer: Checkpointer | None = None
+        self._checkpoint_at_commit = False
+        self._manual_checkpoints = False
         if self.url != MEMORY:
             _prepare_file(Path(path))
         with self.translated():
@@ -181,6 +185,26 @@ class Database:
             raise
         finally:
             self._depth = 0
+            checkpoint, self._checkpoint_at_commit = self._checkpoint_at_commit, False
+        if checkpoint:
+            self._checkpoint_in_background()
+
+    def checkpoint_after_commit(self) -> None:
+        """Once the transaction open now commits, move the log into the database from a thread
+        of its own (``checkpointer.py``), not in a later commit: what a bulk write asks. Not
+        where checkpoints are manual (``manual_checkpoints``) or there is no log (memory)."""
+        if self.url != MEMORY and not self._manual_checkpoints:
+            self._checkpoint_at_commit = True
+
+    def _checkpoint_in_background(self) -> None:
+        if self._checkpointer is None:
+            from cortex.store.sqlite.checkpointer import Checkpointer
+
+            try:
+                self._checkpointer = Checkpointer(self.url)
+            except RuntimeError:  # no thread to be had: the commits' own checkpoints do it
+                return
+        self._checkpointer.request()
 
     def _rollback(self) -> None:
         # SQLite has already rolled back after some errors (BUSY, FULL); don't fail on that.
@@ -190,12 +214,16 @@ class Database:
 
     def manual_checkpoints(self) -> None:
         """No automatic checkpoint in this connection's commits (``PRAGMA wal_autocheckpoint``
-        is per connection; other processes' commits still make theirs)."""
+        is per connection; other processes' commits still make theirs), nor in the
+        background."""
         self.run("PRAGMA wal_autocheckpoint = 0")
+        self._manual_checkpoints = True
 
     def checkpoint(self) -> None:
         """A PASSIVE checkpoint: the WAL's pages no reader still needs, into the database
-        (synced as ``synchronous = NORMAL`` syncs checkpoints)."""
+        (synced as ``synchronous = NORMAL`` syncs checkpoints), after the background one, if
+        one runs, is done."""
+        self._stop_checkpointer()
         self.rows("PRAGMA wal_checkpoint(PASSIVE)")
 
     def grow_cache(self, kib: int) -> None:
@@ -259,7 +287,13 @@ class Database:
         return [line for line in lines if line and not line.startswith("***")]
 
     def close(self) -> None:
+        self._stop_checkpointer()  # (its connection closed before this last one)
         self.connection.close()
+
+    def _stop_checkpointer(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
 
     # -- migrations ------------------------------------------------------------------------
     def applied_migrations(self) -> list[tuple[str, str]]:

@@ -47,7 +47,9 @@ _LOG_BATCHES = 2
 """A bulk batch also lets the write-ahead log hold this many batches' pages (as estimated for
 the page cache) before a commit checkpoints it (``Database.grow_log``), at most
 ``_LOG_KIB_MAX``: at 1,000,000 stored, replacing batches of 1,000 went from 15,200-15,800 to
-16,900-18,800 memories a second, the last checkpoint included (``docs/benchmarks.md``)."""
+16,900-18,800 memories a second, the last checkpoint included (``docs/benchmarks.md``). Since
+then a bulk batch's commit asks a thread of its own to checkpoint the log
+(``Database.checkpoint_after_commit``), so the commits' own checkpoints are only a backstop."""
 _LOG_KIB_MAX = 32 * 1024
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
@@ -104,6 +106,7 @@ class MemoryRepository:
             kib = min(_CACHE_KIB_MAX, _CACHE_KIB_PER_MEMORY * len(memories))
             self._db.grow_cache(kib)
             self._db.grow_log(min(_LOG_KIB_MAX, _LOG_BATCHES * kib))
+            self._db.checkpoint_after_commit()
         with self._db.transaction():
             live = self._live_ids(
                 [
