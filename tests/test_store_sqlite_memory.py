@@ -308,6 +308,15 @@ def test_a_bulk_batch_moves_the_log_into_the_database_from_a_thread_of_its_own(
         assert reopened._db._checkpointer is None
 
 
+def test_vacuum_after_a_bulk_batch_stops_the_checkpoint_thread_first(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        store.add_memories([memory(f"b{i}", f"bulk note {i}") for i in range(400)])
+        assert store._db._checkpointer is not None
+        before, after = store.vacuum()
+        assert store._db._checkpointer is None and after <= before
+        assert store.count_memories(MemoryFilter(), NOW) == 400
+
+
 def test_a_failed_bulk_batch_asks_for_no_checkpoint(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "brain.db") as store:
         with pytest.raises(RuntimeError), store.transaction():

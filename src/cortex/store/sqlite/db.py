@@ -262,6 +262,7 @@ class Database:
         connection's open transaction makes it wait (the busy timeout), then fail."""
         if self.connection.in_transaction:
             raise RuntimeError("vacuum() needs a connection outside any transaction")
+        self._stop_checkpointer()  # (its checkpoint would make VACUUM wait)
         with self.translated():
             before = self._size()
             self.connection.execute("VACUUM")
