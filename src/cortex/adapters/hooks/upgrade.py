@@ -20,12 +20,13 @@ hook that finds one running starts no other.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 import time
 from pathlib import Path
 
-from cortex.errors import CortexError, MigrationDeferredError
+from cortex.errors import CortexError, MigrationDeferredError, StorageError
+from cortex.files import file_lock
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -70,16 +71,15 @@ def start(home: Path) -> bool:
 
 def migrate(home: Path) -> str:
     """Apply every pending migration to ``home``'s database unless another process is doing
-    it; the line it logs to ``logs/hooks.log`` (empty when it left the work to that one)."""
+    it; the line it logs to ``logs/hooks.log`` (empty when it left the work to that one, or
+    could not lock in the home)."""
     from cortex.adapters.hooks.state import log_line
 
-    lock = _lock(home / "run" / "migrate.lock")
-    if lock is None:
-        return ""  # another migration of this home runs: it logs its own line
     try:
-        line = _migrate(home)
-    finally:
-        os.close(lock)
+        with file_lock(_lock_target(home), wait=False):
+            line = _migrate(home)
+    except (BlockingIOError, StorageError):
+        return ""  # another migration of this home runs (it logs its own line), or no home
     log_line(home, line)
     return line
 
@@ -104,41 +104,27 @@ def _migrate(home: Path) -> str:
 
 def running(home: Path) -> bool:
     """Whether a background migration of ``home``'s database runs now."""
-    if not (home / "run" / "migrate.lock").exists():
-        return False
-    lock = _lock(home / "run" / "migrate.lock")
-    if lock is None:
+    target = _lock_target(home)
+    if not target.with_name(target.name + ".lock").exists():
+        return False  # (no migration ever ran: nothing to create in a home that is read)
+    try:
+        with file_lock(target, wait=False):
+            return False
+    except BlockingIOError:
         return True
-    os.close(lock)
-    return False
+    except StorageError:
+        return False
 
 
 def wait_for(home: Path) -> None:
     """Return once no background migration of ``home``'s database runs."""
-    lock = _lock(home / "run" / "migrate.lock", wait=True)
-    if lock is not None:
-        os.close(lock)
+    with contextlib.suppress(StorageError), file_lock(_lock_target(home)):
+        pass
 
 
-def _lock(path: Path, wait: bool = False) -> int | None:
-    """An fd holding ``path`` exclusively (``wait``: once the holder lets it go); None when
-    another process holds it. Where there is no ``fcntl`` (Windows) an fd without a lock: the
-    migrations' own transactions still apply each step once."""
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        return None
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+def _lock_target(home: Path) -> Path:
+    """What ``file_lock`` locks for the home's migration: ``run/migrate.lock``."""
+    return home / "run" / "migrate"
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a detached process by ``start``
