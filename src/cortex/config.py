@@ -427,7 +427,7 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         32.0,
         "Largest database (MB) a hook migrates itself after an upgrade; a larger one is "
-        "migrated by a background `cortex db migrate`.",
+        "migrated by a background process the hook starts.",
         0,
         1_000_000,
     ),

@@ -216,10 +216,7 @@ class Services(Service):
 
     def pending_migrations(self) -> list[str]:
         """The migrations the database does not have yet, in the order they apply."""
-        from cortex.store.migrations import migration_names
-
-        applied = {name for name, _ in self.store.applied_migrations()}
-        return [name for name in migration_names() if name not in applied]
+        return _pending([name for name, _ in self.store.applied_migrations()])
 
     def migrate(self) -> list[str]:
         """Apply the pending migrations (services opened with ``migrate=False``); the names
@@ -240,7 +237,7 @@ class Services(Service):
             url=self.store.url,
             damage=damage,
             applied=tuple(applied),
-            pending=tuple(self.pending_migrations()),
+            pending=tuple(_pending(applied)),
             free_bytes=0 if damage else self.store.free_bytes(),  # (a damaged file: no count)
         )
 
@@ -277,3 +274,11 @@ class Services(Service):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _pending(applied: list[str]) -> list[str]:
+    """The migrations not in ``applied``, in the order they apply."""
+    from cortex.store.migrations import migration_names
+
+    done = set(applied)
+    return [name for name in migration_names() if name not in done]

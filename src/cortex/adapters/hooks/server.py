@@ -82,17 +82,17 @@ def detach(home: str, marker: str, argv: list[str], env: Mapping[str, str] | Non
     says it was started less than ``SPAWN_GRACE_SECONDS`` ago; True if started. ``env`` is
     the process's environment (None: the hook's)."""
     run_dir = os.path.join(home, "run")
-    marker = os.path.join(run_dir, marker)
+    marker_path = os.path.join(run_dir, marker)
     try:
-        if time.time() - os.stat(marker).st_mtime < SPAWN_GRACE_SECONDS:
+        if time.time() - os.stat(marker_path).st_mtime < SPAWN_GRACE_SECONDS:
             return False
     except OSError:
         pass
     try:
         os.makedirs(home, mode=0o700, exist_ok=True)
         os.makedirs(run_dir, mode=0o700, exist_ok=True)
-        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        os.utime(marker)
+        os.close(os.open(marker_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.utime(marker_path)
     except OSError:
         return False  # an unwritable home: the process could not run there either
     import subprocess

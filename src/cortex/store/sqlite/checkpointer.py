@@ -28,7 +28,7 @@ class Checkpointer:
     def __init__(self, url: str) -> None:
         self.url = url
         self.runs = 0
-        """Checkpoints run (a test and the benchmark read it)."""
+        """Checkpoints run so far (the tests read it)."""
         self._wake = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="cortex-checkpoint", daemon=True)
