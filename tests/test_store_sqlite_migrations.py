@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.core.models import PendingTask, Pin
 from cortex.errors import MigrationDeferredError, StorageError
 from cortex.store import SCHEMA_V4, SQLiteStore, migration_names, open_store
+from cortex.store.sqlite import db as sqlite_db
 from cortex.store.sqlite.migrations import MIGRATIONS, m012_memory_embeddings
 from store_contract import full_session, t
 from store_contract_memory import memory
@@ -349,9 +353,7 @@ def test_m025_moves_the_vectors_into_rows_of_their_own_pages(tmp_path: Path) -> 
 
 
 def test_m025_gives_a_file_without_the_vectors_table_an_empty_one(tmp_path: Path) -> None:
-    db = tmp_path / "brain.db"
-    SQLiteStore(db).close()
-    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
+    db = _m025_pending(tmp_path / "brain.db")
     with SQLiteStore(db) as store:
         store.add_memories([memory("a", "text a")])
         store.save_embeddings("m", [("a", 1, b"\x00\x00\x80?")])
@@ -375,4 +377,62 @@ def test_a_file_over_migrate_max_bytes_is_left_as_it_is(tmp_path: Path) -> None:
             len(MIGRATIONS) - 1,
         )
     with open_store(db, migrate_max_bytes=db.stat().st_size) as store:  # at the limit: migrated
+        assert [name for name, _ in store.applied_migrations()] == migration_names()
+
+
+def _m025_pending(db: Path) -> Path:
+    """A new database at ``db`` with its last step (m025) to apply again; returns ``db``."""
+    SQLiteStore(db).close()
+    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
+    return db
+
+
+def _step_held(db: Path) -> sqlite3.Connection:
+    """A connection holding ``db``'s write lock, as another process applying a step does."""
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_migration_waits_for_another_process_applying_a_step(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = _m025_pending(tmp_path / "brain.db")
+    holder = _step_held(db)
+    release = threading.Timer(0.6, holder.execute, ("COMMIT",))
+    release.start()
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, "cortex.store"):
+        # A busy timeout of 0.1 s: an ordinary write would fail; a migration step waits.
+        with SQLiteStore(db, busy_timeout_ms=100) as store:
+            waited = time.monotonic() - started
+            assert [name for name, _ in store.applied_migrations()] == migration_names()
+            store.add_memories([memory("a", "text a")])  # the ordinary timeout is back
+            assert store.connection.execute("PRAGMA busy_timeout").fetchone() == (100,)
+    release.join()
+    holder.close()
+    assert waited >= 0.5
+    assert f"waiting for another process to finish migrating {db}" in caplog.text
+
+
+def test_a_migration_gives_up_on_a_step_held_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _m025_pending(tmp_path / "brain.db")
+    monkeypatch.setattr(sqlite_db, "MIGRATION_WAIT_SECONDS", 0.3)
+    holder = _step_held(db)
+    try:
+        with pytest.raises(StorageError) as raised:
+            SQLiteStore(db, busy_timeout_ms=100)
+    finally:
+        holder.close()
+    message = str(raised.value)
+    assert message == (
+        f"database {db} is still being migrated by another process after 0.3 s "
+        "(m025_memory_embeddings_in_rows); retry once it is done, or stop it"
+    )
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # the step was not applied
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_embeddings'")
+        assert tables.fetchall() == []
+    with SQLiteStore(db) as store:  # the lock gone, the next open applies it
         assert [name for name, _ in store.applied_migrations()] == migration_names()

@@ -19,6 +19,7 @@ from pathlib import Path
 from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, MigrationDeferredError, StorageError
 from cortex.files import ensure_dir
+from cortex.logs import getLogger
 from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
 from cortex.store.records import one_line
 
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     Params = Sequence[Any]
 
 MEMORY = ":memory:"
+MIGRATION_WAIT_SECONDS = 900.0
+"""How long a process that must migrate waits for another process's migration step before it
+gives up: a step that rewrites a million vectors took 48-80 s here, longer than any ordinary
+write holds the lock (the busy timeout, 5 s)."""
+
+log = getLogger("cortex.store")
 
 
 def connect(path: str, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
@@ -349,7 +356,7 @@ class Database:
         """Apply one step in its own transaction unless another process just did; True if
         applied."""
         conn = self.connection
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_step(migration.name)
         try:
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
@@ -371,3 +378,30 @@ class Database:
             raise
         conn.execute("COMMIT")
         return already is None
+
+    def _begin_step(self, name: str) -> None:
+        """``BEGIN IMMEDIATE`` for one migration step. When the write lock stays taken past the
+        busy timeout, another process is most likely applying this step (a hook's background
+        migration, say): say so, and wait up to ``MIGRATION_WAIT_SECONDS`` for it instead of
+        failing, so that a command run meanwhile opens the database once the step is in."""
+        conn = self.connection
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+        log.warning("waiting for another process to finish migrating %s (%s)", self.url, name)
+        (previous,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        conn.execute(f"PRAGMA busy_timeout = {int(MIGRATION_WAIT_SECONDS * 1000)}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            raise StorageError(
+                f"database {self.url} is still being migrated by another process after "
+                f"{MIGRATION_WAIT_SECONDS:g} s ({name}); retry once it is done, or stop it"
+            ) from exc
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(previous)}")
