@@ -34,6 +34,8 @@ from cortex.core.retrieval import (
     date_fit,
     dense_bonus,
     dense_closeness,
+    dense_pool,
+    dense_scores,
     fts_query,
     like_patterns,
     mentions_time,
@@ -158,6 +160,26 @@ def test_dense_closeness_measures_from_the_scope_median_and_the_bonus_grows_with
     assert dense_bonus(1.0, DENSE_FULL_WORDS) == pytest.approx(DENSE_WEIGHT)
     assert dense_bonus(0.5, 2 * DENSE_FULL_WORDS) == pytest.approx(DENSE_WEIGHT / 4)
     assert dense_bonus(1.0, DENSE_FULL_WORDS // 10) == pytest.approx(DENSE_WEIGHT / 10)
+
+
+def test_dense_pool_and_scores_add_meaning_to_the_hits_and_let_close_ones_join() -> None:
+    # closeness against the scope of two memories and DENSE_POOL zeros: a 1.0, b 0.5 (a hit),
+    # c 0.25 (neither a hit nor DENSE_JOIN close), d below the background
+    similar = [("a", 0.8), ("b", 0.4), ("c", 0.2), ("d", -0.1)]
+    pool = dense_pool(similar, {"b", "x"})
+    assert [(m, closer) for m, _, closer in pool] == [("a", 1.0), ("b", 0.5)]
+    assert [m for m, _, _ in dense_pool(similar, set(), join=0.2)] == ["a", "b", "c"]
+    assert [m for m, _, _ in dense_pool(similar, set(), pool=1)] == ["a"]
+    lexical = [("x", 4.0), ("b", 2.0)]
+    words = {"a": DENSE_FULL_WORDS, "b": DENSE_FULL_WORDS // 2}
+    scores = dense_scores(lexical, pool, words)
+    assert list(scores) == ["x", "b", "a"]  # the hits in their order, then the joiners
+    assert scores == pytest.approx(
+        {"x": 1.0, "b": 0.5 + DENSE_WEIGHT / 2 * 0.25, "a": DENSE_WEIGHT}
+    )
+    # a pool member whose words are unknown (gone from the store) adds nothing and joins not
+    assert dense_scores(lexical, pool, {"b": 0}) == {"x": 1.0, "b": 0.5}
+    assert dense_bonus(0.5, 100, weight=1.0, full_words=100, power=1.0) == 0.5
 
 
 def test_stopwords_keep_content_words() -> None:

@@ -74,8 +74,8 @@ and type are each other's neighbours (the service's rule: a rule is no turn's co
 Meaning (the optional embeddings extra). Each memory in scope also has a cosine similarity
 to the question. The lexical ranking stays in charge: its scores, relative to its best hit,
 get a bonus for the ``DENSE_POOL`` memories closest to the question in meaning, and those not
-among the hits join them with it when ``closer`` is ``DENSE_JOIN`` or more (``dense_closeness``,
-``dense_bonus``)::
+among the hits join them with it when ``closer`` is ``DENSE_JOIN`` or more (``dense_pool``
+picks them, ``dense_scores`` adds ``dense_bonus``)::
 
     bonus  = DENSE_WEIGHT * length * closer ** 2
     closer = (cosine - median cosine of the scope) / (best cosine - median cosine)
@@ -99,7 +99,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 
 from cortex.clock import hours_between
@@ -505,30 +505,72 @@ def relevances(bm25_scores: Sequence[float]) -> list[float]:
     return [max(-s, 0.0) / best for s in bm25_scores]
 
 
-def dense_closeness(cosines: Sequence[float]) -> list[float]:
+def dense_closeness(cosines: Sequence[float], pool: int = DENSE_POOL) -> list[float]:
     """How much closer to the question than the scope's typical memory each of the first
-    ``DENSE_POOL`` memories is, in [0, 1] (``closer`` in "Meaning" above): ``cosines`` are
-    those of every memory in scope, most similar first."""
+    ``pool`` memories is, in [0, 1] (``closer`` in "Meaning" above): ``cosines`` are those of
+    every memory in scope, most similar first."""
     if not cosines:
         return []
-    # The scope's typical memory: the median cosine, with DENSE_POOL unrelated ones (cosine
-    # 0) counted besides, so that a scope of a few memories has something to be closer than.
-    middle = (len(cosines) + DENSE_POOL) // 2
+    # The scope's typical memory: the median cosine, with ``pool`` unrelated ones (cosine 0)
+    # counted besides, so that a scope of a few memories has something to be closer than.
+    middle = (len(cosines) + pool) // 2
     above = sum(1 for c in cosines if c > 0.0)  # (best first: the zeros would follow these)
     if middle < above:
         background = cosines[middle]
-    elif middle < above + DENSE_POOL:
+    elif middle < above + pool:
         background = 0.0
     else:
-        background = cosines[middle - DENSE_POOL]
+        background = cosines[middle - pool]
     span = cosines[0] - background
-    pool = cosines[:DENSE_POOL]
+    closest = cosines[:pool]
     if span <= 0:
-        return [0.0] * len(pool)
-    return [max(0.0, (cosine - background) / span) for cosine in pool]
+        return [0.0] * len(closest)
+    return [max(0.0, (cosine - background) / span) for cosine in closest]
 
 
-def dense_bonus(closer: float, words: int) -> float:
+def dense_bonus(
+    closer: float,
+    words: int,
+    weight: float = DENSE_WEIGHT,
+    full_words: int = DENSE_FULL_WORDS,
+    power: float = 2.0,
+) -> float:
     """What meaning adds to the score of a memory of ``words`` words that is ``closer``
-    (``dense_closeness``) to the question (see "Meaning" above)."""
-    return DENSE_WEIGHT * min(1.0, words / DENSE_FULL_WORDS) * closer * closer
+    (``dense_closeness``) to the question (see "Meaning" above; the defaults are its
+    constants)."""
+    return weight * min(1.0, words / full_words) * math.pow(closer, power)
+
+
+def dense_pool(
+    similar: Sequence[tuple[str, float]],
+    hits: Container[str],
+    pool: int = DENSE_POOL,
+    join: float = DENSE_JOIN,
+) -> list[tuple[str, float, float]]:
+    """The memories meaning adds to: (id, cosine, closer) of the first ``pool`` of
+    ``similar`` ((id, cosine) of every memory in scope, most similar first) that are closer
+    than the scope's typical memory and either among the lexical ``hits`` or ``join`` close."""
+    closeness = dense_closeness([cosine for _, cosine in similar], pool)
+    return [
+        (memory_id, cosine, closer)
+        for (memory_id, cosine), closer in zip(similar, closeness, strict=False)
+        if closer > 0.0 and (memory_id in hits or closer >= join)
+    ]
+
+
+def dense_scores(
+    lexical: Sequence[tuple[str, float]],
+    pool: Sequence[tuple[str, float, float]],
+    words: Mapping[str, int],
+    bonus: Callable[[float, int], float] = dense_bonus,
+) -> dict[str, float]:
+    """The hybrid scores, not yet sorted: each lexical hit's score ((id, score), best first)
+    relative to the best, plus ``bonus`` for the members of ``pool`` (``dense_pool``) whose
+    word count ``words`` holds (one it lacks is gone from the store); joiners after the hits,
+    in the pool's order."""
+    top = max((score for _, score in lexical), default=0.0) or 1.0
+    scores = {memory_id: score / top for memory_id, score in lexical}
+    for memory_id, _, closer in pool:
+        if memory_id in words:
+            scores[memory_id] = scores.get(memory_id, 0.0) + bonus(closer, words[memory_id])
+    return scores

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
-from cortex.core.retrieval import DENSE_JOIN, dense_bonus, dense_closeness
+from cortex.core.retrieval import dense_pool, dense_scores
 from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -254,36 +254,27 @@ def hybrid_rerank(
     now: str,
     lexical: list[ScoredMemory],
 ) -> list[ScoredMemory]:
-    """``lexical`` with what meaning adds (``core.retrieval.dense_bonus``), and the memories
+    """``lexical`` with what meaning adds (``core.retrieval.dense_scores``), and the memories
     meaning alone finds; best first, scores relative to the best. Only the memories that
     join are read whole, in one batch: the lexical hits carry theirs."""
     similar = dense_ranking(store, embedder, query, flt, now)
-    closeness = dense_closeness([cosine for _, cosine in similar])
-    top = max((h.score for h in lexical), default=0.0) or 1.0
-    hits = {h.memory.id: replace(h, score=h.score / top) for h in lexical}
-    pool = [
-        (memory_id, cosine, closer)
-        for (memory_id, cosine), closer in zip(similar, closeness, strict=False)  # the pool's
-        if closer > 0.0 and (memory_id in hits or closer >= DENSE_JOIN)
-    ]
-    joining = [memory_id for memory_id, _, _ in pool if memory_id not in hits]
-    found = {m.id: m for m in store.memories_by_id(joining, flt, now)}
-    added = False
-    for memory_id, cosine, closer in pool:
-        held = hits.get(memory_id)
-        memory = held.memory if held is not None else found.get(memory_id)
-        if memory is None:  # forgotten since its vector was read
-            continue
-        bonus = dense_bonus(closer, len(memory.content.split()))
-        why = f"similar in meaning (cosine {cosine:.2f})"
-        hits[memory_id] = (
-            ScoredMemory(memory, bonus, why)
-            if held is None
-            else replace(held, score=held.score + bonus, why=f"{held.why}; {why}")
-        )
-        added = True
-    if not added:
+    held = {h.memory.id: h for h in lexical}
+    pool = dense_pool(similar, held)
+    joining = [memory_id for memory_id, _, _ in pool if memory_id not in held]
+    memories = {h.memory.id: h.memory for h in lexical}
+    memories.update((m.id, m) for m in store.memories_by_id(joining, flt, now))
+    added = [(memory_id, cosine) for memory_id, cosine, _ in pool if memory_id in memories]
+    if not added:  # (a joiner forgotten since its vector was read adds nothing)
         return lexical
-    ranked = sorted(hits.values(), key=lambda h: -h.score)
+    words = {memory_id: len(memories[memory_id].content.split()) for memory_id, _ in added}
+    scores = dense_scores([(h.memory.id, h.score) for h in lexical], pool, words)
+    whys = {memory_id: f"similar in meaning (cosine {cosine:.2f})" for memory_id, cosine in added}
+    ranked = []
+    for memory_id, score in sorted(scores.items(), key=lambda item: -item[1]):
+        hit, why = held.get(memory_id), whys.get(memory_id)
+        if hit is None:
+            ranked.append(ScoredMemory(memories[memory_id], score, why or ""))
+        else:
+            ranked.append(replace(hit, score=score, why=f"{hit.why}; {why}" if why else hit.why))
     best = ranked[0].score
     return [replace(h, score=h.score / best) for h in ranked]
