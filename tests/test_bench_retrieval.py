@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,8 +137,7 @@ def _gold(ids: str) -> object:
     return type("Q", (), {"gold": frozenset(ids)})()
 
 
-def test_longmemeval_official_protocol() -> None:
-    item = {
+LME_ITEM = {
         "question_id": "q1",
         "question_type": "single-session-user",
         "question": "What degree did I get?",
@@ -153,6 +153,10 @@ def test_longmemeval_official_protocol() -> None:
             [{"role": "user", "content": "weather"}],
         ],
     }  # fmt: skip
+
+
+def test_longmemeval_official_protocol() -> None:
+    item = LME_ITEM
     abstention = dict(item, question_id="q2_abs")
     (sessions,) = longmemeval_corpora([item, abstention], "session")
     assert [u.text for u in sessions.units] == ["I got a Business degree", "hello", "weather"]
@@ -189,3 +193,47 @@ def test_cached_embedder_embeds_each_text_once_across_runs(tmp_path: Path) -> No
     assert second.asked == ["new"]
     assert again[0] == vectors[5] and again[2] == vectors[3]
     assert (tmp_path / "embeddings-counting-16.db").exists()
+
+
+def _fusion_sets() -> dict[str, list[Any]]:
+    return {
+        "locomo": locomo_corpora(LOCOMO),
+        "lme_session": longmemeval_corpora([LME_ITEM], "session"),
+        "lme_turn": longmemeval_corpora([LME_ITEM], "turn"),
+    }
+
+
+def test_fusion_recording_gives_the_service_ranking_and_its_figures() -> None:
+    import fusion
+
+    sets = _fusion_sets()
+    recording = fusion.Recording.from_json(fusion.record(sets, "hashing", None).to_json())
+    fusion.check_service(recording, sets)  # the shipped formula on the inputs: the answers
+    asked = recording.pools["locomo"]["conv-x"]["What is the name of Ann's greyhound?"]
+    assert asked.lexical and len(asked.similar) == 4  # every unit of the haystack, by cosine
+    report = fusion.score_variant(recording, sets, fusion.service)
+    table, _ = evaluate(sets["locomo"], cortex_search("hashing"), 50, locomo_score)
+    assert report["locomo"]["table"] == table  # what run.py measures for cortex+hashing
+    asked.ranked.reverse()
+    with pytest.raises(SystemExit, match="record again"):
+        fusion.check_service(recording, sets)
+
+
+def test_fusion_variants_parse_and_rank() -> None:
+    import fusion
+
+    pools = fusion.Pools([("a", 3.0), ("b", 2.0)], [("c", 0.9), ("b", 0.8), ("a", 0.1)], [])
+    words = {"a": 10, "b": 10, "c": 10}
+    assert fusion.parse_variant("lexical")(pools, words) == ["a", "b"]
+    # rrf, k=1: a 1/2; b 1/3 + 1/3; c 1/2 (the cosine ranking at weight 1)
+    assert fusion.parse_variant("rrf:k=1,weight=1,depth=2")(pools, words) == ["b", "a", "c"]
+    assert fusion.parse_variant("rrf:k=1,weight=1,depth=1")(pools, words) == ["a", "c", "b"]
+    for bad, message in [("nope", "unknown family"), ("rrf:k", "not key=value")]:
+        with pytest.raises(ValueError, match=message):
+            fusion.parse_variant(bad)
+    with pytest.raises(TypeError):
+        fusion.parse_variant("bonus:colour=1")
+    base = {"R@10": 70.0, "conv-1": 60.0}
+    assert fusion.keeps_every_split({"R@10": 71.0, "conv-1": 60.0}, base)
+    assert not fusion.keeps_every_split({"R@10": 72.0, "conv-1": 59.9}, base)
+    assert len(fusion.sweep()) == 2 + 48 + 32 + 18

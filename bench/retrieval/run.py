@@ -174,13 +174,20 @@ def cortex_search(
             )
         clock.at = parse_time(corpus.now) if corpus.now else start  # asked then
         unit_of = {r.memory.id: u.id for r, u in zip(added, units, strict=True)}
-
-        def search(query: str, k: int) -> list[str]:
-            return [unit_of[h.memory.id] for h in service.search(query, limit=k)]
-
-        return search
+        return CortexSearch(service, unit_of)
 
     return build
+
+
+class CortexSearch:
+    """A ``Search`` over one corpus's ``MemoryService``; ``unit_of`` maps its memory ids to
+    the corpus's unit ids (``fusion.py`` reads it)."""
+
+    def __init__(self, service: MemoryService, unit_of: dict[str, str]) -> None:
+        self.service, self.unit_of = service, unit_of
+
+    def __call__(self, query: str, k: int) -> list[str]:
+        return [self.unit_of[h.memory.id] for h in self.service.search(query, limit=k)]
 
 
 # -- evaluation ------------------------------------------------------------------------------
