@@ -237,3 +237,22 @@ def test_fusion_variants_parse_and_rank() -> None:
     assert fusion.keeps_every_split({"R@10": 71.0, "conv-1": 60.0}, base)
     assert not fusion.keeps_every_split({"R@10": 72.0, "conv-1": 59.9}, base)
     assert len(fusion.sweep()) == 2 + 48 + 32 + 18
+
+
+def test_expansion_adds_close_words_of_the_haystack_but_not_names_or_variants() -> None:
+    import numpy as np
+    from expansion import expansions, vocabulary
+
+    (corpus,) = locomo_corpora(LOCOMO)
+    assert vocabulary(corpus) == ["adopted", "ann", "beach", "broke", "classes", "dog", "greyhound",
+                                  "kiln", "lovely", "loves", "named", "pixel", "pottery", "sand",
+                                  "shares", "started"]  # fmt: skip
+    axis = {"pottery": 0, "kiln": 0, "potter": 0, "greyhound": 1, "dog": 1, "ann": 2, "bo": 2}
+    vectors = {w: np.eye(3, dtype=np.float32)[i] for w, i in axis.items()}
+    vocab = ["dog", "kiln", "potter", "ann"]
+    # "kiln" shares pottery's meaning; "potter" its first four letters (the stemmer's job);
+    # Ann is a name the question capitalizes; "dog" joins greyhound
+    question = "Did Ann see the pottery and the greyhound?"
+    assert expansions(question, vocab, vectors, 0.6, 3) == ["kiln", "dog"]
+    assert expansions(question, vocab, vectors, 0.6, 0) == []
+    assert expansions(question, vocab, vectors, 1.01, 3) == []
