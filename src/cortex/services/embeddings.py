@@ -31,12 +31,13 @@ import math
 import re
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from operator import itemgetter, mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cortex.core.expansion import expansion_words, vocabulary, widenable_terms
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
 from cortex.core.retrieval import dense_pool, dense_scores
 from cortex.errors import ConfigError
@@ -246,6 +247,55 @@ def dense_ranking(
     return scored
 
 
+WORD_CACHE = 20_000
+"""Words whose vectors a process keeps (about 30 MB at MiniLM's 384 dimensions): the words
+that widen questions (``core.expansion``) come from the memories closest to each question,
+and a server or a benchmark asks about the same memories again and again."""
+_words: dict[tuple[str, str], bytes] = {}
+_words_lock = threading.Lock()
+
+
+def word_vectors(embedder: Embedder, words: Sequence[str]) -> dict[str, bytes]:
+    """Each of ``words``' vector (float32 bytes), embedded once a process (``WORD_CACHE``; the
+    oldest go first when it is full)."""
+    found = {w: _words.get((embedder.model, w)) for w in words}
+    missing = [w for w, blob in found.items() if blob is None]
+    if missing:
+        blobs = [to_blob(v) for v in embedder.embed(missing)]
+        with _words_lock:
+            for word, blob in zip(missing, blobs, strict=True):
+                if len(_words) >= WORD_CACHE:
+                    del _words[next(iter(_words))]
+                _words[(embedder.model, word)] = blob
+        found.update(zip(missing, blobs, strict=True))
+    return {w: blob for w, blob in found.items() if blob is not None}
+
+
+def widening_words(embedder: Embedder, question: str, texts: Sequence[str]) -> list[str]:
+    """The words that widen ``question``, drawn from ``texts`` (``core.expansion``)."""
+    vocab = vocabulary(texts)
+    terms = widenable_terms(question)
+    if not vocab or not terms:
+        return []
+    vectors = word_vectors(embedder, [*terms, *vocab])
+    closeness = _closeness_to([vectors[w] for w in vocab])
+    return expansion_words(question, vocab, lambda term: closeness(vectors[term]))
+
+
+def _closeness_to(blobs: Sequence[bytes]) -> Callable[[bytes], Sequence[float]]:
+    """The cosines of a vector with each of ``blobs`` (as ``cosines``), the matrix made once
+    for all the question's terms when numpy is there."""
+    try:
+        import numpy as np  # type: ignore[import-not-found, unused-ignore]  # the extra's
+    except ImportError:
+        return lambda blob: cosines(from_blob(blob), blobs)
+    if not blobs or any(len(b) != len(blobs[0]) for b in blobs):
+        return lambda blob: cosines(from_blob(blob), blobs)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+    matrix = matrix.astype(np.float64)
+    return lambda blob: list((matrix @ np.frombuffer(blob, dtype=np.float32)).tolist())
+
+
 def hybrid_rerank(
     store: Store,
     embedder: Embedder,
@@ -253,11 +303,14 @@ def hybrid_rerank(
     flt: MemoryFilter,
     now: str,
     lexical: list[ScoredMemory],
+    similar: list[tuple[str, float]] | None = None,
 ) -> list[ScoredMemory]:
     """``lexical`` with what meaning adds (``core.retrieval.dense_scores``), and the memories
     meaning alone finds; best first, scores relative to the best. Only the memories that
-    join are read whole, in one batch: the lexical hits carry theirs."""
-    similar = dense_ranking(store, embedder, query, flt, now)
+    join are read whole, in one batch: the lexical hits carry theirs. ``similar``: the
+    ``dense_ranking`` of ``query`` when the caller has it already."""
+    if similar is None:
+        similar = dense_ranking(store, embedder, query, flt, now)
     held = {h.memory.id: h for h in lexical}
     pool = dense_pool(similar, held)
     joining = [memory_id for memory_id, _, _ in pool if memory_id not in held]

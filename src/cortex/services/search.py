@@ -174,11 +174,17 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        hits = self._neighboured(_voted(self._lexical(query, flt, max(limit * 2, VOTE_POOL))), flt)
-        if self.embedder is not None:
-            from cortex.services.embeddings import hybrid_rerank
+        pool = max(limit * 2, VOTE_POOL)
+        if self.embedder is None:
+            hits = self._neighboured(_voted(self._lexical(query, flt, pool)), flt)
+        else:
+            from cortex.services.embeddings import dense_ranking, hybrid_rerank
 
-            hits = hybrid_rerank(self.store, self.embedder, query, flt, self.now_iso(), hits)
+            now = self.now_iso()
+            similar = dense_ranking(self.store, self.embedder, query, flt, now)
+            lexical = self._widened(query, flt, pool, self._lexical(query, flt, pool), similar)
+            hits = self._neighboured(_voted(lexical), flt)
+            hits = hybrid_rerank(self.store, self.embedder, query, flt, now, hits, similar)
         hits = hits[:limit]
         if expand and hits:
             hits = self._expand(hits, flt, limit)
@@ -208,6 +214,38 @@ class MemoryReader(Service):
         ranked += self._overlap_ranked(terms, unranked, "text contains ")
         ranked.sort(key=lambda s: -s.score)
         return ranked[:pool]
+
+    def _widened(
+        self,
+        query: str,
+        flt: MemoryFilter,
+        pool: int,
+        ranked: builtins.list[ScoredMemory],
+        similar: Sequence[tuple[str, float]],
+    ) -> builtins.list[ScoredMemory]:
+        """``ranked`` with the memories that the words widening ``query`` find and that hold
+        one of its own terms (``core.expansion``; ``similar``: the scope's memories by their
+        closeness to it in meaning)."""
+        from cortex.core.expansion import EXPANSION_MEMORIES, EXPANSION_WEIGHT
+        from cortex.services.embeddings import widening_words
+
+        assert self.embedder is not None
+        now = self.now_iso()
+        closest = self.store.memories_by_id([m for m, _ in similar[:EXPANSION_MEMORIES]], flt, now)
+        words = widening_words(self.embedder, query, [m.content for m in closest])
+        if not words:
+            return ranked
+        terms, held = query_terms(query), {h.memory.id for h in ranked}
+        best = ranked[0].score if ranked else 1.0
+        why = "close in meaning to the question: " + ", ".join(words[:3])
+        joining = [
+            ScoredMemory(m, EXPANSION_WEIGHT * best * r, why)
+            for m, r in self.store.search_memories(words, flt, now, limit=pool)
+            if r > 0 and m.id not in held and matched_terms(terms, memory_text(m))
+        ]
+        if not joining:
+            return ranked
+        return sorted(ranked + joining, key=lambda h: -h.score)[:pool]
 
     def _neighboured(
         self, hits: builtins.list[ScoredMemory], flt: MemoryFilter

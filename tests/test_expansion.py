@@ -1,0 +1,124 @@
+"""Query expansion by meaning: which words widen a question (pure), the process's cache of
+word vectors, and the search that lets what they find join (a real SQLite store, an embedder
+that knows a few words' meanings)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from cortex.clock import FixedClock
+from cortex.config import Config
+from cortex.core import expansion
+from cortex.core.expansion import (
+    EXPANSION_MIN_COSINE,
+    EXPANSION_PER_TERM,
+    expansion_words,
+    vocabulary,
+    widenable_terms,
+)
+from cortex.services import embeddings
+from cortex.services.embeddings import HashingEmbedder, widening_words, word_vectors
+from cortex.services.memory import MemoryService, NewMemory
+from cortex.store import SQLiteStore
+
+
+def test_widenable_terms_leave_out_names_common_words_and_numbers() -> None:
+    question = "How many weddings did Caroline attend in 2023 with Mel? Ann went too."
+    # "Caroline" and "Mel" are capitalized inside the question; "Ann" opens a sentence
+    assert widenable_terms(question) == ["weddings", "attend", "ann", "went"]
+    assert widenable_terms("Weddings?") == ["weddings"]  # the first word is no name
+
+
+def test_vocabulary_takes_each_texts_terms_as_a_questions() -> None:
+    texts = ["The bride looked stunning, the bride!", "so we are", "x 42 ok-ish"]
+    assert vocabulary(texts) == ["bride", "ish", "looked", "stunning"]  # no stop words
+    long = " ".join(f"word{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(40))
+    assert len(vocabulary([long.replace("word", "w")])) == 32  # a query's first 32 terms
+
+
+def _cosines(
+    table: dict[tuple[str, str], float], vocab: Sequence[str]
+) -> Callable[[str], list[float]]:
+    return lambda term: [table.get((term, word), 0.0) for word in vocab]
+
+
+def test_expansion_words_keep_close_new_words_a_few_per_term() -> None:
+    vocab = ["bride", "ceremony", "vows", "wedding", "planting", "attendance", "cake"]
+    close = {
+        ("weddings", "wedding"): 0.95,  # shares the term's first four letters: the stemmer's
+        ("weddings", "bride"): 0.8,
+        ("weddings", "ceremony"): 0.7,
+        ("weddings", "vows"): 0.65,
+        ("weddings", "cake"): EXPANSION_MIN_COSINE - 0.01,  # not close enough
+        ("attend", "attendance"): 0.9,  # a variant again
+        ("attend", "ceremony"): 0.7,  # added for weddings already
+    }
+    words = expansion_words("Which weddings did I attend?", vocab, _cosines(close, vocab))
+    assert words == ["bride", "ceremony", "vows"][:EXPANSION_PER_TERM]
+    # the question's own words are never added, and no vocabulary gives nothing
+    assert "bride" not in expansion_words("the bride at weddings", vocab, _cosines(close, vocab))
+    assert expansion_words("Which weddings?", [], _cosines(close, [])) == []
+    # a term with no vector (its cosines do not cover the vocabulary) adds nothing
+    assert expansion_words("Which weddings?", vocab, lambda term: []) == []
+
+
+class MeaningEmbedder:
+    """Single words it knows get one of a few meanings (axes); other texts are hashed."""
+
+    model, dim = "meaning-8", 8
+    MEANINGS = {"weddings": 0, "bride": 0, "ceremony": 0}
+
+    def __init__(self) -> None:
+        self.hashed = HashingEmbedder(self.dim)
+        self.asked: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.asked += texts
+        out = []
+        for text in texts:
+            axis = self.MEANINGS.get(text)
+            out.append(
+                [float(i == axis) for i in range(self.dim)]
+                if axis is not None
+                else self.hashed.embed([text])[0]
+            )
+        return out
+
+
+def test_word_vectors_embed_each_word_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "_words", {})
+    monkeypatch.setattr(embeddings, "WORD_CACHE", 3)
+    embedder = MeaningEmbedder()
+    first = word_vectors(embedder, ["bride", "vows", "bride"])
+    assert embedder.asked == ["bride", "vows"] and set(first) == {"bride", "vows"}
+    word_vectors(embedder, ["bride", "cake", "ring"])  # the cache holds 3: "bride" goes
+    assert embedder.asked == ["bride", "vows", "cake", "ring"]
+    assert list(embeddings._words) == [("meaning-8", w) for w in ("vows", "cake", "ring")]
+    assert widening_words(embedder, "Which weddings?", ["the bride smiled", "cake"]) == ["bride"]
+
+
+def test_search_lets_what_the_widening_finds_join_when_it_shares_a_question_term(
+    make_config: Callable[..., Config],
+    clock: FixedClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embeddings, "_words", {})
+    store = SQLiteStore(tmp_path / "brain.db")
+    svc = MemoryService(store, make_config(), clock, embedder=MeaningEmbedder())
+    # "ann" is in every memory (worth little); the notes, shorter than the one about the
+    # bride, fill the question's pool of 20 candidates after the best match
+    svc.add("Ann talked about weddings all day")
+    svc.add_many(NewMemory(f"Ann: note {i}") for i in range(30))
+    found = svc.add("Ann: the bride wore a long blue dress at the party").memory
+    stranger = svc.add("Bo: the ceremony ran late").memory
+    question = "Which weddings did Ann go to?"
+    hits = svc.search(question, limit=10)
+    joined = [h for h in hits if h.memory.id == found.id]
+    assert joined and "close in meaning to the question: bride, ceremony" in joined[0].why
+    assert stranger.id not in {h.memory.id for h in hits}  # shares no term of the question
+    monkeypatch.setattr(expansion, "EXPANSION_MEMORIES", 0)  # the widening off
+    assert found.id not in {h.memory.id for h in svc.search(question, limit=10)}
