@@ -239,20 +239,16 @@ def test_fusion_variants_parse_and_rank() -> None:
     assert len(fusion.sweep()) == 2 + 48 + 32 + 18
 
 
-def test_expansion_adds_close_words_of_the_haystack_but_not_names_or_variants() -> None:
-    import numpy as np
-    from expansion import expansions, vocabulary
+def test_expansion_bench_sets_the_constants_for_a_run_and_puts_them_back() -> None:
+    import expansion
 
-    (corpus,) = locomo_corpora(LOCOMO)
-    assert vocabulary(corpus) == ["adopted", "ann", "beach", "broke", "classes", "dog", "greyhound",
-                                  "kiln", "lovely", "loves", "named", "pixel", "pottery", "sand",
-                                  "shares", "started"]  # fmt: skip
-    axis = {"pottery": 0, "kiln": 0, "potter": 0, "greyhound": 1, "dog": 1, "ann": 2, "bo": 2}
-    vectors = {w: np.eye(3, dtype=np.float32)[i] for w, i in axis.items()}
-    vocab = ["dog", "kiln", "potter", "ann"]
-    # "kiln" shares pottery's meaning; "potter" its first four letters (the stemmer's job);
-    # Ann is a name the question capitalizes; "dog" joins greyhound
-    question = "Did Ann see the pottery and the greyhound?"
-    assert expansions(question, vocab, vectors, 0.6, 3) == ["kiln", "dog"]
-    assert expansions(question, vocab, vectors, 0.6, 0) == []
-    assert expansions(question, vocab, vectors, 1.01, 3) == []
+    import cortex.core.expansion as shipped
+    import cortex.services.embeddings as meaning
+
+    before = (shipped.EXPANSION_MEMORIES, shipped.EXPANSION_WEIGHT, meaning.widening_words)
+    with expansion.settings({"memories": 7, "weight": 0.5}):
+        assert (shipped.EXPANSION_MEMORIES, shipped.EXPANSION_WEIGHT) == (7, 0.5)
+        with expansion.from_haystack({"q?": ["bride"]}):
+            assert meaning.widening_words(None, "q?", []) == ["bride"]  # type: ignore[arg-type]
+            assert meaning.widening_words(None, "other?", ["x"]) == []  # type: ignore[arg-type]
+    assert (shipped.EXPANSION_MEMORIES, shipped.EXPANSION_WEIGHT, meaning.widening_words) == before

@@ -147,7 +147,7 @@ def captured() -> Iterator[dict[str, Any]]:
         return seen["similar"]  # type: ignore[no-any-return]
 
     def record_rerank(*args: Any) -> Any:
-        seen["lexical"] = [(h.memory.id, h.score) for h in args[-1]]
+        seen["lexical"] = [(h.memory.id, h.score) for h in args[5]]  # (store, ..., lexical)
         return rerank(*args)
 
     meaning.hybrid_rerank, meaning.dense_ranking = record_rerank, record_ranking
