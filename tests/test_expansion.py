@@ -4,6 +4,7 @@ that knows a few words' meanings)."""
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from cortex.core.expansion import (
     widenable_terms,
 )
 from cortex.services import embeddings
-from cortex.services.embeddings import HashingEmbedder, widening_words, word_vectors
+from cortex.services.embeddings import HashingEmbedder, WordFile, widening_words, word_vectors
 from cortex.services.memory import MemoryService, NewMemory
 from cortex.store import SQLiteStore
 
@@ -100,6 +101,37 @@ def test_word_vectors_embed_each_word_once_a_process(monkeypatch: pytest.MonkeyP
     assert widening_words(embedder, "Which weddings?", ["the bride smiled", "cake"]) == ["bride"]
 
 
+def test_word_vectors_outlive_the_process_in_a_private_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embeddings, "_words", {})
+    path = tmp_path / "cache" / "words.db"
+    first = MeaningEmbedder()
+    vectors = word_vectors(first, ["bride", "vows"], WordFile(path))
+    assert first.asked == ["bride", "vows"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    monkeypatch.setattr(embeddings, "_words", {})  # a later process: an empty memory
+    later = MeaningEmbedder()
+    again = word_vectors(later, ["vows", "bride", "cake"], WordFile(path))
+    assert later.asked == ["cake"]  # the others from the file
+    assert again["bride"] == vectors["bride"] and again["vows"] == vectors["vows"]
+
+
+def test_a_word_file_that_cannot_be_used_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embeddings, "_words", {})
+    garbage = tmp_path / "words.db"
+    garbage.write_bytes(b"not a database at all" * 100)
+    embedder = MeaningEmbedder()
+    file = WordFile(garbage)
+    assert set(word_vectors(embedder, ["bride"], file)) == {"bride"}  # embedded all the same
+    assert garbage.read_bytes() == b"not a database at all" * 100  # untouched
+    monkeypatch.setattr(embeddings, "_words", {})
+    word_vectors(embedder, ["bride"], file)  # not tried again: embedded again
+    assert embedder.asked == ["bride", "bride"]
+
+
 def test_search_lets_what_the_widening_finds_join_when_it_shares_a_question_term(
     make_config: Callable[..., Config],
     clock: FixedClock,
@@ -120,5 +152,7 @@ def test_search_lets_what_the_widening_finds_join_when_it_shares_a_question_term
     joined = [h for h in hits if h.memory.id == found.id]
     assert joined and "close in meaning to the question: bride, ceremony" in joined[0].why
     assert stranger.id not in {h.memory.id for h in hits}  # shares no term of the question
-    monkeypatch.setattr(expansion, "EXPANSION_MEMORIES", 0)  # the widening off
+    unwidened = MemoryService(store, make_config(search_widening=False), clock, MeaningEmbedder())
+    assert found.id not in {h.memory.id for h in unwidened.search(question, limit=10)}
+    monkeypatch.setattr(expansion, "EXPANSION_MEMORIES", 0)  # none of the closest: no words
     assert found.id not in {h.memory.id for h in svc.search(question, limit=10)}

@@ -336,6 +336,13 @@ SETTINGS: tuple[Setting, ...] = (
         "empty: lexical search alone.",
     ),
     Setting(
+        "search_widening",
+        bool,
+        True,
+        "With an embedder, a search also looks for the words that the memories closest to the "
+        "question in meaning use for its words (query expansion); false: its own words alone.",
+    ),
+    Setting(
         "consolidation_shadow",
         bool,
         True,
@@ -481,6 +488,7 @@ class Config:
     memory_consolidation_enabled: bool
     memory_procedural_enabled: bool
     embedder: str
+    search_widening: bool
     consolidation_shadow: bool
     consolidation_similarity: float
     consolidation_related: float

@@ -69,6 +69,8 @@ ITEM_OVERHEAD_TOKENS = 4
 """Tokens a context line costs beyond its content (bullet, layer tag, newline)."""
 EXPAND_SEEDS = 5
 LINK_DISCOUNT = 0.5
+WORDS = "words.db"
+"""The file under the home's ``cache`` folder where word vectors outlive a process."""
 SUMMARY_SNAPSHOTS = 3
 """Snapshot headers a session summary lists, newest first."""
 
@@ -182,7 +184,9 @@ class MemoryReader(Service):
 
             now = self.now_iso()
             similar = dense_ranking(self.store, self.embedder, query, flt, now)
-            lexical = self._widened(query, flt, pool, self._lexical(query, flt, pool), similar)
+            lexical = self._lexical(query, flt, pool)
+            if self.config.search_widening:
+                lexical = self._widened(query, flt, pool, lexical, similar)
             hits = self._neighboured(_voted(lexical), flt)
             hits = hybrid_rerank(self.store, self.embedder, query, flt, now, hits, similar)
         hits = hits[:limit]
@@ -227,12 +231,13 @@ class MemoryReader(Service):
         one of its own terms (``core.expansion``; ``similar``: the scope's memories by their
         closeness to it in meaning)."""
         from cortex.core.expansion import EXPANSION_MEMORIES, EXPANSION_WEIGHT
-        from cortex.services.embeddings import widening_words
+        from cortex.services.embeddings import widening_words, word_file
 
         assert self.embedder is not None
         now = self.now_iso()
         closest = self.store.memories_by_id([m for m, _ in similar[:EXPANSION_MEMORIES]], flt, now)
-        words = widening_words(self.embedder, query, [m.content for m in closest])
+        texts, file = [m.content for m in closest], word_file(self.config.home / "cache" / WORDS)
+        words = widening_words(self.embedder, query, texts, file)
         if not words:
             return ranked
         terms, held = query_terms(query), {h.memory.id for h in ranked}
