@@ -4,6 +4,7 @@ that knows a few words' meanings)."""
 
 from __future__ import annotations
 
+import sqlite3
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -130,6 +131,27 @@ def test_a_word_file_that_cannot_be_used_is_left_alone(
     monkeypatch.setattr(embeddings, "_words", {})
     word_vectors(embedder, ["bride"], file)  # not tried again: embedded again
     assert embedder.asked == ["bride", "bride"]
+
+
+def test_a_word_file_locked_by_another_process_is_skipped_that_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embeddings, "_words", {})
+    path = tmp_path / "words.db"
+    file = WordFile(path)
+    word_vectors(MeaningEmbedder(), ["bride"], file)  # creates the file
+    other = sqlite3.connect(path)
+    other.execute("BEGIN EXCLUSIVE")  # another process writing
+    monkeypatch.setattr(embeddings, "_words", {})
+    embedder = MeaningEmbedder()
+    assert set(word_vectors(embedder, ["bride", "vows"], file)) == {"bride", "vows"}
+    assert embedder.asked == ["bride", "vows"]  # the file could not be read: embedded
+    other.rollback()
+    other.close()
+    monkeypatch.setattr(embeddings, "_words", {})
+    later = MeaningEmbedder()
+    word_vectors(later, ["bride"], file)
+    assert later.asked == []  # the file is used again once the lock is gone
 
 
 def test_search_lets_what_the_widening_finds_join_when_it_shares_a_question_term(

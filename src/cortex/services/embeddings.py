@@ -263,7 +263,8 @@ class WordFile:
     one-shot ``cortex memory search`` would otherwise embed the words near its question each
     time (about 1 ms a word). A word's vector is the model's alone, so the file holds nothing
     a memory does not. It fails open: a file that cannot be read or written is not used again
-    by this process, and the words are embedded as if it were not there."""
+    by this process (one another process holds locked past the timeout is skipped that once),
+    and the words are embedded as if it were not there."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -299,6 +300,10 @@ class WordFile:
                         return list(self._db.execute(sql, rows[0]).fetchall())
                     self._db.executemany(sql, rows)
                     return []
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc):  # another process writing: the next call may not
+                    self._failed = True
+                return []
             except (sqlite3.Error, OSError, StorageError):
                 self._failed = True
                 return []
