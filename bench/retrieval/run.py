@@ -18,8 +18,9 @@ Systems, each indexing the same units per haystack:
 - ``cortex``: the same with each memory captured in its conversation's session, in order, so
   that a session's other candidates vote for it (``cortex.core.retrieval.session_votes``) and
   so do the turns next to it (``neighbour_votes``, ``context_neighbours``);
-- ``cortex+<embedder>``: the same service with an embedder (hybrid: the lexical ranking
-  plus a bonus for meaning, ``core.retrieval.dense_bonus``).
+- ``cortex+<embedder>``: the same service with an embedder (hybrid: the question widened
+  with the closest memories' words, ``core.expansion``, then the lexical ranking plus a bonus
+  for meaning, ``core.retrieval.dense_bonus``).
 
 Writes ``bench/results/retrieval.json`` (with, per system, every question's ``answers``: the
 rank of each gold unit, None when outside the ranking, and its scores: what a miss analysis
