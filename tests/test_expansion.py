@@ -22,9 +22,10 @@ from cortex.core.expansion import (
     widenable_terms,
 )
 from cortex.services import embeddings
-from cortex.services.embeddings import HashingEmbedder, WordFile, widening_words, word_vectors
+from cortex.services.embeddings import HashingEmbedder, widening_words, word_vectors
 from cortex.services.memory import MemoryService, NewMemory
 from cortex.store import SQLiteStore
+from cortex.store.vector_file import VectorFile
 
 
 def test_widenable_terms_leave_out_names_common_words_and_numbers() -> None:
@@ -108,12 +109,12 @@ def test_word_vectors_outlive_the_process_in_a_private_file(
     monkeypatch.setattr(embeddings, "_words", {})
     path = tmp_path / "cache" / "words.db"
     first = MeaningEmbedder()
-    vectors = word_vectors(first, ["bride", "vows"], WordFile(path))
+    vectors = word_vectors(first, ["bride", "vows"], VectorFile(path))
     assert first.asked == ["bride", "vows"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     monkeypatch.setattr(embeddings, "_words", {})  # a later process: an empty memory
     later = MeaningEmbedder()
-    again = word_vectors(later, ["vows", "bride", "cake"], WordFile(path))
+    again = word_vectors(later, ["vows", "bride", "cake"], VectorFile(path))
     assert later.asked == ["cake"]  # the others from the file
     assert again["bride"] == vectors["bride"] and again["vows"] == vectors["vows"]
 
@@ -125,7 +126,7 @@ def test_a_word_file_that_cannot_be_used_is_left_alone(
     garbage = tmp_path / "words.db"
     garbage.write_bytes(b"not a database at all" * 100)
     embedder = MeaningEmbedder()
-    file = WordFile(garbage)
+    file = VectorFile(garbage)
     assert set(word_vectors(embedder, ["bride"], file)) == {"bride"}  # embedded all the same
     assert garbage.read_bytes() == b"not a database at all" * 100  # untouched
     monkeypatch.setattr(embeddings, "_words", {})
@@ -138,7 +139,7 @@ def test_a_word_file_locked_by_another_process_is_skipped_that_once(
 ) -> None:
     monkeypatch.setattr(embeddings, "_words", {})
     path = tmp_path / "words.db"
-    file = WordFile(path)
+    file = VectorFile(path)
     word_vectors(MeaningEmbedder(), ["bride"], file)  # creates the file
     other = sqlite3.connect(path)
     other.execute("BEGIN EXCLUSIVE")  # another process writing

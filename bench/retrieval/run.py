@@ -67,6 +67,7 @@ from cortex.services.embeddings import from_blob, shared_embedder, to_blob  # no
 from cortex.services.memory import MemoryService, NewMemory  # noqa: E402
 from cortex.services.sessions.manager import SessionPersistenceManager  # noqa: E402
 from cortex.store import open_store  # noqa: E402
+from cortex.store.vector_file import VectorFile  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results"
@@ -100,38 +101,27 @@ def plain_bm25(tokenizer: str) -> Callable[[Corpus], Search]:
 
 
 class CachedEmbedder:
-    """An embedder whose vectors are kept in a SQLite file by the text's digest, so that a
-    rerun of the benchmark (a change to the ranking, not to the model) embeds nothing it
-    embedded before: the model's vectors of a text never change, and embedding LongMemEval's
-    turns is nearly all of a hybrid run's time. The file is named after the model."""
+    """An embedder whose vectors are kept in a file by the text's digest
+    (``cortex.store.vector_file``), so that a rerun of the benchmark (a change to the ranking,
+    not to the model) embeds nothing it embedded before: the model's vectors of a text never
+    change, and embedding LongMemEval's turns is nearly all of a hybrid run's time. The file
+    is named after the model."""
 
     def __init__(self, inner: Any, folder: Path) -> None:
         self.inner, self.model, self.dim = inner, inner.model, inner.dim
-        folder.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(folder / f"embeddings-{inner.model}.db")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (digest BLOB PRIMARY KEY, vector BLOB NOT NULL)"
-        )
+        self.file = VectorFile(folder / f"embeddings-{inner.model}.db")
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        digests = [hashlib.sha256(t.encode()).digest() for t in texts]
+        digests = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         text_of = dict(zip(digests, texts, strict=True))  # (each text once)
-        wanted = list(text_of)
-        found: dict[bytes, list[float]] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})"
-            found.update((d, list(from_blob(v))) for d, v in self.db.execute(sql, chunk))
-        missing = [d for d in wanted if d not in found]
+        found = self.file.get(self.model, list(text_of))
+        missing = [d for d in text_of if d not in found]
         if missing:
             vectors = self.inner.embed([text_of[d] for d in missing])
             blobs = dict(zip(missing, map(to_blob, vectors), strict=True))
-            with self.db:
-                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", blobs.items())
-            # as stored (float32, as the store keeps them): a first run gives what a rerun does
-            found.update((d, list(from_blob(blob))) for d, blob in blobs.items())
-        return [found[d] for d in digests]
+            self.file.put(self.model, blobs)
+            found |= blobs  # as stored (float32): a first run gives what a rerun does
+        return [list(from_blob(found[d])) for d in digests]
 
 
 @functools.cache

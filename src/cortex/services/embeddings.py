@@ -28,9 +28,7 @@ import functools
 import hashlib
 import importlib.util
 import math
-import os
 import re
-import sqlite3
 import threading
 from array import array
 from collections.abc import Callable, Sequence
@@ -42,8 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cortex.core.expansion import expansion_words, vocabulary, widenable_terms
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
 from cortex.core.retrieval import dense_pool, dense_scores
-from cortex.errors import ConfigError, StorageError
-from cortex.files import ensure_dir
+from cortex.errors import ConfigError
+from cortex.store.vector_file import VectorFile
 
 if TYPE_CHECKING:
     from cortex.store.protocol import Store
@@ -258,75 +256,14 @@ _words: dict[tuple[str, str], bytes] = {}
 _words_lock = threading.Lock()
 
 
-class WordFile:
-    """Word vectors kept on disk for the next processes (``<home>/cache/words.db``, 0600): a
-    one-shot ``cortex memory search`` would otherwise embed the words near its question each
-    time (about 1 ms a word). A word's vector is the model's alone, so the file holds nothing
-    a memory does not. It fails open: a file that cannot be read or written is not used again
-    by this process (one another process holds locked past the timeout is skipped that once),
-    and the words are embedded as if it were not there."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db: sqlite3.Connection | None = None
-        self._failed = False
-        self._lock = threading.Lock()
-
-    def get(self, model: str, words: Sequence[str]) -> dict[str, bytes]:
-        """The vectors of ``words`` the file holds."""
-        found: dict[str, bytes] = {}
-        for start in range(0, len(words), 500):  # (older SQLite takes 999 parameters)
-            chunk = list(words[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT word, vector FROM words WHERE model = ? AND word IN ({marks})"
-            found.update(self._run(sql, [[model, *chunk]]))
-        return found
-
-    def put(self, model: str, vectors: dict[str, bytes]) -> None:
-        """Keep ``vectors`` for the next processes."""
-        sql = "INSERT OR IGNORE INTO words (model, word, vector) VALUES (?, ?, ?)"
-        self._run(sql, [(model, word, blob) for word, blob in vectors.items()])
-
-    def _run(self, sql: str, rows: Sequence[Sequence[object]]) -> list[tuple[str, bytes]]:
-        """``sql`` once per row of parameters, in one transaction; what a query returns."""
-        with self._lock:
-            if self._failed:
-                return []
-            try:
-                if self._db is None:
-                    self._db = self._open()
-                with self._db:
-                    if len(rows) == 1:
-                        return list(self._db.execute(sql, rows[0]).fetchall())
-                    self._db.executemany(sql, rows)
-                    return []
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc):  # another process writing: the next call may not
-                    self._failed = True
-                return []
-            except (sqlite3.Error, OSError, StorageError):
-                self._failed = True
-                return []
-
-    def _open(self) -> sqlite3.Connection:
-        ensure_dir(self.path.parent)
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # 0600 whatever the umask
-        db = sqlite3.connect(self.path, timeout=1.0, check_same_thread=False)
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS words (model TEXT NOT NULL, word TEXT NOT NULL, "
-            "vector BLOB NOT NULL, PRIMARY KEY (model, word)) WITHOUT ROWID"
-        )
-        return db
-
-
 @functools.cache
-def word_file(path: Path) -> WordFile:
-    """The process's one ``WordFile`` of ``path``."""
-    return WordFile(path)
+def word_file(path: Path) -> VectorFile:
+    """The process's one ``VectorFile`` of ``path`` (where word vectors outlive a process)."""
+    return VectorFile(path)
 
 
 def word_vectors(
-    embedder: Embedder, words: Sequence[str], file: WordFile | None = None
+    embedder: Embedder, words: Sequence[str], file: VectorFile | None = None
 ) -> dict[str, bytes]:
     """Each of ``words``' vector (float32 bytes): from the process's memory (``WORD_CACHE``;
     the oldest go first when it is full), else from ``file``, else embedded (and kept in
@@ -352,7 +289,7 @@ def word_vectors(
 
 
 def widening_words(
-    embedder: Embedder, question: str, texts: Sequence[str], file: WordFile | None = None
+    embedder: Embedder, question: str, texts: Sequence[str], file: VectorFile | None = None
 ) -> list[str]:
     """The words that widen ``question``, drawn from ``texts`` (``core.expansion``; ``file``:
     where word vectors are kept between processes)."""
