@@ -73,7 +73,7 @@ def from_haystack(words: dict[str, list[str]]) -> Iterator[None]:
     """The search's widening words taken from ``words`` (by question) inside."""
     shipped = meaning.widening_words
 
-    def planned(embedder: Any, question: str, texts: Sequence[str]) -> list[str]:
+    def planned(embedder: Any, question: str, texts: Sequence[str], file: Any = None) -> list[str]:
         return words.get(question, [])
 
     meaning.widening_words = planned  # the search imports it per call

@@ -324,17 +324,19 @@ def hybrid_rerank(
     now: str,
     lexical: list[ScoredMemory],
     similar: list[tuple[str, float]] | None = None,
+    read: Sequence[Memory] = (),
 ) -> list[ScoredMemory]:
     """``lexical`` with what meaning adds (``core.retrieval.dense_scores``), and the memories
     meaning alone finds; best first, scores relative to the best. Only the memories that
-    join are read whole, in one batch: the lexical hits carry theirs. ``similar``: the
-    ``dense_ranking`` of ``query`` when the caller has it already."""
+    join are read whole, in one batch: the lexical hits carry theirs, and ``read`` holds
+    memories the caller read already. ``similar``: the ``dense_ranking`` of ``query`` when
+    the caller has it already."""
     if similar is None:
         similar = dense_ranking(store, embedder, query, flt, now)
     held = {h.memory.id: h for h in lexical}
     pool = dense_pool(similar, held)
-    joining = [memory_id for memory_id, _, _ in pool if memory_id not in held]
-    memories = {h.memory.id: h.memory for h in lexical}
+    memories = {m.id: m for m in read} | {h.memory.id: h.memory for h in lexical}
+    joining = [memory_id for memory_id, _, _ in pool if memory_id not in memories]
     memories.update((m.id, m) for m in store.memories_by_id(joining, flt, now))
     added = [(memory_id, cosine) for memory_id, cosine, _ in pool if memory_id in memories]
     if not added:  # (a joiner forgotten since its vector was read adds nothing)

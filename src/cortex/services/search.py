@@ -184,11 +184,11 @@ class MemoryReader(Service):
 
             now = self.now_iso()
             similar = dense_ranking(self.store, self.embedder, query, flt, now)
-            lexical = self._lexical(query, flt, pool)
+            lexical, closest = self._lexical(query, flt, pool), builtins.list[Memory]()
             if self.config.search_widening:
-                lexical = self._widened(query, flt, pool, lexical, similar)
+                lexical, closest = self._widened(query, flt, pool, lexical, similar)
             hits = self._neighboured(_voted(lexical), flt)
-            hits = hybrid_rerank(self.store, self.embedder, query, flt, now, hits, similar)
+            hits = hybrid_rerank(self.store, self.embedder, query, flt, now, hits, similar, closest)
         hits = hits[:limit]
         if expand and hits:
             hits = self._expand(hits, flt, limit)
@@ -226,10 +226,11 @@ class MemoryReader(Service):
         pool: int,
         ranked: builtins.list[ScoredMemory],
         similar: Sequence[tuple[str, float]],
-    ) -> builtins.list[ScoredMemory]:
+    ) -> tuple[builtins.list[ScoredMemory], builtins.list[Memory]]:
         """``ranked`` with the memories that the words widening ``query`` find and that hold
         one of its own terms (``core.expansion``; ``similar``: the scope's memories by their
-        closeness to it in meaning)."""
+        closeness to it in meaning), and the closest memories it read (whose words widen it;
+        the meaning side reads none of them again)."""
         from cortex.core.expansion import EXPANSION_MEMORIES, EXPANSION_WEIGHT
         from cortex.services.embeddings import widening_words, word_file
 
@@ -239,7 +240,7 @@ class MemoryReader(Service):
         texts, file = [m.content for m in closest], word_file(self.config.home / "cache" / WORDS)
         words = widening_words(self.embedder, query, texts, file)
         if not words:
-            return ranked
+            return ranked, closest
         terms, held = query_terms(query), {h.memory.id for h in ranked}
         best = ranked[0].score if ranked else 1.0
         why = "close in meaning to the question: " + ", ".join(words[:3])
@@ -249,8 +250,8 @@ class MemoryReader(Service):
             if r > 0 and m.id not in held and matched_terms(terms, memory_text(m))
         ]
         if not joining:
-            return ranked
-        return sorted(ranked + joining, key=lambda h: -h.score)[:pool]
+            return ranked, closest
+        return sorted(ranked + joining, key=lambda h: -h.score)[:pool], closest
 
     def _neighboured(
         self, hits: builtins.list[ScoredMemory], flt: MemoryFilter
