@@ -251,4 +251,6 @@ def test_expansion_bench_sets_the_constants_for_a_run_and_puts_them_back() -> No
         with expansion.from_haystack({"q?": ["bride"]}):
             assert meaning.widening_words(None, "q?", []) == ["bride"]  # type: ignore[arg-type]
             assert meaning.widening_words(None, "other?", ["x"]) == []  # type: ignore[arg-type]
+            # as the search calls it, with the word file
+            assert meaning.widening_words(None, "q?", [], None) == ["bride"]  # type: ignore[arg-type]
     assert (shipped.EXPANSION_MEMORIES, shipped.EXPANSION_WEIGHT, meaning.widening_words) == before

@@ -28,7 +28,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run  # noqa: E402 - next to this file
-from fusion import LOCOMO_HEADLINE, SUITES, corpora_of  # noqa: E402
 from metrics import Corpus  # noqa: E402
 
 import cortex.core.expansion as expansion  # noqa: E402
@@ -86,12 +85,7 @@ def from_haystack(words: dict[str, list[str]]) -> Iterator[None]:
 def measure(sets: dict[str, list[Corpus]]) -> dict[str, Any]:
     """``run.py``'s report of ``cortex+minilm`` on every set, as things stand."""
     build: Callable[[Corpus], run.Search] = run.cortex_search("minilm", cache=run.RESULTS)
-    report = {}
-    for suite, depth in SUITES:
-        scorer = run.locomo_score if suite == "locomo" else run.lme_score(suite[4:])
-        cats = list(LOCOMO_HEADLINE) if suite == "locomo" else None
-        report[suite] = run.run_suite(suite, sets[suite], {"x": build}, depth, scorer, cats)["x"]
-    return report
+    return {suite: systems["x"] for suite, systems in run.run_suites(sets, {"x": build}).items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,7 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     values = {k: getattr(args, k) for k in SETTINGS if getattr(args, k) is not None}
-    sets = corpora_of(run.DATA)
+    if any(v < 0 for v in values.values()) or values.get("min_cosine", 0) > 1:
+        parser.error("--memories, --weight and --per-term take 0 or more, --min-cosine 0 to 1")
+    sets = run.corpora_of(run.DATA)
     with settings({"memories": 0}):
         off = measure(sets)
     with settings(values):
@@ -118,18 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             on = measure(sets)
     for question in list(words or {})[: args.show]:
         print(f"{question}  +{(words or {})[question]}")
-    report = {suite: {"off": off[suite], "on": on[suite]} for suite, _ in SUITES}
+    report = {suite: {"off": off[suite], "on": on[suite]} for suite in off}
     if args.json:
         print(json.dumps({s: {k: v["overall"] for k, v in r.items()} for s, r in report.items()}))
-        return 0
-    print(run.markdown("LoCoMo, turn level (overall = categories 1-4)", report["locomo"],
-                       [*LOCOMO_HEADLINE, "adversarial"], "overall 1-4"))  # fmt: skip
-    print()
-    print(run.per_conversation(report["locomo"]))
-    for suite, title in (("lme_session", "session"), ("lme_turn", "turn")):
-        kinds = sorted(report[suite]["off"]["table"])
-        print()
-        print(run.markdown(f"LongMemEval_S, {title} level", report[suite], kinds, "overall"))
+    else:
+        print(run.report_markdown(report))
     return 0
 
 

@@ -40,7 +40,6 @@ import contextlib
 import io
 import itertools
 import json
-import lzma
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +50,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run  # noqa: E402 - next to this file
-from metrics import Corpus, locomo_corpora, longmemeval_corpora  # noqa: E402
+from metrics import Corpus  # noqa: E402
+from run import SUITES  # noqa: E402
 
 import cortex.services.embeddings as meaning  # noqa: E402
 from cortex.core.retrieval import (  # noqa: E402
@@ -64,9 +64,6 @@ from cortex.core.retrieval import (  # noqa: E402
     dense_scores,
 )
 
-LOCOMO_HEADLINE = ("multi-hop", "temporal", "open-domain", "single-hop")
-SUITES = (("locomo", 50), ("lme_session", 10), ("lme_turn", 10))
-"""Each set and the depth ``run.py`` asks it at."""
 COLUMNS = (  # (label, suite, category or None for the headline mean, metric)
     ("R@10", "locomo", None, "R@10"),
     ("multi-hop", "locomo", "multi-hop", "R@10"),
@@ -155,17 +152,6 @@ def captured() -> Iterator[dict[str, Any]]:
         yield seen
     finally:
         meaning.hybrid_rerank, meaning.dense_ranking = rerank, ranking
-
-
-def corpora_of(data: Path) -> dict[str, list[Corpus]]:
-    locomo = json.loads((data / "locomo-dev.json").read_text())
-    with lzma.open(data / "longmemeval-s-dev.json.xz") as fh:
-        lme = json.load(fh)
-    return {
-        "locomo": locomo_corpora(locomo),
-        "lme_session": longmemeval_corpora(lme, "session"),
-        "lme_turn": longmemeval_corpora(lme, "turn"),
-    }
 
 
 def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Recording:
@@ -305,12 +291,10 @@ def score_variant(
     """``run.py``'s report of one variant (per set: the table, the headline mean, each
     corpus's), ranking from the recording."""
     report = {}
-    for suite, depth in SUITES:
+    for suite, _ in SUITES:
         build = partial(_replay, recording, suite, fuse)
-        scorer = run.locomo_score if suite == "locomo" else run.lme_score(suite[4:])
-        cats = LOCOMO_HEADLINE if suite == "locomo" else None
         with contextlib.redirect_stderr(io.StringIO()):
-            result = run.run_suite(suite, sets[suite], {"v": build}, depth, scorer, cats)["v"]
+            result = run.run_suites({suite: sets[suite]}, {"v": build})[suite]["v"]
         report[suite] = {k: result[k] for k in ("table", "overall", "per_corpus", "answers")}
     return report
 
@@ -383,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants = {name: parse_variant(name) for name in names}
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
-    sets = corpora_of(args.data)
+    sets = run.corpora_of(args.data)
     path = args.results / f"fusion-{args.embeddings}.json"
     if args.record or not path.exists():
         cache = None if args.no_embedding_cache else args.results

@@ -385,6 +385,58 @@ def run_suite(
     return out
 
 
+LOCOMO_HEADLINE = ["multi-hop", "temporal", "open-domain", "single-hop"]
+"""LoCoMo's categories in its headline figure (adversarial questions are reported apart)."""
+SUITES = (("locomo", 50), ("lme_session", 10), ("lme_turn", 10))
+"""Each set and the depth a system is asked to rank it to."""
+
+
+def corpora_of(
+    data: Path, quick: bool = False, locomo_only: bool = False
+) -> dict[str, list[Corpus]]:
+    """The sets of ``SUITES`` from the dev data in ``data`` (``quick``: 2 conversations and
+    20 questions; ``locomo_only``: no LongMemEval)."""
+    locomo = json.loads((data / "locomo-dev.json").read_text())
+    with lzma.open(data / "longmemeval-s-dev.json.xz") as fh:
+        lme = json.load(fh)
+    if quick:
+        locomo, lme = locomo[:2], lme[:20]
+    sets = {"locomo": locomo_corpora(locomo)}
+    if not locomo_only:
+        sets |= {f"lme_{level}": longmemeval_corpora(lme, level) for level in LME_METRICS}
+    return sets
+
+
+def run_suites(
+    sets: dict[str, list[Corpus]], systems: dict[str, Callable[[Corpus], Search]]
+) -> dict[str, dict[str, Any]]:
+    """``run_suite`` of each of ``sets`` (in ``SUITES``' order) for ``systems``."""
+    report = {}
+    for suite, depth in SUITES:
+        if suite in sets:
+            locomo = suite == "locomo"
+            score = locomo_score if locomo else lme_score(suite.removeprefix("lme_"))
+            cats = LOCOMO_HEADLINE if locomo else None
+            name = suite.replace("_", " ")
+            report[suite] = run_suite(name, sets[suite], systems, depth, score, cats)
+    return report
+
+
+def report_markdown(report: dict[str, dict[str, Any]]) -> str:
+    """The tables of ``run_suites``' report: LoCoMo's, per conversation, LongMemEval's."""
+    headline = [*LOCOMO_HEADLINE, "adversarial"]
+    parts = [
+        markdown("LoCoMo, turn level (overall = categories 1-4)", report["locomo"], headline,
+                 "overall 1-4"),
+        per_conversation(report["locomo"]),
+    ]  # fmt: skip
+    if "lme_session" in report:
+        kinds = sorted(next(iter(report["lme_session"].values()))["table"])
+        for suite, level in (("lme_session", "session"), ("lme_turn", "turn")):
+            parts.append(markdown(f"LongMemEval_S, {level} level", report[suite], kinds, "overall"))
+    return "\n\n".join(parts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 conversations, 20 questions")
@@ -400,13 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--systems", help="comma-separated systems to run (default: all), e.g. bm25,cortex"
     )
     args = parser.parse_args(argv)
-    locomo = json.loads((args.data / "locomo-dev.json").read_text())
-    with lzma.open(args.data / "longmemeval-s-dev.json.xz") as fh:
-        lme = json.load(fh)
-    if args.quick:
-        locomo, lme = locomo[:2], lme[:20]
-    if args.locomo_only:
-        lme = []
+    sets = corpora_of(args.data, args.quick, args.locomo_only)
     systems: dict[str, Callable[[Corpus], Search]] = {
         "bm25": plain_bm25("unicode61"),
         "bm25-porter": plain_bm25("porter unicode61"),
@@ -422,29 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown systems {unknown}; choose from {sorted(systems)}")
         systems = {name: systems[name] for name in chosen}
-    cats14 = ["multi-hop", "temporal", "open-domain", "single-hop"]
-    report = {
-        "locomo": run_suite("locomo", locomo_corpora(locomo), systems, 50, locomo_score, cats14)
-    }
-    for level in LME_METRICS if lme else ():
-        corpora = longmemeval_corpora(lme, level)
-        report[f"lme_{level}"] = run_suite(
-            f"lme {level}", corpora, systems, 10, lme_score(level), None
-        )
+    report = run_suites(sets, systems)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "retrieval-locomo.json" if args.locomo_only else "retrieval.json"
     (RESULTS / name).write_text(json.dumps(report, indent=2))
-    print(markdown("LoCoMo, turn level (overall = categories 1-4)", report["locomo"],
-                   [*cats14, "adversarial"], "overall 1-4"))  # fmt: skip
-    print()
-    print(per_conversation(report["locomo"]))
-    if not lme:
-        return 0
-    lme_types = sorted(next(iter(report["lme_session"].values()))["table"])
-    print()
-    print(markdown("LongMemEval_S, session level", report["lme_session"], lme_types, "overall"))
-    print()
-    print(markdown("LongMemEval_S, turn level", report["lme_turn"], lme_types, "overall"))
+    print(report_markdown(report))
     return 0
 
 
