@@ -268,10 +268,10 @@ def word_vectors(
     """Each of ``words``' vector (float32 bytes): from the process's memory (``WORD_CACHE``;
     the oldest go first when it is full), else from ``file``, else embedded (and kept in
     both)."""
-    found = {w: _words.get((embedder.model, w)) for w in words}
-    missing = [w for w, blob in found.items() if blob is None]
+    found = {w: blob for w in words if (blob := _words.get((embedder.model, w))) is not None}
+    missing = [w for w in dict.fromkeys(words) if w not in found]
     if not missing:
-        return found  # type: ignore[return-value]  # (none is None)
+        return found
     known = file.get(embedder.model, missing) if file is not None else {}
     embedded = [w for w in missing if w not in known]
     new = (
@@ -284,8 +284,7 @@ def word_vectors(
             if len(_words) >= WORD_CACHE:
                 del _words[next(iter(_words))]
             _words[(embedder.model, word)] = blob
-    found.update(known | new)
-    return {w: blob for w, blob in found.items() if blob is not None}
+    return found | known | new
 
 
 def widening_words(
