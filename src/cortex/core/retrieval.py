@@ -167,7 +167,8 @@ STOPWORDS = frozenset(
     been before being below between both but by can cannot could couldn did didn do does
     doesn doing don down during each else ever few for from further get got had hadn has
     hasn have haven having he her here hers herself him himself his how i if in into is isn
-    it its itself just kind let like ll me might more most much must mustn my myself no nor
+    it its itself just kind let like ll me mention mentioned mentions might more most much must
+    mustn my myself no nor
     not now of off on once only or other ought our ours ourselves out over own please re
     recently same say said shan she should shouldn so some such tell than that the their
     theirs them themselves then there these they this those through to too under until up
@@ -179,13 +180,16 @@ STOPWORDS = frozenset(
 
 
 def query_terms(text: str) -> list[str]:
-    """The distinct search terms of ``text``: lowercased words, stop words dropped.
+    """The distinct search terms of ``text``: lowercased words, stop words and the words of
+    its question frame and relative dates dropped (``_NOT_TERMS``).
 
-    A text of stop words only keeps them (so it still matches); at most ``MAX_QUERY_TERMS``.
+    A text of such words only keeps them (so it still matches); at most ``MAX_QUERY_TERMS``.
     """
-    words = [w[:MAX_TERM_CHARS] for w in _WORD.findall(text.lower())]
-    words = [w for w in words if w.strip("_")]
-    kept = [w for w in words if w not in STOPWORDS] or words
+    lowered = text.lower()
+    words = [w[:MAX_TERM_CHARS] for w in _WORD.findall(_NOT_TERMS.sub(" ", lowered))]
+    kept = [w for w in words if w.strip("_") and w not in STOPWORDS]
+    if not kept:
+        kept = [w[:MAX_TERM_CHARS] for w in _WORD.findall(lowered) if w.strip("_")]
     return list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
 
 
@@ -245,10 +249,18 @@ _ISO_DATE = r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"
 
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
            "a couple of": 2, "couple of": 2, "a few": 3, "few": 3}  # fmt: skip
-_AGO = (
-    r"\b(?P<count>\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
-    + r")\s+(?P<unit>day|week|month)s?\s+ago\b"
+_COUNT = r"\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
+_AGO = r"\b(?P<count>" + _COUNT + r")\s+(?P<unit>day|week|month)s?\s+ago\b"
+_NOT_TERMS = re.compile(
+    r"\bhow many(?: times)?\b"  # the question's frame, not its subject
+    r"|" + _AGO  # placed in time by ``relative_dates``
+    + r"|\b(?:this|next|(?:last|past) (?:" + _COUNT + r"))\s+(?:day|week|weekend|month|year)s?\b",
+    re.IGNORECASE,  # (the last: "this year", "the past few months")
 )  # fmt: skip
+"""What ``query_terms`` leaves out of a question besides stop words. "How many weddings have
+I attended in the last two months?" searches for weddings and attended: "many", "two" and
+"months" are no words its answer shares (the span is the question's time, not the memory's);
+"last weekend" alone stays, as memories tell of it in those words."""
 _LAST_DAY = r"\b(?:last|this past) (?P<weekday>" + "|".join(_WEEKDAYS) + r")\b"
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30}
 _DATE_HINT = re.compile(r"(?:19|20)\d\d|\bago\b|yesterday|\b(?:last|past) ", re.IGNORECASE)
