@@ -83,12 +83,13 @@ NOW = datetime(2026, 2, 16, 9, tzinfo=UTC)
         # the question's frame and the time it is asked about are no words its answer shares
         ("How many weddings have I attended this year?", ["weddings", "attended"]),
         ("How many times did Mel go to the beach?", ["mel", "go", "beach"]),
-        ("How long have I been in my current role?", ["current", "role"]),
         ("jewelry I got in the past few months", ["jewelry"]),
         ("what I cooked a couple of days ago", ["cooked"]),
         ("When did Gina mention her shop?", ["gina", "shop"]),
-        # a frame's words elsewhere are the subject; a past point in time is how memories say it
+        # "many" elsewhere is a subject, "how long" is no frame (docs/benchmarks.md measures it),
+        # and a past point in time is how memories say it
         ("so many dogs, a long walk", ["many", "dogs", "long", "walk"]),
+        ("How long have I been in my current role?", ["long", "current", "role"]),
         ("where did John volunteer last weekend?", ["john", "volunteer", "last", "weekend"]),
         ("how many", ["how", "many"]),  # nothing else: kept, so something matches
     ],
