@@ -17,7 +17,13 @@ import pytest
 from cortex.clock import FixedClock
 from cortex.config import Config
 from cortex.core.memory_models import ScoredMemory
-from cortex.core.retrieval import DENSE_FULL_WORDS, DENSE_JOIN, DENSE_POOL, DENSE_WEIGHT
+from cortex.core.retrieval import (
+    DATED_MEANING_SHARE,
+    DENSE_FULL_WORDS,
+    DENSE_JOIN,
+    DENSE_POOL,
+    DENSE_WEIGHT,
+)
 from cortex.errors import ConfigError
 from cortex.services.embeddings import (
     HashingEmbedder,
@@ -212,6 +218,26 @@ def test_hybrid_search_ranks_as_its_definition(
         assert {h.memory.id for h in found} <= seen | {plain}
         assert all("similar in meaning" not in h.why for h in found if h.memory.id == plain)
     assert hybrid.search("kubrnetes", expand=False)[0].why.startswith("similar in meaning")
+
+
+def test_meaning_weighs_less_outside_the_days_a_relative_date_names(
+    make_config: Callable[..., Config], clock: FixedClock, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "brain.db")
+    svc = MemoryService(store, make_config(), clock, embedder=HashingEmbedder())
+    for text in ("lunch order for friday", "dentist on tuesday", "renew the passport"):
+        svc.add(text)
+    then = svc.add("kubernetes cluster upgrade").memory.id  # two weeks before the questions
+    clock.advance(hours=14 * 24)
+    now = svc.add("kubernetes cluster upgrade").memory.id  # the same words, today
+    for text in ("water the plants", "book the flights", "call the bank"):
+        svc.add(text)
+    # no word of either question finds them: meaning alone ranks them
+    dated = svc.search("kubrnetes two weeks ago", expand=False)
+    assert [h.memory.id for h in dated[:2]] == [then, now]
+    assert dated[1].score == pytest.approx(dated[0].score * DATED_MEANING_SHARE)
+    undated = {h.memory.id: h.score for h in svc.search("kubrnetes lately", expand=False)}
+    assert undated[now] == pytest.approx(undated[then])
 
 
 def test_without_any_vector_the_hybrid_is_the_lexical_search(

@@ -18,6 +18,7 @@ from cortex.core.retrieval import (
     COVERAGE_FULL_WORDS,
     COVERAGE_WEIGHT,
     DATE_BOOST,
+    DATED_MEANING_SHARE,
     DENSE_FULL_WORDS,
     DENSE_POOL,
     DENSE_WEIGHT,
@@ -38,6 +39,7 @@ from cortex.core.retrieval import (
     dense_scores,
     fts_query,
     like_patterns,
+    meaning_share,
     mentions_time,
     neighbour_votes,
     normalize_tags,
@@ -192,6 +194,17 @@ def test_dense_pool_and_scores_add_meaning_to_the_hits_and_let_close_ones_join()
     # a pool member whose words are unknown (gone from the store) adds nothing and joins not
     assert dense_scores(lexical, pool, {"b": 0}) == {"x": 1.0, "b": 0.5}
     assert dense_bonus(0.5, 100, weight=1.0, full_words=100, power=1.0) == 0.5
+    # a share below 1 (a memory made outside a relative date's days) takes part of the bonus
+    halved = dense_scores(lexical, pool, words, shares={"a": 0.5})
+    assert halved == pytest.approx({**scores, "a": DENSE_WEIGHT / 2})
+
+
+def test_meaning_is_shared_out_by_the_days_a_relative_date_names() -> None:
+    span = ("2023-05-02", "2023-05-04")
+    assert meaning_share(span, "2023-05-03T10:00:00.000000Z") == 1.0
+    assert meaning_share(span, "2023-05-04T23:59:00.000000Z") == 1.0
+    assert meaning_share(span, "2023-05-05T00:00:00.000000Z") == DATED_MEANING_SHARE
+    assert meaning_share(None, "2020-01-01T00:00:00.000000Z") == 1.0
 
 
 def test_stopwords_keep_content_words() -> None:

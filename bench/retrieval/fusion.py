@@ -8,7 +8,9 @@
 A first run records, for every question of the LoCoMo and LongMemEval_S dev sets (as
 ``run.py`` asks them, through the real ``MemoryService`` with the embeddings extra), what the
 meaning side of the search is given: the lexical hits with their scores, the cosine of every
-unit in the haystack to the question, and the service's own ranking. The recording goes to
+unit in the haystack to the question, the share of meaning's bonus each unit keeps (less for
+one made outside the days a relative date of the question names), and the service's own
+ranking. The recording goes to
 ``bench/results/fusion-<model>.json``; with ``run.py``'s embeddings cache it takes about 30 s.
 Each variant then ranks those inputs again, which takes a second or two, and is scored as
 ``run.py`` scores a system.
@@ -54,6 +56,7 @@ from metrics import Corpus  # noqa: E402
 from run import SUITES  # noqa: E402
 
 import cortex.services.embeddings as meaning  # noqa: E402
+from cortex.clock import parse_time  # noqa: E402
 from cortex.core.retrieval import (  # noqa: E402
     DENSE_FULL_WORDS,
     DENSE_JOIN,
@@ -62,6 +65,8 @@ from cortex.core.retrieval import (  # noqa: E402
     dense_bonus,
     dense_pool,
     dense_scores,
+    meaning_share,
+    relative_dates,
 )
 
 COLUMNS = (  # (label, suite, category or None for the headline mean, metric)
@@ -96,6 +101,8 @@ class Pools:
     lexical: list[tuple[str, float]]
     similar: list[tuple[str, float]]
     ranked: list[str]
+    shares: dict[str, float] = field(default_factory=dict)
+    """The units whose share of meaning's bonus is not whole (``core.retrieval.meaning_share``)."""
 
 
 @dataclass
@@ -128,7 +135,9 @@ class Recording:
         return cls(data["model"], pools, data["words"])
 
 
-def _pairs(value: list[Any]) -> list[Any]:
+def _pairs(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value
     return [tuple(v) if isinstance(v, list) else v for v in value]
 
 
@@ -145,6 +154,7 @@ def captured() -> Iterator[dict[str, Any]]:
 
     def record_rerank(*args: Any) -> Any:
         seen["lexical"] = [(h.memory.id, h.score) for h in args[5]]  # (store, ..., lexical)
+        seen["span"] = relative_dates(args[2], parse_time(args[4]))  # (..., query, flt, now)
         return rerank(*args)
 
     meaning.hybrid_rerank, meaning.dense_ranking = record_rerank, record_ranking
@@ -170,10 +180,12 @@ def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Rec
             for question in corpus.questions:
                 with captured() as seen:
                     ranked = search(question.text, depth)
+                span, made = seen.get("span"), {u.id: u.at or "" for u in corpus.units}
                 asked[question.text] = Pools(
                     [(unit[m], s) for m, s in seen.get("lexical", [])],
                     [(unit[m], c) for m, c in seen.get("similar", [])],
                     ranked,
+                    {u: share for u, at in made.items() if (share := meaning_share(span, at)) < 1},
                 )
         print(f"  recorded {suite}", file=sys.stderr)
     return recording
@@ -192,7 +204,7 @@ def service(pools: Pools, words: dict[str, int]) -> list[str]:
     chosen = dense_pool(pools.similar, {unit for unit, _ in pools.lexical})
     if not chosen:
         return lexical(pools, words)
-    return _sorted(dense_scores(pools.lexical, chosen, words))
+    return _sorted(dense_scores(pools.lexical, chosen, words, shares=pools.shares))
 
 
 def lexical(pools: Pools, words: dict[str, int]) -> list[str]:
@@ -213,7 +225,7 @@ def bonus(
     if not chosen:
         return lexical(pools, words)
     add = partial(dense_bonus, weight=weight, full_words=int(full_words), power=power)
-    return _sorted(dense_scores(pools.lexical, chosen, words, add))
+    return _sorted(dense_scores(pools.lexical, chosen, words, add, pools.shares))
 
 
 def scaled(

@@ -143,6 +143,13 @@ SUBJECT_BOOST = 0.3
 """Extra score for a memory whose first word is a query term (its subject, see above)."""
 DATE_BOOST = 1.0
 """Extra score for a memory made on the day (or in the month) the question names."""
+DATED_MEANING_SHARE = 0.5
+"""The share of meaning's bonus (``dense_bonus``) kept by a memory made outside the days a
+relative date of the question names ("two weeks ago", "last Friday": ``relative_dates``).
+The lexical side weighs a memory made then twice (``date_fit``), but meaning knows nothing of
+time: a memory as close in meaning from another week outranked the one made then. A named
+date is left alone: it may bound the question rather than date its answer ("as of November
+2023"), and there the same share cost an answer made months before."""
 SESSION_VOTE_WEIGHT = 0.1
 """Share of a session's other candidates' scores added to each of its candidates."""
 NEIGHBOUR_VOTE_WEIGHT = 0.05
@@ -575,14 +582,27 @@ def dense_scores(
     pool: Sequence[tuple[str, float, float]],
     words: Mapping[str, int],
     bonus: Callable[[float, int], float] = dense_bonus,
+    shares: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """The hybrid scores, not yet sorted: each lexical hit's score ((id, score), best first)
     relative to the best, plus ``bonus`` for the members of ``pool`` (``dense_pool``) whose
-    word count ``words`` holds (one it lacks is gone from the store); joiners after the hits,
-    in the pool's order."""
+    word count ``words`` holds (one it lacks is gone from the store), times their share in
+    ``shares`` (``meaning_share``; 1 for one it lacks); joiners after the hits, in the
+    pool's order."""
     top = max((score for _, score in lexical), default=0.0) or 1.0
     scores = {memory_id: score / top for memory_id, score in lexical}
+    shares = shares or {}
     for memory_id, _, closer in pool:
         if memory_id in words:
-            scores[memory_id] = scores.get(memory_id, 0.0) + bonus(closer, words[memory_id])
+            added = bonus(closer, words[memory_id]) * shares.get(memory_id, 1.0)
+            scores[memory_id] = scores.get(memory_id, 0.0) + added
     return scores
+
+
+def meaning_share(span: tuple[str, str] | None, created_at: str) -> float:
+    """The share of meaning's bonus a memory made at ``created_at`` keeps for a question whose
+    relative date names ``span`` (``relative_dates``; None: it names none), see
+    ``DATED_MEANING_SHARE``."""
+    if span is None or span[0] <= created_at[:10] <= span[1]:
+        return 1.0
+    return DATED_MEANING_SHARE

@@ -37,9 +37,10 @@ from operator import itemgetter, mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cortex.clock import parse_time
 from cortex.core.expansion import expansion_words, vocabulary, widenable_terms
 from cortex.core.memory_models import Memory, MemoryFilter, ScoredMemory
-from cortex.core.retrieval import dense_pool, dense_scores
+from cortex.core.retrieval import dense_pool, dense_scores, meaning_share, relative_dates
 from cortex.errors import ConfigError
 from cortex.store.vector_file import VectorFile
 
@@ -325,8 +326,9 @@ def hybrid_rerank(
     similar: list[tuple[str, float]] | None = None,
     read: Sequence[Memory] = (),
 ) -> list[ScoredMemory]:
-    """``lexical`` with what meaning adds (``core.retrieval.dense_scores``), and the memories
-    meaning alone finds; best first, scores relative to the best. Only the memories that
+    """``lexical`` with what meaning adds (``core.retrieval.dense_scores``; less for a memory
+    made outside the days a relative date of ``query`` names, ``meaning_share``), and the
+    memories meaning alone finds; best first, scores relative to the best. Only the memories that
     join are read whole, in one batch: the lexical hits carry theirs, and ``read`` holds
     memories the caller read already. ``similar``: the ``dense_ranking`` of ``query`` when
     the caller has it already."""
@@ -341,7 +343,9 @@ def hybrid_rerank(
     if not added:  # (a joiner forgotten since its vector was read adds nothing)
         return lexical
     words = {memory_id: len(memories[memory_id].content.split()) for memory_id, _ in added}
-    scores = dense_scores([(h.memory.id, h.score) for h in lexical], pool, words)
+    span = relative_dates(query, parse_time(now))
+    shares = {m: meaning_share(span, memories[m].created_at) for m, _ in added} if span else {}
+    scores = dense_scores([(h.memory.id, h.score) for h in lexical], pool, words, shares=shares)
     whys = {memory_id: f"similar in meaning (cosine {cosine:.2f})" for memory_id, cosine in added}
     ranked = []
     for memory_id, score in sorted(scores.items(), key=lambda item: -item[1]):
