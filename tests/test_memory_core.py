@@ -52,6 +52,7 @@ from cortex.core.retrieval import (
     relevances,
     session_votes,
     term_overlap,
+    text_terms,
 )
 from cortex.core.transcripts import (
     extract_decisions,
@@ -98,6 +99,14 @@ NOW = datetime(2026, 2, 16, 9, tzinfo=UTC)
 )
 def test_query_terms(text: str, terms: list[str]) -> None:
     assert query_terms(text) == terms
+
+
+def test_text_terms_keep_what_only_a_question_leaves_out() -> None:
+    # a memory's words are its own: "this year" tells when it was, not when it is asked
+    said = "So many weddings this year, I went to two of them"
+    assert text_terms(said) == ["many", "weddings", "year", "went", "two"]
+    assert query_terms(said) == ["many", "weddings", "went", "two"]
+    assert text_terms("what is it") == ["what", "is", "it"]  # stop words only: kept
 
 
 def test_query_terms_are_capped() -> None:

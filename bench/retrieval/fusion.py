@@ -56,7 +56,6 @@ from metrics import Corpus  # noqa: E402
 from run import SUITES  # noqa: E402
 
 import cortex.services.embeddings as meaning  # noqa: E402
-from cortex.clock import parse_time  # noqa: E402
 from cortex.core.retrieval import (  # noqa: E402
     DENSE_FULL_WORDS,
     DENSE_JOIN,
@@ -65,8 +64,6 @@ from cortex.core.retrieval import (  # noqa: E402
     dense_bonus,
     dense_pool,
     dense_scores,
-    meaning_share,
-    relative_dates,
 )
 
 COLUMNS = (  # (label, suite, category or None for the headline mean, metric)
@@ -143,10 +140,11 @@ def _pairs(value: Any) -> Any:
 
 @contextlib.contextmanager
 def captured() -> Iterator[dict[str, Any]]:
-    """The meaning side's inputs of the searches run inside (``hybrid_rerank`` and
-    ``dense_ranking`` wrapped, as ``bench/hybrid_compare.py`` wraps them to time them)."""
+    """The meaning side's inputs of the searches run inside (``hybrid_rerank``,
+    ``dense_ranking`` and ``dense_scores`` wrapped, as ``bench/hybrid_compare.py`` wraps the
+    first two to time them)."""
     seen: dict[str, Any] = {}
-    rerank, ranking = meaning.hybrid_rerank, meaning.dense_ranking
+    rerank, ranking, scores = meaning.hybrid_rerank, meaning.dense_ranking, meaning.dense_scores
 
     def record_ranking(*args: Any) -> list[tuple[str, float]]:
         seen["similar"] = ranking(*args)
@@ -154,14 +152,19 @@ def captured() -> Iterator[dict[str, Any]]:
 
     def record_rerank(*args: Any) -> Any:
         seen["lexical"] = [(h.memory.id, h.score) for h in args[5]]  # (store, ..., lexical)
-        seen["span"] = relative_dates(args[2], parse_time(args[4]))  # (..., query, flt, now)
         return rerank(*args)
 
+    def record_scores(*args: Any, **kwargs: Any) -> dict[str, float]:
+        seen["shares"] = kwargs.get("shares") or {}
+        return scores(*args, **kwargs)
+
     meaning.hybrid_rerank, meaning.dense_ranking = record_rerank, record_ranking
+    meaning.dense_scores = record_scores  # type: ignore[assignment]
     try:
         yield seen
     finally:
         meaning.hybrid_rerank, meaning.dense_ranking = rerank, ranking
+        meaning.dense_scores = scores
 
 
 def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Recording:
@@ -180,12 +183,11 @@ def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Rec
             for question in corpus.questions:
                 with captured() as seen:
                     ranked = search(question.text, depth)
-                span, made = seen.get("span"), {u.id: u.at or "" for u in corpus.units}
                 asked[question.text] = Pools(
                     [(unit[m], s) for m, s in seen.get("lexical", [])],
                     [(unit[m], c) for m, c in seen.get("similar", [])],
                     ranked,
-                    {u: share for u, at in made.items() if (share := meaning_share(span, at)) < 1},
+                    {unit[m]: share for m, share in seen.get("shares", {}).items() if share < 1},
                 )
         print(f"  recorded {suite}", file=sys.stderr)
     return recording

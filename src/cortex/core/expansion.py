@@ -30,7 +30,7 @@ import heapq
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from cortex.core.retrieval import STOPWORDS, query_terms
+from cortex.core.retrieval import STOPWORDS, query_terms, text_terms
 
 EXPANSION_MEMORIES = 50
 """The memories closest to the question in meaning whose words may widen it."""
@@ -68,13 +68,13 @@ def widenable_terms(question: str) -> list[str]:
 
 
 def vocabulary(texts: Iterable[str]) -> list[str]:
-    """The words ``texts`` hold that may be added, sorted: of each text, its terms as a
-    question's are made (``query_terms``: its first ``MAX_QUERY_TERMS`` distinct words that
-    are not stop words), those of letters only, three or more (never a stop word: a text of
-    stop words alone keeps them as its terms)."""
+    """The words ``texts`` hold that may be added, sorted: of each text, its terms
+    (``text_terms``: its first ``MAX_QUERY_TERMS`` distinct words that are not stop words;
+    not a question's, whose frame a memory has not), those of letters only, three or more
+    (never a stop word: a text of stop words alone keeps them as its terms)."""
     words: set[str] = set()
     for text in texts:
-        words.update(w for w in query_terms(text) if _LETTERS.fullmatch(w) and w not in STOPWORDS)
+        words.update(w for w in text_terms(text) if _LETTERS.fullmatch(w) and w not in STOPWORDS)
     return sorted(words)
 
 

@@ -186,18 +186,28 @@ STOPWORDS = frozenset(
 )
 
 
-def query_terms(text: str) -> list[str]:
-    """The distinct search terms of ``text``: lowercased words, stop words and the words of
-    its question frame and relative dates dropped (``_NOT_TERMS``).
+def _words(lowered: str) -> list[str]:
+    """The words of a lowercased text, each cut to ``MAX_TERM_CHARS``; no bare underscores."""
+    return [cut for w in _WORD.findall(lowered) if (cut := w[:MAX_TERM_CHARS]).strip("_")]
 
-    A text of such words only keeps them (so it still matches); at most ``MAX_QUERY_TERMS``.
+
+def text_terms(text: str) -> list[str]:
+    """The distinct search terms of ``text``: lowercased words, stop words dropped.
+
+    A text of stop words only keeps them (so it still matches); at most ``MAX_QUERY_TERMS``.
     """
-    lowered = text.lower()
-    words = [w[:MAX_TERM_CHARS] for w in _WORD.findall(_NOT_TERMS.sub(" ", lowered))]
-    kept = [w for w in words if w.strip("_") and w not in STOPWORDS]
-    if not kept:
-        kept = [w[:MAX_TERM_CHARS] for w in _WORD.findall(lowered) if w.strip("_")]
+    words = _words(text.lower())
+    kept = [w for w in words if w not in STOPWORDS] or words
     return list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
+
+
+def query_terms(text: str) -> list[str]:
+    """The search terms of a question: its ``text_terms`` without the words of its frame and
+    of the time it asks about (``_NOT_TERMS``); a question of nothing else keeps all its
+    words."""
+    lowered = text.lower()
+    kept = [w for w in _words(_NOT_TERMS.sub(" ", lowered)) if w not in STOPWORDS]
+    return list(dict.fromkeys(kept or _words(lowered)))[:MAX_QUERY_TERMS]
 
 
 _MONTHS = (
@@ -260,10 +270,12 @@ _COUNT = r"\d{1,2}|" + "|".join(sorted(_COUNTS, key=len, reverse=True))
 _AGO = r"\b(?P<count>" + _COUNT + r")\s+(?P<unit>day|week|month)s?\s+ago\b"
 _NOT_TERMS = re.compile(
     r"\bhow many(?: times)?\b"  # the question's frame, not its subject
-    r"|" + _AGO  # placed in time by ``relative_dates``
-    + r"|\b(?:this|next|(?:last|past) (?:" + _COUNT + r"))\s+(?:day|week|weekend|month|year)s?\b",
-    re.IGNORECASE,  # (the last: "this year", "the past few months")
-)  # fmt: skip
+    r"|"
+    + _AGO  # placed in time by ``relative_dates``
+    + r"|\b(?:this|next|(?:last|past) (?:"
+    + _COUNT
+    + r"))\s+(?:day|week|weekend|month|year)s?\b"
+)  # fmt: skip  (the last: "this year", "the past few months"; matched in lowercased text)
 """What ``query_terms`` leaves out of a question besides stop words. "How many weddings have
 I attended in the last two months?" searches for weddings and attended: "many", "two" and
 "months" are no words its answer shares (the span is the question's time, not the memory's);
@@ -322,12 +334,16 @@ def query_dates(query: str, now: datetime | None = None) -> tuple[str, str] | No
         return None
 
 
+def made_within(span: tuple[str, str], created_at: str) -> bool:
+    """Whether a memory made at ``created_at`` (ISO 8601) was made within ``span`` (first and
+    last day, ISO dates, as ``query_dates`` gives it)."""
+    return span[0] <= created_at[:10] <= span[1]
+
+
 def date_fit(span: tuple[str, str] | None, created_at: str) -> float:
     """``1 + DATE_BOOST`` for a memory made within the question's ``span`` (``query_dates``),
     else 1."""
-    if span is not None and span[0] <= created_at[:10] <= span[1]:
-        return 1 + DATE_BOOST
-    return 1.0
+    return 1 + DATE_BOOST if span is not None and made_within(span, created_at) else 1.0
 
 
 def query_fit(terms: Sequence[str], when: bool, text: str) -> float:
@@ -603,6 +619,4 @@ def meaning_share(span: tuple[str, str] | None, created_at: str) -> float:
     """The share of meaning's bonus a memory made at ``created_at`` keeps for a question whose
     relative date names ``span`` (``relative_dates``; None: it names none), see
     ``DATED_MEANING_SHARE``."""
-    if span is None or span[0] <= created_at[:10] <= span[1]:
-        return 1.0
-    return DATED_MEANING_SHARE
+    return DATED_MEANING_SHARE if span is not None and not made_within(span, created_at) else 1.0
