@@ -15,12 +15,14 @@ text run by path. Wall time and the child's CPU time (user + system) are both re
 medians and as ratios to the floor's: on a shared, loaded machine the CPU ratio moves less; the
 least CPU time of the rounds (the run least disturbed by other processes) is given too.
 
-Each round also times three lower bounds (``--no-bounds`` leaves them out): the bare
+Each round also times four lower bounds (``--no-bounds`` leaves them out): the bare
 interpreter as the hook client runs it (``python -S -I -X frozen_modules=on -c pass``), the
 standard modules any start needs (``sqlite3``, ``json``, ``re``, ``_datetime``: the store, the
 event's JSON, redaction, timestamps), and every standard module this tree's no-server hook
 imports, without Cortex's own (found by one ``-X importtime`` run; ``cortex/__init__.py`` first,
-for its stand-ins): how close a no-server hook can get in CPython.
+for its stand-ins): how close a no-server hook can get in CPython. A fourth adds the Cortex
+modules any restore needs (``RESTORE_CORE``), imported and nothing run: how close a hook that
+restores in-process can get, however few other modules its path imports.
 """
 
 from __future__ import annotations
@@ -151,7 +153,34 @@ def lower_bounds(src: Path, home: Path, cwd: str, base: dict[str, str]) -> dict[
             *(PY, *CLIENT_FLAGS, "-c"),
             stand_ins + tries,
         ],
+        "the same and the restore's own modules": [
+            *(PY, *CLIENT_FLAGS, "-c"),
+            stand_ins + "import cortex.codecache\n" + tries + f"for name in {RESTORE_CORE!r}:\n"
+            "    __import__(name)\n",
+        ],
     }
+
+
+RESTORE_CORE = (
+    "cortex.config",
+    "cortex.clock",
+    "cortex.core.models",
+    "cortex.core.scoring",
+    "cortex.core.pins",
+    "cortex.core.preamble",
+    "cortex.core.redaction",
+    "cortex.core.topics",
+    "cortex.core.decay",
+    "cortex.core.tasks",
+    "cortex.services.restoration",
+    "cortex.store.records",
+    "cortex.store.sqlite.db",
+)
+"""The modules whose code a restore cannot do without, however lean the path that calls it:
+the settings, the session entity and its codec, scoring, pins, tasks, topics, decay,
+redaction, the preamble, the plan, and the database connection (the method and pattern cache
+first, as the hook has it). Importing them and running nothing is the floor of any hook that
+restores in-process with this engine."""
 
 
 class Setup:
