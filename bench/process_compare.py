@@ -21,8 +21,8 @@ standard modules any start needs (``sqlite3``, ``json``, ``re``, ``_datetime``: 
 event's JSON, redaction, timestamps), and every standard module this tree's no-server hook
 imports, without Cortex's own (found by one ``-X importtime`` run; ``cortex/__init__.py`` first,
 for its stand-ins): how close a no-server hook can get in CPython. A fourth adds the Cortex
-modules any restore needs (``RESTORE_CORE``), imported and nothing run: how close a hook that
-restores in-process can get, however few other modules its path imports.
+modules any restore needs (``RESTORE_CORE`` and what they import), nothing run: how close a
+hook that restores in-process can get, however few other modules its path imports.
 """
 
 from __future__ import annotations
@@ -161,26 +161,13 @@ def lower_bounds(src: Path, home: Path, cwd: str, base: dict[str, str]) -> dict[
     }
 
 
-RESTORE_CORE = (
-    "cortex.config",
-    "cortex.clock",
-    "cortex.core.models",
-    "cortex.core.scoring",
-    "cortex.core.pins",
-    "cortex.core.preamble",
-    "cortex.core.redaction",
-    "cortex.core.topics",
-    "cortex.core.decay",
-    "cortex.core.tasks",
-    "cortex.services.restoration",
-    "cortex.store.records",
-    "cortex.store.sqlite.db",
-)
-"""The modules whose code a restore cannot do without, however lean the path that calls it:
-the settings, the session entity and its codec, scoring, pins, tasks, topics, decay,
-redaction, the preamble, the plan, and the database connection (the method and pattern cache
-first, as the hook has it). Importing them and running nothing is the floor of any hook that
-restores in-process with this engine."""
+RESTORE_CORE = ("cortex.services.restoration", "cortex.store.records", "cortex.store.sqlite.db")
+"""The roots of what a restore cannot do without, however lean the path that calls it: the
+plan (which brings the settings, the session entity, scoring, pins, tasks, decay, redaction and
+the preamble), the session rows' codec and the database connection (a module of the SQLite
+store's package, whose ``__init__`` brings the store itself). Importing them with what they
+import, the method and pattern cache first as the hook has it, and running nothing, is the
+floor of any hook that restores in-process with this engine."""
 
 
 class Setup:
