@@ -19,10 +19,12 @@ Each round also times four lower bounds (``--no-bounds`` leaves them out): the b
 interpreter as the hook client runs it (``python -S -I -X frozen_modules=on -c pass``), the
 standard modules any start needs (``sqlite3``, ``json``, ``re``, ``_datetime``: the store, the
 event's JSON, redaction, timestamps), and every standard module this tree's no-server hook
-imports, without Cortex's own (found by one ``-X importtime`` run; ``cortex/__init__.py`` first,
-for its stand-ins): how close a no-server hook can get in CPython. A fourth adds the Cortex
-modules any restore needs (``RESTORE_CORE`` and what they import), nothing run: how close a
-hook that restores in-process can get, however few other modules its path imports.
+imports, without Cortex's own (found by one ``-X importtime`` run; ``cortex/__init__.py`` and
+``cortex.codecache`` first, as the hook has them: their stand-ins keep ``json`` from importing
+the real ``re``, with ``enum``): how close a no-server hook can get in CPython. A fourth
+adds the Cortex modules any restore needs (``RESTORE_CORE`` and what they import), nothing
+run: how close a hook that restores in-process can get, however few other modules its path
+imports.
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ def lower_bounds(src: Path, home: Path, cwd: str, base: dict[str, str]) -> dict[
     """The lower-bound processes: {label: command}."""
     # (each one tried, as the hook tried some: a Windows module, say)
     every = hook_stdlib(src, home, cwd, base)
-    stand_ins = f"import sys; sys.path.insert(0, {str(src)!r}); import cortex\n"
+    # ``cortex`` and the method and pattern cache first, as the hook has them: their stand-ins
+    # (``inspect``, ``re``...) are what the hook's standard modules find, not the real ones.
+    stand_ins = f"import sys; sys.path.insert(0, {str(src)!r}); import cortex, cortex.codecache\n"
     tries = f"for name in {every!r}:\n    try:\n        __import__(name)\n"
     tries += "    except ImportError:\n        pass\n"
     return {
@@ -155,8 +159,7 @@ def lower_bounds(src: Path, home: Path, cwd: str, base: dict[str, str]) -> dict[
         ],
         "the same and the restore's own modules": [
             *(PY, *CLIENT_FLAGS, "-c"),
-            stand_ins + "import cortex.codecache\n" + tries + f"for name in {RESTORE_CORE!r}:\n"
-            "    __import__(name)\n",
+            stand_ins + tries + f"for name in {RESTORE_CORE!r}:\n    __import__(name)\n",
         ],
     }
 
