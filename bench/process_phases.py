@@ -42,7 +42,7 @@ files for the console script): counted in the bare interpreter's time."""
 GROUPS = (
     ("sqlite3", {"sqlite3", "_sqlite3"}),
     (
-        "re (with enum, functools, collections, operator)",
+        "functools, collections, operator (and re with enum, where imported)",
         {"re", "enum", "functools", "collections", "operator", "keyword", "reprlib", "itertools"}
         | {"_collections", "_functools", "_operator", "copyreg", "_sre", "types"},
     ),
