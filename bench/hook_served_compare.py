@@ -45,30 +45,63 @@ def start_event(cwd: str, label: str, i: int) -> bytes:
     return json.dumps({**payload, "transcript_path": "/tmp/t.jsonl", "cwd": cwd}).encode()
 
 
+def hook_trees(
+    rev: str, root: Path, sessions: int
+) -> tuple[str, dict[str, dict[str, str]], dict[str, list[str]]]:
+    """The old tree (``rev``) and this one under ``root``, each with a home of ``sessions``
+    stored sessions: the repository the hooks run in, each tree's hook environment (the
+    server on, its ``src`` on ``PYTHONPATH``) and its installed hook command."""
+    trees = {"before": extract(rev, root) / "src", "after": ROOT / "src"}
+    for src in trees.values():
+        compileall.compile_dir(str(src), quiet=1)
+    cwd = hooks.make_repo(root)
+    envs: dict[str, dict[str, str]] = {}
+    for label, src in trees.items():
+        home = root / f"home-{label}"
+        hooks.stored_sessions(home, cwd, sessions)
+        for_tree(home / "brain.db", src.parent)
+        envs[label] = {**hooks.child_env(home, server=True), "PYTHONPATH": str(src)}
+    commands = {
+        label: [PY, "-S", "-I", "-X", "frozen_modules=on"]
+        + [str(src / "cortex" / "adapters" / "hooks" / "client.py"), "hook", "claude-code"]
+        for label, src in trees.items()
+    }
+    return cwd, envs, commands
+
+
+def stop_servers(envs: dict[str, dict[str, str]]) -> None:
+    """Stop the hook server of each tree's home, if one runs."""
+    for env in envs.values():
+        pid = server_pid(Path(env["CORTEX_HOME"]))
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+
+
+def print_samples(samples: dict[str, list[tuple[float, float]]]) -> None:
+    """The table of ``samples`` ((wall, CPU) ms per round, a "floor" among them): wall time,
+    its ratio to the floor (the median and p95 of each round's ratio) and CPU time."""
+    floors = [w for w, _ in samples["floor"]]
+    print("| process | wall ms | x floor (median) | x floor (p95) | CPU ms |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, values in samples.items():
+        ratios = [w / f for (w, _), f in zip(values, floors, strict=True)]
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        print(
+            f"| {name} | {wall:.1f} | {statistics.median(ratios):.2f} | {hooks.p95(ratios):.2f} "
+            f"| {cpu:.1f} |"
+        )
+
+
 def main() -> None:
     parser = compare_parser(__doc__, rounds=60)
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-served-compare-") as tmp:
-        root = Path(tmp)
-        trees = {"before": extract(args.rev, root) / "src", "after": ROOT / "src"}
-        for src in trees.values():
-            compileall.compile_dir(str(src), quiet=1)
-        cwd = hooks.make_repo(root)
-        envs: dict[str, dict[str, str]] = {}
-        for label, src in trees.items():
-            home = root / f"home-{label}"
-            hooks.stored_sessions(home, cwd, args.sessions)
-            for_tree(home / "brain.db", src.parent)
-            envs[label] = {**hooks.child_env(home, server=True), "PYTHONPATH": str(src)}
-        commands = {
-            label: [PY, "-S", "-I", "-X", "frozen_modules=on"]
-            + [str(src / "cortex" / "adapters" / "hooks" / "client.py"), "hook", "claude-code"]
-            for label, src in trees.items()
-        }
+        cwd, envs, commands = hook_trees(args.rev, Path(tmp), args.sessions)
         base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         try:
-            for label in trees:  # the first hook starts the tree's server
+            for label in envs:  # the first hook starts the tree's server
                 timed(commands[label], envs[label], start_event(cwd, label, -1), cwd)
                 home = Path(envs[label]["CORTEX_HOME"])
                 deadline = time.monotonic() + 30
@@ -84,7 +117,7 @@ def main() -> None:
                 samples.setdefault("python -S -I -c pass", []).append(
                     timed([PY, "-S", "-I", "-c", "pass"], base)[:2]
                 )
-                for label in trees:
+                for label in envs:
                     wall, cpu, out, _ = timed(
                         commands[label], envs[label], start_event(cwd, label, i), cwd
                     )
@@ -98,25 +131,12 @@ def main() -> None:
                     .read_text()
                     .splitlines()[-args.rounds :]
                 ]
-                for label in trees
+                for label in envs
             }
         finally:
-            for env in envs.values():
-                pid = server_pid(Path(env["CORTEX_HOME"]))
-                if pid:
-                    os.kill(pid, signal.SIGTERM)
-    floors = [w for w, _ in samples["floor"]]
+            stop_servers(envs)
     print(f"rev {args.rev}, {args.rounds} rounds; load average {os.getloadavg()}")
-    print("| process | wall ms | x floor (median) | x floor (p95) | CPU ms |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, values in samples.items():
-        ratios = [w / f for (w, _), f in zip(values, floors, strict=True)]
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
-        print(
-            f"| {name} | {wall:.1f} | {statistics.median(ratios):.2f} | {hooks.p95(ratios):.2f} "
-            f"| {cpu:.1f} |"
-        )
+    print_samples(samples)
     for label, ms in served.items():
         print(f"server, input to answer, {label}: median {statistics.median(ms):.2f} ms, "
               f"p95 {hooks.p95(ms):.2f} ms")  # fmt: skip

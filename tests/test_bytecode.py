@@ -176,10 +176,10 @@ def test_the_hook_server_lets_the_finder_and_the_file_go(monkeypatch: pytest.Mon
     assert bytecode.Finder not in sys.meta_path and bytecode._file is None and held.closed
     seen: dict[str, object] = {}
 
-    def popen(command: list[str], **kwargs: object) -> None:
-        seen.update(kwargs)
+    def start(argv: list[str], env: dict[str, str]) -> None:
+        seen.update(argv=argv, env=env)
 
-    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(server, "start_detached", start)
     server.spawn(os.environ["CORTEX_HOME"], {"PATH": "/bin", "CORTEX_HOOK_OWNER_PID": "42"})
     assert seen["env"] == {"PATH": "/bin", "CORTEX_CODECACHE": "0"}  # (no harness pid)
 

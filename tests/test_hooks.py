@@ -949,6 +949,62 @@ def wait_for_server(home: Path, seconds: float = 30) -> int:
     return pid
 
 
+DETACHED_CHILD = """
+import json, os, sys
+from cortex.adapters.hooks.server import leave_directory
+
+leave_directory()
+fds = {}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        fds[name] = os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        pass  # (the listing's own descriptor)
+report = {"fds": fds, "sid": os.getsid(0), "pid": os.getpid(), "cwd": os.getcwd()}
+report["path"] = sys.path
+with open(sys.argv[1] + ".tmp", "w") as fh:
+    json.dump(report, fh)
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to look inside")
+@pytest.mark.parametrize("way", ["posix_spawn", "subprocess"])
+def test_a_detached_child_holds_none_of_the_hooks_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """What a hook starts in the background (its server, a migration) outlives it, so it
+    must hold none of the host's pipes: the host waits for the hook's output to close. Its
+    standard streams are /dev/null, an inheritable descriptor of the hook is not open in it,
+    it leads a session of its own, works from ``/``, and the hook's directory is not on its
+    ``sys.path``; with ``posix_spawn`` and with ``subprocess`` (where there is none)."""
+    from cortex.adapters.hooks import server
+
+    if way == "subprocess":
+        monkeypatch.delattr(os, "posix_spawn")
+    monkeypatch.chdir(tmp_path)
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)  # as a host's pipe is
+    report = tmp_path / "report.json"
+    try:
+        code = [sys.executable, "-P", "-c", DETACHED_CHILD, str(report)]
+        server.start_detached(code, dict(os.environ))
+        pipe = f"pipe:[{os.fstat(write_end).st_ino}]"
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    deadline = time.monotonic() + 30
+    while not report.exists():
+        assert time.monotonic() < deadline, "the detached child never reported"
+        time.sleep(0.05)
+    seen = json.loads(report.read_text())
+    assert [seen["fds"].get(str(fd)) for fd in (0, 1, 2)] == [os.devnull] * 3
+    assert pipe not in seen["fds"].values()
+    assert seen["sid"] == seen["pid"]
+    assert seen["cwd"] == os.sep
+    assert str(tmp_path) not in seen["path"] and "" not in seen["path"]
+
+
 def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "30"}
     first = run_hook(home, event("SessionStart", "s1", repo, source="startup"), env=env)

@@ -72,15 +72,18 @@ def spawn(home: str, env: Mapping[str, str]) -> None:
     detach(
         home,
         "hook.spawned",
-        [sys.executable, "-m", "cortex.adapters.hooks.server", home],
+        "cortex.adapters.hooks.server",
         {**{k: v for k, v in env.items() if k != OWNER_VAR}, "CORTEX_CODECACHE": "0"},
     )
 
 
-def detach(home: str, marker: str, argv: list[str], env: Mapping[str, str] | None) -> bool:
-    """Run ``argv`` in the background, detached from the hook, unless ``home``'s ``run/marker``
-    says it was started less than ``SPAWN_GRACE_SECONDS`` ago; True if started. ``env`` is
-    the process's environment (None: the hook's)."""
+def detach(home: str, marker: str, module: str, env: Mapping[str, str] | None) -> bool:
+    """Run ``python -m module HOME`` in the background, detached from the hook, unless
+    ``home``'s ``run/marker`` says it was started less than ``SPAWN_GRACE_SECONDS`` ago; True
+    if started. ``env`` is the process's environment (None: the hook's). HOME is made
+    absolute here: the child leaves this directory (``leave_directory``), and ``-P`` keeps
+    this directory off its ``sys.path`` (a project's ``cortex`` folder shadows nothing)."""
+    home = os.path.abspath(home)
     run_dir = os.path.join(home, "run")
     marker_path = os.path.join(run_dir, marker)
     try:
@@ -95,23 +98,82 @@ def detach(home: str, marker: str, argv: list[str], env: Mapping[str, str] | Non
         os.utime(marker_path)
     except OSError:
         return False  # an unwritable home: the process could not run there either
-    import subprocess
-
     try:
-        # Detached, with no inherited pipes: the host waits for our stdout to close.
-        subprocess.Popen(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,
-            cwd=os.sep,
-        )
+        start_detached([sys.executable, "-P", "-m", module, home], env)
     except OSError:
         return False
     return True
+
+
+def start_detached(argv: list[str], env: Mapping[str, str] | None) -> None:
+    """Run ``argv`` in a session of its own, its standard streams on /dev/null and no other
+    descriptor of this process open in it: the host waits for the hook's stdout to close,
+    so a child that outlives the hook must hold none of the host's pipes. ``env`` is the
+    child's environment; None: this process's, inherited as it is (the one read of it
+    outside an entry point: ``posix_spawn`` takes it as a mapping).
+
+    ``os.posix_spawn`` where it can do that (Linux, macOS): a hook that starts a server
+    paid 5 ms of CPU for importing ``subprocess`` (with ``signal``, ``threading`` and
+    ``selectors``) before it could exit. It cannot change the child's directory, so the
+    child starts in this one and leaves it itself (``leave_directory``). ``subprocess``
+    elsewhere, or where this process's descriptors cannot be listed."""
+    spawn_process = getattr(os, "posix_spawn", None)
+    actions = _detached_descriptors() if spawn_process is not None else None
+    if spawn_process is not None and actions is not None:
+        try:
+            inherited = os.environ if env is None else env
+            spawn_process(argv[0], argv, inherited, file_actions=actions, setsid=True)
+            return
+        except NotImplementedError:  # no setsid in this platform's posix_spawn
+            pass
+    import subprocess
+
+    subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+        cwd=os.sep,
+    )
+
+
+def _detached_descriptors() -> list[tuple[object, ...]] | None:
+    """``posix_spawn``'s file actions for a detached child: /dev/null as its standard
+    streams, and every other inheritable descriptor of this process closed (the host's pipes
+    among them; the others close at ``exec``). None when the descriptors cannot be listed."""
+    listed = None
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            listed = os.listdir(folder)
+            break
+        except OSError:
+            continue
+    if listed is None:
+        return None
+    streams = ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY))
+    actions: list[tuple[object, ...]] = [
+        (os.POSIX_SPAWN_OPEN, fd, os.devnull, flags, 0) for fd, flags in streams
+    ]
+    for name in listed:
+        fd = int(name) if name.isdigit() else -1
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        except OSError:  # not open any more (the listing's own descriptor)
+            continue
+    return actions
+
+
+def leave_directory() -> None:
+    """What a detached child does first: work from ``/``, so that it holds no project's
+    directory (one being deleted or unmounted) for as long as it runs."""
+    try:
+        os.chdir(os.sep)
+    except OSError:
+        pass
 
 
 # -- server --------------------------------------------------------------------------------------
@@ -349,6 +411,7 @@ def main(argv: list[str]) -> int:
 
     if len(argv) != 1:
         return 2
+    leave_directory()
     # Compile dataclass methods and import modules as usual: a long-lived process pays for
     # that once, and the caches' texts, code and file would stay in its memory for its life.
     os.environ["CORTEX_CODECACHE"] = "0"

@@ -66,7 +66,7 @@ def start(home: Path) -> bool:
     (``server.SPAWN_GRACE_SECONDS``); True if started."""
     from cortex.adapters.hooks.server import detach
 
-    return detach(str(home), "migrate.spawned", [sys.executable, "-m", __name__, str(home)], None)
+    return detach(str(home), "migrate.spawned", __name__, None)
 
 
 def migrate(home: Path) -> str:
@@ -128,4 +128,7 @@ def _lock_target(home: Path) -> Path:
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a detached process by ``start``
+    from cortex.adapters.hooks.server import leave_directory
+
+    leave_directory()
     migrate(Path(sys.argv[1]))
