@@ -10,7 +10,7 @@ bookkeeping the reply does not depend on (the hook's status, latency and per-ses
 metrics chain's head file) is written after it, before the next event is taken.
 
 Lifecycle: the first client that finds no server handles its event itself and then starts
-one (``spawn``: a detached ``python -m cortex.adapters.hooks.server HOME``). One server per
+one (``spawn``: a detached ``python -P -m cortex.adapters.hooks.server HOME``). One server per
 home, held by a lock file. It exits after ``CORTEX_HOOK_SERVER_IDLE`` seconds without a
 request (default 1800), when its socket file is removed or replaced, and when Cortex's code
 on disk changed (it then refuses the request, so the client handles it in-process and starts
