@@ -36,6 +36,20 @@ def test_memory_story(home: Path) -> None:
     )
 
 
+def test_a_query_of_several_words_need_not_be_quoted(home: Path) -> None:
+    """``cortex memory search deploy region`` searches for both words, as the quoted query
+    does (the plain path takes the one-argument form, click the other: the same hits)."""
+    ok(cortex(home, "memory", "add", "deploys go to eu-west-1, the region we use"))
+    ok(cortex(home, "memory", "add", "keys rotate monthly"))
+    quoted = as_json(home, "memory", "search", "deploy region")
+    words = as_json(home, "memory", "search", "deploy", "region")
+    assert words == quoted and [h["content"] for h in words] == [  # type: ignore[attr-defined]
+        "deploys go to eu-west-1, the region we use"
+    ]
+    missing = cortex(home, "memory", "search")
+    assert missing.returncode == 2 and "Missing argument 'QUERY...'" in missing.stderr
+
+
 def test_recall_prints_no_empty_heading(home: Path) -> None:
     empty = cortex(home, "memory", "recall")
     assert (empty.returncode, empty.stdout) == (

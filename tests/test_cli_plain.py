@@ -92,6 +92,7 @@ PLAIN = [
     ("session", "start", "--project", "api", "--session-id", "s2"),  # the open one, resumed
     ("session", "start", "--project", "api", "--session-id", "../escape"),  # a CortexError
     ("memory", "search", "deploy region", "--project", "api"),
+    ("memory", "search", "deploy", "--project", "api", "region"),  # words as arguments
     ("memory", "search", "deploy", "--project", "api", "--no-expand", "--limit", "1"),
     ("--json", "memory", "search", "deploy", "--type", "fact", "--type", "rule", "--limit=5"),
     ("memory", "search", "red banner", "--project", "api"),  # ANSI codes stripped off a pipe
@@ -105,7 +106,6 @@ TO_CLICK = [
     ("session", "start", "--help"),
     ("session", "start", "--explain=yes"),
     ("memory", "search"),
-    ("memory", "search", "a", "b"),
     ("memory", "search", "q", "--limit", "x"),
     ("memory", "search", "q", "--limit", "-1"),
     ("memory", "search", "q", "--", "--project"),

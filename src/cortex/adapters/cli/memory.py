@@ -141,19 +141,23 @@ def _hidden_note(everything: Sequence[Memory]) -> list[str]:
 
 
 @memory.command("search", context_settings=CONTEXT)
-@click.argument("query")
+@click.argument("query", nargs=-1, required=True)
 @_scope_options
 @click.option("--limit", default=10, show_default=True, type=int)
 @click.option("--no-expand", is_flag=True, help="Skip the one-hop expansion over links.")
 @pass_rt
-def memory_search(rt: Runtime, /, query: str, limit: int, no_expand: bool, **scope: object) -> None:
-    """Search memories: full text (BM25), fallback LIKE, plus linked memories.
+def memory_search(
+    rt: Runtime, /, query: tuple[str, ...], limit: int, no_expand: bool, **scope: object
+) -> None:
+    """Search memories: full text (BM25), fallback LIKE, plus linked memories. The query's
+    words may come as one argument or several.
 
     \b
     Example:
       cortex memory search "which region do we deploy to?" --project api
+      cortex memory search deploy region --limit 3
     """
-    plain.memory_search(rt, query, limit, no_expand, **scope)
+    plain.memory_search(rt, " ".join(query), limit, no_expand, **scope)
 
 
 @memory.command("recall", context_settings=CONTEXT)

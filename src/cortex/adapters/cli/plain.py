@@ -275,8 +275,9 @@ def parse(
     """(runtime, command body, its arguments) for a plain ``session start`` or ``memory search``
     command line, else None. Plain: global options ``--home``, ``--now`` and ``--json`` (this
     anywhere, as on the click command line), then the command's own options, each at most once
-    (``--type`` repeats), values not starting with ``-``, a ``--limit`` of digits, a home that is
-    a readable directory or does not exist yet."""
+    (``--type`` repeats; a search's words may come as several arguments), values not starting
+    with ``-``, a ``--limit`` of digits, a home that is a readable directory or does not exist
+    yet."""
     args = [a for a in argv if a != "--json"]
     as_json = len(args) != len(argv)
     if "--" in args:
@@ -309,6 +310,9 @@ def parse(
                 return None
             values[key] = (*values.get(key, ()), taken[0])
             at = taken[1]
+            continue
+        if key in seen and parameter.endswith("<"):  # the query's next word: click joins them
+            values[key], at = f"{values[key]} {arg}", at + 1
             continue
         if key in seen:
             return None
