@@ -38,7 +38,8 @@ def test_memory_story(home: Path) -> None:
 
 def test_a_query_of_several_words_need_not_be_quoted(home: Path) -> None:
     """``cortex memory search deploy region`` searches for both words, as the quoted query
-    does (the plain path takes the one-argument form, click the other: the same hits)."""
+    does (the plain path takes the one-argument form, click the other: the same hits), and
+    ``memory recall`` takes its words the same way."""
     ok(cortex(home, "memory", "add", "deploys go to eu-west-1, the region we use"))
     ok(cortex(home, "memory", "add", "keys rotate monthly"))
     quoted = as_json(home, "memory", "search", "deploy region")
@@ -48,6 +49,9 @@ def test_a_query_of_several_words_need_not_be_quoted(home: Path) -> None:
     ]
     missing = cortex(home, "memory", "search")
     assert missing.returncode == 2 and "Missing argument 'QUERY...'" in missing.stderr
+    recalled = as_json(home, "memory", "recall", "deploy", "region")
+    assert recalled == as_json(home, "memory", "recall", "deploy region")
+    assert as_json(home, "memory", "recall") == as_json(home, "memory", "recall", "")
 
 
 def test_recall_prints_no_empty_heading(home: Path) -> None:

@@ -161,7 +161,7 @@ def memory_search(
 
 
 @memory.command("recall", context_settings=CONTEXT)
-@click.argument("query", required=False)
+@click.argument("query", nargs=-1)
 @click.option("--mode", default="all", show_default=True, help="rules_only|working|long_term|all")
 @click.option(
     "--layer",
@@ -181,7 +181,7 @@ def memory_search(
 @pass_rt
 def memory_recall(
     rt: Runtime,
-    query: str | None,
+    query: tuple[str, ...],
     mode: str,
     layer: str | None,
     budget_tokens: int | None,
@@ -192,6 +192,7 @@ def memory_recall(
     session_summary: bool,
 ) -> None:
     """Assemble context: rules, then working, then long-term memories, within a budget.
+    The query's words may come as one argument or several.
 
     \b
     Example:
@@ -200,7 +201,7 @@ def memory_recall(
     if layer is not None:
         mode = {"rule": "rules_only"}.get(layer, layer)
     result = rt.services.memory.get_context(
-        clean(query),
+        clean(" ".join(query)) or None,
         mode=mode,
         budget_tokens=budget_tokens,
         session_id=session_id,
