@@ -117,12 +117,11 @@ def start_detached(argv: list[str], env: Mapping[str, str] | None) -> None:
     ``selectors``) before it could exit. It cannot change the child's directory, so the
     child starts in this one and leaves it itself (``leave_directory``). ``subprocess``
     elsewhere, or where this process's descriptors cannot be listed."""
-    spawn_process = getattr(os, "posix_spawn", None)
-    actions = _detached_descriptors() if spawn_process is not None else None
-    if spawn_process is not None and actions is not None:
+    actions = _detached_descriptors() if hasattr(os, "posix_spawn") else None
+    if actions is not None:
+        inherited = os.environ if env is None else env
         try:
-            inherited = os.environ if env is None else env
-            spawn_process(argv[0], argv, inherited, file_actions=actions, setsid=True)
+            os.posix_spawn(argv[0], argv, inherited, file_actions=actions, setsid=True)
             return
         except NotImplementedError:  # no setsid in this platform's posix_spawn
             pass
