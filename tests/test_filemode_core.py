@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cortex.core import filemode
 from cortex.core.filemode import (
     MAX_ENTRY_BYTES,
     ParseNotes,
@@ -175,7 +174,7 @@ def test_parsing_any_text_never_fails_and_keeps_every_word(text: str) -> None:
     keeps nothing, as it should."""
     found = list(parse_entries(text.splitlines()))
     kept = " ".join(e.text for e in found)
-    body = [line for line in text.splitlines() if not re.fullmatch(r"#{1,6}(?:\s.*)?", line)]
+    body = [line for line in text.splitlines() if not filemode._HEADING.fullmatch(line)]
     for word in " ".join(body).split():
         if "<!--" not in word and "-->" not in word and word.strip("-*+#`~0123456789.)"):
             assert word.strip("-*+#`~0123456789.)") in kept or word in kept
