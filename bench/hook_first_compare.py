@@ -30,12 +30,18 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from compare import compare_parser  # noqa: E402
 from cortex.adapters.hooks.server import server_pid, socket_path  # noqa: E402
-from hook_served_compare import hook_trees, print_samples, start_event, stop_servers  # noqa: E402
+from hook_served_compare import (  # noqa: E402
+    FLOOR_ENV,
+    hook_parser,
+    hook_trees,
+    print_samples,
+    stop_servers,
+    timed_start,
+    wait_for_server,
+)
 from process_compare import timed  # noqa: E402
 
-ROOT = BENCH.parent
 PY = sys.executable
 WAIT_SECONDS = 30.0
 
@@ -43,12 +49,9 @@ WAIT_SECONDS = 30.0
 def stop_server(home: Path, started: bool) -> None:
     """With ``started``, wait for the server the last hook started and stop it; then wait
     until none runs and remove the start marker (the next first hook starts one again)."""
-    deadline = time.monotonic() + WAIT_SECONDS
     if started:
-        while server_pid(home) is None or not Path(socket_path(home)).exists():
-            if time.monotonic() > deadline:
-                raise SystemExit(f"no hook server started for {home}")
-            time.sleep(0.02)
+        wait_for_server(home, WAIT_SECONDS)
+    deadline = time.monotonic() + WAIT_SECONDS
     pid = server_pid(home)
     if pid is not None:
         os.kill(pid, signal.SIGTERM)
@@ -60,31 +63,22 @@ def stop_server(home: Path, started: bool) -> None:
 
 
 def main() -> None:
-    parser = compare_parser(__doc__, rounds=20)
-    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
-    args = parser.parse_args()
+    args = hook_parser(__doc__, rounds=20).parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-first-compare-") as tmp:
         cwd, envs, commands = hook_trees(args.rev, Path(tmp), args.sessions)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         samples: dict[str, list[tuple[float, float]]] = {}
         try:
             for i in range(args.rounds):
                 samples.setdefault("floor", []).append(
-                    timed([PY, "-c", "import sqlite3"], base)[:2]
+                    timed([PY, "-c", "import sqlite3"], FLOOR_ENV)[:2]
                 )
                 for label in list(envs) if i % 2 == 0 else list(envs)[::-1]:
                     env, home = envs[label], Path(envs[label]["CORTEX_HOME"])
                     for name, server in (("server on, none running", "1"), ("server off", "0")):
                         stop_server(home, started=False)
-                        event = start_event(cwd, label, i)
-                        done = timed(
-                            commands[label], {**env, "CORTEX_HOOK_SERVER": server}, event, cwd
-                        )
-                        if b"SESSION CONTINUITY" not in done[2]:
-                            raise SystemExit(
-                                f"the {label} hook restored nothing: {done[2][:200]!r}"
-                            )
-                        samples.setdefault(f"hook, {name}, {label}", []).append(done[:2])
+                        hook_env = {**env, "CORTEX_HOOK_SERVER": server}
+                        done = timed_start(commands[label], hook_env, cwd, label, i)
+                        samples.setdefault(f"hook, {name}, {label}", []).append(done)
                         if server == "1":
                             stop_server(home, started=True)
         finally:

@@ -17,6 +17,7 @@ old tree is ``git archive REV`` (``bench/compare.py``), run by the same interpre
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import json
 import os
@@ -43,6 +44,37 @@ def start_event(cwd: str, label: str, i: int) -> bytes:
     sid = f"served-{label}-{i}-{time.time_ns()}"
     payload = {"hook_event_name": "SessionStart", "source": "startup", "session_id": sid}
     return json.dumps({**payload, "transcript_path": "/tmp/t.jsonl", "cwd": cwd}).encode()
+
+
+def hook_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
+    """``compare_parser`` with ``--sessions``, the stored sessions of each tree's home."""
+    parser = compare_parser(doc, rounds)
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
+    return parser
+
+
+FLOOR_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The floor process's environment (it reads bytecode as the hooks do)."""
+
+
+def wait_for_server(home: Path, seconds: float = 30.0) -> None:
+    """Until ``home``'s hook server has written its pid file and made its socket."""
+    deadline = time.monotonic() + seconds
+    while server_pid(home) is None or not Path(socket_path(home)).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no hook server started for {home}")
+        time.sleep(0.02)
+
+
+def timed_start(
+    command: list[str], env: dict[str, str], cwd: str, label: str, i: int
+) -> tuple[float, float]:
+    """(wall ms, CPU ms) of the SessionStart hook of a new session in ``cwd`` (``start_event``
+    of ``label`` and ``i``); the benchmark stops if the hook restored nothing."""
+    wall, cpu, out, _ = timed(command, env, start_event(cwd, label, i), cwd)
+    if b"SESSION CONTINUITY" not in out:
+        raise SystemExit(f"the {label} hook restored nothing: {out[:200]!r}")
+    return wall, cpu
 
 
 def hook_trees(
@@ -94,36 +126,24 @@ def print_samples(samples: dict[str, list[tuple[float, float]]]) -> None:
 
 
 def main() -> None:
-    parser = compare_parser(__doc__, rounds=60)
-    parser.add_argument("--sessions", type=int, default=10_000, help="sessions stored in the home")
-    args = parser.parse_args()
+    args = hook_parser(__doc__, rounds=60).parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-served-compare-") as tmp:
         cwd, envs, commands = hook_trees(args.rev, Path(tmp), args.sessions)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         try:
             for label in envs:  # the first hook starts the tree's server
                 timed(commands[label], envs[label], start_event(cwd, label, -1), cwd)
-                home = Path(envs[label]["CORTEX_HOME"])
-                deadline = time.monotonic() + 30
-                while server_pid(home) is None or not Path(socket_path(home)).exists():
-                    if time.monotonic() > deadline:
-                        raise SystemExit(f"the {label} hook server did not start")
-                    time.sleep(0.1)
+                wait_for_server(Path(envs[label]["CORTEX_HOME"]))
             samples: dict[str, list[tuple[float, float]]] = {}
             for i in range(args.rounds):
                 samples.setdefault("floor", []).append(
-                    timed([PY, "-c", "import sqlite3"], base)[:2]
+                    timed([PY, "-c", "import sqlite3"], FLOOR_ENV)[:2]
                 )
                 samples.setdefault("python -S -I -c pass", []).append(
-                    timed([PY, "-S", "-I", "-c", "pass"], base)[:2]
+                    timed([PY, "-S", "-I", "-c", "pass"], FLOOR_ENV)[:2]
                 )
                 for label in envs:
-                    wall, cpu, out, _ = timed(
-                        commands[label], envs[label], start_event(cwd, label, i), cwd
-                    )
-                    if b"SESSION CONTINUITY" not in out:
-                        raise SystemExit(f"the {label} hook restored nothing: {out[:200]!r}")
-                    samples.setdefault(f"hook, server up, {label}", []).append((wall, cpu))
+                    done = timed_start(commands[label], envs[label], cwd, label, i)
+                    samples.setdefault(f"hook, server up, {label}", []).append(done)
             served = {
                 label: [
                     json.loads(line)["ms"]
