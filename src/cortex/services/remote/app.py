@@ -21,9 +21,10 @@ from cortex.core.redaction import redact
 from cortex.core.tasks import DONE_STAGES
 from cortex.errors import UnavailableError
 from cortex.files import check_id
-from cortex.services.app import DatabaseHealth, Services
+from cortex.services.app import Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
+from cortex.services.health import DatabaseHealth
 from cortex.services.metrics import MetricsService
 from cortex.services.metrics_verify import VerifyReport
 from cortex.services.remote.client import RemoteClient
