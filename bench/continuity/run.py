@@ -170,8 +170,10 @@ class BridgeSession:
         self.proc.wait(timeout=60)
 
 
-def replay(scenario: Scenario, workdir: Path) -> list[Start]:
-    """Every step in order; the measured starts, each with its first prompt's context."""
+def replay(scenario: Scenario, workdir: Path, floors: list[float] | None = None) -> list[Start]:
+    """Every step in order; the measured starts, each with its first prompt's context.
+    ``floors`` receives a floor process's wall time, timed just before each measured hook
+    (the load of a shared machine drifts within a run)."""
     home = workdir / "home"
     dirs = []
     for name in scenario.projects:
@@ -192,6 +194,8 @@ def replay(scenario: Scenario, workdir: Path) -> list[Start]:
             if last_step[step.session] == index and bridge.proc.poll() is None:
                 bridge.close(kill=True)  # crashed or left open: the host died
         else:
+            if step.measure and floors is not None:
+                floors.append(floor_seconds(1))
             text, seconds = run_step(step, home, dirs[step.project])
         if step.measure:
             at = step.at.isoformat()
@@ -311,11 +315,11 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
     """Generate, replay, score; the JSON-ready report."""
     scenarios = generate(count, seed)
     starts: list[list[Start]] = []
-    floor = floor_seconds()
+    floors: list[float] = []
     began = time.perf_counter()
     for index, scenario in enumerate(scenarios, 1):
         with tempfile.TemporaryDirectory(prefix="cortex-continuity-") as tmp:
-            starts.append(replay(scenario, Path(tmp)))
+            starts.append(replay(scenario, Path(tmp), floors))
         if progress:
             print(
                 f"scenario {index}/{count}: {len(scenario.steps)} steps, "
@@ -327,6 +331,7 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
     seconds = [s.seconds for measured in starts for s in measured if s.channel == "claude-code"]
     bridged = sum(s.channel == "openclaw" for measured in starts for s in measured)
     p50, p95 = bootstrap(seconds, "p50")[0], bootstrap(seconds, "p95")[0]
+    floor = statistics.median(floors)
     curve = {}
     for k in (1, 2, 5, 10, 20, 40):
         rows = aggregate(score_all(scenarios, starts, k)["recency"])
