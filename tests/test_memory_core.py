@@ -89,8 +89,8 @@ NOW = datetime(2026, 2, 16, 9, tzinfo=UTC)
         ("jewelry I got in the past few months", ["jewelry"]),
         ("what I cooked a couple of days ago", ["cooked"]),
         ("When did Gina mention her shop?", ["gina", "shop"]),
-        # "many" elsewhere is a subject, "how long" is no frame (docs/benchmarks.md measures it),
-        # and a past point in time is how memories say it
+        # "many" elsewhere is a subject, "how long" is no frame (docs/benchmarks-history.md
+        # measures it), and a past point in time is how memories say it
         ("so many dogs, a long walk", ["many", "dogs", "long", "walk"]),
         ("How long have I been in my current role?", ["long", "current", "role"]),
         ("where did John volunteer last weekend?", ["john", "volunteer", "last", "weekend"]),

@@ -12,7 +12,7 @@ off (``EXPANSION_MEMORIES`` 0), then on with the settings given (the module's co
 for the run), and prints ``run.py``'s tables for both (``off`` and ``on``). ``--haystack``
 draws the words from the whole haystack (every unit's) instead of the closest memories:
 what a vocabulary of the whole store would give. Needs the extra; about a minute with
-``run.py``'s embeddings cache. Figures: ``docs/benchmarks.md``.
+``run.py``'s embeddings cache. Figures: ``docs/benchmarks-history.md`` (the twentieth sitting).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Ways of fusing meaning with the lexical ranking, measured in seconds from recorded pools.
 
     .venv/bin/python bench/retrieval/fusion.py           # the shipped formula and a few others
-    .venv/bin/python bench/retrieval/fusion.py --sweep   # the grid of docs/benchmarks.md
+    .venv/bin/python bench/retrieval/fusion.py --sweep   # the grid of docs/benchmarks-history.md
     .venv/bin/python bench/retrieval/fusion.py --variant "bonus:weight=2,full_words=100" --json
     .venv/bin/python bench/retrieval/fusion.py --record        # record the pools again
 
@@ -287,7 +287,7 @@ def parse_variant(text: str) -> Fuse:
 
 
 def sweep() -> list[str]:
-    """The grid measured in docs/benchmarks.md."""
+    """The grid measured in docs/benchmarks-history.md (the twentieth sitting)."""
     out = ["service", "lexical"]
     grid = itertools.product((1, 1.5, 2, 3), (50, 100, 150, 200, 300, 400), (1, 2))
     out += [f"bonus:weight={w},full_words={f},power={p}" for w, f, p in grid]

@@ -21,7 +21,7 @@ its relevance to them, if it holds one of the question's own terms (a memory tha
 nothing with the question but a word close to one of its words is too far from it: that
 rule is what kept the adversarial questions of LoCoMo, which turn on who said what, from
 losing recall). The session votes, neighbours and meaning then rank it like any candidate.
-Measured on LoCoMo and LongMemEval in ``docs/benchmarks.md`` (the twentieth sitting).
+Measured on LoCoMo and LongMemEval in ``docs/benchmarks-history.md`` (the twentieth sitting).
 """
 
 from __future__ import annotations

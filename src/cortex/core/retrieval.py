@@ -91,7 +91,7 @@ question, while a long memory's says what it is about. What meaning finds that w
 is the paraphrase ("getting married" for a question about weddings). Reciprocal rank fusion,
 which this replaced, let the cosine ranking reorder the short turns of a conversation as
 freely as the long ones and cost LoCoMo 19 points of adversarial recall@5
-(``docs/benchmarks.md``).
+(``docs/benchmarks-history.md``).
 """
 
 from __future__ import annotations

@@ -47,9 +47,10 @@ _LOG_BATCHES = 2
 """A bulk batch also lets the write-ahead log hold this many batches' pages (as estimated for
 the page cache) before a commit checkpoints it (``Database.grow_log``), at most
 ``_LOG_KIB_MAX``: at 1,000,000 stored, replacing batches of 1,000 went from 15,200-15,800 to
-16,900-18,800 memories a second, the last checkpoint included (``docs/benchmarks.md``). Since
-then a bulk batch's commit asks a thread of its own to checkpoint the log
-(``Database.checkpoint_after_commit``), so the commits' own checkpoints are only a backstop."""
+16,900-18,800 memories a second, the last checkpoint included (``docs/benchmarks-history.md``,
+"Bulk ingest: the log holds two batches"). Since then a bulk batch's commit asks a thread of
+its own to checkpoint the log (``Database.checkpoint_after_commit``), so the commits' own
+checkpoints are only a backstop."""
 _LOG_KIB_MAX = 32 * 1024
 _UPDATE = f"UPDATE memories SET {', '.join(f'{c} = ?' for c in MEMORY_EDITABLE)} WHERE id = ?"
 _CONFLICT = "memory write conflicts with a live memory ({}); edit that memory instead"
