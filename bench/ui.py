@@ -10,14 +10,17 @@ before in its project, one in 200 crash-recovered), 100,000 memories. Each page 
 requested in-process through the dashboard's ASGI application (Starlette's test client, so a
 figure includes the request's own handling but no network) ``--runs`` times; medians and p95
 are printed and written to ``bench/results/ui.json`` with each median's ratio to the 200 ms
-budget. ``/health?check=1`` (the integrity check and ``metrics verify``, which read the whole
-database) is measured too but is an explicit button, not a page load.
+budget and to the floor (a whole ``python -c "import sqlite3"`` process, the median of seven
+timed before the pages and seven after), with the load average. ``/health?check=1`` (the
+integrity check and ``metrics verify``, which read the whole database) is measured too but is
+an explicit button, not a page load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from starlette.testclient import TestClient  # noqa: E402
 
+from compare import floor_sample  # noqa: E402 - bench/compare.py: one floor process
 from core import make_session  # noqa: E402 - bench/core.py: the realistic session record
 from cortex.adapters.server.ui.local import local_app  # noqa: E402
 from cortex.clock import FixedClock, to_iso  # noqa: E402
@@ -145,12 +149,33 @@ def main() -> None:
         started = time.perf_counter()
         populate(home, args.sessions, args.memories)
         print(f"populated {home} in {time.perf_counter() - started:.0f} s")
+    load_before = os.getloadavg()
+    floors = [floor_sample() for _ in range(7)]
     figures = measure(home, args.runs)
-    print(f"{'page':28} {'median ms':>10} {'p95 ms':>8} {'/200 ms':>8}")
+    floors += [floor_sample() for _ in range(7)]
+    floor = statistics.median(floors)
+    for row in figures.values():
+        row["x_floor"] = round(row["median_ms"] / floor, 2)
+    load = (load_before, os.getloadavg())
+    print(
+        f"floor (python -c 'import sqlite3'): {floor:.1f} ms; "
+        f"load average {load[0][0]:.2f} -> {load[1][0]:.2f}"
+    )
+    print(f"{'page':28} {'median ms':>10} {'p95 ms':>8} {'/200 ms':>8} {'x floor':>8}")
     for name, row in figures.items():
-        print(f"{name:28} {row['median_ms']:>10} {row['p95_ms']:>8} {row['ratio_to_budget']:>8}")
+        print(
+            f"{name:28} {row['median_ms']:>10} {row['p95_ms']:>8} "
+            f"{row['ratio_to_budget']:>8} {row['x_floor']:>8}"
+        )
     RESULTS.mkdir(exist_ok=True)
-    report = {"sessions": args.sessions, "memories": args.memories, "runs": args.runs}
+    report = {
+        "sessions": args.sessions,
+        "memories": args.memories,
+        "runs": args.runs,
+        "floor_ms": round(floor, 2),
+        "loadavg_before": load[0],
+        "loadavg_after": load[1],
+    }
     (RESULTS / "ui.json").write_text(json.dumps(report | {"pages": figures}, indent=2) + "\n")
 
 
