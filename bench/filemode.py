@@ -11,29 +11,18 @@ peak of Python allocations (tracemalloc) is shown for the last two.
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+from compare import floor_ms  # bench/compare.py, the shared floor
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.app import Services
 
 NOW = "2026-02-16T09:00:00Z"
-
-
-def floor_ms(runs: int = 7) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def timed(call: Callable[[], object], trace: bool = False) -> tuple[float, int | None]:
@@ -63,7 +52,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=2000)
     parser.add_argument("--log-mb", type=int, default=50)
     args = parser.parse_args()
-    floor = floor_ms()
+    floor = floor_ms(7)
     rows: list[tuple[str, float, int | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"

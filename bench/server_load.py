@@ -29,7 +29,6 @@ import resource
 import secrets
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+from compare import floor_ms  # bench/compare.py, the shared floor
 from cortex.services.hosting import ServiceHost
 
 ADMIN = os.environ.get("CORTEX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -62,16 +62,6 @@ def free_port() -> int:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-def floor_ms() -> float:
-    """Wall time of the cheapest Python process: what any process-per-call design pays."""
-    runs = []
-    for _ in range(5):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        runs.append((time.perf_counter() - t) * 1000)
-    return statistics.median(runs)
 
 
 def make_keys(url: str, agents: int, tenants: int) -> list[str]:
@@ -413,7 +403,7 @@ def main() -> None:
         "paced_turns_per_s": plan.rate,
         "cpus": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
-        "floor_python_import_sqlite3_ms": round(floor_ms(), 1),
+        "floor_python_import_sqlite3_ms": round(floor_ms(5), 1),
         "runs": runs,
     }
     if opts.json:

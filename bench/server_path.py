@@ -22,8 +22,6 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from compare import floor_ms  # bench/compare.py, the shared floor
 from cortex.services.hosting import ServiceHost, apply_once
 
 ADMIN_URL = os.environ.get(
@@ -51,12 +50,6 @@ def median_ms(action: Callable[[int], object], runs: int) -> float:
         action(i)
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
-
-
-def floor_ms(runs: int = 15) -> float:
-    return median_ms(
-        lambda _: subprocess.run([sys.executable, "-c", "import sqlite3"], check=True), runs
-    )
 
 
 def measure(url: str, runs: int, batch: int) -> dict[str, float]:
@@ -209,7 +202,7 @@ def main() -> None:
             figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs, args.batch)
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-    figures["floor_ms"] = floor_ms()
+    figures["floor_ms"] = floor_ms(15)
     figures["loadavg_1m"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps({k: round(v, 3) for k, v in figures.items()}, indent=2))

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "suite_time.jsonl"
 MAKE_TEST = ["-n", "auto", "--dist", "loadgroup"]
-sys.path.insert(0, str(ROOT / "bench" / "continuity"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from run import floor_seconds  # noqa: E402  (the continuity benchmark's floor, median of 7)
+from compare import floor_ms  # noqa: E402 - bench/compare.py, the shared floor
 
 
 def children_cpu() -> float:
@@ -41,7 +41,7 @@ def main() -> int:
     pytest_args = args.pytest_args or MAKE_TEST
     if args.durations:
         pytest_args = [*pytest_args, f"--durations={args.durations}"]
-    floor = floor_seconds()
+    floor = floor_ms(7) / 1000
     load_before = os.getloadavg()
     cpu_before = children_cpu()
     start = time.perf_counter()

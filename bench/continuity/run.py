@@ -37,10 +37,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
+sys.path.insert(0, str(HERE.parent))  # bench/: compare.py's floor
 sys.path.insert(0, str(HERE))
 
 from generate import Scenario, Step, generate  # noqa: E402
 from score import StartScore, Truth, aggregate, bootstrap, recency_text  # noqa: E402
+
+from compare import floor_sample  # noqa: E402 - bench/compare.py, the shared floor
 
 CORTEX = Path(sys.executable).parent / "cortex"
 RESULTS = HERE.parents[0] / "results"
@@ -172,8 +175,8 @@ class BridgeSession:
 
 def replay(scenario: Scenario, workdir: Path, floors: list[float] | None = None) -> list[Start]:
     """Every step in order; the measured starts, each with its first prompt's context.
-    ``floors`` receives a floor process's wall time, timed just before each measured hook
-    (the load of a shared machine drifts within a run)."""
+    ``floors`` receives a floor process's wall time in ms (``compare.floor_sample``), timed
+    just before each measured hook (the load of a shared machine drifts within a run)."""
     home = workdir / "home"
     dirs = []
     for name in scenario.projects:
@@ -195,7 +198,7 @@ def replay(scenario: Scenario, workdir: Path, floors: list[float] | None = None)
                 bridge.close(kill=True)  # crashed or left open: the host died
         else:
             if step.measure and floors is not None:
-                floors.append(floor_seconds(1))
+                floors.append(floor_sample())
             text, seconds = run_step(step, home, dirs[step.project])
         if step.measure:
             at = step.at.isoformat()
@@ -206,16 +209,6 @@ def replay(scenario: Scenario, workdir: Path, floors: list[float] | None = None)
                 start.text = "\n\n".join(t for t in (start.text, text) if t)
             prompted.add(step.session)
     return list(starts.values())
-
-
-def floor_seconds(runs: int = 7) -> float:
-    """Median wall time of ``python -c "import sqlite3"``: the machine's floor for a process."""
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import sqlite3"], check=True)
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def score_all(
@@ -331,7 +324,7 @@ def run(count: int, seed: int, progress: bool = True) -> dict[str, Any]:
     seconds = [s.seconds for measured in starts for s in measured if s.channel == "claude-code"]
     bridged = sum(s.channel == "openclaw" for measured in starts for s in measured)
     p50, p95 = bootstrap(seconds, "p50")[0], bootstrap(seconds, "p95")[0]
-    floor = statistics.median(floors)
+    floor = statistics.median(floors) / 1000
     curve = {}
     for k in (1, 2, 5, 10, 20, 40):
         rows = aggregate(score_all(scenarios, starts, k)["recency"])
