@@ -24,7 +24,6 @@ from cortex.files import check_id
 from cortex.services.app import Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
-from cortex.services.health import DatabaseHealth
 from cortex.services.metrics import MetricsService
 from cortex.services.metrics_verify import VerifyReport
 from cortex.services.remote.client import RemoteClient
@@ -41,6 +40,7 @@ from cortex.services.tasks import (
 )
 
 if TYPE_CHECKING:
+    from cortex.services.health import DatabaseHealth
     from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store.protocol import Store
@@ -92,6 +92,8 @@ class RemoteServices(Services):
 
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""
+        from cortex.services.health import DatabaseHealth
+
         answer = self.client.transport.request("GET", "/readyz")
         damage = () if answer.get("status", "ok") in ("ok", "ready") else (str(answer),)
         return DatabaseHealth(url=self.client.transport.url, damage=damage, applied=(), pending=())
