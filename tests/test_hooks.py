@@ -808,7 +808,6 @@ NOT_ON_THE_EVENT_PATH = frozenset(
     | {"cortex.store.hygiene_sql", "cortex.store.registry", "cortex.core.hygiene"}
     | {"cortex.core.retrieval"}  # the store's search ranks nothing for an event
     | {"cortex.services.archive"}  # nor does an event archive sessions
-    | {"cortex.services.health"}  # nor check the database's health (a class of its own)
 )
 
 

@@ -11,6 +11,7 @@ turn never imports the memory engine::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 
 from cortex.clock import Clock
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from cortex.services.dashboard import Dashboard
     from cortex.services.events import EventLog
     from cortex.services.filemode import FileModeService
-    from cortex.services.health import DatabaseHealth
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService, MetricsWriter
     from cortex.services.procedural import ProceduralService
@@ -37,6 +37,18 @@ if TYPE_CHECKING:
     from cortex.services.tasks import TaskService, TaskSource
     from cortex.services.tenants import TenantService
     from cortex.store.protocol import Store
+
+
+@dataclass(frozen=True)
+class DatabaseHealth:
+    """What ``Services.health`` found: damage (empty when healthy), migrations, and the bytes of
+    free pages that ``vacuum`` would hand back to the disk."""
+
+    url: str
+    damage: tuple[str, ...]
+    applied: tuple[str, ...]
+    pending: tuple[str, ...]
+    free_bytes: int = 0
 
 
 class Services(Service):
@@ -219,8 +231,6 @@ class Services(Service):
 
     def health(self) -> DatabaseHealth:
         """The database's integrity problems and its applied and pending migrations."""
-        from cortex.services.health import DatabaseHealth
-
         applied = [name for name, _ in self.store.applied_migrations()]
         damage = tuple(self.store.check_integrity())
         return DatabaseHealth(

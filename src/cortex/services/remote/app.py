@@ -21,7 +21,7 @@ from cortex.core.redaction import redact
 from cortex.core.tasks import DONE_STAGES
 from cortex.errors import UnavailableError
 from cortex.files import check_id
-from cortex.services.app import Services
+from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
 from cortex.services.events import EventLog
 from cortex.services.metrics import MetricsService
@@ -40,7 +40,6 @@ from cortex.services.tasks import (
 )
 
 if TYPE_CHECKING:
-    from cortex.services.health import DatabaseHealth
     from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store.protocol import Store
@@ -92,8 +91,6 @@ class RemoteServices(Services):
 
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""
-        from cortex.services.health import DatabaseHealth
-
         answer = self.client.transport.request("GET", "/readyz")
         damage = () if answer.get("status", "ok") in ("ok", "ready") else (str(answer),)
         return DatabaseHealth(url=self.client.transport.url, damage=damage, applied=(), pending=())
