@@ -175,6 +175,7 @@ class CountingEmbedder:
 
         self.inner = HashingEmbedder(dim=16)
         self.model, self.dim = "counting-16", 16
+        self.query_prefix = self.document_prefix = ""
         self.asked: list[str] = []
 
     def embed(self, texts: list[str]) -> list[list[float]]:

@@ -72,6 +72,7 @@ class MeaningEmbedder:
     """Single words it knows get one of a few meanings (axes); other texts are hashed."""
 
     model, dim = "meaning-8", 8
+    query_prefix = document_prefix = ""
     MEANINGS = {"weddings": 0, "bride": 0, "ceremony": 0}
 
     def __init__(self) -> None:

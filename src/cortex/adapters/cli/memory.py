@@ -329,11 +329,13 @@ def memory_embed(rt: Runtime, batch: int) -> None:
     """Embed the memories added before the embedder setting was on, for hybrid search.
 
     Memories are embedded as they are added once ``embedder`` is set; this embeds the older
-    ones (a count on stderr after each batch). It needs the embeddings extra.
+    ones, and all of them again when the setting names another model (a count on stderr after
+    each batch). It needs the embeddings extra.
 
     \b
-    Example:
+    Examples:
       CORTEX_EMBEDDER=minilm cortex memory embed
+      cortex --set embedder=~/models/nomic-embed-text-v1.5 memory embed
     """
     service = rt.services.memory
 
