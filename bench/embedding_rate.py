@@ -9,8 +9,10 @@ The texts are the first ``--texts`` distinct turns of LongMemEval's first haysta
 lines and long answers mixed, as a person's memories are), in a fixed order. Each round runs,
 for each tree (the order alternating), a floor process and a child process with that tree's
 ``src`` first on the path that loads the embedder, embeds one text to load the model, then
-embeds all the texts in one call, timed in wall and CPU time. Reported: the medians over the
-rounds of milliseconds per text (wall, CPU) and texts per second. Needs the embeddings extra.
+embeds all the texts in one call, timed in wall and CPU time, then LongMemEval's first 30
+questions one at a time (what a search pays for its question). Reported: the medians over the
+rounds of milliseconds per text (wall, CPU), texts per second and the median milliseconds per
+question. Needs the embeddings extra.
 """
 
 from __future__ import annotations
@@ -29,21 +31,28 @@ sys.path.insert(0, str(BENCH))
 from compare import DATA, ROOT, compare_parser, extract, interleaved, medians  # noqa: E402
 
 CHILD = """
-import json, sys, time
+import json, statistics, sys, time
 from cortex.services.embeddings import load_embedder
-texts = json.load(open(sys.argv[2]))
+texts, questions = json.load(open(sys.argv[2]))
 embedder = load_embedder(sys.argv[1])
 embedder.embed(["load the model"])
 wall, cpu = time.perf_counter(), time.process_time()
 embedder.embed(texts)
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps([1000 * wall / len(texts), 1000 * cpu / len(texts), len(texts) / wall]))
+asked = []
+for question in questions:
+    started = time.perf_counter()
+    embedder.embed([question])
+    asked.append(time.perf_counter() - started)
+rate = [1000 * wall / len(texts), 1000 * cpu / len(texts), len(texts) / wall]
+print(json.dumps([*rate, 1000 * statistics.median(asked)]))
 """
-FIGURES = ("ms/text wall", "ms/text CPU", "texts/s")
+FIGURES = ("ms/text wall", "ms/text CPU", "texts/s", "ms/question")
 
 
-def turns(count: int, data: Path) -> list[str]:
-    """The first ``count`` distinct turns of LongMemEval's haystacks, in their order."""
+def texts(count: int, data: Path) -> tuple[list[str], list[str]]:
+    """The first ``count`` distinct turns of LongMemEval's haystacks, in their order, and its
+    first 30 questions."""
     with lzma.open(data / "longmemeval-s-dev.json.xz") as fh:
         questions = json.load(fh)
     found: dict[str, None] = {}
@@ -51,11 +60,9 @@ def turns(count: int, data: Path) -> list[str]:
         for session in question["haystack_sessions"]:
             for turn in session:
                 text = turn["content"].strip()
-                if text:
+                if text and len(found) < count:
                     found[text] = None
-                if len(found) >= count:
-                    return list(found)
-    return list(found)
+    return list(found), [q["question"] for q in questions[:30]]
 
 
 def main() -> None:
@@ -65,13 +72,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-embedding-rate-") as tmp:
-        texts = Path(tmp) / "texts.json"
-        texts.write_text(json.dumps(turns(args.texts, args.data)))
-        trees = {args.rev: extract(args.rev, Path(tmp) / "old") / "src", "this": ROOT / "src"}
+        corpus = Path(tmp) / "texts.json"
+        corpus.write_text(json.dumps(texts(args.texts, args.data)))
+        trees = {args.rev: extract(args.rev, Path(tmp)) / "src", "this": ROOT / "src"}
 
         def sample(label: str) -> list[float]:
             env = {**os.environ, "PYTHONPATH": str(trees[label])}
-            command = [sys.executable, "-c", CHILD, args.embedder, str(texts)]
+            command = [sys.executable, "-c", CHILD, args.embedder, str(corpus)]
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             return [float(v) for v in json.loads(done.stdout.strip().splitlines()[-1])]
 
