@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,7 +84,11 @@ def main() -> None:
             return [float(v) for v in json.loads(done.stdout.strip().splitlines()[-1])]
 
         samples, floors = interleaved(trees, args.rounds, sample, FIGURES)
-    print(f"{args.embedder}, {args.texts} texts, {args.rounds} rounds; load {os.getloadavg()}")
+    floor = statistics.median(floors)
+    print(
+        f"{args.embedder}, {args.texts} texts, {args.rounds} rounds; load {os.getloadavg()}; "
+        f"floor process {floor:.1f} ms"
+    )
     print("| tree | " + " | ".join(FIGURES) + " |")
     print("| --- | " + " | ".join("---:" for _ in FIGURES) + " |")
     for label, rows in samples.items():
