@@ -56,13 +56,12 @@ def texts(count: int, data: Path) -> tuple[list[str], list[str]]:
     first 30 questions."""
     with lzma.open(data / "longmemeval-s-dev.json.xz") as fh:
         questions = json.load(fh)
+    turns = (t["content"].strip() for q in questions for s in q["haystack_sessions"] for t in s)
     found: dict[str, None] = {}
-    for question in questions:
-        for session in question["haystack_sessions"]:
-            for turn in session:
-                text = turn["content"].strip()
-                if text and len(found) < count:
-                    found[text] = None
+    for text in filter(None, turns):
+        found[text] = None
+        if len(found) == count:
+            break
     return list(found), [q["question"] for q in questions[:30]]
 
 
