@@ -4,15 +4,17 @@
     .venv/bin/python bench/retrieval/expansion.py --memories 100 --weight 0.2
     .venv/bin/python bench/retrieval/expansion.py --haystack       # every word of the haystack
     .venv/bin/python bench/retrieval/expansion.py --haystack --show 20   # the words added
+    .venv/bin/python bench/retrieval/expansion.py --embeddings DIR   # a model directory
 
 With the embeddings extra, Cortex's search widens a question with the words that the
 memories closest to it in meaning use for its words (``cortex.core.expansion``). This runs
-``run.py``'s ``cortex+minilm`` on the dev sets twice in one process, first with the widening
-off (``EXPANSION_MEMORIES`` 0), then on with the settings given (the module's constants set
-for the run), and prints ``run.py``'s tables for both (``off`` and ``on``). ``--haystack``
-draws the words from the whole haystack (every unit's) instead of the closest memories:
-what a vocabulary of the whole store would give. Needs the extra; about a minute with
-``run.py``'s embeddings cache. Figures: ``docs/benchmarks-history.md`` (the twentieth sitting).
+``run.py``'s hybrid (``cortex+minilm``, or ``--embeddings``' model) on the dev sets twice in
+one process, first with the widening off (``EXPANSION_MEMORIES`` 0), then on with the
+settings given (the module's constants set for the run), and prints ``run.py``'s tables for
+both (``off`` and ``on``). ``--haystack`` draws the words from the whole haystack (every
+unit's) instead of the closest memories: what a vocabulary of the whole store would give.
+Needs the extra; about a minute with ``run.py``'s embeddings cache. Figures:
+``docs/benchmarks-history.md`` (the twentieth and twenty-sixth sittings).
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def settings(values: dict[str, Any]) -> Iterator[None]:
             setattr(expansion, name, value)
 
 
-def haystack_words(sets: dict[str, list[Corpus]]) -> dict[str, list[str]]:
+def haystack_words(sets: dict[str, list[Corpus]], model: str) -> dict[str, list[str]]:
     """Each question's widening words drawn from every unit of its haystack."""
-    embedder = run.cached_embedder("minilm", run.RESULTS)
+    embedder = run.cached_embedder(model, run.RESULTS)
     out: dict[str, list[str]] = {}
     for corpora in sets.values():
         for corpus in corpora:
@@ -82,9 +84,9 @@ def from_haystack(words: dict[str, list[str]]) -> Iterator[None]:
         meaning.widening_words = shipped
 
 
-def measure(sets: dict[str, list[Corpus]]) -> dict[str, Any]:
-    """``run.py``'s report of ``cortex+minilm`` on every set, as things stand."""
-    build: Callable[[Corpus], run.Search] = run.cortex_search("minilm", cache=run.RESULTS)
+def measure(sets: dict[str, list[Corpus]], model: str) -> dict[str, Any]:
+    """``run.py``'s report of the hybrid with ``model`` on every set, as things stand."""
+    build: Callable[[Corpus], run.Search] = run.cortex_search(model, cache=run.RESULTS)
     return {suite: systems["x"] for suite, systems in run.run_suites(sets, {"x": build}).items()}
 
 
@@ -100,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--show", type=int, default=0, help="with --haystack: print N questions' added words"
     )
+    parser.add_argument(
+        "--embeddings", default="minilm", help="minilm (default), or a model directory's path"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     values = {k: getattr(args, k) for k in SETTINGS if getattr(args, k) is not None}
@@ -107,11 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--memories, --weight and --per-term take 0 or more, --min-cosine 0 to 1")
     sets = run.corpora_of(run.DATA)
     with settings({"memories": 0}):
-        off = measure(sets)
+        off = measure(sets, args.embeddings)
     with settings(values):
-        words = haystack_words(sets) if args.haystack else None
+        words = haystack_words(sets, args.embeddings) if args.haystack else None
         with from_haystack(words) if words is not None else contextlib.nullcontext():
-            on = measure(sets)
+            on = measure(sets, args.embeddings)
     for question in list(words or {})[: args.show]:
         print(f"{question}  +{(words or {})[question]}")
     report = {suite: {"off": off[suite], "on": on[suite]} for suite in off}
