@@ -14,6 +14,7 @@ p95 as a ratio to the floor of its round.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -69,27 +70,41 @@ def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[st
     return figures
 
 
-def main() -> None:
-    parser = compare_parser(__doc__, rounds=4)
+def with_corpus(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with ``--queries`` (a round's) and ``--count`` (the cached corpus's size)."""
     parser.add_argument("--queries", type=int, default=500, help="queries per round")
     parser.add_argument("--count", type=int, default=1_000_000, help="the cached corpus")
-    args = parser.parse_args()
-    corpus = BENCH / "results" / f"memory-{args.count}.db"
+    return parser
+
+
+def cached_corpus(count: int) -> Path:
+    """``bench/memory.py``'s corpus of ``count`` memories, which must be built already."""
+    corpus = BENCH / "results" / f"memory-{count}.db"
     if not corpus.exists():
-        raise SystemExit(f"{corpus} is missing: build it with bench/memory.py --count N")
-    with tempfile.TemporaryDirectory(prefix="cortex-search-compare-") as tmp:
-        old = extract(args.rev, Path(tmp))
-        trees = {"before": (old, old / "src"), "after": (ROOT, ROOT / "src")}
-        rounds: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
-        for _ in range(args.rounds):
-            floor = floor_ms(5)
-            for label, (tree, src) in trees.items():
-                figures = search_figures(tree, src, corpus, args.queries)
-                figures["p95_x_floor"] = figures["p95_ms"] / floor
-                figures["floor_ms"] = floor
-                rounds[label].append(figures)
-    print(f"rev {args.rev}, {args.rounds} rounds; load average {os.getloadavg()}")
-    print("| tree | p50 ms | p95 ms | p95 x floor | CPU p50 ms | CPU p95 ms | floor ms |")
+        raise SystemExit(f"{corpus} is missing: build it with bench/memory.py --count {count}")
+    return corpus
+
+
+def search_rounds(
+    targets: dict[str, tuple[Path, Path, Path]], rounds: int, queries: int
+) -> dict[str, list[dict[str, float]]]:
+    """Each label's ``search_figures`` (its tree, its source folder, its corpus), one child per
+    label a round after the round's floor, with the p95 as a ratio to that floor."""
+    out: dict[str, list[dict[str, float]]] = {label: [] for label in targets}
+    for n in range(rounds):
+        floor = floor_ms(5)
+        for label, (tree, src, corpus) in targets.items():
+            figures = search_figures(tree, src, corpus, queries)
+            figures["p95_x_floor"] = figures["p95_ms"] / floor
+            figures["floor_ms"] = floor
+            out[label].append(figures)
+        print(f"  round {n + 1}/{rounds} done", file=sys.stderr)
+    return out
+
+
+def print_table(first: str, rounds: dict[str, list[dict[str, float]]]) -> None:
+    """The medians over the rounds of each label's figures, a markdown row each."""
+    print(f"| {first} | p50 ms | p95 ms | p95 x floor | CPU p50 ms | CPU p95 ms | floor ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for label, samples in rounds.items():
         cells = [
@@ -97,6 +112,17 @@ def main() -> None:
             for key in ("p50_ms", "p95_ms", "p95_x_floor", "cpu_p50_ms", "cpu_p95_ms", "floor_ms")
         ]
         print(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+
+
+def main() -> None:
+    args = with_corpus(compare_parser(__doc__, rounds=4)).parse_args()
+    corpus = cached_corpus(args.count)
+    with tempfile.TemporaryDirectory(prefix="cortex-search-compare-") as tmp:
+        old = extract(args.rev, Path(tmp))
+        targets = {"before": (old, old / "src", corpus), "after": (ROOT, ROOT / "src", corpus)}
+        rounds = search_rounds(targets, args.rounds, args.queries)
+    print(f"rev {args.rev}, {args.rounds} rounds; load average {os.getloadavg()}")
+    print_table("tree", rounds)
 
 
 if __name__ == "__main__":

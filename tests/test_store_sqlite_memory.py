@@ -317,6 +317,32 @@ def test_vacuum_after_a_bulk_batch_stops_the_checkpoint_thread_first(tmp_path: P
         assert store.count_memories(MemoryFilter(), NOW) == 400
 
 
+@pytest.mark.skipif(not fts5_available(sqlite3.connect(":memory:")), reason="no FTS5")
+def test_vacuum_merges_the_full_text_index_into_one_segment(tmp_path: Path) -> None:
+    """Each commit adds a segment to the full-text index; ``vacuum`` merges them (FTS5's
+    ``optimize``) and a search finds what it found before, in the same order."""
+
+    def segments(store: SQLiteStore) -> int:
+        rows = store._db.rows("SELECT count(DISTINCT segid) FROM memories_fts_idx")
+        return int(rows[0][0])
+
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        for i in range(12):  # a commit each
+            store.add_memories([memory(f"m{i}", f"deploy note {i} for the staging cluster")])
+        store.delete_memory("m3", NOW)
+        found = store.search_memories(["deploy", "staging"], MemoryFilter(), NOW, limit=20)
+        assert segments(store) > 1
+        store.vacuum()
+        assert segments(store) == 1
+        again = store.search_memories(["deploy", "staging"], MemoryFilter(), NOW, limit=20)
+        assert [(m.id, r) for m, r in again] == [(m.id, r) for m, r in found]
+        assert len(found) == 11 and store._db.rows("PRAGMA integrity_check") == [("ok",)]
+    with SQLiteStore(tmp_path / "brain.db") as reopened:  # merged on disk, not in memory
+        assert segments(reopened) == 1
+        reopened.vacuum()  # a merged index merges again to the same
+        assert segments(reopened) == 1
+
+
 def test_a_failed_bulk_batch_asks_for_no_checkpoint(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "brain.db") as store:
         with pytest.raises(RuntimeError), store.transaction():

@@ -631,7 +631,8 @@ class Store(
 
     def vacuum(self) -> tuple[int, int]:
         """Hand the database's free pages back to the disk: its size in bytes before and after
-        (SQLite rewrites the file). PostgreSQL's autovacuum does this itself: ConfigError."""
+        (SQLite merges its full-text index into one segment, then rewrites the file).
+        PostgreSQL's autovacuum does this itself: ConfigError."""
         ...
 
     def free_bytes(self) -> int:

@@ -43,6 +43,7 @@ BOUND_AT_FIRST_USE = {
             *("linked_memories", "adjacent_memories", "save_embeddings", "embedding_vectors"),
             *("memories_without_embedding", "search_memories", "has_fts", "full_text"),
             *("like_memories", "term_doc_counts", "memory_count_estimate"),
+            "merge_search_index",
         }
     ),
     "_bind_history_side": frozenset(
@@ -66,7 +67,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     Beyond the protocol, a few SQLite-only methods serve tests and tools: ``count_sessions``,
     ``list_audit``, ``count_memories``, ``add_memory_link``, ``memories_without_embedding``,
     ``get_checkpoint``, and search's parts (``has_fts``, ``full_text``, ``like_memories``,
-    ``term_doc_counts``, ``memory_count_estimate``).
+    ``term_doc_counts``, ``memory_count_estimate``, ``merge_search_index``).
     """
 
     def __init__(
@@ -205,6 +206,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.like_memories = search.like_memories
         self.term_doc_counts = search.term_doc_counts
         self.memory_count_estimate = search.memory_count_estimate
+        self.merge_search_index = search.merge_index
 
     def _bind_history(self, history: HistoryRepository) -> None:
         self.append_session_event = history.append_session_event
@@ -252,7 +254,10 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     def vacuum(self) -> tuple[int, int]:
         """Hand the file's free pages back to the disk (SQLite only): the database's size in
         bytes before and after. Rows deleted, and a migration that moves a table, leave free
-        pages that later writes reuse; ``VACUUM`` rewrites the whole file without them."""
+        pages that later writes reuse; ``VACUUM`` rewrites the whole file without them. The
+        full-text index is merged into one segment first (``MemorySearch.merge_index``), so
+        the pages the merge frees are handed back too."""
+        self.merge_search_index()
         return self._db.vacuum()
 
     def free_bytes(self) -> int:
