@@ -443,6 +443,39 @@ def test_doctor_names_db_vacuum_when_the_file_holds_much_free_space(home: Path, 
     assert json.loads(cortex(home, user, "--json", "doctor").stdout)["database"]["free_bytes"] == 0
 
 
+def test_doctor_names_db_vacuum_when_the_search_index_has_many_segments(
+    home: Path, user: Path
+) -> None:
+    from cortex.adapters.cli.integrations import SEGMENTS_HINT
+    from cortex.store import SQLiteStore
+    from store_contract_memory import memory
+
+    def segments() -> int:
+        report = json.loads(cortex(home, user, "--json", "doctor").stdout)
+        count = report["database"]["search_index_segments"]
+        assert isinstance(count, int)
+        return count
+
+    ok(cortex(home, user, "session", "start", "--session-id", "s1"))
+    with SQLiteStore(home / "brain.db") as store:
+        store.add_memories([memory("m0", "deploy note 0")])
+        store.add_memories([memory("m1", "deploy note 1")])
+    assert 1 <= segments() < SEGMENTS_HINT
+    assert "search index in" not in cortex(home, user, "doctor").stdout  # a few: no hint
+    with SQLiteStore(home / "brain.db") as store:
+        for i in range(2, 60):  # a commit, a segment, each (FTS5 merges some of them)
+            store.add_memories([memory(f"m{i}", f"deploy note {i}")])
+            if store.search_index_segments() >= SEGMENTS_HINT:
+                break
+    count = segments()
+    assert count >= SEGMENTS_HINT
+    text = cortex(home, user, "doctor").stdout
+    assert f"; search index in {count} segments: `cortex db vacuum` merges them)" in text
+    ok(cortex(home, user, "db", "vacuum"))
+    assert segments() == 1
+    assert "search index in" not in cortex(home, user, "doctor").stdout
+
+
 # -- the hook client's command line ---------------------------------------------------------------
 def installed_command(settings: Path, event: str) -> str:
     command = read(settings)["hooks"][event][0]["hooks"][0]["command"]

@@ -18,6 +18,7 @@ from cortex.errors import ConfigError, UnsafeIdError
 from cortex.services.app import Services
 from cortex.services.restoration import plan_restoration, select_contributors
 from cortex.store import SQLiteStore, Store, migration_names
+from store_contract_memory import memory
 
 Factory = Callable[..., Config]
 
@@ -80,8 +81,11 @@ def test_vacuum_hands_back_the_free_pages_health_counts_and_names_autovacuum_on_
     if not isinstance(store, SQLiteStore):
         with pytest.raises(ConfigError, match="PostgreSQL, whose autovacuum"):
             app.vacuum()
-        assert app.health().free_bytes == 0
+        assert app.health().free_bytes == 0 and app.health().index_segments == 0
         return
+    for i in range(3):  # a commit, a segment of the full-text index, each
+        store.add_memories([memory(f"m{i}", f"deploy note {i}")])
+    assert app.health().index_segments == store.search_index_segments() > 1
     store.connection.execute("CREATE TABLE scratch (data BLOB)")
     store.connection.executemany("INSERT INTO scratch VALUES (?)", [(b"x" * 4000,)] * 100)
     store.connection.execute("DROP TABLE scratch")
@@ -89,6 +93,7 @@ def test_vacuum_hands_back_the_free_pages_health_counts_and_names_autovacuum_on_
     before, after = app.vacuum()
     assert before - after == free >= 400_000  # (":memory:" too: its pages are counted alike)
     assert app.vacuum() == (after, after) and app.health().free_bytes == 0
+    assert app.health().index_segments == 1  # merged by the vacuum
     assert [name for name, _ in app.applied_migrations()] == list(migration_names())
 
 

@@ -41,14 +41,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DatabaseHealth:
-    """What ``Services.health`` found: damage (empty when healthy), migrations, and the bytes of
-    free pages that ``vacuum`` would hand back to the disk."""
+    """What ``Services.health`` found: damage (empty when healthy), migrations, the bytes of
+    free pages that ``vacuum`` would hand back to the disk, and the full-text index's segments,
+    which it would merge into one."""
 
     url: str
     damage: tuple[str, ...]
     applied: tuple[str, ...]
     pending: tuple[str, ...]
     free_bytes: int = 0
+    index_segments: int = 0
 
 
 class Services(Service):
@@ -230,7 +232,8 @@ class Services(Service):
         return self.store.vacuum()
 
     def health(self) -> DatabaseHealth:
-        """The database's integrity problems and its applied and pending migrations."""
+        """The database's integrity problems, its applied and pending migrations, its free
+        pages and its search index's segments."""
         applied = [name for name, _ in self.store.applied_migrations()]
         damage = tuple(self.store.check_integrity())
         return DatabaseHealth(
@@ -239,6 +242,7 @@ class Services(Service):
             applied=tuple(applied),
             pending=tuple(_pending(applied)),
             free_bytes=0 if damage else self.store.free_bytes(),  # (a damaged file: no count)
+            index_segments=0 if damage else self.store.search_index_segments(),
         )
 
     def rebind(self, config: Config, clock: Clock | None = None) -> Services:

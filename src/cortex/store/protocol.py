@@ -640,6 +640,12 @@ class Store(
         backend reclaims its space itself (PostgreSQL)."""
         ...
 
+    def search_index_segments(self) -> int:
+        """The segments of the full-text index, which ``vacuum`` merges into one; 0 where the
+        backend's index has none to merge (PostgreSQL's GIN index: autovacuum merges its
+        pending entries)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -229,7 +229,10 @@ def _database_health(report: Report, app: Services) -> bool:
         )
     pending = list(health.pending)
     report.database.update(
-        migrations=len(health.applied), pending_migrations=pending, free_bytes=health.free_bytes
+        migrations=len(health.applied),
+        pending_migrations=pending,
+        free_bytes=health.free_bytes,
+        search_index_segments=health.index_segments,
     )
     if not pending:
         return True

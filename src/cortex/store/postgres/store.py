@@ -210,6 +210,10 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         """0: PostgreSQL's autovacuum reclaims dead rows' space itself."""
         return 0
 
+    def search_index_segments(self) -> int:
+        """0: the GIN index is one structure; autovacuum merges its pending entries."""
+        return 0
+
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
         with self._db.connection() as conn:

@@ -80,6 +80,13 @@ class MemorySearch:
             with self._db.transaction():
                 self._db.run("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
 
+    def index_segments(self) -> int:
+        """The full-text index's segments (0 without an index): what ``merge_index`` makes
+        one."""
+        if not self.has_fts():
+            return 0
+        return int(self._db.rows("SELECT count(DISTINCT segid) FROM memories_fts_idx")[0][0])
+
     def search_memories(
         self, terms: Sequence[str], flt: MemoryFilter, now: str, *, limit: int
     ) -> list[tuple[Memory, float]]:

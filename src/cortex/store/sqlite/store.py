@@ -43,7 +43,7 @@ BOUND_AT_FIRST_USE = {
             *("linked_memories", "adjacent_memories", "save_embeddings", "embedding_vectors"),
             *("memories_without_embedding", "search_memories", "has_fts", "full_text"),
             *("like_memories", "term_doc_counts", "memory_count_estimate"),
-            "merge_search_index",
+            *("merge_search_index", "search_index_segments"),
         }
     ),
     "_bind_history_side": frozenset(
@@ -68,6 +68,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     ``list_audit``, ``count_memories``, ``add_memory_link``, ``memories_without_embedding``,
     ``get_checkpoint``, and search's parts (``has_fts``, ``full_text``, ``like_memories``,
     ``term_doc_counts``, ``memory_count_estimate``, ``merge_search_index``).
+    ``search_index_segments`` (the protocol's) is bound with them.
     """
 
     def __init__(
@@ -207,6 +208,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self.term_doc_counts = search.term_doc_counts
         self.memory_count_estimate = search.memory_count_estimate
         self.merge_search_index = search.merge_index
+        self.search_index_segments = search.index_segments
 
     def _bind_history(self, history: HistoryRepository) -> None:
         self.append_session_event = history.append_session_event
