@@ -1005,6 +1005,41 @@ def test_a_detached_child_holds_none_of_the_hooks_descriptors(
     assert str(tmp_path) not in seen["path"] and "" not in seen["path"]
 
 
+def test_the_hook_server_merges_the_search_index_when_it_stops_for_idleness(
+    home: Path, repo: Path
+) -> None:
+    from cortex.core.memory_models import MemoryFilter
+    from cortex.services.app import MERGE_SEGMENTS
+    from cortex.store import SQLiteStore
+    from store_contract_memory import memory
+
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))  # (no server yet)
+    added = 0
+    with SQLiteStore(home / "brain.db") as store:
+        while added < 60:  # a commit, a segment of the full-text index, each
+            store.add_memories([memory(f"m{added}", f"deploy note {added}")])
+            added += 1
+            if store.search_index_segments() >= MERGE_SEGMENTS:
+                break
+        assert store.search_index_segments() >= MERGE_SEGMENTS
+    env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "1"}
+    prompt = event("UserPromptSubmit", "s1", repo, prompt="tune the antenna")
+    ok = run_hook(home, prompt, env=env)  # handled here; a server starts for the next
+    assert ok.returncode == 0
+    pid = wait_for_server(home)
+    assert run_hook(home, prompt, env=env).returncode == 0  # the server opens the store
+    with SQLiteStore(home / "brain.db") as store:
+        assert store.search_index_segments() >= MERGE_SEGMENTS  # not while it serves
+    deadline = time.monotonic() + 30
+    while server_pid(home) == pid:  # it stops after a second idle, checked every 5 s
+        assert time.monotonic() < deadline, "the hook server did not stop"
+        time.sleep(0.1)
+    with SQLiteStore(home / "brain.db") as store:
+        assert store.search_index_segments() == 1
+        found = store.search_memories(["deploy"], MemoryFilter(), T0, limit=100)
+        assert len(found) == added  # every memory still found
+
+
 def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "30"}
     first = run_hook(home, event("SessionStart", "s1", repo, source="startup"), env=env)

@@ -446,7 +446,7 @@ def test_doctor_names_db_vacuum_when_the_file_holds_much_free_space(home: Path, 
 def test_doctor_names_db_vacuum_when_the_search_index_has_many_segments(
     home: Path, user: Path
 ) -> None:
-    from cortex.adapters.cli.integrations import SEGMENTS_HINT
+    from cortex.services.app import MERGE_SEGMENTS as SEGMENTS_HINT
     from cortex.store import SQLiteStore
     from store_contract_memory import memory
 

@@ -82,10 +82,17 @@ def test_vacuum_hands_back_the_free_pages_health_counts_and_names_autovacuum_on_
         with pytest.raises(ConfigError, match="PostgreSQL, whose autovacuum"):
             app.vacuum()
         assert app.health().free_bytes == 0 and app.health().index_segments == 0
+        assert app.merge_search_index(least=0) == 0  # (nothing to merge there)
         return
     for i in range(3):  # a commit, a segment of the full-text index, each
         store.add_memories([memory(f"m{i}", f"deploy note {i}")])
-    assert app.health().index_segments == store.search_index_segments() > 1
+    segments = app.health().index_segments
+    assert segments == store.search_index_segments() > 1
+    assert app.merge_search_index(least=segments + 1) == segments  # too few: left as they are
+    assert store.search_index_segments() == segments
+    assert app.merge_search_index(least=segments) == segments
+    assert store.search_index_segments() == 1
+    store.add_memories([memory("m3", "deploy note 3")])  # a segment again, for the vacuum
     store.connection.execute("CREATE TABLE scratch (data BLOB)")
     store.connection.executemany("INSERT INTO scratch VALUES (?)", [(b"x" * 4000,)] * 100)
     store.connection.execute("DROP TABLE scratch")

@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     from cortex.store.protocol import Store
 
 
+MERGE_SEGMENTS = 8
+"""Segments of the full-text index from which it is worth merging (``cortex doctor`` names
+``cortex db vacuum``; the hook server merges it when it stops for idleness): a search looks up
+each of its terms in every segment."""
+
+
 @dataclass(frozen=True)
 class DatabaseHealth:
     """What ``Services.health`` found: damage (empty when healthy), migrations, the bytes of
@@ -230,6 +236,14 @@ class Services(Service):
         (``Store.vacuum``; ConfigError on PostgreSQL, whose autovacuum does this, and in client
         mode, which has no local database)."""
         return self.store.vacuum()
+
+    def merge_search_index(self, least: int = MERGE_SEGMENTS) -> int:
+        """Merge the full-text index into one segment when it holds ``least`` segments or
+        more (what ``vacuum`` does first, without rewriting the file); the segments it held."""
+        segments = self.store.search_index_segments()
+        if segments >= least:
+            self.store.merge_search_index()
+        return segments
 
     def health(self) -> DatabaseHealth:
         """The database's integrity problems, its applied and pending migrations, its free

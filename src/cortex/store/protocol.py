@@ -646,6 +646,11 @@ class Store(
         pending entries)."""
         ...
 
+    def merge_search_index(self) -> None:
+        """Merge the full-text index's segments into one, as ``vacuum`` does first; nothing
+        where the backend's index has no segments (PostgreSQL)."""
+        ...
+
     def close(self) -> None: ...
 
 

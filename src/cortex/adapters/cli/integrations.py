@@ -20,9 +20,6 @@ if TYPE_CHECKING:
 HOST = click.Choice(HOSTS)
 FREE_HINT_BYTES = 16 * 1024 * 1024
 """Free pages in the database from which ``cortex doctor`` names ``cortex db vacuum``."""
-SEGMENTS_HINT = 8
-"""Segments of the full-text index from which ``cortex doctor`` names ``cortex db vacuum``
-(which merges them: a search looks each term up in every segment)."""
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -182,8 +179,10 @@ def _database_text(db: dict[str, Any]) -> str:
     free = db.get("free_bytes", 0)
     if free >= FREE_HINT_BYTES:
         text += f"; {megabytes(free)} of it free: `cortex db vacuum` hands it back"
+    from cortex.services.app import MERGE_SEGMENTS
+
     segments = db.get("search_index_segments", 0)
-    if segments >= SEGMENTS_HINT:
+    if segments >= MERGE_SEGMENTS:
         text += f"; search index in {segments} segments: `cortex db vacuum` merges them"
     return text
 

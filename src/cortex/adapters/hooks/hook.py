@@ -172,6 +172,21 @@ class ServicesCache:
             except CortexError:
                 pass  # (a full disk, say) the next count tries again
 
+    def before_stop(self) -> None:
+        """What the hook server does when it stops for idleness, before the store closes:
+        merge the search index if it holds ``MERGE_SEGMENTS`` segments or more. No event has
+        come for a long while, so holding the write lock for the second a large store's
+        merge takes delays nobody's hook."""
+        services = self._services
+        if services is None or services.config.server_url or self._path is None:
+            return
+        if _inode(self._path) != self._inode:  # (moved or replaced: not the home's file now)
+            return
+        try:
+            services.merge_search_index()
+        except CortexError:
+            pass  # (another writer past the busy timeout, a full disk) the next stop tries
+
     def release(self) -> None:
         if not self.keep:
             self.close()

@@ -196,7 +196,7 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         listener, inode = _listen(socket_path(home))
         atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
-            _loop(listener, inode, code_stamp(), idle_seconds, _handler(cache))
+            _loop(listener, inode, code_stamp(), idle_seconds, _handler(cache), cache.before_stop)
         finally:
             cache.close()
             listener.close()
@@ -234,11 +234,17 @@ def _listen(path: str) -> tuple[socket.socket, int]:
 
 
 def _loop(
-    listener: socket.socket, inode: int, stamp: str, idle_seconds: float, handle: Handler
+    listener: socket.socket,
+    inode: int,
+    stamp: str,
+    idle_seconds: float,
+    handle: Handler,
+    on_idle: Callable[[], None],
 ) -> None:
     """Serve one connection at a time. What an answer does not wait for (``handle``'s
     ``later`` steps) runs after its connection is closed and before the next one is taken, so
-    that the next event sees all of it.
+    that the next event sees all of it. After ``idle_seconds`` without a connection it runs
+    ``on_idle`` (a failure there is the server's own business) and returns.
 
     Changed code (an upgrade) is looked for at most every ``STAMP_CHECK_SECONDS`` (walking the
     package costs ~0.5 ms): after an answer once half of that has passed, so that events in
@@ -252,7 +258,13 @@ def _loop(
         try:
             conn, _ = listener.accept()
         except TimeoutError:
-            if time.monotonic() - last > idle_seconds or not _same_file(path, inode):
+            if not _same_file(path, inode):  # another server took the socket's place
+                return
+            if time.monotonic() - last > idle_seconds:
+                try:
+                    on_idle()
+                except Exception:  # noqa: BLE001, S110 - stopping matters more than tidying
+                    pass
                 return
             continue
         if time.monotonic() - checked > STAMP_CHECK_SECONDS:

@@ -214,6 +214,9 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         """0: the GIN index is one structure; autovacuum merges its pending entries."""
         return 0
 
+    def merge_search_index(self) -> None:
+        """Nothing to merge: the GIN index is one structure (``search_index_segments``)."""
+
     def check_integrity(self) -> list[str]:
         """Problems found in the schema and in this tenant's rows; empty when healthy."""
         with self._db.connection() as conn:

@@ -67,8 +67,8 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
     Beyond the protocol, a few SQLite-only methods serve tests and tools: ``count_sessions``,
     ``list_audit``, ``count_memories``, ``add_memory_link``, ``memories_without_embedding``,
     ``get_checkpoint``, and search's parts (``has_fts``, ``full_text``, ``like_memories``,
-    ``term_doc_counts``, ``memory_count_estimate``, ``merge_search_index``).
-    ``search_index_segments`` (the protocol's) is bound with them.
+    ``term_doc_counts``, ``memory_count_estimate``); the protocol's ``merge_search_index``
+    and ``search_index_segments`` are bound with them.
     """
 
     def __init__(
