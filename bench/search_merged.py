@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -38,14 +37,6 @@ from search_compare import (  # noqa: E402
 )
 
 
-def segments(path: Path) -> int:
-    """The full-text index's segments in the database at ``path``."""
-    with sqlite3.connect(path) as db:
-        count = int(db.execute("SELECT count(DISTINCT segid) FROM memories_fts_idx").fetchone()[0])
-    db.close()
-    return count
-
-
 def main() -> None:
     args_parser = with_corpus(parser(__doc__))
     args_parser.add_argument("--rounds", type=int, default=4, help="rounds of samples")
@@ -54,13 +45,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cortex-search-merged-", dir=corpus.parent) as tmp:
         merged = Path(tmp) / corpus.name
         shutil.copyfile(corpus, merged)
-        before = segments(merged)
-        started = time.perf_counter()
         with SQLiteStore(merged, migrate=False) as store:
+            before, started = store.search_index_segments(), time.perf_counter()
             size_before, size_after = store.vacuum()
-        took = time.perf_counter() - started
+            took, after = time.perf_counter() - started, store.search_index_segments()
         print(
-            f"vacuum of a copy: {took:.1f} s; index segments {before} -> {segments(merged)}; "
+            f"vacuum of a copy: {took:.1f} s; index segments {before} -> {after}; "
             f"{size_before / 2**20:.0f} -> {size_after / 2**20:.0f} MiB",
             file=sys.stderr,
         )

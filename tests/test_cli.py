@@ -356,6 +356,23 @@ def test_db_vacuum_hands_the_free_pages_back_and_keeps_the_data(home: Path) -> N
     )
 
 
+def test_db_vacuum_reports_the_search_index_merged(home: Path) -> None:
+    from cortex.store import SQLiteStore
+    from store_contract_memory import memory
+
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    with SQLiteStore(home / "brain.db") as store:
+        for i in range(4):  # a commit, a segment of the full-text index, each
+            store.add_memories([memory(f"m{i}", f"deploy note {i}")])
+        held = store.search_index_segments()
+    assert held > 1
+    text = ok(cortex(home, "db", "vacuum"))
+    assert text.endswith(f" handed back to the disk); search index merged, {held} segments -> 1\n")
+    report = json.loads(ok(cortex(home, "--json", "db", "vacuum")))  # merged already
+    assert (report["search_index_segments_before"], report["search_index_segments_after"]) == (1, 1)
+    assert "deploy note 3" in ok(cortex(home, "memory", "search", "deploy note"))
+
+
 def test_db_vacuum_behind_another_writer_fails_in_one_line(home: Path) -> None:
     ok(cortex(home, "session", "start", "--session-id", "s1"))
     with sqlite3.connect(home / "brain.db", isolation_level=None) as conn:

@@ -128,6 +128,7 @@ class OnnxEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._pooled = False
+        self._inputs: frozenset[str] = frozenset()
         self._pad_id = 0
         self._loading = threading.Lock()
 
@@ -156,14 +157,15 @@ class OnnxEmbedder:
         session = ort.InferenceSession(
             str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        unknown = {i.name for i in session.get_inputs()} - set(_FEEDS)
+        inputs = frozenset(i.name for i in session.get_inputs())
+        unknown = inputs - set(_FEEDS)
         if unknown:
             raise ConfigError(
                 f"{self.model_path} asks for inputs {sorted(unknown)}; an embedding model takes "
                 f"{', '.join(_FEEDS)}: export it again as a sentence-transformers model"
             )
         self._pooled = any(o.name == "sentence_embedding" for o in session.get_outputs())
-        self._session, self._tokenizer = session, tokenizer
+        self._inputs, self._session, self._tokenizer = inputs, session, tokenizer
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Pooled, L2-normalized sentence vectors (the sentence-transformers pipeline)."""
@@ -173,7 +175,6 @@ class OnnxEmbedder:
             with self._loading:  # a server's threads share one embedder: one load
                 if self._session is None:
                     self._load()
-        wanted = {i.name for i in self._session.get_inputs()}
         output = ["sentence_embedding"] if self._pooled else None
         encodings = self._tokenizer.encode_batch(list(texts))  # (cut at max_length, unpadded)
         # Batches of texts of like length: each is padded to its longest text, and a model's
@@ -190,7 +191,7 @@ class OnnxEmbedder:
                 ids[row, : len(encodings[i].ids)] = encodings[i].ids
                 mask[row, : len(encodings[i].ids)] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            found = self._session.run(output, {k: v for k, v in feeds.items() if k in wanted})[0]
+            found = self._session.run(output, {k: feeds[k] for k in self._inputs})[0]
             if self._pooled:
                 pooled = found
             elif self.pooling == "cls":

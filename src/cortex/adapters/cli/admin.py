@@ -324,19 +324,27 @@ def db_vacuum(rt: Runtime) -> None:
     \b
     Example:
       cortex db vacuum
-      cortex --json db vacuum
+      cortex --json db vacuum     # bytes and search index segments, before and after
     """
-    before, after = rt.services.vacuum()
+    services = rt.services
+    store = services.store
+    # (in client mode there is no local index to count: the vacuum itself refuses, in one line)
+    segments = 0 if services.config.server_url else store.search_index_segments()
+    before, after = services.vacuum()
+    merged = store.search_index_segments()
     data = {
-        "database": rt.services.store.url,
+        "database": store.url,
         "bytes_before": before,
         "bytes_after": after,
         "bytes_freed": before - after,
+        "search_index_segments_before": segments,
+        "search_index_segments_after": merged,
     }
     rt.emit(
         data,
         f"database {data['database']}: {megabytes(before)} -> {megabytes(after)} "
-        f"({megabytes(before - after)} handed back to the disk)",
+        f"({megabytes(before - after)} handed back to the disk)"
+        + (f"; search index merged, {segments} segments -> {merged}" if segments > merged else ""),
     )
 
 
