@@ -255,3 +255,109 @@ def test_expansion_bench_sets_the_constants_for_a_run_and_puts_them_back() -> No
             # as the search calls it, with the word file
             assert meaning.widening_words(None, "q?", [], None) == ["bride"]  # type: ignore[arg-type]
     assert (shipped.EXPANSION_MEMORIES, shipped.EXPANSION_WEIGHT, meaning.widening_words) == before
+
+
+# -- diff.py: two reports compared question by question ------------------------------------------
+DIFF = Path(__file__).resolve().parents[1] / "bench" / "retrieval" / "diff.py"
+
+
+def _report() -> dict[str, Any]:
+    """A real ``run.py`` report of two systems over the tiny sets, as JSON would hold it."""
+    import json
+
+    from run import run_suites
+
+    systems = {"bm25": plain_bm25("unicode61"), "cortex": cortex_search()}
+    return json.loads(json.dumps(run_suites(_fusion_sets(), systems)))  # type: ignore[arg-type]
+
+
+def _lose_the_first_question(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with cortex's first LoCoMo question missed at every k, as a change to the
+    ranking that pushes its gold turn out would leave it."""
+    import copy
+
+    after = copy.deepcopy(report)
+    part = after["locomo"]["cortex"]
+    answer = part["answers"][0]
+    answer["gold_ranks"] = dict.fromkeys(answer["gold_ranks"])
+    answer["scores"] = dict.fromkeys(answer["scores"], 0.0)
+    part["per_corpus"]["conv-x"]["R@10"] -= 50.0
+    part["overall"]["R@10"] -= 50.0
+    return after
+
+
+def test_diff_of_a_report_with_itself_changes_nothing_and_keeps_every_split() -> None:
+    import diff
+
+    report = _report()
+    cortex = diff.system_report(report, "cortex")
+    result = diff.compare(cortex, cortex, questions=5)
+    assert result["keeps_every_split"]
+    assert {row["figure"] for row in result["figures"]} >= {"R@10", "LME turn all@10", "conv-x"}
+    assert not any(row["falls"] or row["change"] for row in result["figures"])
+    assert {name: part["changed"] for name, part in result["sets"].items()} == {
+        "locomo": 0, "lme_session": 0, "lme_turn": 0,
+    }  # fmt: skip
+
+
+def test_diff_counts_and_lists_a_question_lost_and_says_the_split_falls() -> None:
+    import diff
+
+    before = _report()
+    after = _lose_the_first_question(before)
+    result = diff.compare(
+        diff.system_report(before, "cortex"), diff.system_report(after, "cortex"), questions=5
+    )
+    locomo = result["sets"]["locomo"]
+    assert locomo["changed"] == 1 and locomo["counts"]["R@10"] == {"gained": 0, "lost": 1}
+    (question,) = locomo["questions"]
+    assert question["question"] == "What is the name of Ann's greyhound?"
+    assert set(question["gold_ranks_after"].values()) == {None}
+    falls = {row["figure"] for row in result["figures"] if row["falls"]}
+    assert falls == {"R@10", "conv-x"} and not result["keeps_every_split"]
+    text = diff.markdown("cortex -> cortex", result)
+    assert "D1:1@-" in text and "keeps every split: no (falls: R@10, conv-x)" in text
+    assert diff.compare(diff.system_report(before, "cortex"),
+                        diff.system_report(after, "cortex"), questions=0)["sets"]["locomo"][
+        "questions"] == []  # fmt: skip
+
+
+def test_diff_command_compares_two_systems_of_one_report_and_refuses_bad_input(
+    tmp_path: Path,
+) -> None:
+    import json
+    import subprocess
+
+    report = _report()
+    path = tmp_path / "retrieval.json"
+    path.write_text(json.dumps(report))
+    run = [sys.executable, str(DIFF), str(path), str(path)]
+    done = subprocess.run(
+        [*run, "--system", "bm25", "--against", "cortex", "--json"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    import diff
+
+    expected = diff.compare(
+        diff.system_report(report, "bm25"), diff.system_report(report, "cortex"), questions=20
+    )
+    assert json.loads(done.stdout) == {"bm25 -> cortex": json.loads(json.dumps(expected))}
+    text = subprocess.run(run, capture_output=True, text=True)
+    assert text.returncode == 0 and "## bm25 -> bm25" in text.stdout
+    assert "## cortex -> cortex" in text.stdout and "keeps every split: yes" in text.stdout
+    other = json.loads(json.dumps(report))
+    other["lme_turn"]["cortex"]["answers"][0]["question"] = "Another question?"
+    moved = tmp_path / "other.json"
+    moved.write_text(json.dumps(other))
+    (tmp_path / "broken.json").write_text("{not json")
+    for args, message in [
+        ([str(path), str(moved), "--system", "cortex"], "ask other questions of lme_turn"),
+        ([str(path), str(tmp_path / "none.json")], "no report at"),
+        ([str(path), str(tmp_path / "broken.json")], "is not a run.py report"),
+        ([str(path), str(path), "--system", "nope"], "has no system 'nope'; it has bm25, cortex"),
+        ([str(path), str(path), "--against", "cortex"], "--against needs --system"),
+    ]:
+        failed = subprocess.run([sys.executable, str(DIFF), *args], capture_output=True, text=True)
+        assert failed.returncode == 2 and failed.stdout == ""
+        assert failed.stderr.startswith("error: ") and message in failed.stderr
+        assert failed.stderr.count("\n") == 1

@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run  # noqa: E402 - next to this file
-from metrics import Corpus  # noqa: E402
+from metrics import COLUMNS, Corpus, figures, keeps_every_split  # noqa: E402
 from run import SUITES  # noqa: E402
 
 import cortex.services.embeddings as meaning  # noqa: E402
@@ -66,19 +66,6 @@ from cortex.core.retrieval import (  # noqa: E402
     dense_scores,
 )
 
-COLUMNS = (  # (label, suite, category or None for the headline mean, metric)
-    ("R@10", "locomo", None, "R@10"),
-    ("multi-hop", "locomo", "multi-hop", "R@10"),
-    ("open-domain", "locomo", "open-domain", "R@10"),
-    ("temporal", "locomo", "temporal", "R@10"),
-    ("single-hop", "locomo", "single-hop", "R@10"),
-    ("adv. R@5", "locomo", "adversarial", "R@5"),
-    ("LME sess all@5", "lme_session", None, "R_all@5"),
-    ("any@1", "lme_session", None, "R_any@1"),
-    ("sess nDCG", "lme_session", None, "nDCG@10"),
-    ("LME turn all@10", "lme_turn", None, "R_all@10"),
-    ("turn nDCG", "lme_turn", None, "nDCG@10"),
-)
 DEFAULT_VARIANTS = (
     "service",
     "lexical",
@@ -317,20 +304,6 @@ def _replay(recording: Recording, suite: str, fuse: Fuse, corpus: Corpus) -> run
     """A ``Search`` over one corpus that ranks its recorded pools with ``fuse``."""
     asked, words = recording.pools[suite][corpus.name], recording.words[f"{suite}/{corpus.name}"]
     return lambda query, limit: fuse(asked[query], words)[:limit]
-
-
-def figures(report: dict[str, Any]) -> dict[str, float]:
-    out = {}
-    for label, suite, category, metric in COLUMNS:
-        part = report[suite]
-        out[label] = (part["overall"] if category is None else part["table"][category])[metric]
-    for name, headline in report["locomo"]["per_corpus"].items():
-        out[name] = headline["R@10"]
-    return out
-
-
-def keeps_every_split(row: dict[str, float], base: dict[str, float]) -> bool:
-    return all(row[k] >= base[k] - 1e-9 for k in base)
 
 
 def check_service(recording: Recording, sets: dict[str, list[Corpus]]) -> None:

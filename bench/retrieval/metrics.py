@@ -174,3 +174,46 @@ def longmemeval_corpora(items: list[dict[str, Any]], level: str) -> list[Corpus]
             now = lme_time(item["question_date"])
             corpora.append(Corpus(item["question_id"], units, [question], now))
     return corpora
+
+
+# -- the figures a change to the ranking is judged by ----------------------------------------
+COLUMNS = (  # (label, suite, category or None for the headline mean, metric)
+    ("R@10", "locomo", None, "R@10"),
+    ("multi-hop", "locomo", "multi-hop", "R@10"),
+    ("open-domain", "locomo", "open-domain", "R@10"),
+    ("temporal", "locomo", "temporal", "R@10"),
+    ("single-hop", "locomo", "single-hop", "R@10"),
+    ("adv. R@5", "locomo", "adversarial", "R@5"),
+    ("LME sess all@5", "lme_session", None, "R_all@5"),
+    ("any@1", "lme_session", None, "R_any@1"),
+    ("sess nDCG", "lme_session", None, "nDCG@10"),
+    ("LME turn all@10", "lme_turn", None, "R_all@10"),
+    ("turn nDCG", "lme_turn", None, "nDCG@10"),
+)
+"""The headline figures of a ``run.py`` report, each (its label, the set, the category or
+None for the set's overall figure, the metric); ``figures`` adds each LoCoMo conversation's
+R@10."""
+
+
+def figures(report: dict[str, Any]) -> dict[str, float]:
+    """``COLUMNS``' figures of ``run.py``'s report of one system (per set: its ``table``,
+    ``overall`` and, for LoCoMo, ``per_corpus``), and each LoCoMo conversation's R@10 under
+    its name; a set or a category the report lacks (``--quick``, ``--locomo-only``) gives
+    none."""
+    out = {}
+    for label, suite, category, metric in COLUMNS:
+        part = report.get(suite)
+        found = None if part is None else part["overall"] if category is None else part[
+            "table"].get(category)  # fmt: skip
+        if found is not None:
+            out[label] = found[metric]
+    for name, headline in report.get("locomo", {}).get("per_corpus", {}).items():
+        out[name] = headline["R@10"]
+    return out
+
+
+def keeps_every_split(row: dict[str, float], base: dict[str, float]) -> bool:
+    """Whether no figure of ``base`` (``figures``) is lower in ``row``: the benchmark's rule
+    for keeping a change to the ranking (a gain must hold on every set and every LoCoMo
+    conversation)."""
+    return all(row[k] >= base[k] - 1e-9 for k in base)
