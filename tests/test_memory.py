@@ -612,3 +612,38 @@ def test_a_question_about_last_friday_prefers_what_was_said_that_day(
     assert contents(svc.search("Which album did I start listening to?", limit=1)) == [
         "started listening to a folk album"
     ]
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_longer_search_starts_with_the_ten_a_search_of_ten_gives(
+    svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock, hybrid: bool
+) -> None:
+    from cortex.services.embeddings import HashingEmbedder, dense_ranking, embed_and_store
+
+    manager = SessionPersistenceManager(svc.store, make_config(), clock)
+    manager.on_session_start("long", project="api")
+    # twelve short notes holding the term (no session: no votes), and a session that keeps
+    # coming back to it in long turns: the more of its turns a ranking's pool holds, the more
+    # they vote for each other
+    items = [NewMemory(f"the cache key {i} expires hourly", project="api") for i in range(12)]
+    filler = "we also talked about the release notes and the weekend plans of the team at length"
+    items += [NewMemory(f"cache {filler} {i}", session_id="long") for i in range(20)]
+    svc.add_many(items)
+    embedder = HashingEmbedder()
+    if hybrid:
+        embed_and_store(svc.store, embedder, svc.list(project="api", limit=100))
+        svc = MemoryService(svc.store, make_config(), clock, embedder=embedder)
+    ten = svc.search("cache", limit=10, project="api")
+    forty = svc.search("cache", limit=40, project="api")
+    assert [(h.memory.id, h.score, h.why) for h in forty[:10]] == [
+        (h.memory.id, h.score, h.why) for h in ten
+    ]
+    assert len(forty) == 32 == len({h.memory.id for h in forty})  # every match, once
+    # what the larger pool alone ranks first (and a search of 40 used to): the session's turns
+    flt = svc.scope_filter(project="api")
+    similar = dense_ranking(svc.store, embedder, "cache", flt, svc.now_iso()) if hybrid else None
+    pooled = svc._ranked("cache", flt, 40, True, similar)
+    assert [h.memory.id for h in pooled[:10]] != [h.memory.id for h in ten]
+    assert {h.memory.id for h in forty[10:]} == {h.memory.id for h in pooled} - {
+        h.memory.id for h in ten
+    }

@@ -68,6 +68,9 @@ RULE_LIMIT = 100
 ITEM_OVERHEAD_TOKENS = 4
 """Tokens a context line costs beyond its content (bullet, layer tag, newline)."""
 EXPAND_SEEDS = 5
+FIRST_PLACES = VOTE_POOL // 2
+"""The places a search ranks as a search of that many results does, whatever its limit: a
+ten-result search's pool (``VOTE_POOL``), so that a longer list starts with the same ten."""
 LINK_DISCOUNT = 0.5
 WORDS = "words.db"
 """The file under the home's ``cache`` folder where word vectors outlive a process."""
@@ -171,19 +174,48 @@ class MemoryReader(Service):
     def search(
         self, query: str, *, limit: int = 10, expand: bool = True, **scope: object
     ) -> builtins.list[ScoredMemory]:
-        """Best memories for ``query`` (see the module docstring), best first."""
+        """Best memories for ``query`` (see the module docstring), best first.
+
+        The first ``FIRST_PLACES`` are those of a search of that limit, whatever ``limit``:
+        a longer list goes on with the best of a ranking of a larger pool (``VOTE_POOL`` or
+        twice the limit) that are not among them, each with its own ranking's score (so a
+        score after the first places may exceed the last of them). A larger pool ranks
+        differently, and the first results of a question do not change with how many follow.
+        """
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
+        similar = None
+        if self.embedder is not None:
+            from cortex.services.embeddings import dense_ranking
+
+            similar = dense_ranking(self.store, self.embedder, query, flt, self.now_iso())
+        first = self._ranked(query, flt, min(limit, FIRST_PLACES), expand, similar)
+        if limit <= FIRST_PLACES:
+            return first
+        placed = {h.memory.id for h in first}
+        rest = self._ranked(query, flt, limit, expand, similar)
+        return first + [h for h in rest if h.memory.id not in placed][: limit - len(first)]
+
+    def _ranked(
+        self,
+        query: str,
+        flt: MemoryFilter,
+        limit: int,
+        expand: bool,
+        similar: builtins.list[tuple[str, float]] | None,
+    ) -> builtins.list[ScoredMemory]:
+        """The best ``limit`` memories for ``query`` from a pool of twice the limit (at least
+        ``VOTE_POOL``); ``similar``: the scope's ``dense_ranking`` with an embedder, else
+        None."""
         pool = max(limit * 2, VOTE_POOL)
-        if self.embedder is None:
+        if self.embedder is None or similar is None:
             hits = self._neighboured(_voted(self._lexical(query, flt, pool)), flt)
         else:
-            from cortex.services.embeddings import dense_ranking, hybrid_rerank
+            from cortex.services.embeddings import hybrid_rerank
 
             now = self.now_iso()
-            similar = dense_ranking(self.store, self.embedder, query, flt, now)
             lexical, closest = self._lexical(query, flt, pool), builtins.list[Memory]()
             if self.config.search_widening:
                 lexical, closest = self._widened(query, flt, pool, lexical, similar)

@@ -143,7 +143,13 @@ def _hidden_note(everything: Sequence[Memory]) -> list[str]:
 @memory.command("search", context_settings=CONTEXT)
 @click.argument("query", nargs=-1, required=True)
 @_scope_options
-@click.option("--limit", default=10, show_default=True, type=int)
+@click.option(
+    "--limit",
+    default=10,
+    show_default=True,
+    type=int,
+    help="Most results, 1-1000; the first 10 are those of a search of 10, whatever the limit.",
+)
 @click.option("--no-expand", is_flag=True, help="Skip the one-hop expansion over links.")
 @pass_rt
 def memory_search(
