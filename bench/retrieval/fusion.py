@@ -5,13 +5,13 @@
     .venv/bin/python bench/retrieval/fusion.py --variant "bonus:weight=2,full_words=100" --json
     .venv/bin/python bench/retrieval/fusion.py --record        # record the pools again
 
-A first run records, for every question of the LoCoMo and LongMemEval_S dev sets (as
-``run.py`` asks them, through the real ``MemoryService`` with the embeddings extra), what the
-meaning side of the search is given: the lexical hits with their scores, the cosine of every
-unit in the haystack to the question, the share of meaning's bonus each unit keeps (less for
-one made outside the days a relative date of the question names), and the service's own
-ranking. The recording goes to
-``bench/results/fusion-<model>.json``; with ``run.py``'s embeddings cache it takes about 30 s.
+A first run records, for every question of the LoCoMo and LongMemEval_S dev sets (asked for
+its first ten results, ``DEPTH``, through the real ``MemoryService`` with the embeddings
+extra), what the meaning side of the search is given: the lexical hits with their scores, the
+cosine of every unit in the haystack to the question, the share of meaning's bonus each unit
+keeps (less for one made outside the days a relative date of the question names), and the
+service's own ranking. The recording goes to ``bench/results/fusion-<model>.json``; with
+``run.py``'s embeddings cache it takes about 30 s.
 Each variant then ranks those inputs again, which takes a second or two, and is scored as
 ``run.py`` scores a system.
 
@@ -65,7 +65,13 @@ from cortex.core.retrieval import (  # noqa: E402
     dense_pool,
     dense_scores,
 )
+from cortex.services.search import FIRST_PLACES  # noqa: E402
 
+DEPTH = FIRST_PLACES
+"""How many results each question is asked for when recording: the places every search ranks
+with one pool (``cortex.services.search.FIRST_PLACES``; a longer list goes on with another
+pool's ranking, which one recording cannot replay). Every figure of ``COLUMNS`` reads the
+first ten."""
 DEFAULT_VARIANTS = (
     "service",
     "lexical",
@@ -158,7 +164,7 @@ def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Rec
     """Ask every question through the real service with ``model``'s embeddings."""
     recording = Recording(model)
     build = run.cortex_search(model, cache=cache)
-    for suite, depth in SUITES:
+    for suite, _ in SUITES:
         recording.pools[suite] = pools = {}
         for corpus in sets[suite]:
             search = build(corpus)
@@ -169,7 +175,7 @@ def record(sets: dict[str, list[Corpus]], model: str, cache: Path | None) -> Rec
             }
             for question in corpus.questions:
                 with captured() as seen:
-                    ranked = search(question.text, depth)
+                    ranked = search(question.text, DEPTH)
                 asked[question.text] = Pools(
                     [(unit[m], s) for m, s in seen.get("lexical", [])],
                     [(unit[m], c) for m, c in seen.get("similar", [])],
@@ -308,12 +314,12 @@ def _replay(recording: Recording, suite: str, fuse: Fuse, corpus: Corpus) -> run
 
 def check_service(recording: Recording, sets: dict[str, list[Corpus]]) -> None:
     """Stop when the shipped formula on the recorded inputs is not the service's ranking."""
-    for suite, depth in SUITES:
+    for suite, _ in SUITES:
         for corpus in sets[suite]:
             words = recording.words[f"{suite}/{corpus.name}"]
             for question in corpus.questions:
                 pools = recording.pools[suite][corpus.name][question.text]
-                if service(pools, words)[:depth] != pools.ranked:
+                if service(pools, words)[:DEPTH] != pools.ranked:
                     raise SystemExit(
                         f"the recording does not give the service's ranking ({suite}, "
                         f"{corpus.name}: {question.text!r}); record again with --record"
