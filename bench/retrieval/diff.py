@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,10 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print("\n\n".join(markdown(title, result) for title, result in results.items()))
+    text = json.dumps(results, indent=2) if args.json else "\n\n".join(
+        markdown(title, result) for title, result in results.items()
+    )  # fmt: skip
+    try:
+        print(text)
+    except BrokenPipeError:  # (``| head``): the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -389,7 +389,10 @@ def run_suite(
 LOCOMO_HEADLINE = ["multi-hop", "temporal", "open-domain", "single-hop"]
 """LoCoMo's categories in its headline figure (adversarial questions are reported apart)."""
 SUITES = (("locomo", 50), ("lme_session", 10), ("lme_turn", 10))
-"""Each set and the depth a system is asked to rank it to."""
+"""Each set and the depth a system is asked to rank it to (LoCoMo's session recall reads the
+sessions of a deep ranking). Cortex's first ten results are those of a search of ten at any
+depth (``cortex.services.search.FIRST_PLACES``), so every figure that reads ten or fewer
+places is what a default search gives."""
 
 
 def corpora_of(
