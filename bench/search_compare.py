@@ -2,14 +2,15 @@
 corpus on an older commit and on this tree, interleaved with the floor.
 
     .venv/bin/python bench/search_compare.py --rev 6b3bee6 --rounds 4
+    .venv/bin/python bench/search_compare.py --rev 66b6b71 --count 100000 --limit 20
 
 Each round times the floor (a whole ``python -c "import sqlite3"`` process, median of 5),
 then for the old tree and for this one a child process that opens the cached corpus
 (``bench/memory.py``'s, read-only: no migration), runs the 500 bench queries through
-``MemoryService.search`` (limit 10, after 50 warm-up queries) and reports the p50 / p95 of
-the wall time and of its own CPU time per query. The old tree is ``git archive REV`` in a
-temporary directory, first on ``PYTHONPATH``. Reported: the medians over the rounds, and the
-p95 as a ratio to the floor of its round.
+``MemoryService.search`` (``--limit`` results, 10 by default, after 50 warm-up queries) and
+reports the p50 / p95 of the wall time and of its own CPU time per query. The old tree is
+``git archive REV`` in a temporary directory, first on ``PYTHONPATH``. Reported: the medians
+over the rounds, and the p95 as a ratio to the floor of its round.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ store = SQLiteStore(Path(sys.argv[2]), migrate=False)
 config = load_config(memory.RESULTS / "home", {})
 service = MemoryService(store, config, FixedClock("2026-02-16T09:00:00Z"))
 calls = memory.queries(service, int(sys.argv[3]), random.Random(memory.SEED + 1))
+limit = int(sys.argv[4])
 for query, project, _ in calls[:50]:
-    service.search(query, project=project, limit=10)
+    service.search(query, project=project, limit=limit)
 wall, cpu = [], []
 for query, project, _ in calls:
     started, cpu_started = time.perf_counter(), time.process_time()
-    service.search(query, project=project, limit=10)
+    service.search(query, project=project, limit=limit)
     wall.append((time.perf_counter() - started) * 1000)
     cpu.append((time.process_time() - cpu_started) * 1000)
 wall.sort(), cpu.sort()
@@ -57,11 +59,14 @@ print(json.dumps({"p50_ms": wall[n // 2], "p95_ms": wall[int(n * 0.95)],
 """
 
 
-def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[str, float]:
-    """One child process's search figures (``CHILD``) with ``src`` first on the path."""
+def search_figures(
+    tree: Path, src: Path, corpus: Path, queries: int, limit: int = 10
+) -> dict[str, float]:
+    """One child process's search figures (``CHILD``, each search asking for ``limit``
+    results) with ``src`` first on the path."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tree), str(corpus), str(queries)],
+        [sys.executable, "-c", CHILD, str(tree), str(corpus), str(queries), str(limit)],
         env=env,
         capture_output=True,
         check=True,
@@ -71,8 +76,10 @@ def search_figures(tree: Path, src: Path, corpus: Path, queries: int) -> dict[st
 
 
 def with_corpus(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``parser`` with ``--queries`` (a round's) and ``--count`` (the cached corpus's size)."""
+    """``parser`` with ``--queries`` (a round's), ``--count`` (the cached corpus's size) and
+    ``--limit`` (the results each search asks for)."""
     parser.add_argument("--queries", type=int, default=500, help="queries per round")
+    parser.add_argument("--limit", type=int, default=10, help="results a search asks for")
     parser.add_argument("--count", type=int, default=1_000_000, help="the cached corpus")
     return parser
 
@@ -86,7 +93,7 @@ def cached_corpus(count: int) -> Path:
 
 
 def search_rounds(
-    targets: dict[str, tuple[Path, Path, Path]], rounds: int, queries: int
+    targets: dict[str, tuple[Path, Path, Path]], rounds: int, queries: int, limit: int = 10
 ) -> dict[str, list[dict[str, float]]]:
     """Each label's ``search_figures`` (its tree, its source folder, its corpus), one child per
     label a round after the round's floor, with the p95 as a ratio to that floor."""
@@ -94,7 +101,7 @@ def search_rounds(
     for n in range(rounds):
         floor = floor_ms(5)
         for label, (tree, src, corpus) in targets.items():
-            figures = search_figures(tree, src, corpus, queries)
+            figures = search_figures(tree, src, corpus, queries, limit)
             figures["p95_x_floor"] = figures["p95_ms"] / floor
             figures["floor_ms"] = floor
             out[label].append(figures)
@@ -120,8 +127,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cortex-search-compare-") as tmp:
         old = extract(args.rev, Path(tmp))
         targets = {"before": (old, old / "src", corpus), "after": (ROOT, ROOT / "src", corpus)}
-        rounds = search_rounds(targets, args.rounds, args.queries)
-    print(f"rev {args.rev}, {args.rounds} rounds; load average {os.getloadavg()}")
+        rounds = search_rounds(targets, args.rounds, args.queries, args.limit)
+    print(f"rev {args.rev}, {args.rounds} rounds, limit {args.limit}; load {os.getloadavg()}")
     print_table("tree", rounds)
 
 

@@ -9,9 +9,10 @@ is vacuumed by this tree's ``SQLiteStore.vacuum`` (the timed merge and VACUUM ar
 the index's segments before and after). Each round times the floor (a whole ``python -c
 "import sqlite3"`` process, median of 5), then, for the corpus as built and for the vacuumed
 copy, a child process that runs the 500 bench queries through ``MemoryService.search``
-(``bench/search_compare.py``'s child: limit 10, after 50 warm-up queries) and reports the p50 /
-p95 of the wall time and of its own CPU time per query. Reported: the medians over the
-rounds, and the p95 as a ratio to the floor of its round. The copy is deleted at the end.
+(``bench/search_compare.py``'s child: ``--limit`` results, 10 by default, after 50 warm-up
+queries) and reports the p50 / p95 of the wall time and of its own CPU time per query.
+Reported: the medians over the rounds, and the p95 as a ratio to the floor of its round. The
+copy is deleted at the end.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def main() -> None:
             "as built": (ROOT, ROOT / "src", corpus),
             "after `cortex db vacuum`": (ROOT, ROOT / "src", merged),
         }
-        rounds = search_rounds(targets, args.rounds, args.queries)
+        rounds = search_rounds(targets, args.rounds, args.queries, args.limit)
     print(f"{args.count:,} memories, {args.rounds} rounds; load average {os.getloadavg()}")
     print_table("corpus", rounds)
 

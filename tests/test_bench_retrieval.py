@@ -290,7 +290,7 @@ def test_diff_of_a_report_with_itself_changes_nothing_and_keeps_every_split() ->
     import diff
 
     report = _report()
-    cortex = diff.system_report(report, "cortex")
+    cortex = diff.system_report(report, "cortex", Path("r.json"))
     result = diff.compare(cortex, cortex, questions=5)
     assert result["keeps_every_split"]
     assert {row["figure"] for row in result["figures"]} >= {"R@10", "LME turn all@10", "conv-x"}
@@ -306,7 +306,9 @@ def test_diff_counts_and_lists_a_question_lost_and_says_the_split_falls() -> Non
     before = _report()
     after = _lose_the_first_question(before)
     result = diff.compare(
-        diff.system_report(before, "cortex"), diff.system_report(after, "cortex"), questions=5
+        diff.system_report(before, "cortex", Path("r.json")),
+        diff.system_report(after, "cortex", Path("r.json")),
+        questions=5,
     )
     locomo = result["sets"]["locomo"]
     assert locomo["changed"] == 1 and locomo["counts"]["R@10"] == {"gained": 0, "lost": 1}
@@ -317,9 +319,8 @@ def test_diff_counts_and_lists_a_question_lost_and_says_the_split_falls() -> Non
     assert falls == {"R@10", "conv-x"} and not result["keeps_every_split"]
     text = diff.markdown("cortex -> cortex", result)
     assert "D1:1@-" in text and "keeps every split: no (falls: R@10, conv-x)" in text
-    assert diff.compare(diff.system_report(before, "cortex"),
-                        diff.system_report(after, "cortex"), questions=0)["sets"]["locomo"][
-        "questions"] == []  # fmt: skip
+    old, new = (diff.system_report(r, "cortex", Path("r.json")) for r in (before, after))
+    assert diff.compare(old, new, questions=0)["sets"]["locomo"]["questions"] == []
 
 
 def test_diff_command_compares_two_systems_of_one_report_and_refuses_bad_input(
@@ -339,7 +340,9 @@ def test_diff_command_compares_two_systems_of_one_report_and_refuses_bad_input(
     import diff
 
     expected = diff.compare(
-        diff.system_report(report, "bm25"), diff.system_report(report, "cortex"), questions=20
+        diff.system_report(report, "bm25", Path("r.json")),
+        diff.system_report(report, "cortex", Path("r.json")),
+        questions=20,
     )
     assert json.loads(done.stdout) == {"bm25 -> cortex": json.loads(json.dumps(expected))}
     text = subprocess.run(run, capture_output=True, text=True)

@@ -618,7 +618,7 @@ def test_a_question_about_last_friday_prefers_what_was_said_that_day(
 def test_a_longer_search_starts_with_the_ten_a_search_of_ten_gives(
     svc: MemoryService, make_config: Callable[..., Config], clock: FixedClock, hybrid: bool
 ) -> None:
-    from cortex.services.embeddings import HashingEmbedder, dense_ranking, embed_and_store
+    from cortex.services.embeddings import HashingEmbedder, embed_and_store
 
     manager = SessionPersistenceManager(svc.store, make_config(), clock)
     manager.on_session_start("long", project="api")
@@ -641,8 +641,8 @@ def test_a_longer_search_starts_with_the_ten_a_search_of_ten_gives(
     assert len(forty) == 32 == len({h.memory.id for h in forty})  # every match, once
     # what the larger pool alone ranks first (and a search of 40 used to): the session's turns
     flt = svc.scope_filter(project="api")
-    similar = dense_ranking(svc.store, embedder, "cache", flt, svc.now_iso()) if hybrid else None
-    pooled = svc._ranked("cache", flt, 40, True, similar)
+    meaning = svc._meaning("cache", flt) if hybrid else None
+    pooled = svc._ranked("cache", flt, 40, True, meaning)
     assert [h.memory.id for h in pooled[:10]] != [h.memory.id for h in ten]
     assert {h.memory.id for h in forty[10:]} == {h.memory.id for h in pooled} - {
         h.memory.id for h in ten

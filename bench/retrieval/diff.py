@@ -51,9 +51,14 @@ def load(path: Path) -> dict[str, Any]:
     return report
 
 
-def system_report(report: dict[str, Any], system: str) -> dict[str, Any]:
-    """Per set, what ``report`` holds of ``system``."""
-    return {s: report[s][system] for s in SETS if system in report.get(s, {})}
+def system_report(report: dict[str, Any], system: str, path: Path) -> dict[str, Any]:
+    """Per set, what ``report`` (read from ``path``) holds of ``system``; DiffError when it
+    holds nothing of it."""
+    found = {s: report[s][system] for s in SETS if system in report.get(s, {})}
+    if not found:
+        known = ", ".join(systems_of(report))
+        raise DiffError(f"{path} has no system {system!r}; it has {known}")
+    return found
 
 
 def systems_of(report: dict[str, Any]) -> list[str]:
@@ -180,11 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "--against")  # fmt: skip
         results = {}
         for old, new in pairs:
-            old_part, new_part = system_report(before, old), system_report(after, new)
-            for path, report, name in ((args.before, old_part, old), (args.after, new_part, new)):
-                if not report:
-                    known = ", ".join(systems_of(before if path == args.before else after))
-                    raise DiffError(f"{path} has no system {name!r}; it has {known}")
+            old_part = system_report(before, old, args.before)
+            new_part = system_report(after, new, args.after)
             results[f"{old} -> {new}"] = compare(old_part, new_part, args.questions)
     except DiffError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -203,8 +203,9 @@ def figures(report: dict[str, Any]) -> dict[str, float]:
     out = {}
     for label, suite, category, metric in COLUMNS:
         part = report.get(suite)
-        found = None if part is None else part["overall"] if category is None else part[
-            "table"].get(category)  # fmt: skip
+        if part is None:
+            continue
+        found = part["overall"] if category is None else part["table"].get(category)
         if found is not None:
             out[label] = found[metric]
     for name, headline in report.get("locomo", {}).get("per_corpus", {}).items():

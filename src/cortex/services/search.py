@@ -78,6 +78,11 @@ SUMMARY_SNAPSHOTS = 3
 """Snapshot headers a session summary lists, newest first."""
 
 
+_Meaning = tuple[builtins.list[tuple[str, float]], builtins.list[Memory], builtins.list[str]]
+"""A search's meaning side (``MemoryReader._meaning``): the scope's memories by closeness in
+meaning (id, cosine), the closest ones read, and the words widening the question."""
+
+
 def _voted(hits: builtins.list[ScoredMemory]) -> builtins.list[ScoredMemory]:
     """``hits`` re-ranked with their sessions' votes (``core.retrieval.session_votes``)."""
     sessions = [h.memory.source_session_id for h in hits]
@@ -186,40 +191,45 @@ class MemoryReader(Service):
             raise ValidationError("search query is empty; give words to look for")
         check_limit(limit)
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
-        similar = None
-        if self.embedder is not None:
-            from cortex.services.embeddings import dense_ranking
-
-            similar = dense_ranking(self.store, self.embedder, query, flt, self.now_iso())
-        first = self._ranked(query, flt, min(limit, FIRST_PLACES), expand, similar)
+        meaning = self._meaning(query, flt) if self.embedder is not None else None
+        first = self._ranked(query, flt, min(limit, FIRST_PLACES), expand, meaning)
         if limit <= FIRST_PLACES:
             return first
         placed = {h.memory.id for h in first}
-        rest = self._ranked(query, flt, limit, expand, similar)
+        rest = self._ranked(query, flt, limit, expand, meaning)
         return first + [h for h in rest if h.memory.id not in placed][: limit - len(first)]
 
+    def _meaning(self, query: str, flt: MemoryFilter) -> _Meaning:
+        """What the meaning side knows of ``query`` whatever the pool, read once a search:
+        the scope's ``dense_ranking``, and with ``search_widening`` the closest memories and
+        the words they widen the question with (``core.expansion``)."""
+        from cortex.core.expansion import EXPANSION_MEMORIES
+        from cortex.services.embeddings import dense_ranking, widening_words, word_file
+
+        assert self.embedder is not None
+        now = self.now_iso()
+        similar = dense_ranking(self.store, self.embedder, query, flt, now)
+        if not self.config.search_widening:
+            return similar, [], []
+        closest = self.store.memories_by_id([m for m, _ in similar[:EXPANSION_MEMORIES]], flt, now)
+        texts, file = [m.content for m in closest], word_file(self.config.home / "cache" / WORDS)
+        return similar, closest, widening_words(self.embedder, query, texts, file)
+
     def _ranked(
-        self,
-        query: str,
-        flt: MemoryFilter,
-        limit: int,
-        expand: bool,
-        similar: builtins.list[tuple[str, float]] | None,
+        self, query: str, flt: MemoryFilter, limit: int, expand: bool, meaning: _Meaning | None
     ) -> builtins.list[ScoredMemory]:
         """The best ``limit`` memories for ``query`` from a pool of twice the limit (at least
-        ``VOTE_POOL``); ``similar``: the scope's ``dense_ranking`` with an embedder, else
-        None."""
+        ``VOTE_POOL``); ``meaning``: the search's ``_meaning`` with an embedder, else None."""
         pool = max(limit * 2, VOTE_POOL)
-        if self.embedder is None or similar is None:
-            hits = self._neighboured(_voted(self._lexical(query, flt, pool)), flt)
+        lexical = self._lexical(query, flt, pool)
+        if self.embedder is None or meaning is None:
+            hits = self._neighboured(_voted(lexical), flt)
         else:
             from cortex.services.embeddings import hybrid_rerank
 
+            similar, closest, words = meaning
+            hits = self._neighboured(_voted(self._widened(query, flt, pool, lexical, words)), flt)
             now = self.now_iso()
-            lexical, closest = self._lexical(query, flt, pool), builtins.list[Memory]()
-            if self.config.search_widening:
-                lexical, closest = self._widened(query, flt, pool, lexical, similar)
-            hits = self._neighboured(_voted(lexical), flt)
             hits = hybrid_rerank(self.store, self.embedder, query, flt, now, hits, similar, closest)
         hits = hits[:limit]
         if expand and hits:
@@ -257,33 +267,25 @@ class MemoryReader(Service):
         flt: MemoryFilter,
         pool: int,
         ranked: builtins.list[ScoredMemory],
-        similar: Sequence[tuple[str, float]],
-    ) -> tuple[builtins.list[ScoredMemory], builtins.list[Memory]]:
-        """``ranked`` with the memories that the words widening ``query`` find and that hold
-        one of its own terms (``core.expansion``; ``similar``: the scope's memories by their
-        closeness to it in meaning), and the closest memories it read (whose words widen it;
-        the meaning side reads none of them again)."""
-        from cortex.core.expansion import EXPANSION_MEMORIES, EXPANSION_WEIGHT
-        from cortex.services.embeddings import widening_words, word_file
-
-        assert self.embedder is not None
-        now = self.now_iso()
-        closest = self.store.memories_by_id([m for m, _ in similar[:EXPANSION_MEMORIES]], flt, now)
-        texts, file = [m.content for m in closest], word_file(self.config.home / "cache" / WORDS)
-        words = widening_words(self.embedder, query, texts, file)
+        words: Sequence[str],
+    ) -> builtins.list[ScoredMemory]:
+        """``ranked`` with the memories that ``words`` (those widening ``query``: ``_meaning``)
+        find and that hold one of its own terms."""
         if not words:
-            return ranked, closest
+            return ranked
+        from cortex.core.expansion import EXPANSION_WEIGHT
+
         terms, held = query_terms(query), {h.memory.id for h in ranked}
         best = ranked[0].score if ranked else 1.0
         why = "close in meaning to the question: " + ", ".join(words[:3])
         joining = [
             ScoredMemory(m, EXPANSION_WEIGHT * best * r, why)
-            for m, r in self.store.search_memories(words, flt, now, limit=pool)
+            for m, r in self.store.search_memories(list(words), flt, self.now_iso(), limit=pool)
             if r > 0 and m.id not in held and matched_terms(terms, memory_text(m))
         ]
         if not joining:
-            return ranked, closest
-        return sorted(ranked + joining, key=lambda h: -h.score)[:pool], closest
+            return ranked
+        return sorted(ranked + joining, key=lambda h: -h.score)[:pool]
 
     def _neighboured(
         self, hits: builtins.list[ScoredMemory], flt: MemoryFilter
@@ -452,9 +454,13 @@ class MemoryReader(Service):
         ranked: builtins.list[ScoredMemory] = []
         for layer in (RULE, *MODE_LAYERS[mode]):
             if layer == LONG_TERM and terms:
+                # One ranking of a pool of twice the limit: a context fills a token budget
+                # from these in order, and a search's second ranking for its first ten
+                # (``search``) would double the cost of every context.
                 assert query is not None
-                ranked += self.search(query, limit=limit, layer=layer, project=project,
-                                      user_id=user_id)  # fmt: skip
+                flt = self.scope_filter(layer=layer, project=project, user_id=user_id)
+                meaning = self._meaning(query, flt) if self.embedder is not None else None
+                ranked += self._ranked(query, flt, limit, True, meaning)
                 continue
             # Rules always, and the working scratchpad always: query matches first, then by
             # confidence and recency.
