@@ -278,6 +278,16 @@ def test_demo_runs(home: Path) -> None:
     assert "ok: " in text
 
 
+def test_the_demo_refuses_a_home_that_holds_anything(home: Path, tmp_path: Path) -> None:
+    used = tmp_path / "used"
+    ok(cortex(home, "demo", "--home", str(used)))
+    before = sorted(p.name for p in used.rglob("*"))
+    again = cortex(home, "demo", "--home", str(used))
+    assert again.returncode != 0 and again.stdout == ""
+    assert again.stderr == f"error: {used} is not empty; give the demo a new or empty directory\n"
+    assert sorted(p.name for p in used.rglob("*")) == before
+
+
 def test_json_is_accepted_after_the_command(home: Path) -> None:
     ok(cortex(home, "session", "start", "--session-id", "s1"))
     before = json.loads(ok(cortex(home, "--json", "session", "show")))

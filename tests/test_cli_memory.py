@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,20 @@ def test_memory_embed_backfills_what_was_added_before_the_embedder_was_set(home:
     assert "similar in meaning (cosine " in after[0]["why"]  # type: ignore[index]
     again = as_json(home, *hybrid, "memory", "embed")
     assert again == {"embedded": 0, "model": "hashing-256"}
+
+
+def test_standard_input_that_is_not_utf8_is_stored_with_replacement_characters(
+    home: Path,
+) -> None:
+    from subprocess import run
+
+    from cli_helpers import T0
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env |= {"CORTEX_HOME": str(home), "CORTEX_NOW": T0}
+    added = run(
+        [sys.executable, "-m", "cortex.entry", "--json", "memory", "add", "-"],
+        input=b"caf\xe9 menu\n", capture_output=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["content"] == "caf\ufffd menu"

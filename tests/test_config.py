@@ -68,6 +68,7 @@ def test_precedence(tmp_path: Path) -> None:
         ("max_inherited_pins", "9", "out of range; use a value in 1-8"),
         ("enabled", "maybe", "is not true or false"),
         ("lookback_days", "2.5", "expected an integer; use a number in 1-30"),
+        ("file_mode_layout", "xyz", "'xyz' \\(from flag\\) is out of range; use rfc or openclaw"),
     ],
 )
 def test_bad_values_are_one_line_errors(

@@ -617,3 +617,30 @@ def test_the_written_hooks_are_what_the_hosts_latest_release_reads(host: str, us
         assert start["matcher"].split("|") == list(CODEX_START_SOURCES)
     if host == "gemini":  # milliseconds: at least a second, at most the default minute
         assert all(1000 <= handler["timeout"] <= 60_000 for _, handler, _ in wanted)
+
+
+def test_doctor_reports_a_database_that_cannot_be_written(home: Path, user: Path) -> None:
+    ok(cortex(home, user, "install", "claude-code"))
+    ok(cortex(home, user, "session", "start", "--session-id", "s1"))
+    db = home / "brain.db"
+    root = os.geteuid() == 0  # root writes read-only files: the immutable flag stops it
+    lock, unlock = (["chattr", "+i", str(db)], ["chattr", "-i", str(db)]) if root else ([], [])
+    if root:
+        subprocess.run(lock, check=True)
+    else:
+        db.chmod(0o444)
+    try:
+        result = cortex(home, user, "doctor")
+        refused = cortex(home, user, "session", "start", "--session-id", "s2")
+    finally:
+        if root:
+            subprocess.run(unlock, check=True)
+        else:
+            db.chmod(0o600)
+    assert refused.returncode != 0  # what doctor must warn of
+    assert result.returncode == 1
+    assert f"database {db} cannot be written (attempt to write a readonly database)" in (
+        result.stdout
+    )
+    healthy = cortex(home, user, "doctor")
+    assert "cannot be written" not in healthy.stdout

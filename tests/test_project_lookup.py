@@ -88,3 +88,83 @@ def test_open_sessions_of_several_typed_projects_are_ambiguous(services: Service
     m.on_session_end("s-radio")
     with pytest.raises(NotFoundError, match="no active session"):
         m.current_session(here)
+
+
+def test_memory_and_task_commands_mean_the_project_a_typed_name_names(
+    home: Path, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "api", "https://github.com/acme-corp/api.git")
+    project = project_identity(str(repo)).id
+    started = ok(cortex(home, "--json", "session", "start", "--project", project, cwd=repo))
+    sid = json.loads(started)["session_id"]
+    added = json.loads(
+        ok(cortex(home, "--json", "memory", "add", "Deploys go to eu-west-1", "--project", "api"))
+    )
+    assert added["project"] == project  # the id the hooks record, not "api"
+    ok(cortex(home, "memory", "add", "Builds use gradle eight", "--session-id", sid))
+
+    def found(*args: str, cwd: Path = tmp_path) -> list[str]:
+        hits = json.loads(ok(cortex(home, "--json", "memory", "search", *args, cwd=cwd)))
+        return [h["content"] for h in hits]
+
+    assert found("gradle", "--project", "api") == ["Builds use gradle eight"]
+    assert found("deploys", "--project", "acme-corp/api") == ["Deploys go to eu-west-1"]
+    assert found("gradle", cwd=repo) == []  # no --project: global memories only, as documented
+    listed = json.loads(ok(cortex(home, "--json", "memory", "list", "--project", str(repo))))
+    assert {m["project"] for m in listed} == {project}
+
+    ok(cortex(home, "task", "add", "t-api", "Rotate keys", "--project", "API"))
+    tasks = json.loads(ok(cortex(home, "--json", "task", "list", "--project", "acme-corp/api")))
+    assert [(t["task_id"], t["project"]) for t in tasks] == [("t-api", project)]
+    ok(cortex(home, "session", "end", "--session-id", sid))
+    shown = json.loads(ok(cortex(home, "--json", "session", "show", sid)))
+    assert [t["task_id"] for t in shown["pending_tasks"]] == ["t-api"]
+
+
+def test_a_typed_name_of_several_projects_is_refused(home: Path) -> None:
+    for project in (REPO_A, "git:gitlab.com/other/repoa#99aa88bb77cc"):
+        ok(cortex(home, "session", "start", "--project", project))
+    refused = cortex(home, "memory", "add", "x", "--project", "repoa")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("error: project 'repoa' names 2 projects: ")
+    assert "give its remote (org/repo) or its id" in refused.stderr
+    kept = json.loads(ok(cortex(home, "--json", "memory", "list", "--all-projects")))
+    assert kept == []
+    one = json.loads(ok(cortex(home, "--json", "memory", "add", "x", "--project", "other/repoa")))
+    assert one["project"] == "git:gitlab.com/other/repoa#99aa88bb77cc"
+
+
+def test_a_task_updated_elsewhere_keeps_its_project_and_a_move_says_so(
+    home: Path, tmp_path: Path
+) -> None:
+    ok(cortex(home, "task", "add", "t1", "Project A work", "--project", "a"))
+    ok(cortex(home, "task", "add", "t1", "Project A, renamed", "--stage", "verify", cwd=tmp_path))
+    tasks = json.loads(ok(cortex(home, "--json", "task", "list")))
+    assert [(t["title"], t["stage"], t["project"]) for t in tasks] == [
+        ("Project A, renamed", "verify", "a")
+    ]
+    moved = ok(cortex(home, "task", "add", "t1", "Project B work", "--project", "b"))
+    assert moved.strip() == "task t1 at stage build (moved from a)"
+    secret = cortex(home, "task", "add", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "t")
+    assert secret.returncode != 0
+    assert secret.stderr.strip() == "error: that task id looks like a credential; pick another"
+
+
+def test_credentials_in_typed_projects_and_directories_are_not_stored(
+    home: Path, tmp_path: Path
+) -> None:
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    secret_dir = tmp_path / "AKIAIOSFODNN7EXAMPLE"
+    secret_dir.mkdir()
+    assert "AKIA" not in project_identity(str(secret_dir)).id
+    assert "AKIA" not in project_identity(str(secret_dir)).name
+    started = cortex(
+        home, "--json", "session", "start", "--project", f"deploy-{token}",
+        "--workdir", str(secret_dir), "--keywords", f"rotate {token}",
+    )  # fmt: skip
+    state = json.loads(ok(cortex(home, "--json", "session", "show")))
+    stored = json.dumps(state) + ok(started)
+    assert token not in stored and "AKIAIOSFODNN7EXAMPLE" not in stored
+    assert state["project"] == "deploy-[REDACTED]"
+    assert "redacted" not in " ".join(state["hot_topics"]).split()
+    assert "deploy" in state["hot_topics"]

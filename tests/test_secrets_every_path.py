@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli_helpers import cortex, ok
 from conftest import START
 from cortex.adapters.hooks.dispatch import handle
 from cortex.adapters.mcp.server import ProjectScope, build_server
+from cortex.core.redaction import contains_secret, redact
+from cortex.errors import ValidationError
 from cortex.services.app import Services
 from cortex.services.pipeline import upsert_task
 from secret_corpus import CORPUS
@@ -86,3 +90,37 @@ def test_no_credential_of_the_corpus_is_stored_or_answered_raw(
     assert leaks == set()
     said = "\n".join(answers)
     assert [kind for kind, secret, _ in CORPUS if secret in said] == []
+
+
+def test_names_and_ids_that_hold_a_credential_are_redacted_or_refused(
+    services: Services, home: Path
+) -> None:
+    """What names a project or a directory is redacted like any text; what is an id (a user,
+    an agent, a task) is refused, since two redacted ids could become one."""
+    # (a bare password is a secret only where its context says so: "password=...")
+    keys = [(kind, secret) for kind, secret, _ in CORPUS[::4] if contains_secret(secret)]
+    assert len(keys) > 30
+    for index, (_kind, secret) in enumerate(keys):
+        sid = f"named-{index}"
+        services.sessions.on_session_start(
+            sid, project=f"p-{secret}", project_name=f"n-{secret}", workdir=f"/w/{secret}/x"
+        )
+        services.memory.add("a fact", project=f"p-{secret}")
+        services.tasks.add(f"t-{index}", "a task", project=f"p-{secret}")
+        for field in ("user_id", "agent_id", "task_slug"):
+            with pytest.raises(ValidationError, match="looks like a credential"):
+                services.sessions.on_session_start(f"refused-{index}", **{field: f"u-{secret}"})
+        with pytest.raises(ValidationError, match="looks like a credential"):
+            services.memory.add("a fact", user_id=f"u-{secret}")
+        with pytest.raises(ValidationError, match="looks like a credential"):
+            services.tasks.add(f"t-{secret}", "a task")
+        assert services.memory.list(project=redact(f"p-{secret}"))  # filed as redacted
+        services.sessions.on_session_end(sid)
+    leaks = {
+        (kind, path.relative_to(home).as_posix())
+        for path in home.rglob("*")
+        if path.is_file()
+        for kind, secret in keys
+        if secret.encode() in path.read_bytes()
+    }
+    assert leaks == set()

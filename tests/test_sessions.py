@@ -520,6 +520,9 @@ def test_archive_moves_old_sessions_without_loss(
     assert before is not None and json.loads(path.read_text()) == before.to_dict()
     assert manager.store.get_session(old) is None
     assert manager.store.get_session(recent) is not None
+    live = sorted(p.name for p in (home / "sessions").iterdir() if p.is_file())
+    assert live == [f"{recent}.json", f"{recent}.json.lock"]  # the archived one's mirror went
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"{old}.json"]
 
 
 def test_each_turn_in_a_new_process_keeps_topics(make_config: Factory, clock: FixedClock) -> None:

@@ -418,3 +418,14 @@ def test_a_phrase_said_once_that_names_the_project_is_a_topic() -> None:
     topics = extractor.get_current_topics(20)
     assert {"lbf-ham-radio", "ft991a", "ham radio"} <= set(topics)
     assert "tuning ft991a" not in topics
+
+
+def test_redactions_marker_is_no_topic_and_joins_no_pair() -> None:
+    extractor = HotTopicExtractor()
+    extractor.record_text("deploy [REDACTED] staging deploy [REDACTED] staging")
+    extractor.record_project("vault-[REDACTED]")
+    extractor.record_project("[REDACTED]")
+    weights = extractor.get_frequency_map()
+    assert not [k for k in weights if "redacted" in k]
+    assert "deploy staging" not in weights  # the secret stood between them
+    assert extractor.get_active_projects() == ["vault-[REDACTED]"]

@@ -39,6 +39,8 @@ class Setting:
     """The variable read instead of ``CORTEX_<NAME>``, when the setting has a shorter one."""
     secret: bool = False
     """Never shown: ``cortex config show`` masks it."""
+    choices: tuple[str, ...] = ()
+    """A text setting's only values, when it has a fixed set."""
 
     @property
     def env_var(self) -> str:
@@ -50,7 +52,7 @@ class Setting:
         if self.kind is Path:
             return "path"
         if self.kind is str:
-            return "text"
+            return "|".join(self.choices) or "text"
         return f"{self.minimum:g}-{self.maximum:g}"
 
 
@@ -285,6 +287,7 @@ SETTINGS: tuple[Setting, ...] = (
         "rfc",
         "rfc: memory.md, memory/daily/YYYY-MM-DD.md, memory/snapshots/YYYY-MM-DD/SLUG.md; "
         "openclaw: MEMORY.md (or memory.md), memory/YYYY-MM-DD.md, memory/YYYY-MM-DD-SLUG.md.",
+        choices=("rfc", "openclaw"),
     ),
     Setting(
         "file_mode_memory_lines",
@@ -554,7 +557,10 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
         text = str(raw).replace("{home}", str(home))
         return Path(os.path.expanduser(text))
     if setting.kind is str:
-        return str(raw).strip()
+        text = str(raw).strip()
+        if setting.choices and text not in setting.choices:
+            raise ConfigError(f"{where} is out of range; use {' or '.join(setting.choices)}")
+        return text
     try:
         value = setting.kind(raw) if not isinstance(raw, bool) else None
     except (TypeError, ValueError):

@@ -365,6 +365,16 @@ def contains_secret(text: str) -> bool:
     return isinstance(text, str) and bool(text) and _one_pass(text) != text
 
 
+def refuse_secret(value: str | None, what: str) -> str | None:
+    """``value`` as it is, or a ``ValidationError`` when it holds a credential. For ids (a
+    user, an agent, a task): redacted, two different ones could become one."""
+    if value and contains_secret(value):
+        from cortex.errors import ValidationError
+
+        raise ValidationError(f"that {what} looks like a credential; pick another")
+    return value
+
+
 def redact_value(value: Any) -> Any:
     """Redact every string inside ``value`` (dicts, lists, tuples), keeping keys and shape.
 

@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 
+from cortex.core.redaction import MARKER
 from cortex.core.vocabulary import (
     BROADCAST,
     DEFAULT_STOPWORDS,
@@ -63,6 +64,7 @@ MAX_PHRASES = 100
 
 
 _TOKEN = re.compile(r"[^\W_]+(?:[._-][^\W_]+)*")
+_MARKER = MARKER.lower()
 _HASHLIKE = re.compile(r"[0-9a-f]+(?:-[0-9a-f]+)*")
 _QUANTITY = re.compile(
     r"\d+(?:[.,]\d+)*(?:st|nd|rd|th|ms|us|ns|s|sec|secs|m|min|mins|h|hr|hrs|x|k|"
@@ -92,7 +94,8 @@ def _runs(text: str, stopwords: frozenset[str]) -> list[list[str]]:
     """Keyword tokens of ``text`` in runs of adjacent words (no punctuation or dropped word)."""
     runs: list[list[str]] = []
     current: list[str] = []
-    lowered = text[:MAX_TEXT_CHARS].lower()
+    # Redaction's marker stands where a secret was: no topic, and no pair across it.
+    lowered = text[:MAX_TEXT_CHARS].lower().replace(_MARKER, "\n")
     prev_end = -1
     for match in _TOKEN.finditer(lowered):
         gap = lowered[prev_end : match.start()] if prev_end >= 0 else "\n"
@@ -263,10 +266,10 @@ class HotTopicExtractor:
         if not isinstance(name, str):
             return
         name = name.strip()
-        if not name or len(name) > MAX_NAME_CHARS:
+        if not name or len(name) > MAX_NAME_CHARS or name == MARKER:
             return
         self._bump_project(name, 1.0)
-        keyword = " ".join(_TOKEN.findall(name.lower()))
+        keyword = " ".join(_TOKEN.findall(name.lower().replace(_MARKER, " ")))
         if keyword:
             self._add(keyword, PROJECT_WEIGHT)
             self._prune_keywords()

@@ -225,7 +225,9 @@ class MemoryService(MemoryReader):
         kind = check_type(item.type) if item.type else None
         layer = check_layer(item.layer) if item.layer else (RULE if kind == RULE else LONG_TERM)
         kind = kind or (RULE if layer == RULE else "note")
-        session_id, project = None, item.project
+        from cortex.core.redaction import redact, refuse_secret  # (a search needs neither)
+
+        session_id, project = None, redact(item.project) if item.project else None
         if item.session_id:
             session_id, session_project = self._source_session(item.session_id, projects)
             project = project or session_project
@@ -243,7 +245,7 @@ class MemoryService(MemoryReader):
             type=kind,
             scope=scope,
             project=project if scope == PROJECT else None,
-            user_id=item.user_id or None,
+            user_id=refuse_secret(item.user_id, "user id") or None,
             tags=check_tags(item.tags),
             upsert_key=key,
             source_session_id=session_id,

@@ -33,9 +33,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cortex.core.redaction import redact
 from cortex.core.topics import display_name
 from cortex.errors import StorageError
 from cortex.files import atomic_write_text, read_json
@@ -95,11 +96,17 @@ def project_identity(
     start = _absolute(cwd)
     try:
         dirs = _find_git(start)
-        if dirs is None:
-            return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
-        return _git_identity(dirs, cache_dir, env)
+        found = (
+            ProjectIdentity(f"path:{start}", _base_name(start), str(start))
+            if dirs is None
+            else _git_identity(dirs, cache_dir, env)
+        )
     except (OSError, ValueError, UnicodeError):
-        return ProjectIdentity(f"path:{start}", _base_name(start), str(start))
+        found = ProjectIdentity(f"path:{start}", _base_name(start), str(start))
+    # The id and name are stored and shown (a directory or remote may hold a credential);
+    # the root stays the directory it is.
+    shown = redact(found.id), redact(found.name)
+    return found if shown == (found.id, found.name) else replace(found, id=shown[0], name=shown[1])
 
 
 def normalize_remote(url: str) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.redaction import redact, redact_value
+from cortex.core.redaction import redact, redact_value, refuse_secret
 from cortex.core.tasks import (
     DONE_STAGES,
     KNOWN_STAGES,
@@ -242,15 +242,27 @@ class TaskService(Service):
         ]
 
     def add(
-        self, task_id: str, title: str, stage: str = "build", project: str | None = None
+        self,
+        task_id: str,
+        title: str,
+        stage: str = "build",
+        project: str | None = None,
+        *,
+        new_project: str | None = None,
     ) -> dict[str, Any]:
-        """Add ``task_id`` or update its title and stage (see ``TaskSource.upsert``)."""
+        """Add ``task_id`` or update its title and stage (see ``TaskSource.upsert``).
+
+        ``project`` is the one asked for (``""``: every project's); None keeps an existing
+        task's own and gives a new one ``new_project``, so that updating a task from another
+        directory does not move it. An id that holds a credential is refused: ids are stored
+        and shown as they are."""
+        tid = check_id(refuse_secret(task_id, "task id") or "", "task id")
+        project = redact(project) if project else project
+        new_project = redact(new_project) if new_project else new_project
+        if project is None and new_project is not None:
+            project = new_project if tid not in (self.source.tasks() or {}) else None
         task = self.source.upsert(
-            check_id(task_id, "task id"),
-            redact(check_title(title)),
-            check_stage(stage),
-            self.now_iso(),
-            project,
+            tid, redact(check_title(title)), check_stage(stage), self.now_iso(), project
         )
         return task_view(task)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 import click
 
@@ -18,6 +18,7 @@ from cortex.adapters.cli.runtime import (
 from cortex.config import SETTINGS
 from cortex.core.tasks import KNOWN_STAGES, STAGES
 from cortex.errors import ValidationError
+from cortex.services.project import project_label
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -60,22 +61,29 @@ def task_add(
     """
     if stage.strip().lower() not in KNOWN_STAGES:
         raise UsageLine(f"unknown stage {stage!r}; use one of {', '.join(STAGES)}")
+    asked = "" if any_project else rt.project(project)
+    before = None
+    if asked is not None and not rt.config.server_url:  # a task moved elsewhere says so
+        tasks = {t["task_id"]: t for t in rt.services.tasks.list_tasks()}
+        before = tasks[task_id].get("project") or "" if task_id in tasks else None
     added = rt.services.tasks.add(
         task_id,
         clean(title) or "",
         stage,
-        "" if any_project else clean(project) or _current_project(rt),
+        asked,
+        new_project=None if asked is not None else _current_project(rt),
     )
-    rt.emit(added, f"task {task_id} at stage {added['stage']}")
+    moved = ""
+    if before is not None and before != (added.get("project") or ""):
+        moved = f" (moved from {project_label(before) if before else 'every project'})"
+    rt.emit(added, f"task {task_id} at stage {added['stage']}{moved}")
 
 
 def _current_project(rt: Runtime) -> str:
     """The project a task added here belongs to (see ``task add``)."""
     from cortex.errors import NotFoundError, UnavailableError
-    from cortex.services.project import harness_project_dir, project_identity
 
-    where = harness_project_dir(rt.env) or os.getcwd()
-    identity = project_identity(where, rt.config.home / "cache", rt.env).id
+    identity = rt.here().id
     for candidate in (identity, None):
         try:
             return rt.sessions.resolve(None, candidate).project or identity
@@ -97,7 +105,7 @@ def task_list(rt: Runtime, pending_only: bool, project: str | None) -> None:
     Example:
       cortex task list --pending
     """
-    tasks = rt.services.tasks.list_tasks(pending_only=pending_only, project=clean(project))
+    tasks = rt.services.tasks.list_tasks(pending_only=pending_only, project=rt.project(project))
     rt.emit(
         tasks,
         "\n".join(
@@ -367,6 +375,10 @@ def demo(rt: Runtime, demo_home: str | None) -> None:
 
     if rt.as_json:
         raise ValidationError("the demo is a story for people; run it without --json")
+    if demo_home is not None and Path(demo_home).is_dir() and any(Path(demo_home).iterdir()):
+        raise ValidationError(  # the story starts cold, and would mix into a real home
+            f"{demo_home} is not empty; give the demo a new or empty directory"
+        )
     run_demo(click.echo, demo_home)
 
 

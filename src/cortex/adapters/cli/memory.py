@@ -73,7 +73,7 @@ def memory_add(
         layer=layer,
         type=kind,
         scope=scope,
-        project=clean(project),
+        project=rt.project(project),
         user_id=user_id,
         tags=clean(tags),
         upsert_key=clean(upsert_key),
@@ -118,6 +118,7 @@ def memory_list(rt: Runtime, /, limit: int, offset: int, history: bool, **scope:
       cortex memory list --layer long_term --project api
     """
     service = rt.services.memory
+    scope = {**scope, "project": rt.project(scope.get("project"))}  # type: ignore[arg-type]
     found = service.list(limit=limit, offset=offset, include_history=history, **scope)
 
     def text() -> str:
@@ -211,7 +212,7 @@ def memory_recall(
         mode=mode,
         budget_tokens=budget_tokens,
         session_id=session_id,
-        project=clean(project),
+        project=rt.project(project),
         user_id=user_id,
         limit=limit,
         include_session_summary=session_summary,
@@ -380,7 +381,7 @@ def memory_stale(
       cortex memory stale --days 30 --project api
     """
     found = rt.services.review.stale(
-        days=days, limit=limit, superseded=superseded, project=clean(project),
+        days=days, limit=limit, superseded=superseded, project=rt.project(project),
         all_projects=all_projects, layer=layer,
     )  # fmt: skip
     rt.emit([m.to_dict() for m in found],
@@ -421,7 +422,7 @@ def memory_review(
             done.append({"preferred": review.prefer(*prefer).id, "over": prefer[1]})
         rt.emit(done, "\n".join(" ".join(f"{k} {v}" for k, v in d.items()) for d in done))
         return
-    queue = review.queue(limit=limit, project=clean(project), all_projects=all_projects)
+    queue = review.queue(limit=limit, project=rt.project(project), all_projects=all_projects)
     rt.emit(queue.to_dict(), lambda: format_queue(queue))
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cortex.core.memory_models import Memory, ScoredMemory
+    from cortex.services.project import ProjectIdentity
     from cortex.services.sessions.manager import SessionPersistenceManager
 
 _ANSI = r"\033\[[0-?]*[ -/]*[@-~]"
@@ -138,11 +139,25 @@ class Runtime:
         directory's project, never another project's (``current_session``)."""
         if given:
             return given
+        return self.sessions.current_session(self.here()).session_id
+
+    def here(self) -> ProjectIdentity:
+        """The project of the directory this command runs in (the harness's, when set)."""
         from cortex.services.project import harness_project_dir, project_identity
 
         where = harness_project_dir(self.env) or os.getcwd()
-        here = project_identity(where, self.config.home / "cache", self.env)
-        return self.sessions.current_session(here).session_id
+        return project_identity(where, self.config.home / "cache", self.env)
+
+    def project(self, typed: str | None) -> str | None:
+        """The stored project a typed ``--project`` means (``project_named``: ``api`` names
+        the project the hooks record as ``git:github.com/acme-corp/api#...``); None when none
+        was given. In client mode the server's store decides, as for everything else."""
+        text = clean(typed)
+        if text is None or self.config.server_url:
+            return text
+        if self.services.store.latest_session_id(text.strip()) is not None:
+            return text.strip()  # a stored project: no session read (a search reads none)
+        return self.sessions.project_named(text)
 
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
         """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
@@ -197,6 +212,7 @@ def session_start(
 
 def memory_search(rt: Runtime, query: str, limit: int, no_expand: bool, **scope: Any) -> None:
     """``cortex memory search``: full text (BM25), fallback LIKE, plus linked memories."""
+    scope = {**scope, "project": rt.project(scope.get("project"))}
     hits = rt.services.memory.search(clean(query) or "", limit=limit, expand=not no_expand, **scope)
     rt.emit([h.to_dict() for h in hits], lambda: format_scored(hits) or "no match")
 

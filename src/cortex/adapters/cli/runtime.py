@@ -58,8 +58,15 @@ def megabytes(size: int) -> str:
 
 
 def text_or_stdin(text: str) -> str:
-    """The argument, or standard input when it is ``-`` (a long text, a pipe)."""
-    return sys.stdin.read() if text == "-" else clean(text) or ""
+    """The argument, or standard input when it is ``-`` (a long text, a pipe); bytes that are
+    not text in the input's encoding become U+FFFD, as undecodable arguments do (``clean``)."""
+    if text != "-":
+        return clean(text) or ""
+    stream = sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:  # a text stream with no bytes under it
+        return clean(stream.read()) or ""
+    return str(raw.read().decode(stream.encoding or "utf-8", "replace"))
 
 
 pass_rt = click.make_pass_decorator(Runtime)

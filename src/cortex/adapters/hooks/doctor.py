@@ -209,6 +209,7 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
     except CortexError as exc:
         report.problems.append(f"database: {exc}")
         return
+    found = len(report.problems)
     try:
         if _database_health(report, app):  # (sessions are read from a current schema only)
             _open_sessions(report, app.sessions)
@@ -216,6 +217,36 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
         report.problems.append(f"database: {exc}")
     finally:
         app.close()
+    if len(report.problems) > found:  # (a damaged file: that is the problem to fix)
+        return
+    refused = _write_refused(path)
+    report.database["writable"] = refused is None
+    if refused is not None:
+        report.problems.append(
+            f"database {path} cannot be written ({refused}); every capture fails until the "
+            f"file and {path.parent} are writable by this user"
+        )
+
+
+def _write_refused(path: Path) -> str | None:
+    """Why a write to the database would fail, or None: a table made in a transaction that
+    is rolled back (nothing is written). Another process writing at the moment counts as
+    writable."""
+    import contextlib
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=1)) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("CREATE TABLE _cortex_write_probe (x)")
+            db.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            return None
+        return str(exc)
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None
 
 
 def _database_health(report: Report, app: Services) -> bool:

@@ -31,6 +31,11 @@ class TaskIn(Mutation):
         description="The project identity the task belongs to; absent keeps the task's, "
         'and "" makes it every project\'s.',
     )
+    new_project: Short | None = Field(
+        default=None,
+        description="With no project: the project a new task belongs to (an existing task "
+        "keeps its own).",
+    )
 
 
 class TaskDoneIn(Mutation):
@@ -57,7 +62,9 @@ def put(task_id: Id, body: TaskIn, caller: Writer) -> Json:
         task = apply_once(
             app,
             body.request_id,
-            lambda: app.tasks.add(task_id, body.title, body.stage, body.project),
+            lambda: app.tasks.add(
+                task_id, body.title, body.stage, body.project, new_project=body.new_project
+            ),
         )
     return DUPLICATE if task is None else task
 

@@ -269,12 +269,20 @@ class RemoteTasks(TaskService):
         return list(self.client.read("GET", f"/v1/tasks?{query}").get("tasks") or ())
 
     def add(
-        self, task_id: str, title: str, stage: str = "build", project: str | None = None
+        self,
+        task_id: str,
+        title: str,
+        stage: str = "build",
+        project: str | None = None,
+        *,
+        new_project: str | None = None,
     ) -> dict[str, Any]:
         task_id, stage = check_id(task_id, "task id"), check_stage(stage)
         body = {"title": redact(check_title(title)) or task_id, "stage": stage}
         if project is not None:
             body["project"] = project
+        elif new_project is not None:
+            body["new_project"] = new_project
         answer = self.client.write("PUT", _task_path(task_id), body)
         if answer is not None and "task_id" in answer:
             return answer

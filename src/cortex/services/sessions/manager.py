@@ -114,6 +114,33 @@ class SessionPersistenceManager(Service):
         matched = [p for p in self.store.session_projects() if project_matches(typed, p, path_id)]
         return matched
 
+    def project_named(self, typed: str) -> str:
+        """The project a person's ``typed`` text means, as it is stored: the one stored
+        project it names (``projects_matching``: ``api`` names
+        ``git:github.com/acme-corp/api#...``, the id the hooks record), or the text itself
+        when it is a stored project or names none (a new project, or one known only by that
+        name). Credentials in the text are redacted first, as in everything stored."""
+        text = typed.strip()
+        if text and self.store.latest_session_id(text) is not None:
+            return text
+        from cortex.core.redaction import redact
+        from cortex.errors import ConflictError, ValidationError
+        from cortex.services.project import project_label
+
+        text = redact(text)
+        if not text:
+            raise ValidationError("empty project name; pass --project NAME")
+        matched = self.projects_matching(text)
+        if not matched or text in matched:
+            return text
+        if len(matched) == 1:
+            return matched[0]
+        named = ", ".join(f"{project_label(p)} ({p})" for p in matched[:5])
+        raise ConflictError(
+            f"project {text!r} names {len(matched)} projects: {named}; "
+            "give its remote (org/repo) or its id"
+        )
+
     def current_session(self, here: ProjectIdentity) -> SessionState:
         """The session a command run in project ``here`` means when it names none.
 

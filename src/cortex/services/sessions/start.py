@@ -12,7 +12,7 @@ from datetime import datetime
 
 from cortex.clock import to_iso
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
-from cortex.core.redaction import redact
+from cortex.core.redaction import redact, refuse_secret
 from cortex.core.topics import (
     HotTopicExtractor,
     display_name,
@@ -57,10 +57,16 @@ class SessionStart:
         """See ``SessionPersistenceManager.on_session_start``."""
         ctx = self.context
         sid = check_id(session_id) if session_id is not None else _new_id()
+        project = redact(project) if project else project  # (the hooks' ids come redacted)
+        for value, what in ((user_id, "user id"), (agent_id, "agent id"), (task_slug, "task")):
+            refuse_secret(value, what)
         now = ctx.clock.now()
         at = to_iso(now)
+        # Stored as topics and active projects: a typed name or directory may hold a credential.
         name = project_name or display_name(project)
-        keywords = tuple(redact(k) for k in keywords if isinstance(k, str))  # stored as topics
+        name = redact(name) if name else name
+        workdir = redact(workdir) if workdir else workdir
+        keywords = tuple(redact(k) for k in keywords if isinstance(k, str))
         words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
         self._read_ahead(sid, session_id is not None, project, now)
