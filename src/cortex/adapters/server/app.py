@@ -181,7 +181,8 @@ def create_app(
     app.include_router(sessions.router)
     app.include_router(memory.router)
     app.include_router(tasks.router)
-    app.mount(UI_PREFIX, tenant_ui(app.state.host))  # the dashboard, per API key's tenant
+    # The dashboard, per API key's tenant, within the same rate limit as the API.
+    app.mount(UI_PREFIX, tenant_ui(app.state.host, app.state.limiter))
     _probes(app)
     app.router.on_shutdown.append(app.state.host.close)
     return app

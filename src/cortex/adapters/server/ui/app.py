@@ -60,6 +60,9 @@ class Binding:
     token: Callable[[Request], str]
     label: Callable[[Request], str]
     may_change: Callable[[Request], None] = _anyone
+    recheck: Callable[[Request], object] = _anyone
+    """Checks the caller again (raises ``UnauthorizedError`` once its key is revoked): a
+    long request, the live stream, calls it at every poll."""
     doctor: Callable[[], dict[str, Any]] | None = None
     """``cortex doctor``'s report of this home (hooks installed, events arriving), when the
     caller can run it (``cortex ui``; a team server has no hooks of its own)."""
@@ -122,7 +125,11 @@ class Ui:
     def error(self, request: Request, exc: CortexError) -> Response:
         if isinstance(exc, UnauthorizedError):
             return RedirectResponse(self.base(request) + "/login", status_code=303)
-        return self.render(request, "error.html", {"message": str(exc)}, status=exc.status)
+        page = self.render(request, "error.html", {"message": str(exc)}, status=exc.status)
+        retry_after = getattr(exc, "retry_after", None)  # a rate limit's (the team server's)
+        if retry_after is not None:
+            page.headers["Retry-After"] = str(retry_after)
+        return page
 
     def page(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """A GET endpoint: ``handler`` runs in a worker thread with the request's services."""
