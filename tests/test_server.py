@@ -263,3 +263,19 @@ def test_probes_and_openapi(client: TestClient, tmp_path: Path) -> None:
     assert down.get("/healthz").status_code == 200
     response = down.get("/readyz")
     assert response.status_code == 503 and response.json()["error"]["code"] == "unavailable"
+
+
+def test_offsets_past_the_bound_are_a_422_on_postgresql_and_sqlite(
+    client: TestClient, host: ServiceHost, tmp_path: Path
+) -> None:
+    lite = ServiceHost(str(tmp_path / "brain.db"), tmp_path / "data")
+    with lite.registry() as app:
+        app.tenants.create_tenant("default")
+        lite_key = app.tenants.create_key("default", "write")[1]
+    lite_client = TestClient(create_app(lite.url, host=lite))
+    for served, key in ((client, new_key(host)), (lite_client, lite_key)):
+        for offset in (1_000_001, 10**20):
+            response = served.post("/v1/memories/list", json={"offset": offset}, headers=auth(key))
+            assert response.status_code == 422, response.text
+            assert "less than or equal to 1000000" in response.json()["error"]["message"]
+    lite.close()

@@ -93,6 +93,13 @@ def _answer(request: Request | None, exc: Exception) -> JSONResponse:
     return _http(request, exc) if isinstance(exc, HTTPException) else _cortex_error(request, exc)
 
 
+def _overflow(_: Request, exc: Exception) -> JSONResponse:
+    """A number past what the database holds that no schema bound caught: bad input, not a
+    server fault (the backends raise ``ValidationError`` for the ones they bind)."""
+    log.warning("number out of range: %s", exc)
+    return error(400, "validation_error", "a number in the request is too large; fix the input")
+
+
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error", exc_info=exc)
     return error(500, "internal", f"unexpected {type(exc).__name__}; see the server log")
@@ -168,6 +175,7 @@ def create_app(
     app.add_exception_handler(CortexError, _cortex_error)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(OverflowError, _overflow)
     app.add_exception_handler(Exception, _unexpected)
     state = app.state
     app.add_middleware(

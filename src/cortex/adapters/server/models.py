@@ -21,6 +21,10 @@ Kinds = Annotated[list[Kind], Field(max_length=20)]
 Text = Annotated[str, Field(max_length=20_000)]
 Words = Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=100)]
 Lines = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=100)]
+MAX_OFFSET = 1_000_000
+"""The largest ``offset`` of a listing (past it a 422: no backend is asked for a number it cannot
+hold)."""
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
 
 
@@ -186,7 +190,7 @@ class MemorySearchIn(MemoryScopeIn):
 
 class MemoryListIn(MemoryScopeIn):
     limit: Annotated[int, Field(ge=1, le=1000)] = 50
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Offset = 0
     include_history: bool = False
 
 
