@@ -279,3 +279,20 @@ def test_offsets_past_the_bound_are_a_422_on_postgresql_and_sqlite(
             assert response.status_code == 422, response.text
             assert "less than or equal to 1000000" in response.json()["error"]["message"]
     lite.close()
+
+
+def test_an_unreachable_database_is_a_503_naming_no_host_user_or_database(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = "postgresql://someone@127.0.0.1:1/secret_db_name"
+    down = TestClient(create_app(url, data_dir=tmp_path, secret="x" * 32))
+    for response in (
+        down.get("/readyz"),
+        down.get("/v1/sessions", headers=auth("ctx_0123456789ab_" + "x" * 43)),
+    ):
+        assert response.status_code == 503, response.text
+        error = response.json()["error"]
+        assert error["code"] == "unavailable" and "retry" in error["message"]
+        for detail in ("127.0.0.1", "someone", "secret_db_name", ":1"):
+            assert detail not in response.text
+    assert "secret_db_name" in caplog.text  # the cause is in the server's log

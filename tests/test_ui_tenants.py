@@ -157,3 +157,11 @@ def test_a_live_stream_ends_once_its_key_is_revoked(
     streaming.join(10)
     assert not streaming.is_alive(), "the stream of a revoked key kept running"
     assert answers and answers[0].startswith("retry: 2000")
+
+
+def test_the_health_page_does_not_show_the_shared_database(host: ServiceHost) -> None:
+    _, key = tenant_with_key(host, "read")
+    page = signed_in(host, key).get("/ui/health")
+    assert page.status_code == 200 and "Sessions" in page.text
+    database = host.url.rsplit("/", 1)[1]
+    assert database not in page.text and "127.0.0.1" not in page.text

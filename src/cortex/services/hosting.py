@@ -33,7 +33,6 @@ from cortex.errors import (
     CortexError,
     RefusedAhead,
     RequestReplayed,
-    StorageError,
     UnauthorizedError,
     ValidationError,
 )
@@ -51,6 +50,9 @@ T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
 
 
+UNAVAILABLE = "the database is unavailable or busy; retry shortly (the server's log says why)"
+"""What a client of the server is told when the database fails: its host, port, role and name
+are shared infrastructure, so the cause goes to the server's log only."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
 
@@ -185,12 +187,10 @@ class ServiceHost:
         return found
 
     def ready(self) -> str | None:
-        """None when the database answers and is fully migrated, else why not."""
-        try:
-            with self.registry() as app:
-                applied = {name for name, _ in app.applied_migrations()}
-        except StorageError as exc:
-            return str(exc)
+        """None when the database answers and is fully migrated, else the migration missing;
+        raises ``StorageError`` when the database cannot be reached."""
+        with self.registry() as app:
+            applied = {name for name, _ in app.applied_migrations()}
         missing = [name for name in migration_names() if name not in applied]
         return (
             f"migration {missing[0]} is not applied; run `cortex db migrate`" if missing else None

@@ -35,7 +35,7 @@ from cortex.errors import (
     ValidationError,
 )
 from cortex.logs import getLogger
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import UNAVAILABLE, ServiceHost
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
@@ -66,9 +66,13 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CortexError)
     code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
+    message = str(exc)
     if code == "internal":
         log.error("request failed: %s", exc)
-    return error(exc.status, code, str(exc), **headers)
+    elif code == "unavailable":
+        log.warning("database unavailable: %s", exc)
+        message = UNAVAILABLE  # where the database is stays in the log
+    return error(exc.status, code, message, **headers)
 
 
 def _invalid(_: Request, exc: Exception) -> JSONResponse:
@@ -205,7 +209,10 @@ def _probes(app: FastAPI) -> None:
     @app.get("/readyz", tags=["probes"], response_model=None)
     def readyz() -> dict[str, Any] | JSONResponse:
         """The database answers and is migrated: 200, else 503."""
-        problem = app.state.host.ready()
+        try:
+            problem = app.state.host.ready()
+        except StorageError as exc:
+            return _cortex_error(None, exc)
         if problem is None:
             return {"status": "ready"}
         return error(503, "unavailable", problem)

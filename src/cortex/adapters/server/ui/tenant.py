@@ -80,6 +80,7 @@ def tenant_ui(host: ServiceHost, limiter: RateLimiter) -> Starlette:
         label=lambda request: f"tenant {caller(request).tenant}",
         may_change=may_change,
         recheck=authenticated,
+        store_details=False,
     )
     app = create_ui(binding)
     ui: Ui = app.state.ui
@@ -111,7 +112,7 @@ def _login(
         try:
             await run_in_threadpool(host.authenticate, key)
         except CortexError as exc:
-            return ui.render(request, "login.html", {"failed": str(exc)}, status=401)
+            return ui.render(request, "login.html", {"failed": ui.message(exc)}, exc.status)
         response = RedirectResponse(ui.base(request) + "/sessions", status_code=303)
         response.set_cookie(
             COOKIE, key, httponly=True, samesite="strict", path=ui.base(request) or "/"
