@@ -53,8 +53,22 @@ _POSTGRES = ("postgresql://", "postgres://")
 UNAVAILABLE = "the database is unavailable or busy; retry shortly (the server's log says why)"
 """What a client of the server is told when the database fails: its host, port, role and name
 are shared infrastructure, so the cause goes to the server's log only."""
+MIN_SECRET_BYTES = 32
+"""The shortest server secret taken: the metrics keys derived from it must not be guessable by
+whoever can read the chains in the database."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
+
+
+def check_secret(secret: str) -> str:
+    """``secret``, once it is long enough to derive the tenants' metrics keys from."""
+    size = len(secret.encode())
+    if size < MIN_SECRET_BYTES:
+        raise ConfigError(
+            f"CORTEX_SERVER_SECRET is {size} bytes; use at least {MIN_SECRET_BYTES}, e.g. "
+            "`openssl rand -hex 32` (the same on every server)"
+        )
+    return secret
 
 
 class ServiceHost:
@@ -65,7 +79,8 @@ class ServiceHost:
         data_dir: where each tenant's home directory goes.
         pool_size: most PostgreSQL connections this process holds.
         clock: the clock of every request (tests fix it).
-        secret: the server secret each tenant's metrics key is derived from.
+        secret: the server secret each tenant's metrics key is derived from (at least
+            ``MIN_SECRET_BYTES``).
     """
 
     def __init__(
@@ -85,7 +100,7 @@ class ServiceHost:
         self._root: SharedStore | None = None
         self._migrated = False
         self._lock = threading.Lock()
-        self._secret = secret
+        self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}

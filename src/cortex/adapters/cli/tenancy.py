@@ -16,7 +16,7 @@ import click
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import ServiceHost, check_secret
 
 DB = click.option(
     "--db",
@@ -73,11 +73,14 @@ def serve(
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
     """
-    if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
+    secret = rt.env.get(ENV_SECRET)
+    if db_url.startswith(("postgresql://", "postgres://")) and not secret:
         raise ConfigError(
             f"{ENV_SECRET} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
             "the same on every server) before `cortex serve`"
         )
+    if secret:
+        check_secret(secret)  # here, as one line: a worker process would print a traceback
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
