@@ -140,13 +140,25 @@ class ServiceHost:
                 self._configs[tenant] = found
         return found
 
-    def open(self, tenant: str) -> Services:
-        """``tenant``'s services for one request; the caller closes them."""
+    def check_served(self, tenant: str) -> None:
+        """Raise ``UnauthorizedError`` when this database cannot serve ``tenant``: a SQLite
+        file holds tenant ``default`` only."""
         if not self.postgres and tenant != DEFAULT_TENANT:
             raise UnauthorizedError(
-                f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use a key of it, "
-                "or serve a postgresql:// database for tenant " + repr(tenant)
+                f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use tenant "
+                f"{DEFAULT_TENANT!r}, or a postgresql:// database for tenant {tenant!r}"
             )
+
+    def check_database(self) -> None:
+        """Raise a ``CortexError`` when this host could never serve a request: a URL of
+        another scheme, a SQLite path that cannot be opened (or migrated). A PostgreSQL
+        database is asked on first use only: a server whose database is down still starts."""
+        if not self.postgres:
+            self._store(DEFAULT_TENANT).close()
+
+    def open(self, tenant: str) -> Services:
+        """``tenant``'s services for one request; the caller closes them."""
+        self.check_served(tenant)
         key = tenant_key(self._secret, tenant) if self._secret else None
         return Services(
             self._store(tenant),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, database, pass_rt
 from cortex.errors import ConfigError
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost, check_secret
@@ -23,6 +23,7 @@ DB = click.option(
     "db_url",
     required=True,
     envvar="CORTEX_SERVER_DB",
+    callback=database,
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
 
@@ -30,8 +31,18 @@ DB = click.option(
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 
 
-def _registry(rt: Runtime, db_url: str) -> Services:
+def _registry(
+    rt: Runtime, db_url: str, *, tenant: str | None = None, read: bool = False
+) -> Services:
+    """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
+    to ``read`` only, once the database exists (a listing never creates one)."""
     host = ServiceHost(db_url, rt.config.home / "server")
+    if tenant is not None:
+        host.check_served(tenant)
+    if read and not host.postgres and not Path(db_url).exists():
+        raise ConfigError(
+            f"no database at {db_url}; check the path (`cortex tenant create` makes one)"
+        )
     app = host.registry()
     ctx = click.get_current_context()
     ctx.call_on_close(host.close)
@@ -81,6 +92,11 @@ def serve(
         )
     if secret:
         check_secret(secret)  # here, as one line: a worker process would print a traceback
+    check = ServiceHost(db_url, rt.config.home / "server")
+    try:
+        check.check_database()  # as one line too: uvicorn would start and fail every request
+    finally:
+        check.close()
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
@@ -116,7 +132,7 @@ def tenant_create(rt: Runtime, name: str, db_url: str) -> None:
     Example:
       cortex tenant create acme --db postgresql://cortex@db/cortex
     """
-    record = _registry(rt, db_url).tenants.create_tenant(name)
+    record = _registry(rt, db_url, tenant=name).tenants.create_tenant(name)
     rt.emit(record.to_dict(), f"created tenant {record.tenant}")
 
 
@@ -130,7 +146,7 @@ def tenant_list(rt: Runtime, db_url: str) -> None:
     Example:
       cortex --json tenant list --db postgresql://cortex@db/cortex
     """
-    found = _registry(rt, db_url).tenants.list_tenants()
+    found = _registry(rt, db_url, read=True).tenants.list_tenants()
     rt.emit(
         [t.to_dict() for t in found],
         "\n".join(f"{t.tenant}  {t.created_at}  {t.revoked_at or 'live'}" for t in found)
@@ -176,7 +192,8 @@ def key_create(rt: Runtime, tenant_name: str, scopes: str, label: str, db_url: s
     Example:
       cortex key create acme --scopes read --label ci --db postgresql://cortex@db/cortex
     """
-    record, plaintext = _registry(rt, db_url).tenants.create_key(tenant_name, scopes, label=label)
+    registry = _registry(rt, db_url, tenant=tenant_name)
+    record, plaintext = registry.tenants.create_key(tenant_name, scopes, label=label)
     rt.emit(record.to_dict() | {"key": plaintext}, f"{plaintext}\n(shown once; store it now)")
 
 
@@ -191,7 +208,7 @@ def key_list(rt: Runtime, tenant_name: str | None, db_url: str) -> None:
     Example:
       cortex key list --tenant acme --db postgresql://cortex@db/cortex
     """
-    found = _registry(rt, db_url).tenants.list_keys(tenant_name)
+    found = _registry(rt, db_url, read=True).tenants.list_keys(tenant_name)
     rt.emit(
         [k.to_dict() for k in found],
         "\n".join(

@@ -89,6 +89,8 @@ def storage_error(exc: sqlite3.Error, url: str) -> StorageError:
             f"{url} is not a Cortex database or is damaged; move it aside (a new one is "
             "created) or restore a backup"
         )
+    elif "unable to open" in text and Path(url).is_dir():
+        msg = f"{url} is a directory; give the path of a database file"
     elif "unable to open" in text:
         msg = (
             f"cannot open database {url}; check that {where} exists and is writable, "
