@@ -54,7 +54,14 @@ _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (RateLimitedError, "rate_limited"),
     (StorageError, "unavailable"),
 )
-_HTTP_CODES = {404: "not_found", 405: "not_found", 413: "payload_too_large", 401: "unauthorized"}
+_HTTP_CODES = {
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+NOT_JSON = "send the body as JSON, with Content-Type: application/json"
 
 
 def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -66,6 +73,8 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CortexError)
     code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
+    if isinstance(exc, UnauthorizedError):
+        headers["WWW-Authenticate"] = "Bearer"  # RFC 9110: how to authenticate
     message = str(exc)
     if code == "internal":
         log.error("request failed: %s", exc)
@@ -88,7 +97,12 @@ def _http(_: Request | None, exc: Exception) -> JSONResponse:
     code = _HTTP_CODES.get(
         exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
     )
-    return error(exc.status_code, code, f"{exc.detail}; see /openapi.json for the endpoints")
+    return error(
+        exc.status_code,
+        code,
+        f"{exc.detail}; see /openapi.json for the endpoints",
+        **(exc.headers or {}),  # a 405's Allow
+    )
 
 
 def _answer(request: Request | None, exc: Exception) -> JSONResponse:
@@ -143,6 +157,57 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class JsonBodies:
+    """Refuses with 415 a ``/v1`` request whose body is not declared JSON (``curl -d`` sends
+    a form), rather than a 422 that does not say why."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            headers = dict(scope["headers"])
+            sized = headers.get(b"content-length", b"0") not in (b"0", b"")
+            if (sized or b"transfer-encoding" in headers) and not _json_type(
+                headers.get(b"content-type", b"")
+            ):
+                await error(415, "unsupported_media_type", NOT_JSON)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _json_type(content_type: bytes) -> bool:
+    """``application/json`` or ``application/<something>+json``, as FastAPI reads JSON."""
+    kind = content_type.split(b";", 1)[0].strip().lower()
+    return kind == b"application/json" or (
+        kind.startswith(b"application/") and kind.endswith(b"+json")
+    )
+
+
+def _bearer_openapi(app: FastAPI) -> None:
+    """Declare the API keys in ``/openapi.json``: an HTTP bearer scheme every ``/v1``
+    operation needs (so ``/docs`` has its Authorize button and generated clients send it)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()  # kept as app.openapi_schema: changed in place, once
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key from `cortex key create`: ctx_<key id>_<secret>.",
+            }
+        }
+        for path, operations in schema["paths"].items():
+            for operation in operations.values() if path.startswith("/v1/") else ():
+                operation["security"] = [{"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
     db_url: str,
     *,
@@ -189,13 +254,15 @@ def create_app(
         render=_answer,
         turn_batches=turn_batches,
     )
-    app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to both
+    app.add_middleware(JsonBodies)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to all
     app.include_router(sessions.router)
     app.include_router(memory.router)
     app.include_router(tasks.router)
     # The dashboard, per API key's tenant, within the same rate limit as the API.
     app.mount(UI_PREFIX, tenant_ui(app.state.host, app.state.limiter))
     _probes(app)
+    _bearer_openapi(app)
     app.router.on_shutdown.append(app.state.host.close)
     return app
 

@@ -30,8 +30,9 @@ RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PAT
 
 class ErrorDetail(BaseModel):
     code: str = Field(
-        description="Stable: unauthorized, forbidden, not_found, conflict, "
-        "validation_error, payload_too_large, rate_limited, unavailable, internal."
+        description="Stable: unauthorized, forbidden, not_found, method_not_allowed, conflict, "
+        "validation_error, payload_too_large, unsupported_media_type, rate_limited, "
+        "unavailable, internal."
     )
     message: str = Field(description="One line naming the next step.")
 
@@ -49,8 +50,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (401, "Missing, unknown or revoked API key"),
         (403, "The key's scopes do not allow this"),
         (404, "No such session, memory, pin or task in this tenant"),
+        (405, "The path takes other methods: see the Allow header"),
         (409, "Conflicts with the current state"),
         (413, "Request body too large"),
+        (415, "The body is not sent as Content-Type: application/json"),
         (422, "The body or a parameter fails the schema"),
         (429, "Rate limited: wait Retry-After seconds"),
         (503, "The database is unavailable"),

@@ -112,7 +112,10 @@ def _login(
         try:
             await run_in_threadpool(host.authenticate, key)
         except CortexError as exc:
-            return ui.render(request, "login.html", {"failed": ui.message(exc)}, exc.status)
+            failed = ui.message(exc)
+            if isinstance(exc, UnauthorizedError):  # the API's advice names a header
+                failed = failed.split(";")[0] + "; paste a live key from `cortex key create`"
+            return ui.render(request, "login.html", {"failed": failed}, exc.status)
         response = RedirectResponse(ui.base(request) + "/sessions", status_code=303)
         response.set_cookie(
             COOKIE, key, httponly=True, samesite="strict", path=ui.base(request) or "/"
