@@ -145,3 +145,25 @@ def test_serve_refuses_a_server_secret_under_32_bytes(pg_url: str, tmp_path: Pat
     refused = serve_refused(tmp_path, "--db", pg_url, secret="x" * 31)
     assert "CORTEX_SERVER_SECRET is 31 bytes; use at least 32" in refused
     assert "`openssl rand -hex 32`" in refused
+
+
+def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
+    db, port = str(tmp_path / "srv.db"), free_port()
+    cli(tmp_path, "tenant", "create", "default", "--db", db)
+    key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
+    args = ["serve", "--db", db, "--port", str(port), "--rate", "0.01", "--burst", "2"]
+    proc = subprocess.Popen(
+        [str(CORTEX), *args], env=env_for(tmp_path), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, proc)
+        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
+        http(base, "GET", "/v1/sessions", key=key)
+        with pytest.raises(urllib.error.HTTPError) as limited:
+            http(base, "GET", "/v1/sessions", key=key)
+        assert limited.value.code == 429 and limited.value.headers["Retry-After"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)

@@ -60,6 +60,11 @@ def _registry(
 @click.option("--turn-batches", default=1, show_default=True, type=click.IntRange(0, 16),
               help="Batches of captured turns a worker writes at once, each one transaction "
               "(PostgreSQL; 0: a transaction per turn).")  # fmt: skip
+@click.option("--rate", default=50.0, show_default=True, type=click.FloatRange(0.01, 1e6),
+              help="Requests a second each API key may make on average, per worker process "
+              "(the dashboard's included).")  # fmt: skip
+@click.option("--burst", default=100, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Requests each API key may make at once, per worker process.")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -71,6 +76,8 @@ def serve(
     workers: int,
     pool_size: int,
     turn_batches: int,
+    rate: float,
+    burst: int,
     access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
@@ -83,6 +90,7 @@ def serve(
       CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
+      cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
     """
     secret = rt.env.get(ENV_SECRET)
     if db_url.startswith(("postgresql://", "postgres://")) and not secret:
@@ -102,6 +110,8 @@ def serve(
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
         "CORTEX_SERVER_POOL": str(pool_size),
         "CORTEX_SERVER_TURN_BATCHES": str(turn_batches),
+        "CORTEX_SERVER_RATE": repr(rate),
+        "CORTEX_SERVER_BURST": str(burst),
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]

@@ -42,6 +42,9 @@ MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 ENV_BATCHES = "CORTEX_SERVER_TURN_BATCHES"
+ENV_RATE, ENV_BURST = "CORTEX_SERVER_RATE", "CORTEX_SERVER_BURST"
+RATE_PER_SECOND, BURST = 50.0, 100
+"""Each API key's token bucket in each process: requests a second on average, and at once."""
 TURN_BATCHES = 1
 """Batches of captured turns a worker process writes at once (0: one transaction a turn)."""
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
@@ -213,8 +216,8 @@ def create_app(
     *,
     data_dir: Path | None = None,
     pool_size: int = 10,
-    rate_per_second: float = 50.0,
-    burst: int = 100,
+    rate_per_second: float = RATE_PER_SECOND,
+    burst: int = BURST,
     max_body_bytes: int = MAX_BODY_BYTES,
     host: ServiceHost | None = None,
     secret: str | None = None,
@@ -300,4 +303,6 @@ def app_from_env() -> FastAPI:
         pool_size=int(os.environ.get(ENV_POOL) or 10),
         secret=secret,
         turn_batches=int(os.environ.get(ENV_BATCHES) or TURN_BATCHES),
+        rate_per_second=float(os.environ.get(ENV_RATE) or RATE_PER_SECOND),
+        burst=int(os.environ.get(ENV_BURST) or BURST),
     )
