@@ -44,7 +44,7 @@ from hooks import CORTEX, hook_events, make_repo, run_once  # bench/hooks.py
 from server_load import ADMIN, free_port
 
 RESULTS = Path(__file__).parent / "results"
-SECRET = "bench-secret"
+SECRET = "bench-secret-0123456789abcdefghijkl"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 
 

@@ -45,7 +45,7 @@ from cortex.services.hosting import ServiceHost
 
 ADMIN = os.environ.get("CORTEX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 CORTEX = Path(sys.executable).parent / "cortex"
-SECRET = "bench-secret"
+SECRET = "bench-secret-0123456789abcdefghijkl"
 TICK = os.sysconf("SC_CLK_TCK")
 
 

@@ -54,7 +54,7 @@ def median_ms(action: Callable[[int], object], runs: int) -> float:
 
 def measure(url: str, runs: int, batch: int) -> dict[str, float]:
     host = ServiceHost(
-        url, Path(tempfile.mkdtemp(prefix="cortex-bench-")), pool_size=4, secret="bench"
+        url, Path(tempfile.mkdtemp(prefix="cortex-bench-")), pool_size=4, secret="bench-" + "0" * 32
     )
     try:
         with host.registry() as app:

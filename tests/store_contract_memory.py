@@ -10,6 +10,8 @@ import sqlite3
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from cortex.core.history_models import (
     Checkpoint,
     CompactionEvent,
@@ -19,6 +21,7 @@ from cortex.core.history_models import (
 )
 from cortex.core.hygiene import ConsolidationRun, Procedure
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
+from cortex.errors import ValidationError
 from cortex.store import SQLiteStore
 from cortex.store.protocol import Store
 from store_contract import session, t
@@ -85,6 +88,10 @@ class MemoryStoreContract:
 
     def test_batch_upserts_supersede_as_one_by_one(self, store: Store) -> None:
         check_batch_upserts(store)
+
+    def test_an_offset_past_the_integers_is_a_validation_error(self, store: Store) -> None:
+        with pytest.raises(ValidationError, match="cannot store this value"):
+            store.list_memories(MemoryFilter(all_projects=True), NOW, offset=10**20)
 
     def test_memory_round_trip(self, store: Store) -> None:
         m = memory(

@@ -4,12 +4,18 @@ authenticating through the service."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from cortex.adapters.cli.main import cli
 from cortex.services.hosting import ServiceHost
+
+CORTEX = Path(sys.executable).parent / "cortex"
 
 
 def cortex(*args: str) -> dict | list:  # type: ignore[type-arg]
@@ -32,3 +38,60 @@ def test_tenant_and_key_commands_manage_the_registry(pg_url: str, tmp_path) -> N
         assert cortex("tenant", "revoke", name, "--db", pg_url)["revoked_at"]
     finally:
         host.close()
+
+
+def refused(home: Path, *args: str) -> tuple[int, str]:
+    """Exit code and stderr of the real ``cortex ARGS`` that fails (one line, no traceback)."""
+    done = subprocess.run(
+        [str(CORTEX), *args],
+        env=dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_DB": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and done.stderr.strip().count("\n") == 0, done.stderr
+    return done.returncode, done.stderr.strip()
+
+
+def test_serve_refuses_a_database_it_could_never_serve_before_listening(tmp_path: Path) -> None:
+    port = ["--port", "1"]  # never reached: each is refused before uvicorn starts
+    assert refused(tmp_path, "serve", "--db", "", *port) == (
+        2, "error: --db is empty; give a postgresql:// URL or a SQLite path"
+    )  # fmt: skip
+    code, scheme = refused(tmp_path, "serve", "--db", "mysql://x", *port)
+    assert code == 1 and "unsupported store URL scheme 'mysql'" in scheme
+    code, folder = refused(tmp_path, "serve", "--db", str(tmp_path), *port)
+    assert code == 1 and folder == (
+        f"error: {tmp_path} is a directory; give the path of a database file"
+    )
+
+
+def test_an_empty_db_is_refused_and_a_listing_creates_no_database(tmp_path: Path) -> None:
+    for args in (("tenant", "create", "acme"), ("tenant", "list"), ("key", "list")):
+        assert refused(tmp_path, *args, "--db", "") == (
+            2, "error: --db is empty; give a postgresql:// URL or a SQLite path"
+        )  # fmt: skip
+    typo = tmp_path / "typo" / "dir" / "srv.db"
+    for args in (("tenant", "list"), ("key", "list")):
+        assert refused(tmp_path, *args, "--db", str(typo)) == (
+            1, f"error: no database at {typo}; check the path (`cortex tenant create` makes one)"
+        )  # fmt: skip
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_sqlite_database_takes_tenant_default_only(tmp_path: Path) -> None:
+    db = str(tmp_path / "srv.db")
+    message = (
+        "error: a SQLite server serves tenant 'default' only; use tenant 'default', or a "
+        "postgresql:// database for tenant 'acme'"
+    )
+    assert refused(tmp_path, "tenant", "create", "acme", "--db", db) == (1, message)
+    assert cortex("tenant", "create", "default", "--db", db)["tenant"] == "default"
+    assert cortex("key", "create", "default", "--db", db)["tenant"] == "default"
+    assert refused(tmp_path, "key", "create", "acme", "--db", db) == (1, message)
+
+
+def test_worker_tenant_needs_db(tmp_path: Path) -> None:
+    assert refused(tmp_path, "worker", "--tenant", "acme", "--once") == (
+        2, "error: --tenant needs --db; give the team server's database, or leave --tenant out"
+    )  # fmt: skip

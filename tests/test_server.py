@@ -263,3 +263,80 @@ def test_probes_and_openapi(client: TestClient, tmp_path: Path) -> None:
     assert down.get("/healthz").status_code == 200
     response = down.get("/readyz")
     assert response.status_code == 503 and response.json()["error"]["code"] == "unavailable"
+
+
+def test_offsets_past_the_bound_are_a_422_on_postgresql_and_sqlite(
+    client: TestClient, host: ServiceHost, tmp_path: Path
+) -> None:
+    lite = ServiceHost(str(tmp_path / "brain.db"), tmp_path / "data")
+    with lite.registry() as app:
+        app.tenants.create_tenant("default")
+        lite_key = app.tenants.create_key("default", "write")[1]
+    lite_client = TestClient(create_app(lite.url, host=lite))
+    for served, key in ((client, new_key(host)), (lite_client, lite_key)):
+        for offset in (1_000_001, 10**20):
+            response = served.post("/v1/memories/list", json={"offset": offset}, headers=auth(key))
+            assert response.status_code == 422, response.text
+            assert "less than or equal to 1000000" in response.json()["error"]["message"]
+    lite.close()
+
+
+def test_an_unreachable_database_is_a_503_naming_no_host_user_or_database(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = "postgresql://someone@127.0.0.1:1/secret_db_name"
+    down = TestClient(create_app(url, data_dir=tmp_path, secret="x" * 32))
+    for response in (
+        down.get("/readyz"),
+        down.get("/v1/sessions", headers=auth("ctx_0123456789ab_" + "x" * 43)),
+    ):
+        assert response.status_code == 503, response.text
+        error = response.json()["error"]
+        assert error["code"] == "unavailable" and "retry" in error["message"]
+        for detail in ("127.0.0.1", "someone", "secret_db_name", ":1"):
+            assert detail not in response.text
+    assert "secret_db_name" in caplog.text  # the cause is in the server's log
+
+
+def test_a_body_not_sent_as_json_is_a_415_naming_the_content_type(
+    client: TestClient, host: ServiceHost
+) -> None:
+    key = new_key(host)
+    form = auth(key) | {"Content-Type": "application/x-www-form-urlencoded"}  # what curl -d sends
+    for path in ("/v1/sessions/start", "/v1/memories/add"):
+        response = client.post(path, content=b'{"content": "x"}', headers=form)
+        assert response.status_code == 415, response.text
+        assert response.json()["error"] == {
+            "code": "unsupported_media_type",
+            "message": "send the body as JSON, with Content-Type: application/json",
+        }
+    call(client, key, "PUT", "/v1/tasks/t-1", {"title": "Rotate keys"})
+    done = client.post("/v1/tasks/t-1/done", headers=auth(key))  # no body at all
+    assert done.status_code == 200 and done.json()["pending"] is False
+
+
+def test_openapi_declares_bearer_auth_and_every_error_status_answered(
+    client: TestClient, host: ServiceHost
+) -> None:
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key from `cortex key create`: ctx_<key id>_<secret>.",
+    }
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            assert (operation.get("security") == [{"bearer": []}]) == path.startswith("/v1/")
+            assert {"405", "415"} <= set(operation["responses"])
+    wrong = client.patch("/v1/tasks/t-1", headers=auth(new_key(host)))
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "PUT"
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_401_names_the_bearer_token_in_words_redaction_keeps(client: TestClient) -> None:
+    for headers in ({}, auth("ctx_0123456789ab_" + "x" * 43)):
+        response = client.get("/v1/sessions", headers=headers)
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        message = response.json()["error"]["message"]
+        assert "REDACTED" not in message and "`cortex key create" in message
+        assert "Bearer token in the Authorization header" in message

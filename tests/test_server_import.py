@@ -20,7 +20,7 @@ from cortex.services.hosting import ServiceHost
 from cortex.store import SQLiteStore
 from cortex.store.protocol import Store
 
-SECRET = "import-secret"
+SECRET = "import-secret-0123456789abcdefghij"
 
 
 def populate(home: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex.errors import ValidationError
+from cortex.errors import ConfigError, ValidationError
 from cortex.services.hosting import ServiceHost
 from cortex.services.metrics import KEY_FILE, tenant_key
 
@@ -33,7 +33,7 @@ def new_tenant(host: ServiceHost) -> str:
 def test_events_written_through_two_hosts_verify_through_either(
     pg_url: str, tmp_path: Path
 ) -> None:
-    a, b = hosts(pg_url, tmp_path, "one-secret")
+    a, b = hosts(pg_url, tmp_path, "one-secret-" + "1" * 32)
     try:
         tenant = new_tenant(a)
         for turn, host in enumerate((a, b, a, b)):
@@ -57,8 +57,8 @@ def test_events_written_through_two_hosts_verify_through_either(
 
 
 def test_a_host_with_another_secret_fails_verification(pg_url: str, tmp_path: Path) -> None:
-    a, _ = hosts(pg_url, tmp_path, "right")
-    wrong = ServiceHost(pg_url, tmp_path / "c", pool_size=2, secret="wrong")
+    a, _ = hosts(pg_url, tmp_path, "right-" + "r" * 32)
+    wrong = ServiceHost(pg_url, tmp_path / "c", pool_size=2, secret="wrong-" + "w" * 32)
     try:
         tenant = new_tenant(a)
         for _ in range(2):
@@ -77,3 +77,9 @@ def test_each_tenant_gets_its_own_derived_key() -> None:
     assert tenant_key("s", "acme") == tenant_key("s", "acme") != tenant_key("t", "acme")
     with pytest.raises(ValidationError, match="CORTEX_SERVER_SECRET"):
         tenant_key("", "acme")
+
+
+def test_a_host_refuses_a_secret_under_32_bytes(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is 5 bytes; use at least 32, e\.g\. `openssl rand"):
+        ServiceHost(pg_url, tmp_path, secret="short")
+    ServiceHost(pg_url, tmp_path, secret="s" * 32).close()

@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 def env_for(home: Path) -> dict[str, str]:
-    return dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_SECRET": "s3cret"}
+    return dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_SECRET": "s3cret" * 8}
 
 
 def cli(home: Path, *args: str) -> Any:
@@ -124,14 +124,46 @@ def test_serve_runs_a_session_over_http_and_stops_on_sigterm(
     assert not group_alive(proc.pid), "a uvicorn worker outlived its server"
 
 
-def test_serve_on_postgresql_requires_the_server_secret(pg_url: str, tmp_path: Path) -> None:
-    env = env_for(tmp_path) | {"CORTEX_SERVER_SECRET": ""}
+def serve_refused(home: Path, *args: str, secret: str = "s3cret" * 8) -> str:
+    """The one line ``cortex serve ARGS`` prints on stderr as it exits 1, before listening."""
     done = subprocess.run(
-        [str(CORTEX), "serve", "--db", pg_url, "--port", str(free_port())],
-        env=env,
+        [str(CORTEX), "serve", *args, "--port", str(free_port())],
+        env=env_for(home) | {"CORTEX_SERVER_SECRET": secret},
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert done.returncode == 1
-    assert done.stderr.strip().count("\n") == 0 and "CORTEX_SERVER_SECRET" in done.stderr
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    return done.stderr.strip()
+
+
+def test_serve_on_postgresql_requires_the_server_secret(pg_url: str, tmp_path: Path) -> None:
+    assert "CORTEX_SERVER_SECRET" in serve_refused(tmp_path, "--db", pg_url, secret="")
+
+
+def test_serve_refuses_a_server_secret_under_32_bytes(pg_url: str, tmp_path: Path) -> None:
+    refused = serve_refused(tmp_path, "--db", pg_url, secret="x" * 31)
+    assert "CORTEX_SERVER_SECRET is 31 bytes; use at least 32" in refused
+    assert "`openssl rand -hex 32`" in refused
+
+
+def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
+    db, port = str(tmp_path / "srv.db"), free_port()
+    cli(tmp_path, "tenant", "create", "default", "--db", db)
+    key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
+    args = ["serve", "--db", db, "--port", str(port), "--rate", "0.01", "--burst", "2"]
+    proc = subprocess.Popen(
+        [str(CORTEX), *args], env=env_for(tmp_path), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, proc)
+        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
+        http(base, "GET", "/v1/sessions", key=key)
+        with pytest.raises(urllib.error.HTTPError) as limited:
+            http(base, "GET", "/v1/sessions", key=key)
+        assert limited.value.code == 429 and limited.value.headers["Retry-After"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)

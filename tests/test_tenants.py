@@ -74,6 +74,12 @@ def test_revoking_a_key_or_its_tenant_stops_it_at_once(store: Store) -> None:
     assert [t.revoked_at for t in tenants.list_tenants() if t.tenant == name] == [
         "2026-02-16T09:00:00.000000Z"
     ]
+    with pytest.raises(ConflictError) as refused:
+        tenants.create_tenant(name)
+    assert str(refused.value) == (
+        f"tenant '{name}' was revoked at 2026-02-16T09:00:00.000000Z and its id is not "
+        "reused; pick another id"
+    )
 
 
 def test_registry_refuses_bad_ids_scopes_and_duplicates(store: Store) -> None:

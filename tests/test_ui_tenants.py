@@ -5,6 +5,8 @@ change anything."""
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -116,3 +118,50 @@ def test_a_revoked_key_is_signed_out_at_once(host: ServiceHost) -> None:
         app.tenants.revoke_key(key_id)
     response = client.get("/ui/sessions", follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"] == "/ui/login"
+
+
+def test_pages_spend_the_keys_rate_limit_and_sign_ins_a_bucket_per_client(
+    host: ServiceHost,
+) -> None:
+    _, key = tenant_with_key(host)
+    app = create_app(host.url, host=host, burst=3, rate_per_second=0.001)
+    client = TestClient(app, base_url="http://testserver")
+    assert client.post("/ui/login", data={"key": key}, follow_redirects=False).status_code == 303
+    assert [client.get("/ui/sessions").status_code for _ in range(3)] == [200, 200, 200]
+    limited = client.get("/ui/memory?q=x")
+    assert limited.status_code == 429 and limited.headers["retry-after"]
+    assert "rate limit" in limited.text
+    api = client.get("/v1/sessions", headers={"Authorization": f"Bearer {key}"})
+    assert api.status_code == 429  # one bucket for the key, whichever surface it calls
+    guesses = [client.post("/ui/login", data={"key": "ctx_0_x"}).status_code for _ in range(3)]
+    assert guesses == [401, 401, 429]  # the first sign-in above spent one token
+
+
+def test_a_live_stream_ends_once_its_key_is_revoked(
+    host: ServiceHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.adapters.server.ui import live
+
+    monkeypatch.setattr(live, "POLL_SECONDS", 0.05)
+    a, key = tenant_with_key(host, "read")
+    client = signed_in(host, key)
+    answers: list[str] = []
+    streaming = threading.Thread(
+        target=lambda: answers.append(client.get("/ui/live").text), daemon=True
+    )
+    streaming.start()
+    time.sleep(0.3)
+    assert streaming.is_alive()  # the stream is open and polling
+    with host.registry() as app:
+        app.tenants.revoke_key(next(k.key_id for k in app.tenants.list_keys(a)))
+    streaming.join(10)
+    assert not streaming.is_alive(), "the stream of a revoked key kept running"
+    assert answers and answers[0].startswith("retry: 2000")
+
+
+def test_the_health_page_does_not_show_the_shared_database(host: ServiceHost) -> None:
+    _, key = tenant_with_key(host, "read")
+    page = signed_in(host, key).get("/ui/health")
+    assert page.status_code == 200 and "Sessions" in page.text
+    database = host.url.rsplit("/", 1)[1]
+    assert database not in page.text and "127.0.0.1" not in page.text

@@ -179,7 +179,7 @@ def test_hosted_pass_works_for_each_tenant_apart(pg_url: str, tmp_path: Path) ->
     from cortex.services.hosting import ServiceHost
     from cortex.services.worker import hosted_pass
 
-    host = ServiceHost(pg_url, tmp_path / "server", secret="s3cret")
+    host = ServiceHost(pg_url, tmp_path / "server", secret="worker-test-secret-0123456789abcdef")
     try:
         names = [f"w-{secrets.token_hex(4)}" for _ in range(2)]
         with host.registry() as registry:

@@ -33,7 +33,6 @@ from cortex.errors import (
     CortexError,
     RefusedAhead,
     RequestReplayed,
-    StorageError,
     UnauthorizedError,
     ValidationError,
 )
@@ -51,8 +50,25 @@ T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
 
 
+UNAVAILABLE = "the database is unavailable or busy; retry shortly (the server's log says why)"
+"""What a client of the server is told when the database fails: its host, port, role and name
+are shared infrastructure, so the cause goes to the server's log only."""
+MIN_SECRET_BYTES = 32
+"""The shortest server secret taken: the metrics keys derived from it must not be guessable by
+whoever can read the chains in the database."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
+
+
+def check_secret(secret: str) -> str:
+    """``secret``, once it is long enough to derive the tenants' metrics keys from."""
+    size = len(secret.encode())
+    if size < MIN_SECRET_BYTES:
+        raise ConfigError(
+            f"CORTEX_SERVER_SECRET is {size} bytes; use at least {MIN_SECRET_BYTES}, e.g. "
+            "`openssl rand -hex 32` (the same on every server)"
+        )
+    return secret
 
 
 class ServiceHost:
@@ -63,7 +79,8 @@ class ServiceHost:
         data_dir: where each tenant's home directory goes.
         pool_size: most PostgreSQL connections this process holds.
         clock: the clock of every request (tests fix it).
-        secret: the server secret each tenant's metrics key is derived from.
+        secret: the server secret each tenant's metrics key is derived from (at least
+            ``MIN_SECRET_BYTES``).
     """
 
     def __init__(
@@ -83,7 +100,7 @@ class ServiceHost:
         self._root: SharedStore | None = None
         self._migrated = False
         self._lock = threading.Lock()
-        self._secret = secret
+        self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -123,13 +140,25 @@ class ServiceHost:
                 self._configs[tenant] = found
         return found
 
-    def open(self, tenant: str) -> Services:
-        """``tenant``'s services for one request; the caller closes them."""
+    def check_served(self, tenant: str) -> None:
+        """Raise ``UnauthorizedError`` when this database cannot serve ``tenant``: a SQLite
+        file holds tenant ``default`` only."""
         if not self.postgres and tenant != DEFAULT_TENANT:
             raise UnauthorizedError(
-                f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use a key of it, "
-                "or serve a postgresql:// database for tenant " + repr(tenant)
+                f"a SQLite server serves tenant {DEFAULT_TENANT!r} only; use tenant "
+                f"{DEFAULT_TENANT!r}, or a postgresql:// database for tenant {tenant!r}"
             )
+
+    def check_database(self) -> None:
+        """Raise a ``CortexError`` when this host could never serve a request: a URL of
+        another scheme, a SQLite path that cannot be opened (or migrated). A PostgreSQL
+        database is asked on first use only: a server whose database is down still starts."""
+        if not self.postgres:
+            self._store(DEFAULT_TENANT).close()
+
+    def open(self, tenant: str) -> Services:
+        """``tenant``'s services for one request; the caller closes them."""
+        self.check_served(tenant)
         key = tenant_key(self._secret, tenant) if self._secret else None
         return Services(
             self._store(tenant),
@@ -185,12 +214,10 @@ class ServiceHost:
         return found
 
     def ready(self) -> str | None:
-        """None when the database answers and is fully migrated, else why not."""
-        try:
-            with self.registry() as app:
-                applied = {name for name, _ in app.applied_migrations()}
-        except StorageError as exc:
-            return str(exc)
+        """None when the database answers and is fully migrated, else the migration missing;
+        raises ``StorageError`` when the database cannot be reached."""
+        with self.registry() as app:
+            applied = {name for name, _ in app.applied_migrations()}
         missing = [name for name in migration_names() if name not in applied]
         return (
             f"migration {missing[0]} is not applied; run `cortex db migrate`" if missing else None

@@ -39,7 +39,8 @@ def verify_key(plaintext: str, record: ApiKeyRecord | None) -> tuple[str, tuple[
     expected = record.secret_hash if record else _NO_HASH
     if not hmac.compare_digest(given, expected) or record is None:
         raise UnauthorizedError(
-            "unknown API key; pass Authorization: Bearer ctx_... from `cortex key create`"
+            "unknown API key; send a key from `cortex key create` as a Bearer token in the "
+            "Authorization header"
         )
     if record.revoked_at is not None:
         raise UnauthorizedError(f"API key {record.key_id} is revoked; ask an admin for a new one")

@@ -64,7 +64,13 @@ class Registry:
         self.tenant = tenant
 
     def create_tenant(self, tenant: str, at: str) -> TenantRecord:
-        if self.get_tenant(tenant) is not None:
+        found = self.get_tenant(tenant)
+        if found is not None and found.revoked_at is not None:
+            raise ConflictError(
+                f"tenant {tenant!r} was revoked at {found.revoked_at} and its id is not reused; "
+                "pick another id"
+            )
+        if found is not None:
             raise ConflictError(f"tenant {tenant!r} exists; pick another id or use it")
         self._execute("INSERT INTO tenants (tenant_id, created_at) VALUES (%s, %s)", (tenant, at))
         return TenantRecord(tenant, at)

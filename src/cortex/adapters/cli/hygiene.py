@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, database, pass_rt
 from cortex.core.hygiene import ConsolidationRun, Procedure
 
 if TYPE_CHECKING:
@@ -214,6 +214,7 @@ def register(group: click.Group) -> None:
     "--db",
     "db_url",
     envvar="CORTEX_SERVER_DB",
+    callback=database,
     help="A team server's database (postgresql://...): work for its tenants.",
 )
 @click.option(
@@ -262,6 +263,10 @@ def worker(
         names = ", ".join(j.name for j in jobs)
         raise UsageLine(f"unknown job {unknown[0]!r}; use one of {names}")
     chosen = [j for j in jobs if not only or j.name in only]
+    if tenants and not db_url:
+        raise UsageLine(
+            "--tenant needs --db; give the team server's database, or leave --tenant out"
+        )
     if db_url:
         run_pass = _hosted(rt, db_url, chosen, tenants)
     else:

@@ -39,6 +39,14 @@ class UsageLine(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+def database(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A ``--db`` option's callback: an empty value (an unset shell variable) is refused rather
+    than opened as a throwaway database."""
+    if value is not None and not value.strip():
+        raise UsageLine("--db is empty; give a postgresql:// URL or a SQLite path")
+    return value
+
+
 def check_assignments(overrides: Mapping[str, str]) -> None:
     """A ``--set`` naming no setting, or with a value of the wrong type or range, is a
     usage error (exit 2), caught before any file or database is read."""

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, database, pass_rt
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import ServiceHost, check_secret
 
 DB = click.option(
     "--db",
     "db_url",
     required=True,
     envvar="CORTEX_SERVER_DB",
+    callback=database,
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
 
@@ -30,8 +31,18 @@ DB = click.option(
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 
 
-def _registry(rt: Runtime, db_url: str) -> Services:
+def _registry(
+    rt: Runtime, db_url: str, *, tenant: str | None = None, read: bool = False
+) -> Services:
+    """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
+    to ``read`` only, once the database exists (a listing never creates one)."""
     host = ServiceHost(db_url, rt.config.home / "server")
+    if tenant is not None:
+        host.check_served(tenant)
+    if read and not host.postgres and not Path(db_url).exists():
+        raise ConfigError(
+            f"no database at {db_url}; check the path (`cortex tenant create` makes one)"
+        )
     app = host.registry()
     ctx = click.get_current_context()
     ctx.call_on_close(host.close)
@@ -49,6 +60,11 @@ def _registry(rt: Runtime, db_url: str) -> Services:
 @click.option("--turn-batches", default=1, show_default=True, type=click.IntRange(0, 16),
               help="Batches of captured turns a worker writes at once, each one transaction "
               "(PostgreSQL; 0: a transaction per turn).")  # fmt: skip
+@click.option("--rate", default=50.0, show_default=True, type=click.FloatRange(0.01, 1e6),
+              help="Requests a second each API key may make on average, per worker process "
+              "(the dashboard's included).")  # fmt: skip
+@click.option("--burst", default=100, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Requests each API key may make at once, per worker process.")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -60,6 +76,8 @@ def serve(
     workers: int,
     pool_size: int,
     turn_batches: int,
+    rate: float,
+    burst: int,
     access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
@@ -72,17 +90,28 @@ def serve(
       CORTEX_SERVER_SECRET=$(cat /run/secrets/cortex) \\
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
+      cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
     """
-    if db_url.startswith(("postgresql://", "postgres://")) and not rt.env.get(ENV_SECRET):
+    secret = rt.env.get(ENV_SECRET)
+    if db_url.startswith(("postgresql://", "postgres://")) and not secret:
         raise ConfigError(
             f"{ENV_SECRET} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
             "the same on every server) before `cortex serve`"
         )
+    if secret:
+        check_secret(secret)  # here, as one line: a worker process would print a traceback
+    check = ServiceHost(db_url, rt.config.home / "server")
+    try:
+        check.check_database()  # as one line too: uvicorn would start and fail every request
+    finally:
+        check.close()
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
         "CORTEX_SERVER_POOL": str(pool_size),
         "CORTEX_SERVER_TURN_BATCHES": str(turn_batches),
+        "CORTEX_SERVER_RATE": repr(rate),
+        "CORTEX_SERVER_BURST": str(burst),
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
@@ -113,7 +142,7 @@ def tenant_create(rt: Runtime, name: str, db_url: str) -> None:
     Example:
       cortex tenant create acme --db postgresql://cortex@db/cortex
     """
-    record = _registry(rt, db_url).tenants.create_tenant(name)
+    record = _registry(rt, db_url, tenant=name).tenants.create_tenant(name)
     rt.emit(record.to_dict(), f"created tenant {record.tenant}")
 
 
@@ -127,7 +156,7 @@ def tenant_list(rt: Runtime, db_url: str) -> None:
     Example:
       cortex --json tenant list --db postgresql://cortex@db/cortex
     """
-    found = _registry(rt, db_url).tenants.list_tenants()
+    found = _registry(rt, db_url, read=True).tenants.list_tenants()
     rt.emit(
         [t.to_dict() for t in found],
         "\n".join(f"{t.tenant}  {t.created_at}  {t.revoked_at or 'live'}" for t in found)
@@ -173,7 +202,8 @@ def key_create(rt: Runtime, tenant_name: str, scopes: str, label: str, db_url: s
     Example:
       cortex key create acme --scopes read --label ci --db postgresql://cortex@db/cortex
     """
-    record, plaintext = _registry(rt, db_url).tenants.create_key(tenant_name, scopes, label=label)
+    registry = _registry(rt, db_url, tenant=tenant_name)
+    record, plaintext = registry.tenants.create_key(tenant_name, scopes, label=label)
     rt.emit(record.to_dict() | {"key": plaintext}, f"{plaintext}\n(shown once; store it now)")
 
 
@@ -188,7 +218,7 @@ def key_list(rt: Runtime, tenant_name: str | None, db_url: str) -> None:
     Example:
       cortex key list --tenant acme --db postgresql://cortex@db/cortex
     """
-    found = _registry(rt, db_url).tenants.list_keys(tenant_name)
+    found = _registry(rt, db_url, read=True).tenants.list_keys(tenant_name)
     rt.emit(
         [k.to_dict() for k in found],
         "\n".join(

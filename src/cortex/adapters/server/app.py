@@ -35,13 +35,16 @@ from cortex.errors import (
     ValidationError,
 )
 from cortex.logs import getLogger
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import UNAVAILABLE, ServiceHost
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 ENV_BATCHES = "CORTEX_SERVER_TURN_BATCHES"
+ENV_RATE, ENV_BURST = "CORTEX_SERVER_RATE", "CORTEX_SERVER_BURST"
+RATE_PER_SECOND, BURST = 50.0, 100
+"""Each API key's token bucket in each process: requests a second on average, and at once."""
 TURN_BATCHES = 1
 """Batches of captured turns a worker process writes at once (0: one transaction a turn)."""
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
@@ -54,7 +57,14 @@ _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (RateLimitedError, "rate_limited"),
     (StorageError, "unavailable"),
 )
-_HTTP_CODES = {404: "not_found", 405: "not_found", 413: "payload_too_large", 401: "unauthorized"}
+_HTTP_CODES = {
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+NOT_JSON = "send the body as JSON, with Content-Type: application/json"
 
 
 def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -66,9 +76,15 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CortexError)
     code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
+    if isinstance(exc, UnauthorizedError):
+        headers["WWW-Authenticate"] = "Bearer"  # RFC 9110: how to authenticate
+    message = str(exc)
     if code == "internal":
         log.error("request failed: %s", exc)
-    return error(exc.status, code, str(exc), **headers)
+    elif code == "unavailable":
+        log.warning("database unavailable: %s", exc)
+        message = UNAVAILABLE  # where the database is stays in the log
+    return error(exc.status, code, message, **headers)
 
 
 def _invalid(_: Request, exc: Exception) -> JSONResponse:
@@ -84,13 +100,25 @@ def _http(_: Request | None, exc: Exception) -> JSONResponse:
     code = _HTTP_CODES.get(
         exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
     )
-    return error(exc.status_code, code, f"{exc.detail}; see /openapi.json for the endpoints")
+    return error(
+        exc.status_code,
+        code,
+        f"{exc.detail}; see /openapi.json for the endpoints",
+        **(exc.headers or {}),  # a 405's Allow
+    )
 
 
 def _answer(request: Request | None, exc: Exception) -> JSONResponse:
     """The error response of a ``CortexError`` or an ``HTTPException`` raised outside FastAPI's
     routing (the direct routes), as its handlers answer it."""
     return _http(request, exc) if isinstance(exc, HTTPException) else _cortex_error(request, exc)
+
+
+def _overflow(_: Request, exc: Exception) -> JSONResponse:
+    """A number past what the database holds that no schema bound caught: bad input, not a
+    server fault (the backends raise ``ValidationError`` for the ones they bind)."""
+    log.warning("number out of range: %s", exc)
+    return error(400, "validation_error", "a number in the request is too large; fix the input")
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -132,13 +160,64 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class JsonBodies:
+    """Refuses with 415 a ``/v1`` request whose body is not declared JSON (``curl -d`` sends
+    a form), rather than a 422 that does not say why."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            headers = dict(scope["headers"])
+            sized = headers.get(b"content-length", b"0") not in (b"0", b"")
+            if (sized or b"transfer-encoding" in headers) and not _json_type(
+                headers.get(b"content-type", b"")
+            ):
+                await error(415, "unsupported_media_type", NOT_JSON)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _json_type(content_type: bytes) -> bool:
+    """``application/json`` or ``application/<something>+json``, as FastAPI reads JSON."""
+    kind = content_type.split(b";", 1)[0].strip().lower()
+    return kind == b"application/json" or (
+        kind.startswith(b"application/") and kind.endswith(b"+json")
+    )
+
+
+def _bearer_openapi(app: FastAPI) -> None:
+    """Declare the API keys in ``/openapi.json``: an HTTP bearer scheme every ``/v1``
+    operation needs (so ``/docs`` has its Authorize button and generated clients send it)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()  # kept as app.openapi_schema: changed in place, once
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key from `cortex key create`: ctx_<key id>_<secret>.",
+            }
+        }
+        for path, operations in schema["paths"].items():
+            for operation in operations.values() if path.startswith("/v1/") else ():
+                operation["security"] = [{"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
     db_url: str,
     *,
     data_dir: Path | None = None,
     pool_size: int = 10,
-    rate_per_second: float = 50.0,
-    burst: int = 100,
+    rate_per_second: float = RATE_PER_SECOND,
+    burst: int = BURST,
     max_body_bytes: int = MAX_BODY_BYTES,
     host: ServiceHost | None = None,
     secret: str | None = None,
@@ -168,6 +247,7 @@ def create_app(
     app.add_exception_handler(CortexError, _cortex_error)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(OverflowError, _overflow)
     app.add_exception_handler(Exception, _unexpected)
     state = app.state
     app.add_middleware(
@@ -177,12 +257,15 @@ def create_app(
         render=_answer,
         turn_batches=turn_batches,
     )
-    app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to both
+    app.add_middleware(JsonBodies)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to all
     app.include_router(sessions.router)
     app.include_router(memory.router)
     app.include_router(tasks.router)
-    app.mount(UI_PREFIX, tenant_ui(app.state.host))  # the dashboard, per API key's tenant
+    # The dashboard, per API key's tenant, within the same rate limit as the API.
+    app.mount(UI_PREFIX, tenant_ui(app.state.host, app.state.limiter))
     _probes(app)
+    _bearer_openapi(app)
     app.router.on_shutdown.append(app.state.host.close)
     return app
 
@@ -196,7 +279,10 @@ def _probes(app: FastAPI) -> None:
     @app.get("/readyz", tags=["probes"], response_model=None)
     def readyz() -> dict[str, Any] | JSONResponse:
         """The database answers and is migrated: 200, else 503."""
-        problem = app.state.host.ready()
+        try:
+            problem = app.state.host.ready()
+        except StorageError as exc:
+            return _cortex_error(None, exc)
         if problem is None:
             return {"status": "ready"}
         return error(503, "unavailable", problem)
@@ -217,4 +303,6 @@ def app_from_env() -> FastAPI:
         pool_size=int(os.environ.get(ENV_POOL) or 10),
         secret=secret,
         turn_batches=int(os.environ.get(ENV_BATCHES) or TURN_BATCHES),
+        rate_per_second=float(os.environ.get(ENV_RATE) or RATE_PER_SECOND),
+        burst=int(os.environ.get(ENV_BURST) or BURST),
     )

@@ -77,9 +77,9 @@ class Caller:
 def bearer(header: str) -> str:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise UnauthorizedError(
-            "missing API key; send Authorization: Bearer ctx_... (create one with "
-            "`cortex key create TENANT --scopes read,write`)"
+        raise UnauthorizedError(  # no sample key in it: redaction would mask it
+            "missing API key; send a key from `cortex key create TENANT` as a Bearer token "
+            "in the Authorization header"
         )
     return token.strip()
 

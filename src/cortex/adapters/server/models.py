@@ -21,13 +21,18 @@ Kinds = Annotated[list[Kind], Field(max_length=20)]
 Text = Annotated[str, Field(max_length=20_000)]
 Words = Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=100)]
 Lines = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=100)]
+MAX_OFFSET = 1_000_000
+"""The largest ``offset`` of a listing (past it a 422: no backend is asked for a number it cannot
+hold)."""
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
 
 
 class ErrorDetail(BaseModel):
     code: str = Field(
-        description="Stable: unauthorized, forbidden, not_found, conflict, "
-        "validation_error, payload_too_large, rate_limited, unavailable, internal."
+        description="Stable: unauthorized, forbidden, not_found, method_not_allowed, conflict, "
+        "validation_error, payload_too_large, unsupported_media_type, rate_limited, "
+        "unavailable, internal."
     )
     message: str = Field(description="One line naming the next step.")
 
@@ -45,8 +50,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (401, "Missing, unknown or revoked API key"),
         (403, "The key's scopes do not allow this"),
         (404, "No such session, memory, pin or task in this tenant"),
+        (405, "The path takes other methods: see the Allow header"),
         (409, "Conflicts with the current state"),
         (413, "Request body too large"),
+        (415, "The body is not sent as Content-Type: application/json"),
         (422, "The body or a parameter fails the schema"),
         (429, "Rate limited: wait Retry-After seconds"),
         (503, "The database is unavailable"),
@@ -186,7 +193,7 @@ class MemorySearchIn(MemoryScopeIn):
 
 class MemoryListIn(MemoryScopeIn):
     limit: Annotated[int, Field(ge=1, le=1000)] = 50
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Offset = 0
     include_history: bool = False
 
 

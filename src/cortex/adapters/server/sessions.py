@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 
 from cortex.adapters.server.auth import DUPLICATE, Caller, Id, Json, Label, Reader, Writer
 from cortex.adapters.server.models import (
+    MAX_OFFSET,
     CheckpointIn,
     CompactionIn,
     ContinueIn,
@@ -174,7 +175,7 @@ def listing(
     caller: Reader,
     project: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Json:
     """Sessions newest first, of one project when it is given."""
     with caller.services() as app:

@@ -70,8 +70,10 @@ def put(task_id: Id, body: TaskIn, caller: Writer) -> Json:
 
 
 @router.post("/tasks/{task_id}/done")
-def done(task_id: Id, body: TaskDoneIn, caller: Writer) -> Json:
-    """Mark a task done: later preambles leave it out."""
+def done(task_id: Id, caller: Writer, body: TaskDoneIn | None = None) -> Json:
+    """Mark a task done: later preambles leave it out (the body, with its ``request_id``, is
+    optional)."""
+    request_id = body.request_id if body is not None else None
     with caller.services() as app:
-        task = apply_once(app, body.request_id, lambda: app.tasks.done(task_id))
+        task = apply_once(app, request_id, lambda: app.tasks.done(task_id))
     return DUPLICATE if task is None else task

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cortex.clock import SystemClock, to_iso
-from cortex.errors import ConflictError, MigrationDeferredError, StorageError
+from cortex.errors import ConflictError, MigrationDeferredError, StorageError, ValidationError
 from cortex.files import ensure_dir
 from cortex.logs import getLogger
 from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
@@ -89,6 +89,8 @@ def storage_error(exc: sqlite3.Error, url: str) -> StorageError:
             f"{url} is not a Cortex database or is damaged; move it aside (a new one is "
             "created) or restore a backup"
         )
+    elif "unable to open" in text and Path(url).is_dir():
+        msg = f"{url} is a directory; give the path of a database file"
     elif "unable to open" in text:
         msg = (
             f"cannot open database {url}; check that {where} exists and is writable, "
@@ -154,6 +156,10 @@ class Database:
             if type(exc) is sqlite3.DatabaseError or isinstance(exc, sqlite3.OperationalError):
                 raise storage_error(exc, self.url) from exc
             raise
+        except OverflowError as exc:  # a number past SQLite's 64-bit integers, bound as a value
+            raise ValidationError(
+                f"SQLite cannot store this value ({one_line(exc)}); fix the input"
+            ) from exc
         except UnicodeDecodeError as exc:  # SQLite's own message quoted garbage: a damaged file
             raise StorageError(
                 f"{self.url} is damaged (SQLite reports unreadable text: {exc.reason}); "

@@ -28,8 +28,18 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from cortex.adapters.server.ui import filters
-from cortex.errors import CortexError, ForbiddenError, UnauthorizedError, ValidationError
+from cortex.errors import (
+    CortexError,
+    ForbiddenError,
+    StorageError,
+    UnauthorizedError,
+    ValidationError,
+)
+from cortex.logs import getLogger
 from cortex.services.app import Services
+from cortex.services.hosting import UNAVAILABLE
+
+log = getLogger("cortex.server")
 
 MAX_FORM_BYTES = 256 * 1024
 TOKEN_HEADER = "x-cortex-token"
@@ -60,6 +70,12 @@ class Binding:
     token: Callable[[Request], str]
     label: Callable[[Request], str]
     may_change: Callable[[Request], None] = _anyone
+    recheck: Callable[[Request], object] = _anyone
+    """Checks the caller again (raises ``UnauthorizedError`` once its key is revoked): a
+    long request, the live stream, calls it at every poll."""
+    store_details: bool = True
+    """Whether pages may say where the store is (a home's path); never a team server's
+    shared database, whose failures its pages report without the cause (in the log)."""
     doctor: Callable[[], dict[str, Any]] | None = None
     """``cortex doctor``'s report of this home (hooks installed, events arriving), when the
     caller can run it (``cortex ui``; a team server has no hooks of its own)."""
@@ -119,10 +135,22 @@ class Ui:
         )
         return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)
 
+    def message(self, exc: CortexError) -> str:
+        """What a page says of ``exc``: a storage failure's cause only where the store's
+        location may be shown (``Binding.store_details``), else it goes to the log."""
+        if isinstance(exc, StorageError) and not self.binding.store_details:
+            log.warning("database unavailable: %s", exc)
+            return UNAVAILABLE
+        return str(exc)
+
     def error(self, request: Request, exc: CortexError) -> Response:
         if isinstance(exc, UnauthorizedError):
             return RedirectResponse(self.base(request) + "/login", status_code=303)
-        return self.render(request, "error.html", {"message": str(exc)}, status=exc.status)
+        page = self.render(request, "error.html", {"message": self.message(exc)}, exc.status)
+        retry_after = getattr(exc, "retry_after", None)  # a rate limit's (the team server's)
+        if retry_after is not None:
+            page.headers["Retry-After"] = str(retry_after)
+        return page
 
     def page(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """A GET endpoint: ``handler`` runs in a worker thread with the request's services."""

@@ -112,6 +112,7 @@ def routes(ui: Ui) -> list[Route]:
             "health.html",
             {
                 "h": report,
+                "store_url": report.url if ui.binding.store_details else None,
                 "chart": charts.day_bars(report.captures_per_day),
                 "live": True,
                 "doctor": doctor,

@@ -2,10 +2,12 @@
 
 A browser cannot send a Bearer header on a link, so the key is given once on ``/ui/login``
 and kept in an HttpOnly, SameSite=Strict cookie scoped to ``/ui``; every request
-authenticates it against the registry again (a revoked key fails at once) and opens that
-tenant's services only. The form token is an HMAC of the key, so every server process agrees
-on it without storing anything, and a page of one key is useless with another. Changes need a
-key with the ``write`` scope.
+authenticates it against the registry again (a revoked key fails at once), spends a token of
+the key's rate limit, as an API request does, and opens that tenant's services only. The live
+stream, one long request, authenticates its key again at every poll and ends once it is
+revoked. Sign-in attempts spend tokens of a bucket per client address. The form token is an
+HMAC of the key, so every server process agrees on it without storing anything, and a page of
+one key is useless with another. Changes need a key with the ``write`` scope.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from cortex.adapters.server.auth import RateLimiter
 from cortex.adapters.server.ui.app import MAX_FORM_BYTES, Binding, Ui, create_ui
-from cortex.core.tenancy import WRITE, allows
+from cortex.core.tenancy import WRITE, allows, parse_key
 from cortex.errors import CortexError, ForbiddenError, UnauthorizedError
 from cortex.services.hosting import ServiceHost
 
@@ -40,19 +43,27 @@ class _Caller:
     key: str
 
 
-def tenant_ui(host: ServiceHost) -> Starlette:
-    """The dashboard of the tenant of each request's API key (mount it at ``/ui``)."""
+def tenant_ui(host: ServiceHost, limiter: RateLimiter) -> Starlette:
+    """The dashboard of the tenant of each request's API key (mount it at ``/ui``), within
+    ``limiter``'s rate for each key (the API's own limiter)."""
 
-    def caller(request: Request) -> _Caller:
-        known = getattr(request.state, "cortex_caller", None)
-        if isinstance(known, _Caller):
-            return known
+    def authenticated(request: Request) -> _Caller:
         key = request.cookies.get(COOKIE, "")
         if not key:
             raise UnauthorizedError("sign in with an API key")
         tenant, scopes = host.authenticate(key)
         found = _Caller(tenant, scopes, key)
-        request.state.cortex_caller = found  # authenticated once per request
+        request.state.cortex_caller = found
+        return found
+
+    def caller(request: Request) -> _Caller:
+        known = getattr(request.state, "cortex_caller", None)
+        if isinstance(known, _Caller):
+            return known  # authenticated once per request, and one token spent
+        found = authenticated(request)
+        parsed = parse_key(found.key)
+        assert parsed is not None  # authenticate accepted it, so it parses
+        limiter.take(parsed[0])
         return found
 
     def may_change(request: Request) -> None:
@@ -68,12 +79,14 @@ def tenant_ui(host: ServiceHost) -> Starlette:
         token=lambda request: form_token(caller(request).key),
         label=lambda request: f"tenant {caller(request).tenant}",
         may_change=may_change,
+        recheck=authenticated,
+        store_details=False,
     )
     app = create_ui(binding)
     ui: Ui = app.state.ui
     app.router.routes[:0] = [
         Route("/login", lambda request: ui.render(request, "login.html", {"failed": ""})),
-        Route("/login", _login(ui, host), methods=["POST"]),
+        Route("/login", _login(ui, host, limiter), methods=["POST"]),
         Route("/logout", _logout, methods=["POST"]),
     ]
     return app
@@ -84,15 +97,25 @@ def form_token(key: str) -> str:
     return hmac.new(key.encode(), b"cortex-ui-form-token", hashlib.sha256).hexdigest()
 
 
-def _login(ui: Ui, host: ServiceHost) -> Callable[[Request], Awaitable[Response]]:
+def _login(
+    ui: Ui, host: ServiceHost, limiter: RateLimiter
+) -> Callable[[Request], Awaitable[Response]]:
     async def login(request: Request) -> Response:
+        client = request.client.host if request.client else ""
+        try:
+            limiter.take(f"login:{client}")  # a bucket per address: keys are not guessed fast
+        except CortexError as exc:
+            return ui.error(request, exc)
         body = await request.body()
         fields = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"))
         key = (fields.get("key") or [""])[-1].strip()
         try:
             await run_in_threadpool(host.authenticate, key)
         except CortexError as exc:
-            return ui.render(request, "login.html", {"failed": str(exc)}, status=401)
+            failed = ui.message(exc)
+            if isinstance(exc, UnauthorizedError):  # the API's advice names a header
+                failed = failed.split(";")[0] + "; paste a live key from `cortex key create`"
+            return ui.render(request, "login.html", {"failed": failed}, exc.status)
         response = RedirectResponse(ui.base(request) + "/sessions", status_code=303)
         response.set_cookie(
             COOKIE, key, httponly=True, samesite="strict", path=ui.base(request) or "/"
