@@ -146,8 +146,18 @@ class ContextIn(Body):
 Layer = Literal["rule", "working", "long_term"]
 
 
+MemoryText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="Over 64 KB (after redaction) it is stored cut, with a marker line, as in "
+        "a local home; the request body is at most 1 MiB.",
+    ),
+]
+
+
 class MemoryAddIn(Mutation):
-    content: Annotated[str, Field(min_length=1, max_length=20_000)]
+    content: MemoryText
     type: Kind | None = None
     layer: Layer | None = None
     scope: Literal["global", "project"] | None = None
@@ -165,7 +175,7 @@ class MemoryEditIn(Mutation):
     id: Id | None = None
     upsert_key: Short | None = None
     project: Short | None = None
-    content: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
+    content: MemoryText | None = None
     tags: Words | None = None
     type: Kind | None = None
     layer: Layer | None = None
