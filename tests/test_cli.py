@@ -198,6 +198,23 @@ def test_env_out_of_range_is_an_error(home: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("now", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+@pytest.mark.parametrize(
+    "args",
+    [("session", "start", "--project", "x"), ("memory", "add", "hello", "--layer", "working")],
+)
+def test_a_fixed_clock_outside_its_years_is_one_line(
+    home: Path, now: str, args: tuple[str, ...]
+) -> None:
+    message = (
+        f"error: --now/CORTEX_NOW {now!r} is out of range; give a time in the years 1970 to "
+        "9000, e.g. 2026-02-18T09:00:00Z\n"
+    )
+    for result in (cortex(home, *args, now=now), cortex(home, "--now", now, *args)):
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+    assert ok(cortex(home, "session", "list")).startswith("no sessions yet")
+
+
 def test_huge_pin_refused_and_nothing_lost(home: Path) -> None:
     ok(cortex(home, "session", "start", "--session-id", "s1"))
     ok(cortex(home, "pin", "add", "keep", "me"))
