@@ -154,6 +154,34 @@ def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], message: st
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ("session", "end", "--session-id", ""),
+        ("session", "state", "", "suspended"),
+        ("session", "show", ""),
+        ("session", "continue", ""),
+        ("pin", "add", "a", "b", "--session-id", ""),
+        ("memory", "add", "x", "--session-id", ""),
+        ("checkpoint", "create", "--task", "t", "--summary", "s", "--session-id", ""),
+    ],
+    ids=" ".join,
+)
+def test_an_empty_session_id_is_an_error_not_the_current_session(
+    home: Path, args: tuple[str, ...]
+) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        "error: invalid session id '': use 1-128 letters, digits or . _ : @ + - "
+        "(no '/', no '..'), e.g. a UUID\n",
+    )
+    shown = json.loads(ok(cortex(home, "--json", "session", "show")))
+    assert (shown["session_id"], shown["state"], shown["working_memory"]) == ("s1", "ACTIVE", [])
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (

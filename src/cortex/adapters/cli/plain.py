@@ -135,9 +135,12 @@ class Runtime:
 
     def session_id(self, given: str | None) -> str:
         """``given``, or the session a command run here means: the current one of this
-        directory's project, never another project's (``current_session``)."""
-        if given:
-            return given
+        directory's project, never another project's (``current_session``). Only an omitted
+        id means the current session: an empty one (an unset shell variable) is refused."""
+        if given is not None:
+            from cortex.files import check_id
+
+            return check_id(given)
         from cortex.services.project import harness_project_dir, project_identity
 
         where = harness_project_dir(self.env) or os.getcwd()

@@ -121,7 +121,7 @@ class ProtocolService(Service):
 
     def task_session(self, slug: str, session_id: str | None = None) -> SessionState:
         """The named session (it must belong to the task), else the task's live session."""
-        if session_id:
+        if session_id is not None:  # "" is refused by check_id, not the live session
             state = self.sessions.get_session(check_id(session_id))
             if state is None or state.task_slug != slug:
                 raise NotFoundError(
