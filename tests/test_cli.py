@@ -127,6 +127,17 @@ def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> Non
     )
 
 
+def test_a_recovered_session_is_reported_in_one_readable_line(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "api"))
+    later = cortex(home, "session", "start", "--session-id", "s2", "--project", "api",
+                   now="2026-02-16T10:00:00Z")  # fmt: skip
+    assert re.fullmatch(
+        r"cortex: incident: session s1 interrupted, suspended \(last activity 2026-02-16 09:00 "
+        r"UTC\); checkpoint ckpt-2026-02-16-[0-9a-f]{8}\nsession s2 started\n",
+        later.stderr,
+    )
+
+
 def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
     result = cortex(home, "session", "start", "--session-id", "only")
     assert (result.returncode, result.stdout) == (0, "")
