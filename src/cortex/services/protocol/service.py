@@ -131,6 +131,7 @@ class ProtocolService(Service):
             return state
         live = self.live_session(slug)
         if live is None:
+            self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
                 f"task {slug} has no live session; start one with `cortex task start {slug}`"
             )
