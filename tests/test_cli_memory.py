@@ -177,6 +177,16 @@ def test_a_snapshot_slug_is_refused_as_file_mode_refuses_it(home: Path) -> None:
     assert named.startswith("# Session s1 - auth-refactor (manual, ")
 
 
+def test_a_memory_that_would_be_expired_already_is_refused(home: Path) -> None:
+    past = cortex(home, "memory", "add", "x", "--layer", "working", "--expires-at", "2020-01-01")
+    assert (past.returncode, past.stdout, past.stderr) == (
+        1,
+        "",
+        "error: expires_at '2020-01-01' is not in the future; give a later time, or leave it out\n",
+    )
+    assert ok(cortex(home, "memory", "list")) == "no memories\n"
+
+
 def test_every_new_command_has_help_with_an_example() -> None:
     commands = [
         ("memory", sub) for sub in ("add", "list", "search", "recall", "show", "edit", "forget")
