@@ -321,7 +321,12 @@ def task_gates(rt: Runtime) -> None:
 # -- checkpoint ----------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def checkpoint() -> None:
-    """A task's checkpoints: create, list, show and verify (files, index and store agree)."""
+    """A task's checkpoints: create, list, show and verify (files, index and store agree).
+
+    \b
+    Example:
+      cortex checkpoint create --task feat-user-auth --summary "issue/verify done"
+    """
 
 
 @checkpoint.command("create", context_settings=CONTEXT)
