@@ -127,6 +127,17 @@ def test_metrics_verify_reports_a_chain_emptied_with_its_head(home: Path) -> Non
     )
 
 
+def test_a_recovered_session_is_reported_in_one_readable_line(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "api"))
+    later = cortex(home, "session", "start", "--session-id", "s2", "--project", "api",
+                   now="2026-02-16T10:00:00Z")  # fmt: skip
+    assert re.fullmatch(
+        r"cortex: incident: session s1 interrupted, suspended \(last activity 2026-02-16 09:00 "
+        r"UTC\); checkpoint ckpt-2026-02-16-[0-9a-f]{8}\nsession s2 started\n",
+        later.stderr,
+    )
+
+
 def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
     result = cortex(home, "session", "start", "--session-id", "only")
     assert (result.returncode, result.stdout) == (0, "")
@@ -151,6 +162,34 @@ def test_cold_start_prints_nothing_on_stdout(home: Path) -> None:
 def test_user_errors_are_one_line(home: Path, args: tuple[str, ...], message: str) -> None:
     result = cortex(home, *args)
     assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("session", "end", "--session-id", ""),
+        ("session", "state", "", "suspended"),
+        ("session", "show", ""),
+        ("session", "continue", ""),
+        ("pin", "add", "a", "b", "--session-id", ""),
+        ("memory", "add", "x", "--session-id", ""),
+        ("checkpoint", "create", "--task", "t", "--summary", "s", "--session-id", ""),
+    ],
+    ids=" ".join,
+)
+def test_an_empty_session_id_is_an_error_not_the_current_session(
+    home: Path, args: tuple[str, ...]
+) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1"))
+    result = cortex(home, *args)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        "error: invalid session id '': use 1-128 letters, digits or . _ : @ + - "
+        "(no '/', no '..'), e.g. a UUID\n",
+    )
+    shown = json.loads(ok(cortex(home, "--json", "session", "show")))
+    assert (shown["session_id"], shown["state"], shown["working_memory"]) == ("s1", "ACTIVE", [])
 
 
 @pytest.mark.parametrize(
@@ -196,6 +235,23 @@ def test_env_out_of_range_is_an_error(home: Path) -> None:
         "error: relevance_threshold='2' (from CORTEX_RELEVANCE_THRESHOLD) "
         "is out of range; use a value in 0.1-1\n"
     )
+
+
+@pytest.mark.parametrize("now", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"])
+@pytest.mark.parametrize(
+    "args",
+    [("session", "start", "--project", "x"), ("memory", "add", "hello", "--layer", "working")],
+)
+def test_a_fixed_clock_outside_its_years_is_one_line(
+    home: Path, now: str, args: tuple[str, ...]
+) -> None:
+    message = (
+        f"error: --now/CORTEX_NOW {now!r} is out of range; give a time in the years 1970 to "
+        "9000, e.g. 2026-02-18T09:00:00Z\n"
+    )
+    for result in (cortex(home, *args, now=now), cortex(home, "--now", now, *args)):
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
+    assert ok(cortex(home, "session", "list")).startswith("no sessions yet")
 
 
 def test_huge_pin_refused_and_nothing_lost(home: Path) -> None:
@@ -251,7 +307,7 @@ def test_unwritable_home_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_every_command_has_help_with_an_example(home: Path) -> None:
+def test_every_command_and_group_has_help_with_an_example(home: Path) -> None:
     import importlib.util
 
     from cortex.adapters.cli.main import cli
@@ -263,11 +319,12 @@ def test_every_command_has_help_with_an_example(home: Path) -> None:
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     commands = [path for path, cmd in gen.walk(cli, ()) if not hasattr(cmd, "commands")]
-    assert len(commands) >= 20
+    groups = [path for path, cmd in gen.walk(cli, ()) if hasattr(cmd, "commands")]
+    assert len(commands) >= 20 and len(groups) >= 10
     # In this process for each command; the real CLI in a subprocess prints the same text.
     assert ok(cortex(home, *commands[0], "--help")) == help_text(*commands[0])
-    for command in commands:
-        assert "Example" in help_text(*command), command
+    lacking = [" ".join(c) for c in commands + groups if "Example" not in help_text(*c)]
+    assert lacking == []
 
 
 def test_demo_runs(home: Path) -> None:

@@ -164,6 +164,31 @@ def test_session_history_and_compaction(home: Path) -> None:
     assert (final["status"], final["compactions"], final["checkpoint_count"]) == ("compacted", 1, 2)  # type: ignore[index]
 
 
+def test_a_snapshot_slug_is_refused_as_file_mode_refuses_it(home: Path) -> None:
+    ok(cortex(home, "session", "start", "--session-id", "s1", "--project", "api"))
+    message = (
+        "error: invalid snapshot slug '../../x': use 1-64 lowercase letters, digits or dashes, "
+        "starting with a letter or digit (no '/', no '..'), e.g. auth-refactor\n"
+    )
+    workspace = ("--workspace", str(home / "ws"))
+    for command in (("session", "snapshot"), ("openclaw", "memory", "snapshot", *workspace)):
+        result = cortex(home, *command, "--slug", "../../x")
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", message), command
+    assert ok(cortex(home, "session", "snapshot", "--list")) == "no snapshots\n"
+    named = ok(cortex(home, "session", "snapshot", "--slug", "auth-refactor"))
+    assert named.startswith("# Session s1 - auth-refactor (manual, ")
+
+
+def test_a_memory_that_would_be_expired_already_is_refused(home: Path) -> None:
+    past = cortex(home, "memory", "add", "x", "--layer", "working", "--expires-at", "2020-01-01")
+    assert (past.returncode, past.stdout, past.stderr) == (
+        1,
+        "",
+        "error: expires_at '2020-01-01' is not in the future; give a later time, or leave it out\n",
+    )
+    assert ok(cortex(home, "memory", "list")) == "no memories\n"
+
+
 def test_every_new_command_has_help_with_an_example() -> None:
     commands = [
         ("memory", sub) for sub in ("add", "list", "search", "recall", "show", "edit", "forget")

@@ -111,6 +111,22 @@ def test_corrupt_status_and_missing_task(home: Path, repo: Path) -> None:
     assert len(result.stderr.splitlines()) == 1 and status.read_text() == "not json"
 
 
+def test_a_checkpoint_of_a_task_never_made_points_at_task_init(home: Path, repo: Path) -> None:
+    missing = run(home, repo, "checkpoint", "create", "--task", "nope", "--summary", "s")
+    assert (missing.returncode, missing.stdout, missing.stderr) == (
+        1,
+        "",
+        f"error: no task folder {home / 'tasks' / 'nope'}; "
+        "create it with `cortex task init nope`\n",
+    )
+    run(home, repo, "task", "init", "nope")
+    idle = run(home, repo, "checkpoint", "create", "--task", "nope", "--summary", "s")
+    assert (
+        idle.stderr
+        == "error: task nope has no live session; start one with `cortex task start nope`\n"
+    )
+
+
 def test_a_hanging_smoke_command_fails_the_start(home: Path, repo: Path) -> None:
     (repo / ".agentic-governance").mkdir()
     (repo / ".agentic-governance" / "config.json").write_text(

@@ -26,8 +26,12 @@ def test_services_take_unique_prefixes_and_list_the_candidates_of_ambiguous_ones
         ValidationError, match="'abcd' is ambiguous: it begins abcd1111-x, abcd2222-y"
     ):
         m.resolve("abcd")
-    with pytest.raises(NotFoundError, match="no session 'bee'"):
+    with pytest.raises(
+        ValidationError, match="session id prefix 'bee' is too short; type at least 4 characters"
+    ):
         m.resolve("bee")  # under four characters: only a whole id
+    with pytest.raises(NotFoundError, match="no session 'cafe'"):
+        m.resolve("cafe")  # begins no id
     m.add_pin("deploy", "make deploy", "beef0")
     assert [p.label for p in m.list_pins("beef0000-z")] == ["deploy"]
     services.events.append("beef00", "a turn")
@@ -58,6 +62,20 @@ def test_the_cli_takes_back_the_short_ids_it_prints(home: Path) -> None:
     mid = mid["memory"]["id"] if "memory" in mid else mid["id"]
     assert "eu-west-1" in ok(cortex(home, "memory", "show", mid[:8]))
     ok(cortex(home, "memory", "forget", mid[:8]))
+
+
+def test_the_cli_says_a_prefix_under_four_characters_is_too_short(home: Path) -> None:
+    for sid in ("abcd1-x", "abcd2-x"):
+        ok(cortex(home, "session", "start", "--project", "p", "--session-id", sid))
+    short = cortex(home, "session", "show", "abc")
+    assert (short.returncode, short.stdout, short.stderr) == (
+        1,
+        "",
+        "error: session id prefix 'abc' is too short; type at least 4 characters\n",
+    )
+    assert cortex(home, "session", "show", "xyz").stderr == (
+        "error: no session 'xyz'; see `cortex session list`\n"
+    )
 
 
 def test_new_uuid_is_a_random_version_4_uuid_as_uuid_writes_it() -> None:

@@ -106,6 +106,12 @@ def test_a_memory_from_an_unknown_session_is_refused_not_stored_as_global(
         ({"content": "x", "type": "a b"}, "invalid memory type 'a b'"),
         ({"content": "x", "session_id": "../etc"}, "invalid session id"),
         ({"content": "x", "expires_at": "tomorrow"}, "not an ISO 8601 time"),
+        (
+            {"content": "x", "layer": "working", "expires_at": "2020-01-01T00:00:00Z"},
+            "expires_at '2020-01-01T00:00:00Z' is not in the future; give a later time, or "
+            "leave it out",
+        ),
+        ({"content": "x", "expires_at": "2026-02-16T09:00:00Z"}, "expires_at '2026-02-16T09:00"),
     ],
 )
 def test_bad_input_is_one_clear_error(svc: MemoryService, kwargs: dict, message: str) -> None:  # type: ignore[type-arg]

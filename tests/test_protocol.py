@@ -417,6 +417,8 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
     app.protocol.init_task("feat-auth")
     with pytest.raises(ConflictError, match="has no live session"):
         app.protocol.create_checkpoint("feat-auth", summary="x")
+    with pytest.raises(ValidationError, match="invalid session id ''"):
+        app.protocol.create_checkpoint("feat-auth", summary="x", session_id="")
     with pytest.raises(ValidationError, match="unknown gate"):
         start(app, repo, from_gate="G12")
     with pytest.raises(NotFoundError, match="no checkpoint"):

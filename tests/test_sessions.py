@@ -544,6 +544,25 @@ def test_hostile_session_ids_are_refused(manager: SessionPersistenceManager, bad
         manager.on_session_start(bad)
 
 
+def test_an_empty_session_id_is_refused_not_taken_as_the_current_one(
+    manager: SessionPersistenceManager,
+) -> None:
+    ctx = manager.on_session_start(project="radio")
+    for call in (
+        lambda: manager.resolve(""),
+        lambda: manager.on_session_end(""),
+        lambda: manager.add_pin("a", "b", ""),
+    ):
+        with pytest.raises(UnsafeIdError, match="invalid session id ''"):
+            call()
+    current = manager.resolve(None)
+    assert (current.session_id, current.is_open, current.working_memory) == (
+        ctx.session_id,
+        True,
+        (),
+    )
+
+
 def test_unknown_session_and_ended_session(manager: SessionPersistenceManager) -> None:
     with pytest.raises(NotFoundError, match="no session 'nope'"):
         manager.get_session_chain("nope")

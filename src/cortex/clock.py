@@ -31,11 +31,25 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+FIXED_YEARS = (1970, 9000)
+"""The years a fixed clock may stand in: far enough either way for replays and tests, and far
+enough from datetime's limits (years 1 and 9999) that no window, lease or expiry reckoned from
+it (at most a century) leaves them."""
+
+
 class FixedClock:
     """A clock stopped at one instant (``--now`` / ``CORTEX_NOW``), for replays and tests."""
 
     def __init__(self, at: datetime | str) -> None:
-        self.at = parse_time(at) if isinstance(at, str) else at.astimezone(UTC)
+        moment = parse_time(at) if isinstance(at, str) else at.astimezone(UTC)
+        first, last = FIXED_YEARS
+        if not first <= moment.year <= last:
+            given = at if isinstance(at, str) else to_iso(moment)
+            raise ValidationError(
+                f"--now/CORTEX_NOW {given!r} is out of range; give a time in the years "
+                f"{first} to {last}, e.g. 2026-02-18T09:00:00Z"
+            )
+        self.at = moment
 
     def now(self) -> datetime:
         return self.at

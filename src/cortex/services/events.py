@@ -101,11 +101,19 @@ class EventLog(Service):
     def snapshot(
         self, session_id: str, trigger: str = "manual", *, slug: str | None = None
     ) -> SessionSnapshot:
-        """Write a markdown transcript of the session's meaningful events and return it."""
+        """Write a markdown transcript of the session's meaningful events and return it.
+
+        A ``slug`` given is used as it is or refused (``check_slug``), on every surface and in
+        file mode alike; only the default one is made from the task or the first request.
+        """
         if trigger not in SNAPSHOT_TRIGGERS:
             raise ValidationError(
                 f"unknown trigger {trigger!r}; use one of {', '.join(SNAPSHOT_TRIGGERS)}"
             )
+        if slug is not None:
+            from cortex.core.filemode import check_slug  # (only a snapshot named by hand)
+
+            check_slug(slug)
         with self.store.transaction():
             state = self.session(session_id)
             session_id = state.session_id

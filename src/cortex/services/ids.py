@@ -55,15 +55,20 @@ def resolve_id(store: Store, kind: str, given: str) -> str | None:
     """The stored ``kind`` id that ``given`` names (itself, or the one id it begins), or None.
 
     Raises:
-        ValidationError: ``given`` begins several ids; the message lists them.
+        ValidationError: ``given`` begins several ids (the message lists them), or it begins
+            some but is shorter than ``MIN_PREFIX``.
     """
     if not given:
         return None
     found = store.ids_with_prefix(kind, given, limit=SHOWN + 1)
     if found and found[0] == given:
         return given
-    if len(given) < MIN_PREFIX or not found:
+    if not found:
         return None
+    if len(given) < MIN_PREFIX:
+        raise ValidationError(
+            f"{kind} id prefix {given!r} is too short; type at least {MIN_PREFIX} characters"
+        )
     if len(found) == 1:
         return found[0]
     shown = ", ".join(found[:SHOWN]) + (", ..." if len(found) > SHOWN else "")

@@ -258,9 +258,16 @@ class MemoryService(MemoryReader):
         )
 
     def _expiry(self, layer: str, expires_at: str | None, now_dt: datetime) -> str | None:
-        """An explicit expiry (validated), else now + TTL for the working layer."""
+        """An explicit expiry (validated: a later time than now), else now + TTL for the working
+        layer. A memory that would be expired as it is stored is refused, not stored unseen."""
         if expires_at:
-            return to_iso(parse_time(expires_at))
+            expiry = parse_time(expires_at)
+            if expiry <= now_dt:
+                raise ValidationError(
+                    f"expires_at {expires_at!r} is not in the future; give a later time, "
+                    "or leave it out"
+                )
+            return to_iso(expiry)
         if layer != WORKING:
             return None
         ttl = timedelta(hours=self.config.working_memory_ttl_hours)

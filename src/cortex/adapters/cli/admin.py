@@ -25,7 +25,13 @@ from cortex.services.project import project_label
 def task() -> None:
     """Tasks: pending work every preamble carries (the pipeline state file, or the team
     server's tasks in client mode), and protocol tasks (task folders, the start and end
-    rituals, retries, budgets: see docs/protocol.md)."""
+    rituals, retries, budgets: see docs/protocol.md).
+
+    \b
+    Examples:
+      cortex task add task-12 "Rotate signing keys" --stage build
+      cortex task init feat-user-auth
+    """
 
 
 @task.command("add", context_settings=CONTEXT)
@@ -133,7 +139,12 @@ def task_done(rt: Runtime, task_id: str) -> None:
 
 @click.group(context_settings=CONTEXT)
 def metrics() -> None:
-    """Tamper-evident session metrics: show, verify."""
+    """Tamper-evident session metrics: show, verify.
+
+    \b
+    Example:
+      cortex metrics verify
+    """
 
 
 @metrics.command("list", context_settings=CONTEXT)
@@ -239,7 +250,12 @@ def archive(rt: Runtime, older_than_days: int) -> None:
 
 @click.group("config", context_settings=CONTEXT)
 def config_group() -> None:
-    """Settings and where they come from."""
+    """Settings and where they come from.
+
+    \b
+    Example:
+      cortex --set lookback_days=3 config show
+    """
 
 
 @config_group.command("show", context_settings=CONTEXT)
@@ -267,7 +283,12 @@ def config_show(rt: Runtime) -> None:
 
 @click.group(context_settings=CONTEXT)
 def db() -> None:
-    """The database: migrations, and handing free space back to the disk."""
+    """The database: migrations, and handing free space back to the disk.
+
+    \b
+    Example:
+      cortex db migrate --list
+    """
 
 
 @db.command("migrate", context_settings=CONTEXT)

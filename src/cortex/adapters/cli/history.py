@@ -136,7 +136,10 @@ def session_status(rt: Runtime, semantic_hint: bool, session_id: str | None) -> 
     show_default=True,
     help="new_session|reset|manual|auto_compaction",
 )
-@click.option("--slug", help="Short name (default: the task slug or the first message).")
+@click.option(
+    "--slug",
+    help="Short name: lowercase letters, digits, dashes (default: from the task or first message).",
+)
 @click.option("--list", "show_list", is_flag=True, help="List the session's snapshots instead.")
 @session_option()
 @pass_rt

@@ -32,7 +32,7 @@ from cortex.errors import CortexError
     "--now",
     envvar="CORTEX_NOW",
     metavar="ISO-8601",
-    help="Fixed clock for this run, e.g. 2026-02-18T09:00:00Z (replays, tests).",
+    help="Fixed clock for this run, e.g. 2026-02-18T09:00:00Z (replays, tests; years 1970-9000).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Machine-readable JSON output (also after a command)."

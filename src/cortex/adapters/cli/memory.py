@@ -45,7 +45,9 @@ def memory() -> None:
 @session_option("Session the memory came from (its project is the default).")
 @click.option("--explicit", is_flag=True, help="remember_intent=explicit: the user asked for it.")
 @click.option("--confidence", default=1.0, show_default=True, type=float)
-@click.option("--expires-at", metavar="ISO-8601", help="Expiry (working memory: now + TTL).")
+@click.option(
+    "--expires-at", metavar="ISO-8601", help="Expiry, later than now (working memory: now + TTL)."
+)
 @pass_rt
 def memory_add(
     rt: Runtime,

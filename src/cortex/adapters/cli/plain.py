@@ -136,9 +136,12 @@ class Runtime:
 
     def session_id(self, given: str | None) -> str:
         """``given``, or the session a command run here means: the current one of this
-        directory's project, never another project's (``current_session``)."""
-        if given:
-            return given
+        directory's project, never another project's (``current_session``). Only an omitted
+        id means the current session: an empty one (an unset shell variable) is refused."""
+        if given is not None:
+            from cortex.files import check_id
+
+            return check_id(given)
         return self.sessions.current_session(self.here()).session_id
 
     def here(self) -> ProjectIdentity:

@@ -11,12 +11,19 @@ from typing import Any
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, pass_rt
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    Runtime,
+    UsageLine,
+    clean,
+    pass_rt,
+    session_option,
+)
 from cortex.core.checkpoint_schema import CHECKPOINT_TYPES
 from cortex.core.retries import FAILURE_TYPES
 
 TASK_OPTION = click.option("--task", "slug", required=True, help="The task's slug.")
-SESSION_OPTION = click.option("--session-id", help="Session (default: the task's live session).")
+SESSION_OPTION = session_option("Session (default: the task's live session).")
 
 
 def _project(rt: Runtime, project: str | None) -> str:
@@ -66,7 +73,7 @@ def task_init(rt: Runtime, slug: str, title: str) -> None:
     "--from-gate", help="Resume at this gate, G0..G10 (default: the task's current gate)."
 )
 @click.option("--goal", default="", help="This session's goal (logged).")
-@click.option("--session-id", help="Run the task in this session (default: the live one).")
+@session_option("Run the task in this session (default: the live one).")
 @click.option("--project", help="Project (default: the working directory's, as the hooks name it).")
 @click.option("--agent-id", help="The agent working on the task.")
 @pass_rt
@@ -314,7 +321,12 @@ def task_gates(rt: Runtime) -> None:
 # -- checkpoint ----------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def checkpoint() -> None:
-    """A task's checkpoints: create, list, show and verify (files, index and store agree)."""
+    """A task's checkpoints: create, list, show and verify (files, index and store agree).
+
+    \b
+    Example:
+      cortex checkpoint create --task feat-user-auth --summary "issue/verify done"
+    """
 
 
 @checkpoint.command("create", context_settings=CONTEXT)

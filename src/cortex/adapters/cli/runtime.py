@@ -15,6 +15,7 @@ from cortex.adapters.cli.plain import Runtime as Runtime
 from cortex.adapters.cli.plain import clean as clean
 from cortex.config import SETTINGS_BY_NAME, coerce
 from cortex.errors import ConfigError
+from cortex.files import check_id
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SESSION_HELP = "Session (default: the current active one)."
@@ -25,9 +26,17 @@ def session_option(help: str = SESSION_HELP) -> Callable[[F], F]:
     """The ``--session-id`` option every session-scoped command takes (its help may differ)."""
 
     def decorate(command: F) -> F:
-        return click.option("--session-id", help=help)(command)
+        return click.option("--session-id", help=help, callback=given_id)(command)
 
     return decorate
+
+
+def given_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An id option given empty (``--session-id "$UNSET"``) is refused as an invalid id: only
+    an omitted one means the default session."""
+    if value == "":
+        check_id(value)
+    return value
 
 
 class UsageLine(click.ClickException):

@@ -17,7 +17,13 @@ from cortex.services.project import project_label
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
 def session() -> None:
-    """Start, record, end, continue and inspect sessions."""
+    """Start, record, end, continue and inspect sessions.
+
+    \b
+    Examples:
+      cortex session start --project api --keywords "auth refactor"
+      cortex session end
+    """
 
 
 @session.command("start", context_settings=CONTEXT)
@@ -205,7 +211,12 @@ def session_recover(rt: Runtime) -> None:
 # -- pins ------------------------------------------------------------------------------------
 @click.group(context_settings=CONTEXT)
 def pin() -> None:
-    """Working-memory pins of the current session (10 at most)."""
+    """Working-memory pins of the current session (10 at most).
+
+    \b
+    Example:
+      cortex pin add deploy-cmd "make deploy ENV=staging" --critical
+    """
 
 
 @pin.command("add", context_settings=CONTEXT)

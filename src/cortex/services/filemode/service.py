@@ -22,7 +22,6 @@ from cortex.core.filemode import (
     EPISODE,
     LAYOUTS,
     Layout,
-    check_slug,
     daily_entry,
     day_tag,
     layout,
@@ -215,9 +214,7 @@ class FileModeService(Service):
             raise ValidationError(
                 f"unknown trigger {trigger!r}; use one of {', '.join(SNAPSHOT_TRIGGERS)}"
             )
-        if slug is not None:
-            check_slug(slug)
-        snap = self.events.snapshot(session_id, trigger, slug=slug)
+        snap = self.events.snapshot(session_id, trigger, slug=slug)  # (which checks the slug)
         return self.write_snapshot(snap)
 
     def write_snapshot(self, snap: SessionSnapshot) -> Written:

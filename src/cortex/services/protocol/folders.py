@@ -113,7 +113,8 @@ class TaskFolder:
                 "(Cortex never overwrites a file it cannot read)"
             ) from exc
 
-    def _require(self) -> None:
+    def require(self) -> None:
+        """NotFoundError, naming ``cortex task init``, when the folder was never made."""
         if not self.exists():
             raise NotFoundError(
                 f"no task folder {self.path}; create it with `cortex task init {self.slug}`"
@@ -121,7 +122,7 @@ class TaskFolder:
 
     def status(self) -> dict[str, Any]:
         """The status file's content; NotFoundError or ValidationError (corrupt) otherwise."""
-        self._require()
+        self.require()
         data = self._read(self.status_path)
         if not isinstance(data, dict) or data.get("task_slug") != self.slug:
             raise ValidationError(
@@ -132,7 +133,7 @@ class TaskFolder:
 
     def update_status(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Apply ``change`` to the status under its lock and write it back atomically."""
-        self._require()
+        self.require()
         with file_lock(self.status_path):
             status = self.status()
             change(status)
@@ -142,7 +143,7 @@ class TaskFolder:
     # -- checkpoints -------------------------------------------------------------------------
     def write_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """Write the checkpoint's file, then its index entry; return the entry."""
-        self._require()
+        self.require()
         data = checkpoint.to_dict()
         path = self.checkpoint_path(checkpoint.checkpoint_id)
         entry = {

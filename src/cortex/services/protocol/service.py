@@ -121,7 +121,7 @@ class ProtocolService(Service):
 
     def task_session(self, slug: str, session_id: str | None = None) -> SessionState:
         """The named session (it must belong to the task), else the task's live session."""
-        if session_id:
+        if session_id is not None:  # "" is refused by check_id, not the live session
             state = self.sessions.get_session(check_id(session_id))
             if state is None or state.task_slug != slug:
                 raise NotFoundError(
@@ -131,6 +131,7 @@ class ProtocolService(Service):
             return state
         live = self.live_session(slug)
         if live is None:
+            self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
                 f"task {slug} has no live session; start one with `cortex task start {slug}`"
             )

@@ -168,8 +168,9 @@ class SessionContext(Service):
         return state
 
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
-        """The named session, or the current active one (newest activity) of this home."""
-        if session_id:
+        """The named session, or the current active one (newest activity) of this home. Only
+        None means the current one: an empty id (an unset variable) is refused by ``load``."""
+        if session_id is not None:
             return self.load(session_id)
         state = (
             self.store.latest_open_session(project)

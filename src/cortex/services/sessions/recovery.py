@@ -138,7 +138,13 @@ class CrashRecovery:
         )
         if state.task_slug:
             _task_incident(ctx, state, detail)
-        log.warning("incident: session %s interrupted, suspended (%s)", state.session_id, detail)
+        log.warning(
+            "incident: session %s interrupted, suspended (last activity %s UTC%s); checkpoint %s",
+            state.session_id,
+            str(state.end_time)[:16].replace("T", " "),
+            f", task {state.task_slug}" if state.task_slug else "",
+            checkpoint.checkpoint_id,
+        )
 
 
 def _task_incident(ctx: SessionContext, state: SessionState, detail: dict[str, Any]) -> None:
