@@ -6,11 +6,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import git_helpers
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.adapters.hooks.state import prune_session_states
+from cortex.adapters.hooks.wire import request
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
@@ -1080,6 +1083,56 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     while Path(socket_path(home)).exists():
         assert time.monotonic() < deadline, "the hook server did not clean up"
         time.sleep(0.1)
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory whose path leaves room for a socket path under it (``MAX_SOCKET_PATH``)."""
+    base = Path(tempfile.mkdtemp(prefix="cx-"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("way", ["client", "console"])
+def test_a_relative_home_is_one_home_in_process_and_served(
+    short_dir: Path, repo: Path, way: str
+) -> None:
+    """The server works from ``/``: the hook makes a relative home absolute before sending
+    it, and the server handles events in its own home whatever the environment says (an
+    older client's). Were either resolved against ``/``, it would be ``short_dir / "h"``."""
+    work = short_dir / "work"
+    work.mkdir()
+    relative = str(short_dir / "h").lstrip("/")
+    home = work / relative
+    env = child_env(home, CORTEX_HOOK_SERVER="1", CORTEX_HOOK_SERVER_IDLE="30")
+    del env["CORTEX_HOME"]
+    hook = [hook_client.__file__] if way == "client" else ["-m", "cortex.entry"]
+
+    def start(session: str) -> None:
+        done = subprocess.run(
+            [sys.executable, *hook, "--home", relative, "hook", "claude-code"],
+            input=json.dumps(event("SessionStart", session, repo, source="startup")).encode(),
+            capture_output=True,
+            env=env,
+            cwd=work,
+            timeout=60,
+        )
+        assert (done.returncode, done.stderr) == (0, b"")
+
+    start("in-process")
+    pid = wait_for_server(home)
+    try:
+        start("served")
+        payload = json.dumps(event("SessionStart", "sent-relative", repo, source="startup"))
+        sent = {**env, "CORTEX_HOME": relative}
+        assert request(str(home), "claude-code", payload.encode(), sent, str(work)) is not None
+        store = manager(home).store
+        assert all(store.get_session(s) for s in ("in-process", "served", "sent-relative"))
+        assert not (short_dir / "h").exists()
+    finally:
+        os.kill(pid, 15)
 
 
 def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:

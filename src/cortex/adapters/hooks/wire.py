@@ -246,8 +246,13 @@ def read_stdin(limit: int, timeout: float) -> tuple[bytes, str | None]:
 
 
 def event_env() -> dict[str, str]:
-    """The environment an event is handled with: this process's, plus its harness's pid."""
+    """The environment an event is handled with: this process's, its ``CORTEX_HOME`` made
+    absolute (the hook server works from ``/``, so a relative home would name another
+    folder there), plus its harness's pid."""
     env = {_decode(k): _decode(v) for k, v in posix.environ.items()}  # as ``os.environ``
+    home = env.get("CORTEX_HOME")
+    if home and home[0] not in "/~":
+        env["CORTEX_HOME"] = current_dir().rstrip("/") + "/" + home
     owner = harness_pid()
     if owner is not None:
         env.setdefault(OWNER_VAR, str(owner))
