@@ -164,20 +164,25 @@ def test_a_crashed_session_is_restored_two_days_later(home: Path, repo: Path) ->
     assert s2.channel == "claude-code" and s2.previous_session_id == "s1"
 
 
-@pytest.mark.parametrize("server", ["0", "1"])
+@pytest.mark.parametrize(("server", "wrapper"), [("0", "sh -c"), ("1", "sh -c"), ("0", "script")])
 def test_a_hook_records_its_harness_and_recovery_sees_it_gone(
-    home: Path, repo: Path, server: str
+    home: Path, repo: Path, tmp_path: Path, server: str, wrapper: str
 ) -> None:
-    # A "harness" that runs the hook through a shell (which cannot exec it), then exits.
+    # A "harness" that runs the hook through a shell (which cannot exec it), or through a
+    # wrapper script that does not exec it (a process named after the script), then exits.
+    command = f"{sys.executable} -m cortex.entry hook claude-code"
+    script = tmp_path / "hook-wrapper"
+    script.write_text(f"#!/bin/sh\n{command}\n")
+    script.chmod(0o755)
+    argv = [str(script)] if wrapper == "script" else ["sh", "-c", f"{command}; :"]
     harness = (
         "import os, subprocess, sys\n"
-        "subprocess.run(['sh', '-c', sys.argv[1] + ' -m cortex.entry hook claude-code; :'],"
-        " input=sys.stdin.buffer.read(), check=True)\n"
+        "subprocess.run(sys.argv[1:], input=sys.stdin.buffer.read(), check=True)\n"
         "print(os.getpid())\n"
     )
     env = child_env(home, CORTEX_HOOK_SERVER=server, CORTEX_HOOK_SERVER_IDLE="5")
     done = subprocess.run(
-        [sys.executable, "-c", harness, sys.executable],
+        [sys.executable, "-c", harness, *argv],
         input=json.dumps(event("SessionStart", "gone", repo, source="startup")).encode(),
         capture_output=True,
         env=env,

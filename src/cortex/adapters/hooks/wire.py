@@ -46,7 +46,10 @@ STDIN_TIMEOUT_SECONDS = 5.0
 OWNER_VAR = "CORTEX_HOOK_OWNER_PID"
 """Where the hook passes its harness's pid on (to the hook server too): the session's owner,
 so that crash recovery closes a session whose harness is gone without waiting for its lease."""
-SHELLS = frozenset({b"sh", b"bash", b"dash", b"zsh", b"ksh", b"fish", b"busybox"})
+SHELLS = frozenset(
+    {b"sh", b"bash", b"dash", b"zsh", b"ksh", b"mksh", b"ash", b"fish", b"busybox", b"tcsh"}
+)
+"""Interpreters that wrap a hook's command (``sh -c``, a wrapper script): never its owner."""
 VALUE_OPTIONS = ("--home", "--now", "--set")
 """Global options that may come before ``hook`` (as for every ``cortex`` command)."""
 
@@ -261,7 +264,9 @@ def event_env() -> dict[str, str]:
 
 def harness_pid(proc: str = "/proc") -> int | None:
     """The harness that ran this hook: the parent process, or the shell's parent when a shell
-    wraps the command. None when it cannot be told (no ``/proc``) or the parent is init."""
+    wraps the command (``sh -c``, or a wrapper script, whose process is named after the
+    script: its executable tells). None when it cannot be told (no ``/proc``) or the parent
+    is init."""
     pid = posix.getppid()
     for _ in range(3):
         try:
@@ -275,10 +280,19 @@ def harness_pid(proc: str = "/proc") -> int | None:
             parent = int(fields[1])
         except (OSError, ValueError, IndexError):
             return None
-        if comm not in SHELLS:
+        if comm not in SHELLS and _executable(proc, pid) not in SHELLS:
             return pid if pid > 1 else None
         pid = parent
     return None
+
+
+def _executable(proc: str, pid: int) -> bytes:
+    """The file name of the program ``pid`` runs (``/proc/PID/exe``); b"" when unreadable."""
+    try:
+        target = posix.readlink(_encode(f"{proc}/{pid}/exe"))
+    except OSError:
+        return b""
+    return target.rpartition(b"/")[2].removesuffix(b" (deleted)")
 
 
 def server_enabled(env: dict[str, str]) -> bool:
