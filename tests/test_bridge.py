@@ -313,6 +313,39 @@ def test_serve_survives_garbage_lines() -> None:
     assert lines[3]["result"]["pong"] is True
 
 
+def test_lone_surrogates_are_replaced_and_every_request_answered(home: Path) -> None:
+    # What JavaScript sends for a string cut inside an emoji, in an id and in texts to store.
+    lines = [
+        r'{"id": "\ud800", "method": "ping"}',
+        r'{"id": 2, "method": "before_prompt_build",'
+        r' "params": {"session_key": "k", "prompt": "deploy the rocket \ud83d"}}',
+        r'{"id": 3, "method": "pin",'
+        r' "params": {"session_key": "k", "label": "cut \uDC00", "content": "emoji \ud83d"}}',
+        r'{"id": 4, "method": "agent_end", "params": {"session_key": "k",'
+        r' "messages": [{"role": "assistant", "content": "launched \ud83d"}]}}',
+        r'{"id": 5, "method": "memory_remember",'
+        r' "params": {"session_key": "k", "content": "likes emoji \ud83d\ude00 \ud83d"}}',
+        r'{"id": 6, "method": "shutdown", "params": {"end_sessions": false}}',
+    ]
+    stdout = io.BytesIO()
+    with Services.open(load_config(home, {}, {})) as services:
+        bridge = Bridge(services)
+        assert serve(bridge, io.BytesIO("\n".join(lines).encode()), stdout) == 0
+        answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+        assert [(a["id"], a.get("error")) for a in answers] == [
+            ("?", None),
+            *[(n, None) for n in range(2, 7)],
+        ]
+        sid = answers[1]["result"]["session_id"]
+        state = services.sessions.resolve(sid)
+        assert {"rocket", "launched"} <= set(state.hot_topics)
+        assert [(p.label, p.content) for p in state.working_memory] == [("cut ?", "emoji ?")]
+        transcript = "\n".join(e.content for e in services.events.events(sid))
+        assert "deploy the rocket ?" in transcript and "launched ?" in transcript
+        remembered = services.memory.live(answers[4]["result"]["id"])
+        assert remembered.content == "likes emoji \U0001f600 ?"
+
+
 def test_openclaw_profile_paths(make_config: Callable[..., Config], tmp_path: Path) -> None:
     config = make_config()
     profiled = openclaw_config(config, None)

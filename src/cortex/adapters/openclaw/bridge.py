@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cortex.adapters.openclaw.methods import METHODS
-from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, str_list
+from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, parse_request, str_list
 from cortex.config import Config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
@@ -277,9 +277,9 @@ def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
         if not line.strip():
             continue
         try:
-            request = json.loads(line.decode("utf-8", "replace"))
-        except ValueError as exc:
-            response = {"id": None, "error": _error(ValidationError(f"not JSON: {exc}"))}
+            request = parse_request(line)
+        except ValidationError as exc:
+            response = {"id": None, "error": _error(exc)}
         else:
             response = bridge.handle(request)
         _write(stdout, response)
@@ -287,8 +287,9 @@ def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
 
 
 def _write(stdout: IO[bytes], response: dict[str, Any]) -> None:
-    data = json.dumps(response, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
-    stdout.write(data)
+    """One answer line; what cannot be UTF-8 (a lone surrogate) is written as ``?``."""
+    text = json.dumps(response, ensure_ascii=False, default=str)
+    stdout.write(text.encode("utf-8", "replace") + b"\n")
     stdout.flush()
 
 
