@@ -407,16 +407,18 @@ def test_sigterm_ends_the_bridge_sessions(home: Path) -> None:
     assert manager.resolve(sid).state == "COMPLETE"
 
 
-def test_stdin_eof_leaves_sessions_for_crash_recovery(home: Path) -> None:
-    proc = bridge_process("bridge", home=home)
-    sid = ask(proc, "session_start")["result"]["session_id"]
+def test_stdin_eof_ends_the_bridge_sessions_as_shutdown_does(home: Path) -> None:
+    proc = bridge_process("bridge", "--project", "radio", home=home)
+    sid = ask(proc, "session_start", session_key="k")["result"]["session_id"]
+    ask(proc, "before_prompt_build", session_key="k", prompt="tune the kafka consumer")
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
     manager = SessionPersistenceManager.open(load_config(home, {}, {}))
-    assert manager.resolve(sid).is_open  # its owner pid is gone: the next start recovers it
-    manager.on_session_start(project=None)
-    assert manager.store.get_session(sid).crash_recovered  # type: ignore[union-attr]
+    assert manager.resolve(sid).state == "COMPLETE"
+    restored = manager.on_session_start(project="radio")
+    assert not manager.store.get_session(sid).crash_recovered  # type: ignore[union-attr]
+    assert restored.preamble is not None and "CRASH" not in restored.preamble
 
 
 def test_the_bridge_imports_neither_click_nor_the_mcp_sdk() -> None:
