@@ -22,7 +22,12 @@ import git_helpers
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.adapters.hooks.state import prune_session_states
-from cortex.adapters.hooks.wire import request
+from cortex.adapters.hooks.wire import (
+    CLIENT_TIMEOUT_SECONDS,
+    SHORT_TIMEOUT_SECONDS,
+    client_timeout,
+    request,
+)
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
@@ -1088,6 +1093,51 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     while Path(socket_path(home)).exists():
         assert time.monotonic() < deadline, "the hook server did not clean up"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [
+        (b'{"hook_event_name": "SessionEnd", "session_id": "s1"}', SHORT_TIMEOUT_SECONDS),
+        (b'{"session_id":"s1","hook_event_name":\n  "sessionEnd"}', SHORT_TIMEOUT_SECONDS),
+        (b'{"hook_event_name":"SessionStart"}', CLIENT_TIMEOUT_SECONDS),
+        (
+            b'{"hook_event_name":"UserPromptSubmit","prompt":"\\"hook_event_name\\":\\"SessionEnd\\""}',
+            CLIENT_TIMEOUT_SECONDS,
+        ),
+        (
+            b'{"prompt": "' + b"x" * 5000 + b'", "hook_event_name": "SessionEnd"}',
+            CLIENT_TIMEOUT_SECONDS,
+        ),
+        (b"not json", CLIENT_TIMEOUT_SECONDS),
+    ],
+)
+def test_a_session_end_waits_less_for_the_server(raw: bytes, seconds: float) -> None:
+    assert client_timeout(raw) == seconds
+
+
+def test_a_server_that_does_not_answer_is_logged_and_a_session_end_waits_little(
+    home: Path, repo: Path
+) -> None:
+    import socket
+
+    (home / "run").mkdir(parents=True)
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hung.bind(socket_path(home))
+    hung.listen(8)  # takes connections, never answers: a server stopped or stuck on a lock
+    try:
+        began = time.monotonic()
+        end = run_hook(home, event("SessionEnd", "s1", repo), env={"CORTEX_HOOK_SERVER": "1"})
+        assert time.monotonic() - began < CLIENT_TIMEOUT_SECONDS
+    finally:
+        hung.close()
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        "claude-code: the hook server did not answer within 1.2 s (it records the event when"
+        f" it gets to it); if this repeats, stop it (kill the pid in {home}/run/hook.pid) and"
+        " the next hook starts a fresh one"
+    )
 
 
 @pytest.fixture

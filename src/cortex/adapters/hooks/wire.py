@@ -57,6 +57,11 @@ MAGIC = b"CXH1"
 SERVED = b"0"
 REFUSED = b"S"
 CLIENT_TIMEOUT_SECONDS = 10.0
+SHORT_TIMEOUT_SECONDS = 1.2
+"""The wait for a SessionEnd's answer: its host gives it little time (Claude Code 1.5 s for
+all SessionEnd hooks) and the answer is empty; the event is sent whole before the wait, so a
+server that answers late still records it."""
+SHORT_WAIT_EVENTS = (b':"SessionEnd"', b':"sessionEnd"')
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_SOCKET_PATH = 100
 """``sun_path`` holds 104 bytes on macOS, 108 on Linux; a longer home gets no server."""
@@ -100,6 +105,16 @@ def _ask(host: str, raw: bytes, env: dict[str, str]) -> str | None:
 def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
     """The full hook (``cortex.adapters.hooks.main``) with the input this client read, in a
     process that collects garbage less often (``quick_gc``)."""
+    _find_cortex()
+    quick_gc()
+    from cortex.adapters.hooks import main as hook_main
+
+    return hook_main(args, read)
+
+
+def _find_cortex() -> None:
+    """Make the ``cortex`` package this file is part of importable (``client.py`` imports this
+    module without it)."""
     import os
 
     root = os.path.abspath(__file__)
@@ -109,10 +124,6 @@ def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
         sys.path.append(root)
     if sys.flags.no_site and "site" not in sys.modules:
         sys.meta_path.append(SiteOnDemand)
-    quick_gc()
-    from cortex.adapters.hooks import main as hook_main
-
-    return hook_main(args, read)
 
 
 class SiteOnDemand:
@@ -364,7 +375,8 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
     payload = header.encode("utf-8", "surrogateescape")
     client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        client.settimeout(CLIENT_TIMEOUT_SECONDS)
+        wait = client_timeout(raw)
+        client.settimeout(wait)
         try:
             client.connect(path)
         except OSError:
@@ -373,13 +385,42 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
             client.sendall(MAGIC + len(payload).to_bytes(4, "big") + payload + raw)
             client.shutdown(_socket.SHUT_WR)
             reply = receive(client, MAX_REQUEST_BYTES)
-        except OSError:
-            return ""  # sent: the server may have recorded it, so do not record it twice
+        except OSError as exc:  # sent: the server may record it, so do not record it twice
+            if isinstance(exc, TimeoutError):
+                _log_no_answer(home, host, wait)
+            return ""
     finally:
         client.close()
     if reply[:1] == REFUSED:
         return None
     return reply[1:].decode("utf-8", "replace")
+
+
+def client_timeout(raw: bytes) -> float:
+    """How long to wait for the answer to the event ``raw`` (its first 4 KB are looked at)."""
+    at = raw.find(b'"hook_event_name"', 0, 4096)
+    if at >= 0 and b"".join(raw[at + 17 : at + 48].split()).startswith(SHORT_WAIT_EVENTS):
+        return SHORT_TIMEOUT_SECONDS
+    return CLIENT_TIMEOUT_SECONDS
+
+
+def _log_no_answer(home: str, host: str, wait: float) -> None:
+    """One hooks.log line for an event the server took but did not answer in time, written
+    by the engine's logger (loaded as the fallback path loads it: the wait cost far more)."""
+    try:
+        _find_cortex()
+        from pathlib import Path
+
+        from cortex.adapters.hooks.state import log_line
+
+        log_line(
+            Path(home),
+            f"{host}: the hook server did not answer within {wait:g} s (it records the event"
+            f" when it gets to it); if this repeats, stop it (kill the pid in {home}/run/"
+            "hook.pid) and the next hook starts a fresh one",
+        )
+    except Exception:  # noqa: BLE001, S110 - a hook never fails its host
+        pass
 
 
 def receive(conn: "_socket.socket", limit: int) -> bytes:
