@@ -398,6 +398,27 @@ def test_real_bridge_with_openclaw_profile(tmp_path: Path, home: Path) -> None:
     assert (home / "sessions" / f"{sid}.json").is_file()
 
 
+@pytest.mark.parametrize("profile", ["default", "openclaw"])
+def test_the_workspace_option_holds_with_either_profile(
+    tmp_path: Path, home: Path, profile: str
+) -> None:
+    # (the OpenClaw plugin passes --workspace with either profile; the flag beats a setting)
+    workspace, setting = tmp_path / "ws", tmp_path / "set"
+    proc = bridge_process(
+        *("--set", f"file_mode_workspace={setting}", "bridge", "--profile", profile),
+        *("--workspace", str(workspace)),
+        home=home,
+    )
+    ask(proc, "memory_remember", session_key="k", content="We deploy on Fridays")
+    ask(proc, "pin", session_key="k", label="step", content="3 of 5")
+    assert ask(proc, "shutdown")["result"]["ended"]
+    assert proc.wait(timeout=10) == 0
+    assert "We deploy on Fridays" in (workspace / "memory.md").read_text()
+    assert not setting.exists() and not (home / "workspace").exists()
+    mirror = workspace / "memory" / "working_memory.json"
+    assert mirror.exists() == (profile == "openclaw")
+
+
 def test_sigterm_ends_the_bridge_sessions(home: Path) -> None:
     proc = bridge_process("bridge", home=home)
     sid = ask(proc, "session_start")["result"]["session_id"]
