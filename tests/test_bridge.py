@@ -202,6 +202,7 @@ def test_bad_parameters_are_validation_errors(bridge: Bridge) -> None:
         ({"label": "x", "content": "y", "critical": "yes"}, "critical must be true or false"),
         ({"label": "x", "content": "y", "confidence": "high"}, "confidence must be a number"),
         ({"label": "x", "content": "y", "confidence": 3}, "confidence 3.0 is outside 0-1"),
+        ({"label": "x", "content": "y", "confidence": float("nan")}, "must be a finite number"),
     ]
     for params, message in cases:
         got = error(bridge, {"id": 9, "method": "pin", "params": {"session_key": "k", **params}})
@@ -344,6 +345,41 @@ def test_lone_surrogates_are_replaced_and_every_request_answered(home: Path) -> 
         assert "deploy the rocket ?" in transcript and "launched ?" in transcript
         remembered = services.memory.live(answers[4]["result"]["id"])
         assert remembered.content == "likes emoji \U0001f600 ?"
+
+
+def test_non_finite_numbers_are_refused_and_never_written(home: Path) -> None:
+    lines = [
+        b'{"id": NaN, "method": "ping"}',
+        b'{"id": 1e999, "method": "ping"}',
+        b'{"id": 3, "method": "session_start", "params": {"session_key": "k"}}',
+        b'{"id": 4, "method": "chain", "params": {"session_key": "k", "depth": -Infinity}}',
+        b'{"id": 5, "method": "chain", "params": {"session_key": "k", "depth": -3}}',
+        b'{"id": 6, "method": "chain", "params": {"session_key": "k", "depth": 1e300}}',
+        b'{"id": 7, "method": "pin",'
+        b' "params": {"session_key": "k", "label": "x", "content": "y", "confidence": 1e400}}',
+        b"[" * 100_000,
+        b'{"id": 9, "method": "chain", "params": {"session_key": "k", "depth": 2.0}}',
+    ]
+    stdout = io.BytesIO()
+    with Services.open(load_config(home, {}, {})) as services:
+        assert serve(Bridge(services), io.BytesIO(b"\n".join(lines)), stdout) == 0
+
+    def strict(name: str) -> None:
+        raise AssertionError(f"{name} written")
+
+    answers = [json.loads(line, parse_constant=strict) for line in stdout.getvalue().splitlines()]
+    assert [(a["id"], a.get("error", {}).get("message")) for a in answers] == [
+        (None, "not JSON: NaN is not a JSON number; send a finite number or null"),
+        (None, "not JSON: number 1e999 is out of range; send a finite number"),
+        (3, None),
+        (None, "not JSON: -Infinity is not a JSON number; send a finite number or null"),
+        (5, "depth must be a whole number from 1 to 100, e.g. 5"),
+        (6, "depth must be a whole number from 1 to 100, e.g. 5"),
+        (None, "not JSON: number 1e400 is out of range; send a finite number"),
+        (None, "not JSON: nested too deeply"),
+        (9, None),
+    ]
+    assert {a["error"]["status"] for a in answers if "error" in a} == {400}
 
 
 def test_openclaw_profile_paths(make_config: Callable[..., Config], tmp_path: Path) -> None:

@@ -293,8 +293,12 @@ def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
 
 
 def _write(stdout: IO[bytes], response: dict[str, Any]) -> None:
-    """One answer line; what cannot be UTF-8 (a lone surrogate) is written as ``?``."""
-    text = json.dumps(response, ensure_ascii=False, default=str)
+    """One answer line; what cannot be UTF-8 (a lone surrogate) is written as ``?``, and an
+    answer holding NaN or Infinity (no method makes one) as an error: neither is JSON."""
+    try:
+        text = json.dumps(response, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError as exc:
+        text = json.dumps({"id": None, "error": _error(exc)})
     stdout.write(text.encode("utf-8", "replace") + b"\n")
     stdout.flush()
 

@@ -7,6 +7,7 @@ a bound (a client cannot make the bridge hold more than that).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,18 +20,30 @@ MAX_SIGNAL_TEXT = 20_000
 
 
 def parse_request(line: bytes) -> Any:
-    """One request line's JSON value, its strings without lone surrogates (``"\\ud83d"``: what
+    """One request line's JSON value: no NaN or Infinity (not JSON: the plugin could not read
+    one echoed back), its strings without lone surrogates (``"\\ud83d"``: what
     JavaScript sends for a string cut inside an emoji; they cannot be stored or written as
     UTF-8), replaced by ``?`` as a hook's input is; ValidationError when it is not JSON."""
     text = line.decode("utf-8", "replace")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
         # Only a \u escape makes a lone surrogate (bytes that would are decoded as U+FFFD).
         return _utf8(value) if "\\ud" in text or "\\uD" in text else value
     except ValueError as exc:
         raise ValidationError(f"not JSON: {exc}") from exc
     except RecursionError as exc:
         raise ValidationError("not JSON: nested too deeply") from exc
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number; send a finite number or null")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range; send a finite number")
+    return value
 
 
 def _utf8(value: Any) -> Any:
@@ -70,6 +83,8 @@ def number(params: Mapping[str, Any], name: str, default: float) -> float:
     value = params.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{name} must be a number")
+    if not math.isfinite(value):
+        raise ValidationError(f"{name} must be a finite number")
     return float(value)
 
 
