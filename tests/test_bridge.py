@@ -202,6 +202,7 @@ def test_bad_parameters_are_validation_errors(bridge: Bridge) -> None:
         ({"label": "x", "content": "y", "critical": "yes"}, "critical must be true or false"),
         ({"label": "x", "content": "y", "confidence": "high"}, "confidence must be a number"),
         ({"label": "x", "content": "y", "confidence": 3}, "confidence 3.0 is outside 0-1"),
+        ({"label": "x", "content": "y", "confidence": float("nan")}, "must be a finite number"),
     ]
     for params, message in cases:
         got = error(bridge, {"id": 9, "method": "pin", "params": {"session_key": "k", **params}})
@@ -313,6 +314,74 @@ def test_serve_survives_garbage_lines() -> None:
     assert lines[3]["result"]["pong"] is True
 
 
+def test_lone_surrogates_are_replaced_and_every_request_answered(home: Path) -> None:
+    # What JavaScript sends for a string cut inside an emoji, in an id and in texts to store.
+    lines = [
+        r'{"id": "\ud800", "method": "ping"}',
+        r'{"id": 2, "method": "before_prompt_build",'
+        r' "params": {"session_key": "k", "prompt": "deploy the rocket \ud83d"}}',
+        r'{"id": 3, "method": "pin",'
+        r' "params": {"session_key": "k", "label": "cut \uDC00", "content": "emoji \ud83d"}}',
+        r'{"id": 4, "method": "agent_end", "params": {"session_key": "k",'
+        r' "messages": [{"role": "assistant", "content": "launched \ud83d"}]}}',
+        r'{"id": 5, "method": "memory_remember",'
+        r' "params": {"session_key": "k", "content": "likes emoji \ud83d\ude00 \ud83d"}}',
+        r'{"id": 6, "method": "shutdown", "params": {"end_sessions": false}}',
+    ]
+    stdout = io.BytesIO()
+    with Services.open(load_config(home, {}, {})) as services:
+        bridge = Bridge(services)
+        assert serve(bridge, io.BytesIO("\n".join(lines).encode()), stdout) == 0
+        answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+        assert [(a["id"], a.get("error")) for a in answers] == [
+            ("?", None),
+            *[(n, None) for n in range(2, 7)],
+        ]
+        sid = answers[1]["result"]["session_id"]
+        state = services.sessions.resolve(sid)
+        assert {"rocket", "launched"} <= set(state.hot_topics)
+        assert [(p.label, p.content) for p in state.working_memory] == [("cut ?", "emoji ?")]
+        transcript = "\n".join(e.content for e in services.events.events(sid))
+        assert "deploy the rocket ?" in transcript and "launched ?" in transcript
+        remembered = services.memory.live(answers[4]["result"]["id"])
+        assert remembered.content == "likes emoji \U0001f600 ?"
+
+
+def test_non_finite_numbers_are_refused_and_never_written(home: Path) -> None:
+    lines = [
+        b'{"id": NaN, "method": "ping"}',
+        b'{"id": 1e999, "method": "ping"}',
+        b'{"id": 3, "method": "session_start", "params": {"session_key": "k"}}',
+        b'{"id": 4, "method": "chain", "params": {"session_key": "k", "depth": -Infinity}}',
+        b'{"id": 5, "method": "chain", "params": {"session_key": "k", "depth": -3}}',
+        b'{"id": 6, "method": "chain", "params": {"session_key": "k", "depth": 1e300}}',
+        b'{"id": 7, "method": "pin",'
+        b' "params": {"session_key": "k", "label": "x", "content": "y", "confidence": 1e400}}',
+        b"[" * 100_000,
+        b'{"id": 9, "method": "chain", "params": {"session_key": "k", "depth": 2.0}}',
+    ]
+    stdout = io.BytesIO()
+    with Services.open(load_config(home, {}, {})) as services:
+        assert serve(Bridge(services), io.BytesIO(b"\n".join(lines)), stdout) == 0
+
+    def strict(name: str) -> None:
+        raise AssertionError(f"{name} written")
+
+    answers = [json.loads(line, parse_constant=strict) for line in stdout.getvalue().splitlines()]
+    assert [(a["id"], a.get("error", {}).get("message")) for a in answers] == [
+        (None, "not JSON: NaN is not a JSON number; send a finite number or null"),
+        (None, "not JSON: number 1e999 is out of range; send a finite number"),
+        (3, None),
+        (None, "not JSON: -Infinity is not a JSON number; send a finite number or null"),
+        (5, "depth must be a whole number from 1 to 100, e.g. 5"),
+        (6, "depth must be a whole number from 1 to 100, e.g. 5"),
+        (None, "not JSON: number 1e400 is out of range; send a finite number"),
+        (None, "not JSON: nested too deeply"),
+        (9, None),
+    ]
+    assert {a["error"]["status"] for a in answers if "error" in a} == {400}
+
+
 def test_openclaw_profile_paths(make_config: Callable[..., Config], tmp_path: Path) -> None:
     config = make_config()
     profiled = openclaw_config(config, None)
@@ -365,6 +434,27 @@ def test_real_bridge_with_openclaw_profile(tmp_path: Path, home: Path) -> None:
     assert (home / "sessions" / f"{sid}.json").is_file()
 
 
+@pytest.mark.parametrize("profile", ["default", "openclaw"])
+def test_the_workspace_option_holds_with_either_profile(
+    tmp_path: Path, home: Path, profile: str
+) -> None:
+    # (the OpenClaw plugin passes --workspace with either profile; the flag beats a setting)
+    workspace, setting = tmp_path / "ws", tmp_path / "set"
+    proc = bridge_process(
+        *("--set", f"file_mode_workspace={setting}", "bridge", "--profile", profile),
+        *("--workspace", str(workspace)),
+        home=home,
+    )
+    ask(proc, "memory_remember", session_key="k", content="We deploy on Fridays")
+    ask(proc, "pin", session_key="k", label="step", content="3 of 5")
+    assert ask(proc, "shutdown")["result"]["ended"]
+    assert proc.wait(timeout=10) == 0
+    assert "We deploy on Fridays" in (workspace / "memory.md").read_text()
+    assert not setting.exists() and not (home / "workspace").exists()
+    mirror = workspace / "memory" / "working_memory.json"
+    assert mirror.exists() == (profile == "openclaw")
+
+
 def test_sigterm_ends_the_bridge_sessions(home: Path) -> None:
     proc = bridge_process("bridge", home=home)
     sid = ask(proc, "session_start")["result"]["session_id"]
@@ -374,16 +464,18 @@ def test_sigterm_ends_the_bridge_sessions(home: Path) -> None:
     assert manager.resolve(sid).state == "COMPLETE"
 
 
-def test_stdin_eof_leaves_sessions_for_crash_recovery(home: Path) -> None:
-    proc = bridge_process("bridge", home=home)
-    sid = ask(proc, "session_start")["result"]["session_id"]
+def test_stdin_eof_ends_the_bridge_sessions_as_shutdown_does(home: Path) -> None:
+    proc = bridge_process("bridge", "--project", "radio", home=home)
+    sid = ask(proc, "session_start", session_key="k")["result"]["session_id"]
+    ask(proc, "before_prompt_build", session_key="k", prompt="tune the kafka consumer")
     assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
     manager = SessionPersistenceManager.open(load_config(home, {}, {}))
-    assert manager.resolve(sid).is_open  # its owner pid is gone: the next start recovers it
-    manager.on_session_start(project=None)
-    assert manager.store.get_session(sid).crash_recovered  # type: ignore[union-attr]
+    assert manager.resolve(sid).state == "COMPLETE"
+    restored = manager.on_session_start(project="radio")
+    assert not manager.store.get_session(sid).crash_recovered  # type: ignore[union-attr]
+    assert restored.preamble is not None and "CRASH" not in restored.preamble
 
 
 def test_the_bridge_imports_neither_click_nor_the_mcp_sdk() -> None:

@@ -6,11 +6,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,12 @@ import git_helpers
 from cortex.adapters.hooks import client as hook_client
 from cortex.adapters.hooks.server import server_pid, socket_path
 from cortex.adapters.hooks.state import prune_session_states
+from cortex.adapters.hooks.wire import (
+    CLIENT_TIMEOUT_SECONDS,
+    SHORT_TIMEOUT_SECONDS,
+    client_timeout,
+    request,
+)
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.compaction import CompactionService
@@ -161,20 +169,25 @@ def test_a_crashed_session_is_restored_two_days_later(home: Path, repo: Path) ->
     assert s2.channel == "claude-code" and s2.previous_session_id == "s1"
 
 
-@pytest.mark.parametrize("server", ["0", "1"])
+@pytest.mark.parametrize(("server", "wrapper"), [("0", "sh -c"), ("1", "sh -c"), ("0", "script")])
 def test_a_hook_records_its_harness_and_recovery_sees_it_gone(
-    home: Path, repo: Path, server: str
+    home: Path, repo: Path, tmp_path: Path, server: str, wrapper: str
 ) -> None:
-    # A "harness" that runs the hook through a shell (which cannot exec it), then exits.
+    # A "harness" that runs the hook through a shell (which cannot exec it), or through a
+    # wrapper script that does not exec it (a process named after the script), then exits.
+    command = f"{sys.executable} -m cortex.entry hook claude-code"
+    script = tmp_path / "hook-wrapper"
+    script.write_text(f"#!/bin/sh\n{command}\n")
+    script.chmod(0o755)
+    argv = [str(script)] if wrapper == "script" else ["sh", "-c", f"{command}; :"]
     harness = (
         "import os, subprocess, sys\n"
-        "subprocess.run(['sh', '-c', sys.argv[1] + ' -m cortex.entry hook claude-code; :'],"
-        " input=sys.stdin.buffer.read(), check=True)\n"
+        "subprocess.run(sys.argv[1:], input=sys.stdin.buffer.read(), check=True)\n"
         "print(os.getpid())\n"
     )
     env = child_env(home, CORTEX_HOOK_SERVER=server, CORTEX_HOOK_SERVER_IDLE="5")
     done = subprocess.run(
-        [sys.executable, "-c", harness, sys.executable],
+        [sys.executable, "-c", harness, *argv],
         input=json.dumps(event("SessionStart", "gone", repo, source="startup")).encode(),
         capture_output=True,
         env=env,
@@ -1080,6 +1093,101 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
     while Path(socket_path(home)).exists():
         assert time.monotonic() < deadline, "the hook server did not clean up"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [
+        (b'{"hook_event_name": "SessionEnd", "session_id": "s1"}', SHORT_TIMEOUT_SECONDS),
+        (b'{"session_id":"s1","hook_event_name":\n  "sessionEnd"}', SHORT_TIMEOUT_SECONDS),
+        (b'{"hook_event_name":"SessionStart"}', CLIENT_TIMEOUT_SECONDS),
+        (
+            b'{"hook_event_name":"UserPromptSubmit","prompt":"\\"hook_event_name\\":\\"SessionEnd\\""}',
+            CLIENT_TIMEOUT_SECONDS,
+        ),
+        (
+            b'{"prompt": "' + b"x" * 5000 + b'", "hook_event_name": "SessionEnd"}',
+            CLIENT_TIMEOUT_SECONDS,
+        ),
+        (b"not json", CLIENT_TIMEOUT_SECONDS),
+    ],
+)
+def test_a_session_end_waits_less_for_the_server(raw: bytes, seconds: float) -> None:
+    assert client_timeout(raw) == seconds
+
+
+def test_a_server_that_does_not_answer_is_logged_and_a_session_end_waits_little(
+    home: Path, repo: Path
+) -> None:
+    import socket
+
+    (home / "run").mkdir(parents=True)
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hung.bind(socket_path(home))
+    hung.listen(8)  # takes connections, never answers: a server stopped or stuck on a lock
+    try:
+        began = time.monotonic()
+        end = run_hook(home, event("SessionEnd", "s1", repo), env={"CORTEX_HOOK_SERVER": "1"})
+        assert time.monotonic() - began < CLIENT_TIMEOUT_SECONDS
+    finally:
+        hung.close()
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        "claude-code: the hook server did not answer within 1.2 s (it records the event when"
+        f" it gets to it); if this repeats, stop it (kill the pid in {home}/run/hook.pid) and"
+        " the next hook starts a fresh one"
+    )
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory whose path leaves room for a socket path under it (``MAX_SOCKET_PATH``)."""
+    base = Path(tempfile.mkdtemp(prefix="cx-"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("way", ["client", "console"])
+def test_a_relative_home_is_one_home_in_process_and_served(
+    short_dir: Path, repo: Path, way: str
+) -> None:
+    """The server works from ``/``: the hook makes a relative home absolute before sending
+    it, and the server handles events in its own home whatever the environment says (an
+    older client's). Were either resolved against ``/``, it would be ``short_dir / "h"``."""
+    work = short_dir / "work"
+    work.mkdir()
+    relative = str(short_dir / "h").lstrip("/")
+    home = work / relative
+    env = child_env(home, CORTEX_HOOK_SERVER="1", CORTEX_HOOK_SERVER_IDLE="30")
+    del env["CORTEX_HOME"]
+    hook = [hook_client.__file__] if way == "client" else ["-m", "cortex.entry"]
+
+    def start(session: str) -> None:
+        done = subprocess.run(
+            [sys.executable, *hook, "--home", relative, "hook", "claude-code"],
+            input=json.dumps(event("SessionStart", session, repo, source="startup")).encode(),
+            capture_output=True,
+            env=env,
+            cwd=work,
+            timeout=60,
+        )
+        assert (done.returncode, done.stderr) == (0, b"")
+
+    start("in-process")
+    pid = wait_for_server(home)
+    try:
+        start("served")
+        payload = json.dumps(event("SessionStart", "sent-relative", repo, source="startup"))
+        sent = {**env, "CORTEX_HOME": relative}
+        assert request(str(home), "claude-code", payload.encode(), sent, str(work)) is not None
+        store = manager(home).store
+        assert all(store.get_session(s) for s in ("in-process", "served", "sent-relative"))
+        assert not (short_dir / "h").exists()
+    finally:
+        os.kill(pid, 15)
 
 
 def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:

@@ -15,6 +15,7 @@ from cortex.adapters.hooks.hook import ServicesCache
 from cortex.clock import Clock
 from cortex.config import Config, load_config
 from cortex.services.app import Services
+from cortex.services.project import project_identity
 from cortex.store import SQLiteStore
 
 Run = Callable[..., str]
@@ -89,3 +90,33 @@ def test_a_failed_event_leaves_nothing_half_written(
     assert store.get_session("s1") == before  # the turn it recorded first was rolled back
     log = (home / "logs" / "hooks.log").read_text()
     assert "PreCompact" in log and "checkpoints" in log
+
+
+@pytest.mark.parametrize(
+    ("cwd", "env", "where"),
+    [
+        ("..", {}, "proj"),
+        ("/tmp\0/x", {}, "proj/sub"),  # unusable: the hook's own directory
+        ("", {"CLAUDE_PROJECT_DIR": "."}, "proj/sub"),
+        (None, {"CLAUDE_PROJECT_DIR": "../.."}, ""),
+    ],
+)
+def test_a_relative_or_unusable_directory_is_the_hook_processs_not_the_servers(
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cwd: str | None,
+    env: dict[str, str],
+    where: str,
+) -> None:
+    monkeypatch.chdir("/")  # where the hook server works from
+    client_dir = tmp_path / "proj" / "sub"
+    client_dir.mkdir(parents=True)
+    data = {"hook_event_name": "SessionStart", "session_id": "s1", "source": "startup"}
+    if cwd is not None:
+        data["cwd"] = cwd
+    event_env = {"CORTEX_HOME": str(home), "CORTEX_NOW": "2026-02-16T09:00:00Z", **env}
+    handle("claude-code", json.dumps(data).encode(), event_env, str(client_dir))
+    with SQLiteStore(load_config(home, {}).db_path) as store:
+        state = store.get_session("s1")
+    assert state is not None and state.project == project_identity(str(tmp_path / where)).id

@@ -390,6 +390,31 @@ def test_errors_speak_to_the_agent_in_one_sentence(server_for: Any) -> None:
     run_client(server, body)
 
 
+def test_schema_errors_read_as_the_schema_not_as_the_validator(server_for: Any) -> None:
+    server, _ = server_for()
+    offset = "argument `offset` should be less than or equal to 1000000000"
+    tags = "argument `tags` should be a list of strings or a string"
+    calls = [
+        ("list_memories", {"offset": 2**63}, offset),  # (past SQLite's integers)
+        ("list_memories", {"offset": 10**30}, offset),
+        ("list_memories", {"tags": 5}, tags),
+        ("list_memories", {"tags": ["a", 5]}, tags),
+        ("list_memories", {"types": ["a", 5]}, "argument `types[1]` should be a valid string"),
+        ("search_memories", {"query": "q" * 2001}, "argument `query` should have at most 2000"
+         " characters"),
+        ("start_session", {"keywords": ["k"] * 60}, "argument `keywords` should have at most 50"
+         " items, not 60"),
+        ("add_memory", {"content": "x", "tags": 5}, "argument `tags` should be a valid list"),
+    ]  # fmt: skip
+
+    async def body(client: Client) -> None:
+        for name, args, message in calls:
+            text = error_text(await client.call_tool(name, args))
+            assert text == f"{message}; fix it and call {name} again", text
+
+    run_client(server, body)
+
+
 def test_client_roots_name_the_project_directory(server_for: Any) -> None:
     server, _ = server_for(project_dir=None)
 

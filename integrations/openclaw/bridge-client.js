@@ -37,7 +37,8 @@ export class BridgeClient {
   /** Spawn the bridge and wait for it to answer a ping. */
   async start() {
     // Its own process group: a signal to the host's group does not cut the final capture
-    // short; the plugin's stop() ends it with `shutdown`, and stdin EOF ends it if we die.
+    // short; the plugin's stop() ends it with `shutdown`, and stdin EOF (if we die) ends it
+    // the same way: its sessions are captured, not left for crash recovery.
     const child = spawn(this.command, this.args, {
       env: this.env,
       stdio: ["pipe", "pipe", "pipe"],

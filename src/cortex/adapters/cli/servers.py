@@ -7,6 +7,7 @@ web stack only inside ``cortex ui``, so the rest of the CLI runs without those e
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,9 @@ def mcp_command(rt: Runtime, project_dir: Path | None) -> None:
 @click.option(
     "--workspace",
     type=click.Path(file_okay=False, path_type=Path),
-    help="OpenClaw workspace directory. Default: <home>/workspace.",
+    help="OpenClaw workspace directory: file mode's memory.md, daily logs and snapshots (and "
+    "with --profile openclaw the working memory). Default: the file_mode_workspace setting, "
+    "<home>/workspace.",
 )
 @click.option(
     "--project",
@@ -96,8 +99,11 @@ def bridge_command(
     if home is None and profile == "openclaw":
         home = Path.home() / ".openclaw"
     config = load_config(home, rt.env, rt.overrides)
+    if workspace is not None:  # with either profile: what the plugin passes
+        workspace = workspace.expanduser().absolute()
+        config = replace(config, file_mode_workspace=workspace)
     if profile == "openclaw":
-        config = bridge.openclaw_config(config, workspace.expanduser() if workspace else None)
+        config = bridge.openclaw_config(config, workspace)
     services = Services.open(config, rt.clock)
     bridge.run(services, project=clean(project), workdir=clean(workdir), agent_id=clean(agent_id))
 

@@ -182,8 +182,8 @@ def _dispatch(
     if event.session_id is None:
         raise ValidationError("no session id in the input; nothing recorded")
     session_id = check_id(event.session_id)
-    project_dir = harness_project_dir(env)
-    cwd = event.cwd or project_dir or fallback
+    project_dir = _directory(harness_project_dir(env), fallback)
+    cwd = _directory(event.cwd, fallback) or project_dir or fallback
     # The host's project directory, when it says, is what the MCP server resolves too; the
     # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
     identity = project_identity(project_dir or cwd, home / "cache", env)
@@ -196,6 +196,14 @@ def _dispatch(
             return HANDLERS[event.kind](hook)
     finally:
         cache.release()
+
+
+def _directory(path: str | None, base: str) -> str | None:
+    """``path`` made absolute against ``base``, the hook process's directory (the hook
+    server's own is ``/``); None when it is no usable path (empty, a NUL in it)."""
+    if path is None or not path.strip() or "\0" in path:
+        return None
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
 def _hook_config(env: Mapping[str, str]) -> Config:

@@ -196,7 +196,8 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         listener, inode = _listen(socket_path(home))
         atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
-            _loop(listener, inode, code_stamp(), idle_seconds, _handler(cache), cache.before_stop)
+            handler = _handler(cache, home)
+            _loop(listener, inode, code_stamp(), idle_seconds, handler, cache.before_stop)
         finally:
             cache.close()
             listener.close()
@@ -208,12 +209,15 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
     return 0
 
 
-def _handler(cache: ServicesCache) -> Handler:
+def _handler(cache: ServicesCache, home: Path) -> Handler:
+    """Events handled in ``home`` whatever the client's ``CORTEX_HOME`` says: it reached
+    this home's socket, and a relative home would be resolved against ``/`` here."""
     from cortex.adapters.hooks.dispatch import handle  # warm: what clients skip
 
     def serve_event(
         host: str, raw: bytes, env: dict[str, str], cwd: str, later: list[Callable[[], None]]
     ) -> str:
+        env["CORTEX_HOME"] = str(home)
         answer = handle(host, raw, env, cwd, cache=cache, later=later)
         later.append(cache.after_answer)
         return answer
@@ -422,6 +426,7 @@ def main(argv: list[str]) -> int:
 
     if len(argv) != 1:
         return 2
+    home = Path(os.path.abspath(argv[0]))  # before leaving the directory it is relative to
     leave_directory()
     # Compile dataclass methods and import modules as usual: a long-lived process pays for
     # that once, and the caches' texts, code and file would stay in its memory for its life.
@@ -429,7 +434,7 @@ def main(argv: list[str]) -> int:
     from cortex import bytecode
 
     bytecode.uninstall()  # (started some other way than by ``spawn``: by hand, a test)
-    return serve(Path(argv[0]), idle_seconds(os.environ))
+    return serve(home, idle_seconds(os.environ))
 
 
 if __name__ == "__main__":  # pragma: no cover - started by spawn()

@@ -46,7 +46,10 @@ STDIN_TIMEOUT_SECONDS = 5.0
 OWNER_VAR = "CORTEX_HOOK_OWNER_PID"
 """Where the hook passes its harness's pid on (to the hook server too): the session's owner,
 so that crash recovery closes a session whose harness is gone without waiting for its lease."""
-SHELLS = frozenset({b"sh", b"bash", b"dash", b"zsh", b"ksh", b"fish", b"busybox"})
+SHELLS = frozenset(
+    {b"sh", b"bash", b"dash", b"zsh", b"ksh", b"mksh", b"ash", b"fish", b"busybox", b"tcsh"}
+)
+"""Interpreters that wrap a hook's command (``sh -c``, a wrapper script): never its owner."""
 VALUE_OPTIONS = ("--home", "--now", "--set")
 """Global options that may come before ``hook`` (as for every ``cortex`` command)."""
 
@@ -54,6 +57,11 @@ MAGIC = b"CXH1"
 SERVED = b"0"
 REFUSED = b"S"
 CLIENT_TIMEOUT_SECONDS = 10.0
+SHORT_TIMEOUT_SECONDS = 1.2
+"""The wait for a SessionEnd's answer: its host gives it little time (Claude Code 1.5 s for
+all SessionEnd hooks) and the answer is empty; the event is sent whole before the wait, so a
+server that answers late still records it."""
+SHORT_WAIT_EVENTS = (b':"SessionEnd"', b':"sessionEnd"')
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_SOCKET_PATH = 100
 """``sun_path`` holds 104 bytes on macOS, 108 on Linux; a longer home gets no server."""
@@ -97,6 +105,16 @@ def _ask(host: str, raw: bytes, env: dict[str, str]) -> str | None:
 def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
     """The full hook (``cortex.adapters.hooks.main``) with the input this client read, in a
     process that collects garbage less often (``quick_gc``)."""
+    _find_cortex()
+    quick_gc()
+    from cortex.adapters.hooks import main as hook_main
+
+    return hook_main(args, read)
+
+
+def _find_cortex() -> None:
+    """Make the ``cortex`` package this file is part of importable (``client.py`` imports this
+    module without it)."""
     import os
 
     root = os.path.abspath(__file__)
@@ -106,10 +124,6 @@ def _in_process(args: list[str], read: tuple[bytes, str | None] | None) -> int:
         sys.path.append(root)
     if sys.flags.no_site and "site" not in sys.modules:
         sys.meta_path.append(SiteOnDemand)
-    quick_gc()
-    from cortex.adapters.hooks import main as hook_main
-
-    return hook_main(args, read)
 
 
 class SiteOnDemand:
@@ -246,8 +260,13 @@ def read_stdin(limit: int, timeout: float) -> tuple[bytes, str | None]:
 
 
 def event_env() -> dict[str, str]:
-    """The environment an event is handled with: this process's, plus its harness's pid."""
+    """The environment an event is handled with: this process's, its ``CORTEX_HOME`` made
+    absolute (the hook server works from ``/``, so a relative home would name another
+    folder there), plus its harness's pid."""
     env = {_decode(k): _decode(v) for k, v in posix.environ.items()}  # as ``os.environ``
+    home = env.get("CORTEX_HOME")
+    if home and home[0] not in "/~":
+        env["CORTEX_HOME"] = current_dir().rstrip("/") + "/" + home
     owner = harness_pid()
     if owner is not None:
         env.setdefault(OWNER_VAR, str(owner))
@@ -256,7 +275,9 @@ def event_env() -> dict[str, str]:
 
 def harness_pid(proc: str = "/proc") -> int | None:
     """The harness that ran this hook: the parent process, or the shell's parent when a shell
-    wraps the command. None when it cannot be told (no ``/proc``) or the parent is init."""
+    wraps the command (``sh -c``, or a wrapper script, whose process is named after the
+    script: its executable tells). None when it cannot be told (no ``/proc``) or the parent
+    is init."""
     pid = posix.getppid()
     for _ in range(3):
         try:
@@ -270,10 +291,19 @@ def harness_pid(proc: str = "/proc") -> int | None:
             parent = int(fields[1])
         except (OSError, ValueError, IndexError):
             return None
-        if comm not in SHELLS:
+        if comm not in SHELLS and _executable(proc, pid) not in SHELLS:
             return pid if pid > 1 else None
         pid = parent
     return None
+
+
+def _executable(proc: str, pid: int) -> bytes:
+    """The file name of the program ``pid`` runs (``/proc/PID/exe``); b"" when unreadable."""
+    try:
+        target = posix.readlink(_encode(f"{proc}/{pid}/exe"))
+    except OSError:
+        return b""
+    return target.rpartition(b"/")[2].removesuffix(b" (deleted)")
 
 
 def server_enabled(env: dict[str, str]) -> bool:
@@ -345,7 +375,8 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
     payload = header.encode("utf-8", "surrogateescape")
     client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        client.settimeout(CLIENT_TIMEOUT_SECONDS)
+        wait = client_timeout(raw)
+        client.settimeout(wait)
         try:
             client.connect(path)
         except OSError:
@@ -354,13 +385,42 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
             client.sendall(MAGIC + len(payload).to_bytes(4, "big") + payload + raw)
             client.shutdown(_socket.SHUT_WR)
             reply = receive(client, MAX_REQUEST_BYTES)
-        except OSError:
-            return ""  # sent: the server may have recorded it, so do not record it twice
+        except OSError as exc:  # sent: the server may record it, so do not record it twice
+            if isinstance(exc, TimeoutError):
+                _log_no_answer(home, host, wait)
+            return ""
     finally:
         client.close()
     if reply[:1] == REFUSED:
         return None
     return reply[1:].decode("utf-8", "replace")
+
+
+def client_timeout(raw: bytes) -> float:
+    """How long to wait for the answer to the event ``raw`` (its first 4 KB are looked at)."""
+    at = raw.find(b'"hook_event_name"', 0, 4096)
+    if at >= 0 and b"".join(raw[at + 17 : at + 48].split()).startswith(SHORT_WAIT_EVENTS):
+        return SHORT_TIMEOUT_SECONDS
+    return CLIENT_TIMEOUT_SECONDS
+
+
+def _log_no_answer(home: str, host: str, wait: float) -> None:
+    """One hooks.log line for an event the server took but did not answer in time, written
+    by the engine's logger (loaded as the fallback path loads it: the wait cost far more)."""
+    try:
+        _find_cortex()
+        from pathlib import Path
+
+        from cortex.adapters.hooks.state import log_line
+
+        log_line(
+            Path(home),
+            f"{host}: the hook server did not answer within {wait:g} s (it records the event"
+            f" when it gets to it); if this repeats, stop it (kill the pid in {home}/run/"
+            "hook.pid) and the next hook starts a fresh one",
+        )
+    except Exception:  # noqa: BLE001, S110 - a hook never fails its host
+        pass
 
 
 def receive(conn: "_socket.socket", limit: int) -> bytes:

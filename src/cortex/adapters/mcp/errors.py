@@ -48,17 +48,58 @@ def for_agent(message: str) -> str:
 
 
 def schema_message(tool: str, error: ValidationError) -> str:
-    """One sentence for arguments that fail the tool's schema: which argument and why."""
+    """One sentence for arguments that fail the tool's schema: which argument and why, in the
+    schema's terms ("should be a list of strings or a string", "should have at most 2000
+    characters"), not the validator's ("tags.tuple[constrained-str, ...]", "Tuple should")."""
     errors = error.errors()
     if not errors:
         return f"the arguments are not valid; fix them and call {tool} again"
     first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the arguments"
-    reason = "is required" if first["type"] == "missing" else str(first["msg"])
-    if reason.startswith("Input should"):
-        reason = "should" + reason[len("Input should") :]
-    extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = _where(first["loc"]) or "the arguments"
+    tags = [e["loc"][1] for e in errors if _union_tag(e["loc"]) and e["loc"][0] == first["loc"][0]]
+    if len(tags) > 1:  # every shape of a union failed: say which shapes it takes
+        where = str(first["loc"][0])
+        shapes = dict.fromkeys(_shape(str(tag)) for tag in tags)
+        reason, left = f"should be {' or '.join(shapes)}", len(errors) - len(tags)
+    else:
+        reason, left = _reason(first), len(errors) - 1
+    extra = f" (and {left} more)" if left else ""
     return f"argument `{where}` {reason}{extra}; fix it and call {tool} again"
+
+
+def _union_tag(loc: tuple[int | str, ...]) -> bool:
+    """Whether ``loc`` goes through one shape of a union (``("tags", "str")``): a tool's
+    arguments are plain values, so a name after the argument's is a shape, not a field."""
+    return len(loc) > 1 and isinstance(loc[1], str)
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """``tags[2]`` for ``("tags", "tuple[constrained-str, ...]", 2)``."""
+    name = str(loc[0]) if loc else ""
+    return name + "".join(f"[{part}]" for part in loc[1:] if isinstance(part, int))
+
+
+_VALIDATOR_WORDS = re.compile(r"^(?:Input|String|Tuple|List|Value|Dictionary|Object) (?=should)")
+
+
+def _reason(error: Any) -> str:
+    if error["type"] == "missing":
+        return "is required"
+    reason = _VALIDATOR_WORDS.sub("", str(error["msg"])).replace(" after validation", "")
+    return re.sub(r"\btuple\b", "list", reason)  # (the schema says "array")
+
+
+_SHAPES = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
+def _shape(tag: str) -> str:
+    """What a union's shape tag asks for: ``tuple[constrained-str, ...]`` -> a list of strings."""
+    kind, _, inner = tag.partition("[")
+    kind = kind.removeprefix("constrained-")
+    if kind in ("tuple", "list", "set", "frozenset"):
+        item = _shape(inner.split(",")[0].rstrip("]").strip())
+        return "a list of " + (item[2:] + "s" if item.startswith("a ") else "values")
+    return _SHAPES.get(kind, f"a {kind}")
 
 
 class CortexMCPServer(MCPServer[Any]):

@@ -22,6 +22,8 @@ from cortex.services.memory import MAX_KEY_CHARS
 
 Layer = Literal["rule", "working", "long_term"]
 Mode = Literal["rules_only", "working", "long_term", "all"]
+MAX_OFFSET = 1_000_000_000
+"""More memories than a project holds, less than SQLite's largest integer."""
 Texts = Annotated[tuple[Annotated[str, Field(max_length=2000)], ...], Field(max_length=50)]
 
 
@@ -234,7 +236,7 @@ class MemoryTools:
             Field(description="Only memories with all these tags (a list or 'a,b')."),
         ] = (),
         limit: Annotated[int, Field(description="Most memories.", ge=1, le=200)] = 50,
-        offset: Annotated[int, Field(description="Skip this many first.", ge=0)] = 0,
+        offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=MAX_OFFSET)] = 0,
     ) -> ListOut:
         """List the live memories of this project (and global ones), newest first.
 

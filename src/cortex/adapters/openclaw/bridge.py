@@ -5,14 +5,17 @@ sends one JSON object per line: ``{"id": 1, "method": "session_start", "params":
 request gets one line back, in order: ``{"id": 1, "result": {...}}`` or
 ``{"id": 1, "error": {"type": "NotFoundError", "status": 404, "message": "..."}}``. Bad input
 (not JSON, not an object, an unknown method, wrong parameter types, a line over
-``MAX_LINE_BYTES``) gets an error line; nothing a client sends stops the loop except
-``shutdown`` or the end of stdin. Logs go to stderr: stdout carries only the protocol.
+``MAX_LINE_BYTES``, a lone surrogate anywhere) gets an error line or is answered; nothing a
+client sends stops the loop except ``shutdown`` or the end of stdin. Logs go to stderr:
+stdout carries only the protocol.
 
 OpenClaw names its conversations by ``sessionId`` (passed here as ``session_key``); the bridge
 maps each key to a Cortex session it starts. The session started by the service itself (before
 OpenClaw reports a conversation) is adopted by the first key that arrives. ``shutdown`` ends
-the sessions this bridge opened (the final capture); if the bridge dies instead, its sessions
-stay open and the next start recovers them as crashed (their owner process is gone).
+the sessions this bridge opened (the final capture), and so does the end of stdin (a host
+that exits without ``shutdown``, ``echo ... | cortex bridge``: every turn is captured as it
+happens, so there is nothing to recover); if the bridge dies instead, its sessions stay open
+and the next start recovers them as crashed (their owner process is gone).
 
 SIGTERM or SIGINT also end those sessions before exiting (a supervisor may signal the whole
 process group). Standard library and Cortex's own modules only: no click, no SDK. The
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cortex.adapters.openclaw.methods import METHODS
-from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, str_list
+from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, parse_request, str_list
 from cortex.config import Config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
@@ -265,7 +268,8 @@ def read_line(stream: IO[bytes]) -> bytes | None:
 
 
 def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    """Answer requests line by line until ``shutdown`` or EOF; return the exit code."""
+    """Answer requests line by line until ``shutdown`` or EOF, which ends the sessions this
+    bridge opened as ``shutdown`` does; return the exit code."""
     while not bridge.stopping:
         try:
             line = read_line(stdin)
@@ -273,13 +277,15 @@ def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
             _write(stdout, {"id": None, "error": _error(ValidationError(str(exc)))})
             continue
         if line is None:
+            ended = bridge.end_all()
+            log.info("end of input: ended %d session(s)", len(ended))
             break
         if not line.strip():
             continue
         try:
-            request = json.loads(line.decode("utf-8", "replace"))
-        except ValueError as exc:
-            response = {"id": None, "error": _error(ValidationError(f"not JSON: {exc}"))}
+            request = parse_request(line)
+        except ValidationError as exc:
+            response = {"id": None, "error": _error(exc)}
         else:
             response = bridge.handle(request)
         _write(stdout, response)
@@ -287,8 +293,13 @@ def serve(bridge: Bridge, stdin: IO[bytes], stdout: IO[bytes]) -> int:
 
 
 def _write(stdout: IO[bytes], response: dict[str, Any]) -> None:
-    data = json.dumps(response, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
-    stdout.write(data)
+    """One answer line; what cannot be UTF-8 (a lone surrogate) is written as ``?``, and an
+    answer holding NaN or Infinity (no method makes one) as an error: neither is JSON."""
+    try:
+        text = json.dumps(response, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError as exc:
+        text = json.dumps({"id": None, "error": _error(exc)})
+    stdout.write(text.encode("utf-8", "replace") + b"\n")
     stdout.flush()
 
 

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 PROMPT_WEIGHT = 0.5
 """Design 9.3: prompt keywords count half as much as other text."""
 
+MAX_CHAIN_DEPTH = 100
+"""As the MCP tool's ``session_chain``."""
+
 Handler = Callable[["Bridge", Mapping[str, Any]], Any]
 
 
@@ -218,8 +221,8 @@ def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, An
 def _chain(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
     depth = number(params, "depth", 5)
-    if depth != int(depth):
-        raise ValidationError("depth must be a whole number, e.g. 5")
+    if depth != int(depth) or not 1 <= depth <= MAX_CHAIN_DEPTH:
+        raise ValidationError(f"depth must be a whole number from 1 to {MAX_CHAIN_DEPTH}, e.g. 5")
     chain = bridge.sessions.get_session_chain(sid, int(depth))
     return {"session_id": sid, "sessions": [_summary(s) for s in chain]}
 

@@ -6,6 +6,8 @@ a bound (a client cannot make the bridge hold more than that).
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +17,43 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 """A request line longer than this is refused (and skipped to its newline)."""
 MAX_SIGNAL_TEXT = 20_000
 """Characters of a turn's messages mined for topics."""
+
+
+def parse_request(line: bytes) -> Any:
+    """One request line's JSON value: no NaN or Infinity (not JSON: the plugin could not read
+    one echoed back), its strings without lone surrogates (``"\\ud83d"``: what
+    JavaScript sends for a string cut inside an emoji; they cannot be stored or written as
+    UTF-8), replaced by ``?`` as a hook's input is; ValidationError when it is not JSON."""
+    text = line.decode("utf-8", "replace")
+    try:
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+        # Only a \u escape makes a lone surrogate (bytes that would are decoded as U+FFFD).
+        return _utf8(value) if "\\ud" in text or "\\uD" in text else value
+    except ValueError as exc:
+        raise ValidationError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ValidationError("not JSON: nested too deeply") from exc
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number; send a finite number or null")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range; send a finite number")
+    return value
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_utf8(item) for item in value]
+    if isinstance(value, dict):
+        return {_utf8(key): _utf8(item) for key, item in value.items()}
+    return value
 
 
 def opt_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str | None:
@@ -44,6 +83,8 @@ def number(params: Mapping[str, Any], name: str, default: float) -> float:
     value = params.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{name} must be a number")
+    if not math.isfinite(value):
+        raise ValidationError(f"{name} must be a finite number")
     return float(value)
 
 
