@@ -93,6 +93,13 @@ class MemoryStoreContract:
         with pytest.raises(ValidationError, match="cannot store this value"):
             store.list_memories(MemoryFilter(all_projects=True), NOW, offset=10**20)
 
+    def test_a_project_is_known_by_its_sessions_or_its_memories(self, store: Store) -> None:
+        store.save_session(session("s1", t(10), project="radio"))
+        store.add_memories([memory("m1", "uses tabs", scope="project", project="api")])
+        store.add_memories([memory("m2", "a global fact")])
+        assert store.project_known("radio") and store.project_known("api")
+        assert not store.project_known("Radio") and not store.project_known("web")
+
     def test_memory_round_trip(self, store: Store) -> None:
         m = memory(
             "m1",

@@ -123,6 +123,11 @@ class SessionStore(Protocol):
         started at or after ``since`` and before ``until``."""
         ...
 
+    def project_known(self, project: str) -> bool:
+        """Whether a session or a project memory is recorded under exactly ``project`` (an
+        index probe each: a typed name that is already a stored project needs no matching)."""
+        ...
+
     def session_projects(self, *, limit: int = 500) -> list[str]:
         """The distinct projects sessions were recorded under (none for no project), the one
         whose latest session started last first."""

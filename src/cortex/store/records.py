@@ -424,6 +424,19 @@ def prefix_query(kind: str, tenant_clause: str = "") -> str:
     )
 
 
+def project_known_query(tenant_clause: str = "") -> str:
+    """One row when a session or a project memory is recorded under a project, none else;
+    each probe is an index's (sessions by project, memories by layer, scope and project).
+
+    Parameters: (tenant,) project, (tenant,) project.
+    """
+    return (
+        f"SELECT 1 WHERE EXISTS (SELECT 1 FROM session_states WHERE {tenant_clause}project = %s)"
+        f" OR EXISTS (SELECT 1 FROM memories WHERE {tenant_clause}memory_layer IN "
+        "('rule', 'working', 'long_term') AND scope = 'project' AND project_id = %s)"
+    )
+
+
 def prefix_bounds(prefix: str) -> tuple[str, str]:
     """The half-open range of ids that start with ``prefix`` (a binary / "C" collation)."""
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

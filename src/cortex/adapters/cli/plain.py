@@ -158,8 +158,8 @@ class Runtime:
         text = clean(typed)
         if text is None or self.config.server_url:
             return text
-        if self.services.store.latest_session_id(text.strip()) is not None:
-            return text.strip()  # a stored project: no session read (a search reads none)
+        if self.services.store.project_known(text.strip()):
+            return text.strip()  # a stored project: no matching (a search loads none of it)
         return self.sessions.project_named(text)
 
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:

@@ -121,7 +121,7 @@ class SessionPersistenceManager(Service):
         when it is a stored project or names none (a new project, or one known only by that
         name). Credentials in the text are redacted first, as in everything stored."""
         text = typed.strip()
-        if text and self.store.latest_session_id(text) is not None:
+        if text and self.store.project_known(text):
             return text
         from cortex.core.redaction import redact
         from cortex.errors import ConflictError, ValidationError

@@ -44,6 +44,7 @@ from cortex.store.records import (
     SessionNarrowing,
     prefix_bounds,
     prefix_query,
+    project_known_query,
     sessions_from_rows,
 )
 from cortex.store.registry import CLAIM, KEY_BY_ID, Registry, key_from_row
@@ -273,6 +274,11 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         sql = prefix_query(kind, "tenant_id = %s AND ")
         rows = self._db.rows(sql, (self.tenant, *prefix_bounds(prefix), limit))
         return [str(row[0]) for row in rows]
+
+    def project_known(self, project: str) -> bool:
+        """See ``Store.project_known``."""
+        sql = project_known_query("tenant_id = %s AND ")
+        return bool(self._db.rows(sql, (self.tenant, project, self.tenant, project)))
 
     def completed_sessions_since(
         self,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cortex.store import DEFAULT_TENANT
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
-from cortex.store.records import prefix_bounds, prefix_query
+from cortex.store.records import prefix_bounds, prefix_query, project_known_query
 from cortex.store.sqlite.db import MEMORY, Database
 from cortex.store.sqlite.leases import LeaseRepository
 from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
@@ -234,6 +234,11 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         """See ``Store.ids_with_prefix``."""
         sql = prefix_query(kind).replace("%s", "?")
         return [str(row[0]) for row in self._db.rows(sql, (*prefix_bounds(prefix), limit))]
+
+    def project_known(self, project: str) -> bool:
+        """See ``Store.project_known``."""
+        sql = project_known_query().replace("%s", "?")
+        return bool(self._db.rows(sql, (project, project)))
 
     def _registry_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._db.rows(sql.replace("%s", "?"), params)
