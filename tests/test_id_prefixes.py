@@ -85,3 +85,20 @@ def test_new_uuid_is_a_random_version_4_uuid_as_uuid_writes_it() -> None:
         parsed = uuid.UUID(text)
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert str(parsed) == text
+
+
+def test_procedure_and_checkpoint_ids_take_a_prefix_too(home: Path) -> None:
+    saved = json.loads(ok(cortex(home, "--json", "procedure", "add", "Release", "bump", "tag")))
+    pid = saved["id"]
+    used = json.loads(ok(cortex(home, "--json", "procedure", "use", pid[:8])))
+    assert used["id"] == pid and used["usage_count"] == 1
+    ok(cortex(home, "task", "init", "rel"))
+    ok(cortex(home, "task", "start", "rel"))
+    made = json.loads(
+        ok(cortex(home, "--json", "checkpoint", "create", "--task", "rel", "--summary", "s"))
+    )
+    cid = made["checkpoint_id"]
+    shown = json.loads(ok(cortex(home, "--json", "checkpoint", "show", cid[:-4])))
+    assert shown["checkpoint_id"] == cid
+    forgotten = json.loads(ok(cortex(home, "--json", "procedure", "forget", pid[:8])))
+    assert forgotten["id"] == pid

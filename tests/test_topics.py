@@ -429,3 +429,6 @@ def test_redactions_marker_is_no_topic_and_joins_no_pair() -> None:
     assert not [k for k in weights if "redacted" in k]
     assert "deploy staging" not in weights  # the secret stood between them
     assert extractor.get_active_projects() == ["vault-[REDACTED]"]
+    named = HotTopicExtractor()  # the name a secret was given is no topic either
+    named.record_text('export OPENAI_API_KEY=[REDACTED] then token: [REDACTED] "pw": "[REDACTED]"')
+    assert named.get_current_topics() == ["export"]

@@ -90,12 +90,20 @@ def _shaped_like_a_keyword(token: str) -> bool:
     return not (has_digit and len(token) >= 12 and _HASHLIKE.fullmatch(token))
 
 
+@functools.cache
+def _assigned_secret() -> re.Pattern[str]:
+    """A name given a redacted value (``openai_api_key=[redacted]``, ``"token": "[redacted]"``):
+    compiled at the first text that holds the marker."""
+    return re.compile(r"[\w.-]+[\"']?\s*[:=]\s*[\"']?" + re.escape(_MARKER))
+
+
 def _runs(text: str, stopwords: frozenset[str]) -> list[list[str]]:
     """Keyword tokens of ``text`` in runs of adjacent words (no punctuation or dropped word)."""
     runs: list[list[str]] = []
     current: list[str] = []
-    # Redaction's marker stands where a secret was: no topic, and no pair across it.
-    lowered = text[:MAX_TEXT_CHARS].lower().replace(_MARKER, "\n")
+    lowered = text[:MAX_TEXT_CHARS].lower()
+    if _MARKER in lowered:  # where a secret was: no topic, nor the name it was given
+        lowered = _assigned_secret().sub("\n", lowered).replace(_MARKER, "\n")
     prev_end = -1
     for match in _TOKEN.finditer(lowered):
         gap = lowered[prev_end : match.start()] if prev_end >= 0 else "\n"

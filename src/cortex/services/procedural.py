@@ -27,7 +27,7 @@ from cortex.core.retrieval import query_terms
 from cortex.errors import ConfigError, NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
-from cortex.services.ids import new_uuid
+from cortex.services.ids import lookup, new_uuid, resolve_id
 from cortex.services.memory_checks import MAX_KEY_CHARS, check_content, check_limit
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -84,7 +84,8 @@ class ProceduralService(Service):
         return stored
 
     def get(self, procedure_id: str) -> Procedure:
-        found = self.store.get_procedure(procedure_id)
+        """The live procedure ``procedure_id`` names: its id or a unique prefix of it."""
+        found = lookup(self.store, "procedure", procedure_id, self.store.get_procedure)
         if found is None or found.deleted_at is not None:
             raise NotFoundError(f"no procedure {procedure_id!r}; see `cortex procedure list`")
         return found
@@ -100,6 +101,7 @@ class ProceduralService(Service):
         """Count one use of a procedure (it ranks higher among equal matches)."""
         self._check_enabled()
         now = self.now_iso()
+        procedure_id = resolve_id(self.store, "procedure", procedure_id) or procedure_id
         with self.store.transaction():
             if not self.store.record_procedure_use(procedure_id, now):
                 raise NotFoundError(f"no procedure {procedure_id!r}; see `cortex procedure list`")
@@ -111,8 +113,8 @@ class ProceduralService(Service):
         now = self.now_iso()
         with self.store.transaction():
             found = self.get(procedure_id)
-            self.store.delete_procedure(procedure_id, now)
-            self.store.append_audit("procedure.forget", actor, procedure_id, {}, now)
+            self.store.delete_procedure(found.id, now)
+            self.store.append_audit("procedure.forget", actor, found.id, {}, now)
         return found
 
     def promote(

@@ -406,7 +406,13 @@ def session_projects_query(tenant_clause: str = "") -> str:
     )
 
 
-ID_TABLES = {"session": "session_states", "memory": "memories", "snapshot": "session_snapshots"}
+ID_TABLES = {
+    "session": "session_states",
+    "memory": "memories",
+    "snapshot": "session_snapshots",
+    "procedure": "procedures",
+    "checkpoint": "checkpoints",
+}
 """The tables whose ids a person types back (``Store.ids_with_prefix``), by kind."""
 
 

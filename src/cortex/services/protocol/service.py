@@ -31,6 +31,7 @@ from cortex.core.retries import RetryAdvice, RetryLedger
 from cortex.errors import ConflictError, NotFoundError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
+from cortex.services.ids import lookup
 from cortex.services.protocol import commands
 from cortex.services.protocol.checkpoints import VerifyReport, folder_of, verify_task
 from cortex.services.protocol.folders import TaskFolder
@@ -236,7 +237,8 @@ class ProtocolService(Service):
         return found[-1] if found else None
 
     def show_checkpoint(self, checkpoint_id: str) -> Checkpoint:
-        found = self.store.get_checkpoint(check_id(checkpoint_id, "checkpoint id"))
+        given = check_id(checkpoint_id, "checkpoint id")
+        found = lookup(self.store, "checkpoint", given, self.store.get_checkpoint)
         if found is None:
             raise NotFoundError(
                 f"no checkpoint {checkpoint_id!r}; see `cortex checkpoint list --task <slug>`"
