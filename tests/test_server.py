@@ -222,6 +222,13 @@ def test_bad_input_gets_the_error_shape_never_a_500(client: TestClient, host: Se
     assert bad_id.status_code == 422
     missing = client.get("/v1/nowhere", headers=auth(key))
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    for unreadable in (
+        '{"tags": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"limit": ' + "1" * 5000 + "}",
+    ):
+        answer = client.post("/v1/memories/list", content=unreadable.encode(), headers=headers)
+        assert answer.status_code == 422, answer.text  # as a syntax error is
+        assert answer.json()["error"]["message"].startswith("body: JSON this server cannot read")
 
 
 def test_a_replayed_request_id_changes_nothing(client: TestClient, host: ServiceHost) -> None:

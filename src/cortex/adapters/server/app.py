@@ -65,6 +65,9 @@ _HTTP_CODES = {
     415: "unsupported_media_type",
 }
 NOT_JSON = "send the body as JSON, with Content-Type: application/json"
+UNREADABLE = "There was an error parsing the body"
+"""What FastAPI says of a body ``json`` cannot decode for a reason other than its syntax
+(nested past the interpreter's recursion limit, an integer of more than 4,300 digits)."""
 
 
 def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -97,6 +100,13 @@ def _invalid(_: Request, exc: Exception) -> JSONResponse:
 
 def _http(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400 and exc.detail == UNREADABLE:  # as a syntax error is answered
+        return error(
+            422,
+            "validation_error",
+            "body: JSON this server cannot read (nested too deeply, or a number with too many "
+            "digits); send plainer JSON",
+        )
     code = _HTTP_CODES.get(
         exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
     )
