@@ -165,3 +165,35 @@ def test_config_show_masks_the_key() -> None:
     assert config.as_dict()["api_key"] == "ctx_k1_****"
     assert "s3cret" not in repr(config)
     assert config.as_dict(reveal=True)["api_key"] == KEY
+
+
+OTHER_KEY = "ctx_0123456789ab_" + "S" * 40
+
+
+def test_a_write_is_only_ever_sent_with_the_server_and_key_it_was_written_for(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = free_url()
+    client(home, dead).sessions.capture.record("s1", text="acme's roadmap")
+    (line,) = journal_lines(home)
+    assert (line["server"], line["key"]) == (dead, "sha256:" + line["key"][7:])
+    assert len(str(line["key"])) == 23 and "s3cret" not in json.dumps(line)
+    port = int(dead.rsplit(":", 1)[1])
+    with serve(port=port) as (url, peer):
+        other = Services.open(
+            load_config(home, {"CORTEX_SERVER": url, "CORTEX_API_KEY": OTHER_KEY}),
+            FixedClock("2026-01-01T00:00:00Z"),
+        )
+        assert isinstance(other, RemoteServices)
+        report = other.sync()  # another tenant's key: set aside, never sent
+        other.sessions.capture.record("s2", text="the other tenant's turn")
+        assert peer.paths() == ["/v1/sessions/s2/turns"]
+        assert peer.requests[0]["auth"] == f"Bearer {OTHER_KEY}"
+        assert (report.sent, report.left, report.held) == (0, 0, 1)
+        assert "1 write(s) in spool/held.jsonl were made for key sha256:" in caplog.text
+        assert OTHER_KEY not in (home / "spool" / "held.jsonl").read_text()
+        back = client(home, url).sync()  # its own key again: delivered
+    assert (back.sent, back.left, back.held) == (1, 0, 0)
+    assert peer.paths()[1:] == ["/v1/sessions/s1/turns"]
+    assert peer.requests[1]["auth"] == f"Bearer {KEY}"
+    assert (home / "spool" / "held.jsonl").read_text() == ""

@@ -15,8 +15,9 @@ def sync(rt: Runtime) -> None:
 
     Hooks and commands keep a write in the journal when the server is unreachable, slow or
     overloaded; the next call that reaches the server sends them first, and this sends them
-    now. Counts: sent, still left, rejected (moved to spool/rejected.jsonl). Exits 1 while the
-    server is still unreachable.
+    now. Counts: sent, still left, rejected (moved to spool/rejected.jsonl), held (written
+    for another server or API key: kept in spool/held.jsonl, never sent with this key; a sync
+    with that server and key delivers them). Exits 1 while the server is still unreachable.
 
     \b
     Example:
@@ -31,7 +32,8 @@ def sync(rt: Runtime) -> None:
         )
     report = services.sync()
     data = {**report.to_dict(), "server": services.client.transport.url}
-    rt.emit(data, f"sent {report.sent}, left {report.left}, rejected {report.rejected}")
+    text = f"sent {report.sent}, left {report.left}, rejected {report.rejected}"
+    rt.emit(data, text + (f", held {report.held}" if report.held else ""))
     if report.error is not None and report.left:
         raise UnavailableError(f"{report.left} write(s) still waiting: {report.error}")
 

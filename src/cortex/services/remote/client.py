@@ -10,6 +10,9 @@ journal first too, then asks.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from cortex.clock import Clock, to_iso
@@ -35,9 +38,10 @@ class RemoteClient:
 
     def __init__(self, config: Config, clock: Clock) -> None:
         self.transport = Transport(config.server_url, config.api_key, config.server_timeout_seconds)
-        self.journal = Journal(config.home)
+        self.journal = Journal(config.home, self.transport.target())
         self.clock = clock
         self._warned = False
+        self._warned_held = False
 
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A request that changes nothing; the journal is delivered first (best effort)."""
@@ -47,7 +51,8 @@ class RemoteClient:
     def write(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A mutation: the server's answer, or None when it was kept in the journal."""
         body = {**body, "request_id": request_id()}
-        if not self._catch_up():
+        report = self._catch_up()
+        if report is not None and (report.error is not None or report.left):
             self._spool(method, path, body, "older writes are still waiting")
             return None
         try:
@@ -62,7 +67,8 @@ class RemoteClient:
     def waiting(self, path: str, **fields: object) -> bool:
         """Whether a write to ``path`` whose body holds ``fields`` still waits in the journal
         after one more attempt to deliver it (the server is unavailable)."""
-        if self._catch_up():
+        report = self._catch_up()
+        if report is None or (report.error is None and not report.left):
             return False
         return any(
             entry.get("path") == path and all(entry["body"].get(k) == v for k, v in fields.items())
@@ -70,18 +76,53 @@ class RemoteClient:
         )
 
     def sync(self) -> DrainReport:
-        """Deliver the journal now, waiting for a drain running elsewhere to finish."""
-        return self.journal.drain(lambda entry: self._send(entry, force=True), wait=True)
+        """Deliver the journal now, waiting for a drain running elsewhere to finish; ``held``
+        counts the entries kept for another server or key."""
+        report = self._drain(partial(self._send, force=True), wait=True)
+        held = len(self.journal.held())
+        if held:
+            self._note_held()
+        return replace(report, held=held)
 
     def close(self) -> None:
         self.transport.close()
 
-    def _catch_up(self) -> bool:
-        """Deliver pending journal entries; whether none is left."""
-        if not self.journal.pending():
-            return True
-        report = self.journal.drain(self._send)
-        return report.error is None and report.left == 0
+    def _catch_up(self) -> DrainReport | None:
+        """Deliver pending journal entries; what the drain did (None: nothing was pending)."""
+        if not self.journal.pending() and not self.journal.holds():
+            return None
+        return self._drain(self._send, wait=False)
+
+    def _drain(self, send: Callable[[dict[str, Any]], None], *, wait: bool) -> DrainReport:
+        """The entries of this server and key once set aside (they are older) first, then
+        the journal; the counts of both."""
+        earlier = self.journal.drain_held(send, wait=wait) if self.journal.holds() else None
+        if earlier is not None and earlier.error is not None:
+            return replace(earlier, left=earlier.left + self.journal.count())
+        report = self.journal.drain(send, wait=wait)
+        if report.held:
+            self._note_held()
+        if earlier is None:
+            return report
+        return replace(
+            report, sent=earlier.sent + report.sent, rejected=earlier.rejected + report.rejected
+        )
+
+    def _note_held(self) -> None:
+        """One line, once a process: writes made for another server or key were set aside."""
+        if not self._warned_held:
+            self._warned_held = True
+            log.warning("journal: %s", self.held_note())
+
+    def held_note(self) -> str:
+        """What the held entries are and what to do with them, in one line."""
+        entries = [e for e in self.journal.held() if not self.journal.ours(e)]
+        whom = sorted({f"key {e.get('key') or '(none)'} at {e.get('server')}" for e in entries})
+        return (
+            f"{len(entries)} write(s) in spool/held.jsonl were made for {', '.join(whom[:3])}, "
+            "not this server and key, and are never sent with it; run `cortex sync` with that "
+            "CORTEX_SERVER and CORTEX_API_KEY to deliver them, or delete the file to drop them"
+        )
 
     def _send(self, entry: dict[str, Any], *, force: bool = False) -> None:
         try:

@@ -31,6 +31,7 @@ from cortex.errors import (
 RETRY_AFTER_SECONDS = 5.0
 """How long a process stops trying a server that just failed (a hook must not wait twice)."""
 RETRYABLE = frozenset({408, 429})
+HEX = frozenset("0123456789abcdef")
 ERRORS: dict[int, type[CortexError]] = {
     400: ValidationError,
     401: ConfigError,
@@ -67,6 +68,11 @@ class Transport:
         self._down_until = 0.0
         self.connections = 0
         """How many connections this transport opened (keep-alive keeps it at 1)."""
+
+    def target(self) -> dict[str, str]:
+        """Whom a journal entry is written for: this server and key, never the key's secret
+        (a key's id, ``ctx_<id>``, or a SHA-256 prefix of a key without one)."""
+        return {"server": (self.url + self._prefix).lower(), "key": key_label(self._key)}
 
     def same_server(self, url: str, api_key: str) -> bool:
         parts = urlsplit(url.strip())
@@ -150,6 +156,20 @@ class Transport:
         if status in (401, 403):
             message += "; check CORTEX_API_KEY (a key looks like ctx_<id>_<secret>)"
         raise error(f"server {self.url} refused the request ({status}): {message}")
+
+
+def key_label(key: str) -> str:
+    """An API key as a journal names it: ``ctx_<key id>``, or ``sha256:<16 hex>`` of a key
+    not of the form ``ctx_<12 hex>_<secret>``; "" for no key."""
+    if not key:
+        return ""
+    head, _, rest = key.strip().partition("_")
+    key_id, _, secret = rest.partition("_")
+    if head == "ctx" and len(key_id) == 12 and secret and all(c in HEX for c in key_id):
+        return f"ctx_{key_id}"
+    import hashlib  # (only for a key of another form)
+
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _error_message(data: object) -> str | None:
