@@ -197,3 +197,19 @@ def test_a_write_is_only_ever_sent_with_the_server_and_key_it_was_written_for(
     assert peer.paths()[1:] == ["/v1/sessions/s1/turns"]
     assert peer.requests[1]["auth"] == f"Bearer {KEY}"
     assert (home / "spool" / "held.jsonl").read_text() == ""
+
+
+def test_a_credential_in_a_pin_label_is_redacted_before_the_journal_and_the_echo(
+    home: Path,
+) -> None:
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    app = client(home, free_url())
+    pinned = app.sessions.add_pin(f"gh {token}", f"use {token}", "s1")
+    removed = app.sessions.remove_pin(f"gh {token}", "s1")
+    assert pinned.label == removed.label == "gh [REDACTED]"
+    assert token not in pinned.content
+    journal = (home / "spool" / "journal.jsonl").read_text()
+    assert token not in journal
+    assert [line["path"] for line in journal_lines(home)] == [
+        "/v1/sessions/s1/pins/gh%20%5BREDACTED%5D"
+    ] * 2

@@ -1,7 +1,7 @@
 """The client's write-ahead journal: mutations the server did not take yet, in order.
 
 ``$CORTEX_HOME/spool/journal.jsonl`` holds one JSON object a line: ``method``, ``path``,
-``body`` (with its ``request_id``, credentials redacted), ``created_at``, and the ``server``
+``body`` (with its ``request_id``; credentials redacted in both), ``created_at``, and the ``server``
 and ``key`` (the API key's id, or a hash of a key without one; never the secret) it was
 written for. ``journal.offset`` holds how many bytes of it were delivered (``{"offset": n}``,
 replaced atomically).
@@ -34,8 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
-from cortex.core.redaction import redact_value
+from cortex.core.redaction import redact, redact_value
 from cortex.errors import StorageError
 from cortex.files import atomic_write_text, ensure_dir, file_lock
 
@@ -92,7 +93,7 @@ class Journal:
         """Add one mutation at the end, durably (it is on disk when this returns)."""
         entry = {
             "method": method,
-            "path": path,
+            "path": _redacted_path(path),
             "body": redact_value(body),
             "created_at": created_at,
             **self.target,
@@ -283,6 +284,16 @@ class Journal:
                 f"cannot write the client journal {path} ({exc.strerror}); "
                 "check the permissions of the Cortex home"
             ) from exc
+
+
+def _redacted_path(path: str) -> str:
+    """``path`` with credentials in its segments redacted (a pin's label is one)."""
+    segments = path.split("/")
+    for n, segment in enumerate(segments):
+        text = unquote(segment)
+        if redact(text) != text:
+            segments[n] = quote(redact(text), safe="")
+    return "/".join(segments)
 
 
 def _line(record: dict[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import COMPLETE, Pin, RestoredSessionContext, SessionState
+from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, UnavailableError
 from cortex.services.remote.client import RemoteClient, request_id
 from cortex.services.remote.local_only import LocalOnly
@@ -204,6 +205,9 @@ class RemoteSessions(SessionPersistenceManager):
         confidence: float = 1.0,
     ) -> Pin:
         sid = session_id or self.resolve(None).session_id
+        # Redacted here, as the local service does: the label is in the path, which the
+        # journal keeps and the command echoes while the server is down.
+        label, content = redact(label), redact(content)
         body = {"content": content, "critical": critical, "confidence": confidence}
         answer = self.client.write("PUT", _pin(sid, label), body)
         if answer is None or "label" not in answer:
@@ -213,6 +217,7 @@ class RemoteSessions(SessionPersistenceManager):
 
     def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
         sid = session_id or self.resolve(None).session_id
+        label = redact(label)  # as it was stored: a pin is unpinned by the label it was given
         answer = self.client.write("DELETE", _pin(sid, label), {})
         if answer is None or "label" not in answer:
             return Pin(label, "", self.now_iso())
