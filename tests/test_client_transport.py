@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from cortex.errors import ConfigError, UnavailableError
 from cortex.services.app import Services
 from cortex.services.remote.app import RemoteServices
 from fake_server import Peer, serve
+from test_hooks import child_env
 
 KEY = "ctx_k1_s3cret"
 
@@ -213,3 +216,30 @@ def test_a_credential_in_a_pin_label_is_redacted_before_the_journal_and_the_echo
     assert [line["path"] for line in journal_lines(home)] == [
         "/v1/sessions/s1/pins/gh%20%5BREDACTED%5D"
     ] * 2
+
+
+def cortex(home: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in client mode of ``url``."""
+    env = child_env(home, CORTEX_SERVER=url, CORTEX_API_KEY=KEY)
+    return subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_credentials_in_the_server_url_are_never_shown(home: Path) -> None:
+    url = "http://admin:S3cretPassw0rd@127.0.0.1:9/?token=S3cretTok"
+    app = client(home, url)
+    assert app.client.transport.url == "http://127.0.0.1:9"
+    assert app.client.journal.target["server"] == "http://127.0.0.1:9"
+    config = load_config(home, {"CORTEX_SERVER": url})
+    assert config.as_dict()["server_url"] == "http://admin:****@127.0.0.1:9/?****"
+    assert "S3cret" not in repr(config)
+    synced = cortex(home, url, "--json", "sync")
+    shown = cortex(home, url, "config", "show")
+    assert synced.returncode == 0 and json.loads(synced.stdout)["server"] == "http://127.0.0.1:9"
+    assert "admin:****@127.0.0.1:9/?****" in shown.stdout
+    assert "S3cret" not in synced.stdout + synced.stderr + shown.stdout + shown.stderr

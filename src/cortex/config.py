@@ -519,6 +519,8 @@ class Config:
             setting = SETTINGS_BY_NAME.get(f.name)
             if setting is not None and setting.secret and not reveal:
                 out[f.name] = mask(str(value))
+        if not reveal:
+            out["server_url"] = mask_url(self.server_url)
         return out
 
     def __repr__(self) -> str:
@@ -533,6 +535,25 @@ def mask(secret: str) -> str:
     prefix, _, rest = secret.partition("_")
     key_id = rest.partition("_")[0] if prefix == "ctx" and "_" in rest else ""
     return f"ctx_{key_id}_****" if key_id else "****"
+
+
+def mask_url(url: str) -> str:
+    """``url`` as shown: a password in it and its query and fragment as ``****``
+    (``http://admin:****@host/?****``); the user and host stay, to tell which one it is."""
+    if not any(c in url for c in "@?#"):
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "****"
+    user, at, host = parts.netloc.rpartition("@")
+    if at:
+        user = user.partition(":")[0] + (":****" if ":" in user else "")
+    netloc = f"{user}@{host}" if at else host
+    query, fragment = ("****" if part else "" for part in (parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
 def default_home(env: Mapping[str, str]) -> Path:

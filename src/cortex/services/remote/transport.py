@@ -19,6 +19,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from cortex.config import mask_url
 from cortex.errors import (
     ConfigError,
     ConflictError,
@@ -55,9 +56,12 @@ class Transport:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(
-                f"server_url {url!r} is not an http(s)://host[:port] address; fix CORTEX_SERVER"
+                f"server_url {mask_url(url)!r} is not an http(s)://host[:port] address; "
+                "fix CORTEX_SERVER"
             )
-        self.url = f"{parts.scheme}://{parts.netloc}"
+        # The address as shown and compared: without a user or password, which are never sent
+        # (the API key authenticates) and would be printed with it.
+        self.url = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
@@ -76,7 +80,8 @@ class Transport:
 
     def same_server(self, url: str, api_key: str) -> bool:
         parts = urlsplit(url.strip())
-        return f"{parts.scheme}://{parts.netloc}" == self.url and api_key == self._key
+        address = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        return address == self.url and api_key == self._key
 
     def request(
         self, method: str, path: str, body: dict[str, Any] | None = None, *, force: bool = False
