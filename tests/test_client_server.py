@@ -131,17 +131,25 @@ def test_turns_spooled_while_the_server_is_down_arrive_once_after_sync(
             assert app.store.claim_request(entry["body"]["request_id"], T2) is False
 
 
-def cortex_json(home: Path, url: str, key: str, *args: str) -> object:
-    """``cortex --json ARGS`` in client mode (a real process); its parsed output."""
+def run_client(
+    home: Path, url: str, key: str, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cortex ARGS`` in client mode (a real process), run in ``cwd``."""
     env = child_env(home, T1, CORTEX_SERVER=url, CORTEX_API_KEY=key)
     env["CORTEX_SERVER_TIMEOUT_SECONDS"] = "3"
-    done = subprocess.run(
-        [sys.executable, "-m", "cortex.entry", "--json", *args],
+    return subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=60,
     )
+
+
+def cortex_json(home: Path, url: str, key: str, *args: str) -> object:
+    """``cortex --json ARGS`` in client mode (a real process); its parsed output."""
+    done = run_client(home, url, key, "--json", *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -180,6 +188,44 @@ def test_memory_commands_in_client_mode_reach_the_tenant(
         assert app.memory.get(second["id"]).deleted_at is not None
         assert app.memory.get(first["id"]).superseded_by == second["id"]
     assert not (home / "brain.db").exists()
+
+
+def cortex_here(home: Path, url: str, key: str, cwd: Path, *args: str) -> tuple[int, str]:
+    """``cortex ARGS`` in client mode, run in ``cwd``: its exit code and its output."""
+    done = run_client(home, url, key, *args, cwd=cwd)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_commands_without_session_id_act_on_the_servers_current_session(
+    host: ServiceHost, home: Path, tmp_path: Path
+) -> None:
+    tenant = f"team-{time.time_ns()}"
+    key = tenant_key(host, tenant)
+    port = free_port()
+    with running(host, port) as url:
+        other = cortex_json(home, url, key, "session", "start", "--project", "web")
+        assert isinstance(other, dict)
+        cortex_json(home, url, key, "session", "end", "--session-id", other["session_id"])
+        started = cortex_json(home, url, key, "session", "start", "--project", "api")
+        assert isinstance(started, dict)
+        sid = started["session_id"]
+        for args in (
+            ("session", "record", "--text", "wired the antenna tuner"),
+            ("pin", "add", "deploy", "make deploy"),
+            ("session", "checkpoint", "--summary", "tuner wired"),
+        ):
+            code, out = cortex_here(home, url, key, tmp_path, *args)
+            assert code == 0, out
+        code, shown = cortex_here(home, url, key, tmp_path, "pin", "list")
+        assert (code, shown) == (0, "- deploy (confidence 1.00): make deploy\n")
+        code, ended = cortex_here(home, url, key, tmp_path, "session", "end")
+        assert code == 0 and ended.startswith(f"session {sid} captured: 1 pins"), ended
+    code, down = cortex_here(home, url, key, tmp_path, "session", "record", "--text", "x")
+    assert code == 1 and down.count("\n") == 1 and "pass --session-id" in down, down
+    with host.open(tenant) as app:
+        state = app.sessions.get_session(sid)
+        assert state is not None and state.end_time is not None
+        assert "antenna" in state.hot_topics
 
 
 def test_a_memory_added_while_the_server_is_down_arrives_after_sync(

@@ -176,10 +176,17 @@ def listing(
     project: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    open_only: Annotated[bool, Query(alias="open")] = False,
 ) -> Json:
-    """Sessions newest first, of one project when it is given."""
+    """Sessions newest first, of one project when it is given; with ``open=true`` only those
+    not ended yet, of any project (what a client needs to find its current session)."""
     with caller.services() as app:
-        states = app.sessions.list_sessions(limit, project or None, offset)
+        if open_only:
+            states = sorted(
+                app.sessions.open_sessions(), key=lambda s: (s.start_time, s.session_id)
+            )[::-1][offset : offset + limit]
+        else:
+            states = app.sessions.list_sessions(limit, project or None, offset)
     return {"sessions": [s.to_dict() for s in states]}
 
 

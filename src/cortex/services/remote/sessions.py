@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from cortex.clock import Clock
@@ -25,7 +25,11 @@ from cortex.services.remote.client import RemoteClient, request_id
 from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.transport import segment
 from cortex.services.sessions.capture import SessionCapture
+from cortex.services.sessions.context import current_of
 from cortex.services.sessions.manager import SessionPersistenceManager
+
+if TYPE_CHECKING:
+    from cortex.services.project import ProjectIdentity
 
 
 def _compact(**fields: Any) -> dict[str, Any]:
@@ -34,6 +38,8 @@ def _compact(**fields: Any) -> dict[str, Any]:
 
 
 _START = "/v1/sessions/start"
+OPEN_LISTED = 500
+"""The most open sessions a client reads to find its current one (the API's page limit)."""
 
 
 class RemoteSessions(SessionPersistenceManager):
@@ -75,6 +81,19 @@ class RemoteSessions(SessionPersistenceManager):
             "no active session on the server; start one with `cortex session start` "
             "or pass --session-id"
         )
+
+    def current_session(self, here: ProjectIdentity) -> SessionState:
+        """The server's open sessions, chosen by the local rule (``current_of``): the newest
+        open session of ``here``'s project. Without the server, a one-line error."""
+        try:
+            data = self.client.read("GET", f"/v1/sessions?open=true&limit={OPEN_LISTED}")
+        except UnavailableError as exc:
+            raise UnavailableError(
+                f"server {self.client.transport.url} is unavailable, so the current session "
+                "is unknown; pass --session-id ID (the id `cortex session start` printed)"
+            ) from exc
+        states = (SessionState.from_dict(s) for s in data.get("sessions") or ())
+        return current_of([s for s in states if s.is_open], here)
 
     def list_sessions(
         self, limit: int = 20, project: str | None = None, offset: int = 0

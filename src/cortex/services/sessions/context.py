@@ -185,30 +185,7 @@ class SessionContext(Service):
 
     def current(self, here: ProjectIdentity) -> SessionState:
         """See ``SessionPersistenceManager.current_session``."""
-        from cortex.services.project import project_label, project_matches  # (a start: none)
-
-        open_now = sorted(self.store.open_sessions(), key=lambda s: s.last_activity or s.start_time)
-        mine = [s for s in open_now if s.project and project_matches(s.project, here.id)]
-        if mine:
-            return mine[-1]
-        unplaced = [s for s in open_now if not s.project or not s.project.startswith(PLACES)]
-        if len({s.project for s in unplaced}) == 1:
-            return unplaced[-1]
-        listed = ", ".join(
-            f"{s.session_id[:8]} ({project_label(s.project)})" for s in reversed(open_now)
-        )
-        if unplaced:
-            raise ConflictError(
-                f"several sessions are open and none is of {here.name}: {listed}; pass --session-id"
-            )
-        if open_now:
-            raise NotFoundError(
-                f"no open session of {here.name} (open elsewhere: {listed}); "
-                "start one with `cortex session start` or pass --session-id"
-            )
-        raise NotFoundError(
-            "no active session; start one with `cortex session start` or pass --session-id"
-        )
+        return current_of(self.store.open_sessions(), here)
 
     def resolve_open(self, session_id: str | None) -> SessionState:
         """Like ``resolve``, but a session that has ended is a ``ConflictError``."""
@@ -374,3 +351,32 @@ def _save_pins(pins: PinsCopy, *, locked: bool = False) -> None:
         save_working_memory(*pins, locked=locked)
     except CortexError as exc:
         log.warning("working memory file not written: %s", exc)
+
+
+def current_of(open_sessions: Sequence[SessionState], here: ProjectIdentity) -> SessionState:
+    """Which of ``open_sessions`` a command run in project ``here`` means when it names none
+    (the rule of ``SessionPersistenceManager.current_session``, wherever the sessions live)."""
+    from cortex.services.project import project_label, project_matches  # (a start: none)
+
+    open_now = sorted(open_sessions, key=lambda s: s.last_activity or s.start_time)
+    mine = [s for s in open_now if s.project and project_matches(s.project, here.id)]
+    if mine:
+        return mine[-1]
+    unplaced = [s for s in open_now if not s.project or not s.project.startswith(PLACES)]
+    if len({s.project for s in unplaced}) == 1:
+        return unplaced[-1]
+    listed = ", ".join(
+        f"{s.session_id[:8]} ({project_label(s.project)})" for s in reversed(open_now)
+    )
+    if unplaced:
+        raise ConflictError(
+            f"several sessions are open and none is of {here.name}: {listed}; pass --session-id"
+        )
+    if open_now:
+        raise NotFoundError(
+            f"no open session of {here.name} (open elsewhere: {listed}); "
+            "start one with `cortex session start` or pass --session-id"
+        )
+    raise NotFoundError(
+        "no active session; start one with `cortex session start` or pass --session-id"
+    )
