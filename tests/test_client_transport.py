@@ -243,3 +243,18 @@ def test_credentials_in_the_server_url_are_never_shown(home: Path) -> None:
     assert synced.returncode == 0 and json.loads(synced.stdout)["server"] == "http://127.0.0.1:9"
     assert "admin:****@127.0.0.1:9/?****" in shown.stdout
     assert "S3cret" not in synced.stdout + synced.stderr + shown.stdout + shown.stderr
+
+
+def test_the_session_manager_opened_in_client_mode_goes_to_the_server(home: Path) -> None:
+    from cortex import SessionPersistenceManager
+    from cortex.services.memory import MemoryService
+
+    with serve() as (url, peer):
+        config = load_config(home, {"CORTEX_SERVER": url, "CORTEX_API_KEY": KEY})
+        with SessionPersistenceManager.open(config) as manager:
+            restored = manager.on_session_start("s1", project="api")
+        with pytest.raises(ConfigError, match=r"^MemoryService.open .* use Services.open\("):
+            MemoryService.open(config)
+    assert restored.preamble == "restored s1"
+    assert peer.paths() == ["/v1/sessions/start"]
+    assert not (home / "brain.db").exists()  # no local database beside the server

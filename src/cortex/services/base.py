@@ -32,7 +32,16 @@ class Service:
     ) -> Self:
         """Build the service over ``store``, else over the home's ``brain.db`` (migrated unless
         ``migrate`` is False: a diagnosis changes nothing; not when the file is larger than
-        ``migrate_max_bytes``: see ``open_store``)."""
+        ``migrate_max_bytes``: see ``open_store``). A config naming a ``server_url`` is a
+        ``ConfigError`` without a store: ``Services.open`` serves client mode."""
+        if store is None and config.server_url:
+            from cortex.errors import ConfigError
+
+            # The local file here would split the home's data from its server's.
+            raise ConfigError(
+                f"{cls.__name__}.open opens the local database, and this config names a "
+                "server (server_url); use Services.open(config), whose services go to it"
+            )
         if store is None:
             from cortex.store import open_store  # the factory imports a backend: only here
 

@@ -50,6 +50,10 @@ class RemoteSessions(SessionPersistenceManager):
         self.client = client
         self.capture = RemoteCapture(self)
 
+    def close(self) -> None:
+        """Close the connection to the server."""
+        self.client.close()
+
     @contextmanager
     def transaction(
         self, defer: Callable[[Callable[[], object]], None] | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
-from cortex.clock import Clock, to_iso
+from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
 from cortex.services.base import Service
@@ -28,7 +28,7 @@ from cortex.services.sessions.start import SessionStart
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Self
 
     from cortex.services.archive import ArchiveReport
     from cortex.services.metrics import MetricsWriter
@@ -60,6 +60,38 @@ class SessionPersistenceManager(Service):
         self.capture = SessionCapture(context)
         self.continuation = Continuation(context, restorer)
         self.pins = SessionPins(context)
+
+    @classmethod
+    def open(
+        cls,
+        config: Config,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        *,
+        migrate: bool = True,
+        migrate_max_bytes: int | None = None,
+    ) -> Self:
+        """The manager over ``store``, else over the home's database, else (the settings name
+        a ``server_url``) over that server, as ``Services.open(config).sessions`` is."""
+        if store is None and config.server_url and cls is SessionPersistenceManager:
+            from cortex.services.remote.client import RemoteClient
+            from cortex.services.remote.sessions import RemoteSessions
+
+            client = RemoteClient(config, clock or SystemClock())
+            return RemoteSessions(client, config, clock)  # type: ignore[return-value]
+        return super().open(
+            config, clock, store, migrate=migrate, migrate_max_bytes=migrate_max_bytes
+        )
+
+    def close(self) -> None:
+        """Close the store (what ``open`` opened; safe twice)."""
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def metrics(self) -> MetricsWriter:
