@@ -258,3 +258,14 @@ def test_the_session_manager_opened_in_client_mode_goes_to_the_server(home: Path
     assert restored.preamble == "restored s1"
     assert peer.paths() == ["/v1/sessions/start"]
     assert not (home / "brain.db").exists()  # no local database beside the server
+
+
+def test_a_refused_key_is_said_even_while_older_writes_wait(home: Path) -> None:
+    dead = free_url()
+    client(home, dead).sessions.capture.record("s1", text="offline")
+    port = int(dead.rsplit(":", 1)[1])
+    with serve(Peer(mode="401"), port=port) as (url, peer):
+        with pytest.raises(ConfigError, match="refused the request \\(401\\).*CORTEX_API_KEY"):
+            client(home, url).sessions.capture.record("s1", text="with a wrong key")
+    assert peer.paths() == ["/v1/sessions/s1/turns"]  # the oldest, refused: the drain stopped
+    assert len(journal_lines(home)) == 2  # both kept for when the key is fixed

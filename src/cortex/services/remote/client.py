@@ -54,6 +54,8 @@ class RemoteClient:
         report = self._catch_up()
         if report is not None and (report.error is not None or report.left):
             self._spool(method, path, body, "older writes are still waiting")
+            if isinstance(report.cause, ConfigError):
+                raise report.cause  # the key was refused: say so, the writes are all kept
             return None
         try:
             return self.transport.request(method, path, body)
