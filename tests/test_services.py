@@ -14,7 +14,7 @@ from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.models import COMPLETE, SessionState
 from cortex.core.pins import make_pin
-from cortex.errors import ConfigError, UnsafeIdError
+from cortex.errors import ConfigError, UnsafeIdError, ValidationError
 from cortex.services.app import Services
 from cortex.services.restoration import plan_restoration, select_contributors
 from cortex.store import SQLiteStore, Store, migration_names
@@ -146,3 +146,11 @@ def test_restoration_plans_from_the_pins_the_caller_loaded(make_config: Factory)
     assert plan.preamble is not None and "1 pins inherited" in plan.preamble
     unloaded = plan_restoration(selection, selection.standard_sources, (), now, config, None)
     assert unloaded.inherited == () and [s.session_id for s in unloaded.contributors] == ["a"]
+
+
+@pytest.mark.parametrize("label", ["ctl\x00x", "tab\x01x", "two\nlines", "del\x7f"])
+def test_a_pin_label_with_a_control_character_is_refused(services: Services, label: str) -> None:
+    sid = services.sessions.on_session_start("s1").session_id
+    with pytest.raises(ValidationError, match=r"^a pin label cannot hold control characters \(U"):
+        services.sessions.add_pin(label, "content", sid)
+    assert services.sessions.list_pins(sid) == ()

@@ -48,6 +48,13 @@ def make_pin(
     label, content = label.strip(), content.strip()
     if not label:
         raise ValidationError("a pin needs a label; e.g. cortex pin add build-cmd 'make test'")
+    control = next((c for c in label if ord(c) < 32 or ord(c) == 127), None)
+    if control is not None:
+        # A label is typed back to edit or remove its pin; no shell or form can send these.
+        raise ValidationError(
+            f"a pin label cannot hold control characters (U+{ord(control):04X}); "
+            "use plain text, e.g. cortex pin add build-cmd 'make test'"
+        )
     if len(label) > MAX_LABEL_CHARS:
         raise ValidationError(
             f"pin label is {len(label)} characters; keep it under {MAX_LABEL_CHARS}"
