@@ -262,6 +262,14 @@ def test_cortex_ui_on_a_taken_port_is_one_line_naming_the_next_step(home: Path) 
     assert result.stderr.count("\n") == 1
 
 
+def test_cortex_ui_in_client_mode_points_to_the_servers_pages(home: Path) -> None:
+    server = {"CORTEX_SERVER": "https://admin:pw@cortex.example.com/team/", "CORTEX_API_KEY": "k"}
+    result = cortex(home, "ui", "--port", "9", env=server)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "open https://cortex.example.com/team/ui/login and sign in" in result.stderr
+    assert "pw" not in result.stderr and not (home / "brain.db").exists()
+
+
 def test_an_emptied_memory_is_refused_and_emptied_tags_are_cleared(
     client: TestClient, home: Path, populated: dict[str, str]
 ) -> None:

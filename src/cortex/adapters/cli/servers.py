@@ -131,6 +131,8 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
       cortex ui --port 9000 --open
       cortex --home ~/.openclaw ui
     """
+    if rt.config.server_url:
+        raise ConfigError(_client_mode_ui(rt.config.server_url))
     try:
         import uvicorn
 
@@ -160,6 +162,18 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=2,
+    )
+
+
+def _client_mode_ui(server_url: str) -> str:
+    """Why ``cortex ui`` does not serve a home in client mode, and where its pages are."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server_url.strip())
+    login = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}/ui/login"
+    return (
+        f"this home is a client of a team server, whose data its dashboard shows: open {login} "
+        "and sign in with your API key (unset CORTEX_SERVER to see this home's local database)"
     )
 
 
