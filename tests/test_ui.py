@@ -270,6 +270,16 @@ def test_cortex_ui_in_client_mode_points_to_the_servers_pages(home: Path) -> Non
     assert "pw" not in result.stderr and not (home / "brain.db").exists()
 
 
+def test_a_database_that_vanished_is_named_and_not_made_again(
+    client: TestClient, home: Path
+) -> None:
+    for path in home.glob("brain.db*"):
+        path.rename(home / f"moved-{path.name}")
+    page = client.get("/sessions")
+    assert page.status_code == 503 and f"no database at {home / 'brain.db'}" in page.text
+    assert not (home / "brain.db").exists()
+
+
 def test_an_emptied_memory_is_refused_and_emptied_tags_are_cleared(
     client: TestClient, home: Path, populated: dict[str, str]
 ) -> None:

@@ -52,8 +52,18 @@ def local_app(
     ``doctor`` (``cortex doctor``'s report) joins the health page's check."""
     Services.open(config, clock).close()
     token = install_token(config.home)
+
+    def services(_request: object) -> Services:
+        # A page reads: opening a database that vanished would make an empty one in its place.
+        if not config.db_path.exists():
+            raise StorageError(
+                f"no database at {config.db_path} (it was moved or deleted while the dashboard "
+                "ran); put it back, or restart `cortex ui` to start an empty one"
+            )
+        return Services.open(config, clock, migrate=False)
+
     binding = Binding(
-        services=lambda _request: Services.open(config, clock, migrate=False),
+        services=services,
         token=lambda _request: token,
         label=lambda _request: str(config.home),
         doctor=doctor,
