@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -14,9 +15,10 @@ from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.models import COMPLETE, SessionState
 from cortex.core.pins import make_pin
-from cortex.errors import ConfigError, UnsafeIdError, ValidationError
+from cortex.errors import ConfigError, StorageError, UnsafeIdError, ValidationError
 from cortex.services.app import Services
 from cortex.services.restoration import plan_restoration, select_contributors
+from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import SQLiteStore, Store, migration_names
 from store_contract_memory import memory
 
@@ -119,8 +121,29 @@ def test_rebind_keeps_the_store_and_takes_the_new_clock(
 def test_close_closes_the_store(make_config: Factory) -> None:
     with Services.open(make_config()) as app:
         app.sessions.list_sessions()
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(StorageError, match=r"^the store .*brain.db is closed; open a new one"):
         app.sessions.list_sessions()
+    with SessionPersistenceManager.open(make_config()) as manager:
+        manager.list_sessions()
+    manager.close()  # twice is fine
+    with pytest.raises(StorageError, match="is closed"):
+        manager.on_session_start("s1")
+
+
+def test_a_store_used_from_another_thread_says_so(services: Services) -> None:
+    raised: list[BaseException] = []
+
+    def use() -> None:
+        try:
+            services.sessions.list_sessions()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and isinstance(raised[0], StorageError)
+    assert "open one in each thread" in str(raised[0])
 
 
 def test_restoration_plans_from_the_pins_the_caller_loaded(make_config: Factory) -> None:

@@ -152,6 +152,8 @@ class Database:
             if conflict is None:
                 raise
             raise ConflictError(conflict.format(one_line(exc))) from exc
+        except sqlite3.ProgrammingError as exc:
+            raise _misuse(exc, self.url) from exc
         except sqlite3.DatabaseError as exc:
             if type(exc) is sqlite3.DatabaseError or isinstance(exc, sqlite3.OperationalError):
                 raise storage_error(exc, self.url) from exc
@@ -411,3 +413,17 @@ class Database:
             ) from exc
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(previous)}")
+
+
+def _misuse(exc: sqlite3.ProgrammingError, url: str) -> Exception:
+    """A connection used after ``close()`` or from another thread, as a one-line
+    ``StorageError``; any other programming error as it is."""
+    text = str(exc)
+    if "closed database" in text:
+        return StorageError(f"the store {url} is closed; open a new one (Services.open(config))")
+    if "same thread" in text:
+        return StorageError(
+            f"the store {url} was opened in another thread and belongs to it; "
+            "open one in each thread (Services.open(config))"
+        )
+    return exc
