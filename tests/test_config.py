@@ -113,3 +113,9 @@ def test_config_fields_are_exactly_the_settings() -> None:
     from cortex.config import Config
 
     assert [f.name for f in fields(Config)] == ["home", *(s.name for s in SETTINGS)]
+
+
+def test_load_config_takes_the_home_as_a_str_or_a_path(tmp_path: Path) -> None:
+    as_str = load_config(str(tmp_path / "h"), {})
+    assert as_str.home == load_config(tmp_path / "h", {}).home == tmp_path / "h"
+    assert as_str.db_path == tmp_path / "h" / "brain.db"

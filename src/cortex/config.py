@@ -626,7 +626,7 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
 
 
 def load_config(
-    home: Path | None = None,
+    home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Config:
@@ -635,7 +635,7 @@ def load_config(
     ``env`` defaults to the process environment; pass ``{}`` to ignore it.
     """
     env = env if env is not None else os.environ
-    home = (home or default_home(env)).expanduser()
+    home = Path(home).expanduser() if home else default_home(env).expanduser()
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - set(SETTINGS_BY_NAME))
     if unknown:
