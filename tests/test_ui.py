@@ -162,7 +162,7 @@ def test_editing_a_pin_is_seen_by_the_cli(client: TestClient, home: Path) -> Non
         follow_redirects=False,
     )
     assert response.status_code == 303
-    assert response.headers["location"] == "/sessions/s-two?notice=pin+saved"
+    assert response.headers["location"] == "/sessions/s-two?notice=pin-saved"
     assert "release/2.0" in ok(cortex(home, "pin", "list", "--session-id", "s-two"))
 
 
@@ -268,6 +268,16 @@ def test_cortex_ui_in_client_mode_points_to_the_servers_pages(home: Path) -> Non
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "open https://cortex.example.com/team/ui/login and sign in" in result.stderr
     assert "pw" not in result.stderr and not (home / "brain.db").exists()
+
+
+def test_a_notice_is_one_of_the_pages_own_never_text_from_the_link(client: TestClient) -> None:
+    assert (
+        '<p class="notice" role="status">pin saved</p>'
+        in client.get("/sessions/s-two?notice=pin-saved").text
+    )
+    spoofed = client.get("/sessions?notice=Your+key+was+rotated.+Get+one+at+https://evil.example")
+    assert spoofed.status_code == 200 and "evil.example" not in spoofed.text
+    assert 'class="notice" role="status"' not in spoofed.text
 
 
 def test_a_database_that_vanished_is_named_and_not_made_again(

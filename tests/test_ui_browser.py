@@ -201,7 +201,7 @@ def test_editing_a_pin_is_seen_by_the_cli(page: Any, site: dict[str, Any]) -> No
     field = page.get_by_label("content of branch")
     field.fill("release/2.0")
     field.press("Enter")
-    page.wait_for_url(re.compile(r"notice=pin\+saved"))
+    page.wait_for_url(re.compile(r"notice=pin-saved"))
     assert page.get_by_label("content of branch").input_value() == "release/2.0"
     assert "release/2.0" in cli(site["home"], "pin", "list", "--session-id", "b-two")
 

@@ -43,6 +43,14 @@ log = getLogger("cortex.server")
 
 MAX_FORM_BYTES = 256 * 1024
 TOKEN_HEADER = "x-cortex-token"
+NOTICES = {
+    "pin-saved": "pin saved",
+    "pin-removed": "pin removed",
+    "memory-saved": "memory saved",
+    "memory-forgotten": "memory forgotten",
+}
+"""What a page says after a change, by the code its redirect carries: a link can name a
+notice, never write one (a crafted ``?notice=`` on the sign-in page would read as ours)."""
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -130,7 +138,7 @@ class Ui:
             token=token,
             store_label=label,
             path=request.url.path,
-            notice=request.query_params.get("notice", ""),
+            notice=NOTICES.get(request.query_params.get("notice", ""), ""),
             **context,
         )
         return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)

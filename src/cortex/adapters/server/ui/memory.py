@@ -58,12 +58,12 @@ def routes(ui: Ui) -> list[Route]:
             content=form.get("content"),
             tags=form["tags"] if "tags" in form else None,
         )
-        return f"/memory/{url_part(mid)}?notice=memory+saved"
+        return f"/memory/{url_part(mid)}?notice=memory-saved"
 
     def forget(request: Request, app: Services, form: dict[str, str]) -> str:
         mid = str(request.path_params["memory_id"])
         app.memory.forget(mid, actor="ui")
-        return f"/memory?notice=memory+{url_part(mid)}+forgotten"
+        return "/memory?notice=memory-forgotten"
 
     return [
         Route("/memory", ui.page(memories)),

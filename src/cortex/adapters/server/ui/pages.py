@@ -79,12 +79,12 @@ def routes(ui: Ui) -> list[Route]:
             critical=form.get("critical") == "on",
             confidence=_confidence(form.get("confidence") or "1.0"),
         )
-        return f"/sessions/{url_part(sid)}?notice=pin+saved"
+        return f"/sessions/{url_part(sid)}?notice=pin-saved"
 
     def pin_remove(request: Request, app: Services, form: dict[str, str]) -> str:
         sid = str(request.path_params["session_id"])
         app.sessions.remove_pin(form.get("label", ""), check_id(sid))
-        return f"/sessions/{url_part(sid)}?notice=pin+removed"
+        return f"/sessions/{url_part(sid)}?notice=pin-removed"
 
     def next_start(request: Request, app: Services) -> Response:
         q = request.query_params
