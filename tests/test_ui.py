@@ -23,6 +23,7 @@ from cli_helpers import T0, cortex, ok
 from cortex.adapters.server.ui.local import TOKEN_FILE, install_token, local_app
 from cortex.clock import FixedClock
 from cortex.config import load_config
+from cortex.services.app import Services
 
 # One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
 pytestmark = pytest.mark.xdist_group("test_ui")
@@ -278,6 +279,19 @@ def test_a_notice_is_one_of_the_pages_own_never_text_from_the_link(client: TestC
     spoofed = client.get("/sessions?notice=Your+key+was+rotated.+Get+one+at+https://evil.example")
     assert spoofed.status_code == 200 and "evil.example" not in spoofed.text
     assert 'class="notice" role="status"' not in spoofed.text
+
+
+def test_the_memory_list_pages_older_and_newer(client: TestClient, home: Path) -> None:
+    with Services.open(load_config(home, env={}), FixedClock(LATER)) as app:
+        for n in range(60):
+            app.memory.add(f"paged memory number {n}", project="paging")
+    first = client.get("/memory?project=paging")
+    assert first.text.count("paged memory number") == 50 and 'id="newer"' not in first.text
+    older = re.search(r'href="(/memory\?[^"]+)" id="older"', first.text)
+    assert older is not None and "offset=50" in older[1]
+    second = client.get(html.unescape(older[1]))
+    assert second.text.count("paged memory number") == 10 and 'id="older"' not in second.text
+    assert 'id="newer"' in second.text
 
 
 def test_a_database_that_vanished_is_named_and_not_made_again(

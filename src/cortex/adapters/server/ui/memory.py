@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from cortex.adapters.server.ui.app import Ui
 from cortex.adapters.server.ui.filters import url_part
+from cortex.adapters.server.ui.pages import query_number
 from cortex.core.memory_models import LAYERS, Memory
 from cortex.services.app import Services
 
@@ -25,8 +28,16 @@ def routes(ui: Ui) -> list[Route]:
         if query:
             hits = app.memory.search(query, limit=PAGE, expand=True, **scope)
             rows = [(h.memory, h.score, h.why) for h in hits]
+            offset = 0
         else:
-            rows = [(m, None, "") for m in app.memory.list(limit=PAGE, offset=0, **scope)]
+            offset = query_number(request, "offset", 0, low=0)
+            found = app.memory.list(limit=PAGE, offset=offset, **scope)
+            rows = [(m, None, "") for m in found]
+        kept = {k: v for k, v in (("layer", layer), ("project", project)) if v}
+        pages = {
+            "older": urlencode({**kept, "offset": offset + PAGE}) if len(rows) == PAGE else "",
+            "newer": urlencode({**kept, "offset": max(0, offset - PAGE)}) if offset else "",
+        }
         return ui.render(
             request,
             "memory.html",
@@ -38,6 +49,7 @@ def routes(ui: Ui) -> list[Route]:
                 "layers": LAYERS,
                 "projects": app.dashboard.projects(),
                 "now": app.clock.now(),
+                **pages,
             },
         )
 

@@ -19,7 +19,7 @@ from cortex.services.dashboard import STATUSES
 MAX_LIST = 500
 
 
-def _number(request: Request, name: str, default: int, low: int = 1) -> int:
+def query_number(request: Request, name: str, default: int, low: int = 1) -> int:
     """A whole-number query parameter, ``low`` or more (at most ``MAX_LIST`` for a limit)."""
     raw = request.query_params.get(name) or str(default)
     high = MAX_LIST if name == "limit" else 10**9
@@ -41,7 +41,8 @@ def routes(ui: Ui) -> list[Route]:
     def sessions(request: Request, app: Services) -> Response:
         q = request.query_params
         chosen = {k: q.get(k) or None for k in ("project", "status", "since", "until")}
-        limit, offset = _number(request, "limit", 60), _number(request, "offset", 0, low=0)
+        limit = query_number(request, "limit", 60)
+        offset = query_number(request, "offset", 0, low=0)
         found = app.dashboard.sessions(
             project=chosen["project"],
             status=chosen["status"],
