@@ -193,6 +193,8 @@ def test_tampering_exits_1(home: Path, repo: Path) -> None:
     assert result.stdout == (
         f"MISMATCH:\n  {cid}: the file differs from the stored record (tampered)\n"
         f"  {cid}: the file's SHA-256 differs from the index (tampered)\n"
+        "the store is authoritative: `cortex checkpoint verify --task feat-a --repair` rewrites "
+        "the folder from it (what it replaces is moved aside)\n"
     )
 
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,14 @@ from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import check_slug
 from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, StorageError, ValidationError
-from cortex.files import atomic_write_text, check_id, ensure_dir, file_lock, read_json
+from cortex.files import (
+    atomic_write_text,
+    check_id,
+    ensure_dir,
+    file_lock,
+    quarantine,
+    read_json,
+)
 
 STATUS_FILE = "task-status.json"
 INDEX_FILE = "checkpoint-index.json"
@@ -144,27 +152,35 @@ class TaskFolder:
     def write_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """Write the checkpoint's file, then its index entry; return the entry."""
         self.require()
-        data = checkpoint.to_dict()
-        path = self.checkpoint_path(checkpoint.checkpoint_id)
-        entry = {
-            "checkpoint_id": checkpoint.checkpoint_id,
-            "session_id": checkpoint.session_id,
-            "timestamp": checkpoint.timestamp,
-            "type": checkpoint.type,
-            "gate": checkpoint.gate,
-            "step": checkpoint.step,
-            "summary": checkpoint.summary[:200],
-            "sha256": content_hash(data),
-        }
+        entry = index_entry(checkpoint)
         with file_lock(self.index_path):  # one lock for the file and its entry
-            atomic_write_text(path, _dump(data))
+            self.write_checkpoint_file(checkpoint)
             index = self.index()
             kept = [
                 e for e in index["checkpoints"] if e.get("checkpoint_id") != entry["checkpoint_id"]
             ]
-            index["checkpoints"] = [*kept, entry]
-            atomic_write_text(self.index_path, _dump(index))
+            self.write_index([*kept, entry])
         return entry
+
+    def write_checkpoint_file(self, checkpoint: Checkpoint) -> None:
+        """The checkpoint's file alone (the caller holds the index's lock)."""
+        path = self.checkpoint_path(checkpoint.checkpoint_id)
+        atomic_write_text(path, _dump(checkpoint.to_dict()))
+
+    def write_index(self, entries: list[dict[str, Any]]) -> None:
+        """The index with these entries (the caller holds its lock)."""
+        atomic_write_text(self.index_path, _dump({"task_slug": self.slug, "checkpoints": entries}))
+
+    def index_lock(self) -> AbstractContextManager[None]:
+        """The lock writers of checkpoint files and index entries hold."""
+        return file_lock(self.index_path)
+
+    def set_aside(self, path: Path, stamp: str) -> Path:
+        """Move a file (or whatever stands at ``path``) aside, never deleting it."""
+        moved = quarantine(path, stamp, "set-aside")
+        if os.path.lexists(path):
+            raise StorageError(f"cannot move {path} aside; check permissions on {path.parent}")
+        return moved
 
     def index(self) -> dict[str, Any]:
         data = self._read(self.index_path)
@@ -223,6 +239,20 @@ class TaskFolder:
                 raise StorageError(
                     f"cannot append to {path} ({exc.strerror}); check free space and permissions"
                 ) from exc
+
+
+def index_entry(checkpoint: Checkpoint) -> dict[str, Any]:
+    """A checkpoint's entry in the index: what it is, and the SHA-256 of its content."""
+    return {
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "session_id": checkpoint.session_id,
+        "timestamp": checkpoint.timestamp,
+        "type": checkpoint.type,
+        "gate": checkpoint.gate,
+        "step": checkpoint.step,
+        "summary": checkpoint.summary[:200],
+        "sha256": content_hash(checkpoint.to_dict()),
+    }
 
 
 def new_status(slug: str, title: str, at: str) -> dict[str, Any]:

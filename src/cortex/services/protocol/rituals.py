@@ -302,7 +302,8 @@ def _preconditions(
             "ok": same,
             "detail": "matches the store"
             if same
-            else "missing or differs from the store; run `cortex checkpoint verify`",
+            else "missing or differs from the store; run "
+            f"`cortex checkpoint verify --task {folder.slug} --repair`",
         }
     )
     return checks

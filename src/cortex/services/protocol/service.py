@@ -28,12 +28,17 @@ from cortex.core.lifecycle import (
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.retries import RetryAdvice, RetryLedger
-from cortex.errors import ConflictError, NotFoundError, ValidationError
+from cortex.errors import ConflictError, NotFoundError, StorageError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.protocol import commands
-from cortex.services.protocol.checkpoints import VerifyReport, folder_of, verify_task
+from cortex.services.protocol.checkpoints import (
+    VerifyReport,
+    folder_of,
+    repair_task,
+    verify_task,
+)
 from cortex.services.protocol.folders import TaskFolder
 
 if TYPE_CHECKING:
@@ -199,7 +204,9 @@ class ProtocolService(Service):
         gate = check_gate(gate) if gate else None
         extra = dict(state or {})
         session = self.task_session(slug, session_id)
-        gate = gate or self.folder(slug).status().get("current_gate")
+        folder = self.folder(slug)
+        gate = gate or folder.status().get("current_gate")
+        folder.index()  # a damaged index fails here, before anything is stored
         probe = self._probe(session)  # an outside command: never inside a write transaction
         if probe is not None:
             extra["safety_metrics"] = probe
@@ -216,8 +223,9 @@ class ProtocolService(Service):
                 can_resume=can_resume,
                 strict_mirror=True,
             )
-            if probe is not None and probe["action"] == "degrade_to_sandbox":
-                self._degrade(slug, session, checkpoint)
+        self._published(slug, checkpoint.checkpoint_id)
+        if probe is not None and probe["action"] == "degrade_to_sandbox":
+            self._degrade(slug, session, checkpoint)  # the folder follows the commit
         warnings = []
         if type == "gate_transition" and gate:
             missing = missing_gate_content(gate, checkpoint.state)
@@ -226,6 +234,15 @@ class ProtocolService(Service):
                     f"gate {gate} checkpoints usually carry {', '.join(missing)} in state"
                 )
         return checkpoint, warnings
+
+    def _published(self, slug: str, checkpoint_id: str) -> None:
+        """StorageError when the committed checkpoint did not reach its task folder."""
+        problem = self.compaction.unpublished.pop(checkpoint_id, None)
+        if problem is not None:
+            raise StorageError(
+                f"checkpoint {checkpoint_id} is stored but not in the task folder ({problem}); "
+                f"then run `cortex checkpoint verify --task {slug} --repair`"
+            )
 
     def list_checkpoints(self, slug: str) -> list[Checkpoint]:
         """The task's checkpoints, oldest first."""
@@ -245,11 +262,15 @@ class ProtocolService(Service):
             )
         return found
 
-    def verify(self, slug: str) -> VerifyReport:
-        """Whether files, index and store hold the same checkpoints, unaltered."""
+    def verify(self, slug: str, *, repair: bool = False) -> VerifyReport:
+        """Whether files, index and store hold the same checkpoints, unaltered; with
+        ``repair``, first make the folder agree with the store (``repair_task``)."""
         folder = self.folder(slug)
         folder.status()
-        return verify_task(self.store, folder)
+        repaired = repair_task(self.store, folder, self.now_iso()) if repair else []
+        report = verify_task(self.store, folder)
+        report.repaired = repaired
+        return report
 
     # -- gates -------------------------------------------------------------------------------
     def gates(self) -> list[dict[str, Any]]:
