@@ -123,7 +123,8 @@ def test_a_checkpoint_of_a_task_never_made_points_at_task_init(home: Path, repo:
     idle = run(home, repo, "checkpoint", "create", "--task", "nope", "--summary", "s")
     assert (
         idle.stderr
-        == "error: task nope has no live session; start one with `cortex task start nope`\n"
+        == "error: task nope has no open session; start one with `cortex task start nope` "
+        "(or name one with --session-id)\n"
     )
 
 
@@ -207,3 +208,29 @@ def test_retries_through_the_cli(home: Path, repo: Path) -> None:
         "step G4-1: attempt 3, 3 in a row; diagnose, fix, then retry the step\n"
         "fixer: 3 consecutive failures on step G4-1; only step G4-1, read-only, 10 minutes\n"
     )
+
+
+def test_the_documented_example_with_gaps_longer_than_the_lease(home: Path, repo: Path) -> None:
+    """protocol.md's first example, each command 6 minutes (past lease_seconds) after the last:
+    the task's own session is found again, nothing is recorded as a crash."""
+    at = iter(f"2026-02-16T{9 + m // 60:02d}:{m % 60:02d}:00Z" for m in range(0, 60, 6))
+    assert run(home, repo, "task", "init", "feat-user-auth", now=next(at)).returncode == 0
+    started = run(home, repo, "--json", "task", "start", "feat-user-auth", "--goal", "JWT",
+                  now=next(at))  # fmt: skip
+    sid = json.loads(started.stdout)["session_id"]
+    gate = run(home, repo, "checkpoint", "create", "--task", "feat-user-auth", "--type",
+               "gate_transition", "--gate", "G4", "--summary", "unit tests written",
+               "--state-json", '{"tests": {"passing": 12, "failing": 0, "pending": 2}, '
+               '"decisions": []}', now=next(at))  # fmt: skip
+    assert gate.returncode == 0, gate.stderr
+    ended = run(home, repo, "task", "end", "feat-user-auth", "--outcome", "partial",
+                "--completed", "JWT issue/verify", "--next-step", "refresh tokens",
+                now=next(at))  # fmt: skip
+    assert ended.stdout.splitlines()[0] == f"[cortex] Session end: {sid} outcome=partial"
+    again = run(home, repo, "--json", "task", "start", "feat-user-auth", now=next(at))
+    assert json.loads(again.stdout)["resumed_from"] is not None
+    listed = run(home, repo, "session", "list", "--task", "feat-user-auth", now=next(at)).stdout
+    assert listed.splitlines()[0].startswith(f"{sid}  2026-02-16T09:06  complete ")
+    assert not (home / "tasks" / "feat-user-auth" / "logs" / "incidents.jsonl").exists()
+    verify = run(home, repo, "checkpoint", "verify", "--task", "feat-user-auth", now=next(at))
+    assert verify.stdout == "ok: 2 checkpoints agree\n"

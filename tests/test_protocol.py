@@ -415,7 +415,7 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
     with pytest.raises(NotFoundError, match="cortex task init feat-auth"):
         start(app, repo)
     app.protocol.init_task("feat-auth")
-    with pytest.raises(ConflictError, match="has no live session"):
+    with pytest.raises(ConflictError, match="has no open session"):
         app.protocol.create_checkpoint("feat-auth", summary="x")
     with pytest.raises(ValidationError, match="invalid session id ''"):
         app.protocol.create_checkpoint("feat-auth", summary="x", session_id="")
@@ -554,3 +554,14 @@ def test_a_damaged_task_folder_never_costs_a_compaction_its_checkpoint(
     assert problems[1:] == [f"{run.checkpoint.checkpoint_id}: not in checkpoint-index.json"]
     with pytest.raises(ValidationError, match="checkpoint-index.json is not valid JSON"):
         app.protocol.create_checkpoint("feat-auth", summary="strict")
+
+
+def test_a_start_reads_only_the_end_of_a_long_log(app: Services, repo: Path) -> None:
+    app.protocol.init_task("feat-auth")
+    folder = app.protocol.folder("feat-auth")
+    with folder.log_path.open("ab") as log:
+        log.write(b"\xff old entry\n" * 3_000_000)  # 36 MB, not UTF-8 at the start
+        log.write(b"## Session 2026-02-15 (1h)\n\n**Goal**: the latest\n")
+    tail = folder.read_log()
+    assert len(tail) <= 64 * 1024 and tail.endswith("**Goal**: the latest\n")
+    assert start(app, repo).log_tail.endswith("**Goal**: the latest")

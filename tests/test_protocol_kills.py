@@ -115,3 +115,49 @@ def test_a_damaged_index_fails_a_checkpoint_before_anything_is_written(
     )
     assert repaired.returncode == 0
     ok(cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "x", cwd=repo))
+
+
+def test_an_end_killed_after_the_session_ended_is_finished_by_a_rerun(
+    home: Path, repo: Path
+) -> None:
+    sid = started(home, repo)
+    end = ("task", "end", "t1", "--outcome", "success", "--completed", "all done")
+    killed(home, repo, "cortex.services.protocol.rituals:_close", "after", *end)
+    assert status_of(home)["status"] == "in-progress"
+    rerun = cortex(home, *end, cwd=repo)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.splitlines()[0] == f"[cortex] Session end: {sid} outcome=success"
+    assert status_of(home)["status"] == "complete"
+    again = cortex(home, *end, "--session-id", sid, cwd=repo)
+    assert again.returncode == 0, again.stderr
+    task = home / "tasks" / "t1"
+    log = (task / "work" / "implementation-log.md").read_text()
+    assert log.count("## Session") == 1 and "**Completed**: all done" in log
+    assert [c["type"] for c in stored_checkpoints(home, repo)] == ["session_end"]
+    evidence = (task / "logs" / "sessions.log").read_text()
+    assert evidence.count(f"Session end: {sid}") == 1
+    assert "[t1] t1 [G0] (stage: done" in ok(cortex(home, "task", "list", cwd=repo))
+
+
+def test_an_end_killed_before_the_session_ended_writes_its_checkpoint_once(
+    home: Path, repo: Path
+) -> None:
+    started(home, repo)
+    end = ("task", "end", "t1", "--outcome", "partial", "--decision", "use JWT")
+    killed(home, repo, "cortex.services.protocol.rituals:_close", "before", *end)
+    ok(cortex(home, *end, cwd=repo))
+    assert [c["type"] for c in stored_checkpoints(home, repo)] == ["session_end"]
+    log = (home / "tasks" / "t1" / "work" / "implementation-log.md").read_text()
+    assert log.count("## Session") == 1
+    assert status_of(home)["status"] == "in-progress"
+
+
+def test_a_failing_end_appends_no_log_entry(home: Path, repo: Path) -> None:
+    started(home, repo)
+    (home / "tasks" / "t1" / "json" / "checkpoint-index.json").write_text("{broken")
+    for _ in range(3):
+        failed = cortex(home, "task", "end", "t1", "--outcome", "success", cwd=repo)
+        assert failed.returncode == 1 and "checkpoint-index.json" in failed.stderr
+    log = (home / "tasks" / "t1" / "work" / "implementation-log.md").read_text()
+    assert "## Session" not in log
+    assert list((home / "tasks" / "t1" / "json" / "checkpoints").iterdir()) == []

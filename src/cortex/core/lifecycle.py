@@ -155,13 +155,20 @@ def format_duration(seconds: float) -> str:
 
 
 def format_log_entry(
-    date: str, duration: str, goal: str, completed: str, blocked: str, next_steps: str
+    date: str,
+    duration: str,
+    goal: str,
+    completed: str,
+    blocked: str,
+    next_steps: str,
+    checkpoint_id: str = "",
 ) -> str:
-    """One implementation-log entry in the protocol's template."""
+    """One implementation-log entry in the protocol's template (with the session-end
+    checkpoint's id, by which a rerun of the ritual knows its entry is written)."""
     return (
         f"## Session {date} ({duration})\n\n"
         f"**Goal**: {goal or '-'}\n"
         f"**Completed**: {completed or '-'}\n"
         f"**Blocked**: {blocked or 'none'}\n"
         f"**Next**: {next_steps or '-'}\n"
-    )
+    ) + (f"**Checkpoint**: {checkpoint_id}\n" if checkpoint_id else "")

@@ -42,6 +42,7 @@ STATUS_FILE = "task-status.json"
 INDEX_FILE = "checkpoint-index.json"
 LOG_FILE = "implementation-log.md"
 STATUSES = ("pending", "in-progress", "complete", "blocked")
+LOG_TAIL_BYTES = 64 * 1024  # what a start shows of a log, and where a rerun looks for its entry
 
 
 def content_hash(data: dict[str, Any]) -> str:
@@ -207,30 +208,32 @@ class TaskFolder:
         return self._read(self.checkpoint_path(checkpoint_id))
 
     # -- logs --------------------------------------------------------------------------------
-    def append_log(self, text: str) -> None:
-        """Append ``text`` (redacted) to the implementation log."""
-        self._append(self.log_path, redact(text) + ("" if text.endswith("\n") else "\n"))
+    def append_log(self, text: str, *, once: str | None = None) -> bool:
+        """Append ``text`` (redacted) to the implementation log; with ``once``, only when the
+        log's tail does not hold that key yet (a rerun's entry is not written twice). Returns
+        whether it appended."""
+        text = redact(text) + ("" if text.endswith("\n") else "\n")
+        return self._append(self.log_path, text, once=once)
 
-    def read_log(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path} ({exc.strerror})") from exc
+    def read_log(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+        """The end of the implementation log (its last ``tail_bytes``, however long it grew)."""
+        return _tail(self.log_path, tail_bytes)
 
-    def evidence(self, at: str, line: str) -> None:
-        """Append one evidence line (with its time) to ``logs/sessions.log``."""
-        self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n")
+    def evidence(self, at: str, line: str, *, once: str | None = None) -> bool:
+        """Append one evidence line (with its time) to ``logs/sessions.log``; with ``once``,
+        only when the log's tail does not hold that key yet."""
+        return self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n", once=once)
 
     def incident(self, record: dict[str, Any]) -> None:
         self._append(
             self.logs_dir / "incidents.jsonl", json.dumps(record, ensure_ascii=False) + "\n"
         )
 
-    def _append(self, path: Path, text: str) -> None:
+    def _append(self, path: Path, text: str, *, once: str | None = None) -> bool:
         ensure_dir(path.parent)
         with file_lock(path):
+            if once is not None and once in _tail(path, LOG_TAIL_BYTES):
+                return False
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 with os.fdopen(fd, "a", encoding="utf-8") as handle:
@@ -239,6 +242,21 @@ class TaskFolder:
                 raise StorageError(
                     f"cannot append to {path} ({exc.strerror}); check free space and permissions"
                 ) from exc
+        return True
+
+
+def _tail(path: Path, size: int) -> str:
+    """The last ``size`` bytes of a text file, decoded (a character cut at the start, or a
+    byte that is not UTF-8, becomes U+FFFD); "" when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read(size).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise StorageError(f"cannot read {path} ({exc.strerror}); check permissions") from exc
 
 
 def index_entry(checkpoint: Checkpoint) -> dict[str, Any]:

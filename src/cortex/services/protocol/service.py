@@ -125,8 +125,15 @@ class ProtocolService(Service):
         ]
         return live[-1] if live else None
 
+    def own_session(self, slug: str) -> SessionState | None:
+        """The task's newest open session, even one whose lease lapsed: the commands of one
+        agent may be more than ``lease_seconds`` apart, and until a sweep or another start
+        suspends it nothing else has taken the task over (None: every session ended)."""
+        found = [s for s in self.store.task_sessions(check_slug(slug)) if s.is_open]
+        return found[-1] if found else None
+
     def task_session(self, slug: str, session_id: str | None = None) -> SessionState:
-        """The named session (it must belong to the task), else the task's live session."""
+        """The named session (it must belong to the task), else the task's open session."""
         if session_id is not None:  # "" is refused by check_id, not the live session
             state = self.sessions.get_session(check_id(session_id))
             if state is None or state.task_slug != slug:
@@ -135,13 +142,14 @@ class ProtocolService(Service):
                     f"see `cortex session list --task {slug}`"
                 )
             return state
-        live = self.live_session(slug)
-        if live is None:
+        own = self.own_session(slug)
+        if own is None:
             self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
-                f"task {slug} has no live session; start one with `cortex task start {slug}`"
+                f"task {slug} has no open session; start one with `cortex task start {slug}` "
+                "(or name one with --session-id)"
             )
-        return live
+        return own
 
     def sessions_of(self, slug: str) -> list[SessionState]:
         """The task's sessions, oldest first."""
