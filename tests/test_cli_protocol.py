@@ -234,3 +234,25 @@ def test_the_documented_example_with_gaps_longer_than_the_lease(home: Path, repo
     assert not (home / "tasks" / "feat-user-auth" / "logs" / "incidents.jsonl").exists()
     verify = run(home, repo, "checkpoint", "verify", "--task", "feat-user-auth", now=next(at))
     assert verify.stdout == "ok: 2 checkpoints agree\n"
+
+
+def test_concurrent_starts_of_one_task_converge_on_one_session(home: Path, repo: Path) -> None:
+    assert run(home, repo, "task", "init", "feat-a").returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env.update(CORTEX_HOME=str(home), CORTEX_NOW=T0)
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cortex.entry", "--json", "task", "start", "feat-a"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=repo,
+        )  # fmt: skip
+        for _ in range(8)
+    ]
+    outcomes = [(p.communicate(timeout=60), p.returncode) for p in starts]
+    assert [(rc, err) for (_, err), rc in outcomes] == [(0, "")] * 8
+    reports = [json.loads(out) for (out, _), _ in outcomes]
+    assert len({r["session_id"] for r in reports}) == 1
+    assert {r["state"] for r in reports} == {"ACTIVE"}

@@ -325,8 +325,12 @@ def _record_start(
             protocol.compaction.events.append(
                 session.session_id, line, role="tool", kind="event", meaningful=False, token_count=0
             )
-        if report.healthy and session.state == INIT:
-            report.state = protocol.set_state(session.session_id, ACTIVE).state
+        # Read again under the write lock: a concurrent start of the task may have made it
+        # ACTIVE since, which is this start's outcome too (a rerun), not a move to refuse.
+        current = protocol.sessions.get_session(session.session_id) or session
+        if report.healthy and current.state == INIT:
+            current = protocol.set_state(session.session_id, ACTIVE)
+        report.state = current.state
 
     def change(status: dict[str, Any]) -> None:
         status.update(
