@@ -86,13 +86,13 @@ def test_a_task_through_the_cli(home: Path, repo: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("slug", ["../x", "a/b", "..", "/tmp/x"])
+@pytest.mark.parametrize("slug", ["../x", "a/b", "..", "/tmp/x", ".hidden", "_x"])
 def test_a_slug_that_escapes_is_one_error_line(home: Path, repo: Path, slug: str) -> None:
     result = run(home, repo, "task", "init", slug)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == (
-        f"error: invalid task slug {slug!r}: use 1-80 lowercase letters, digits, '.', '_' or '-' "
-        "(no '/', no '..'), e.g. feat-user-auth\n"
+        f"error: invalid task slug {slug!r}: use 1-80 lowercase letters, digits, '.', '_' or "
+        "'-', starting with a letter or digit (no '/', no '..'), e.g. feat-user-auth\n"
     )
 
 
@@ -256,3 +256,40 @@ def test_concurrent_starts_of_one_task_converge_on_one_session(home: Path, repo:
     reports = [json.loads(out) for (out, _), _ in outcomes]
     assert len({r["session_id"] for r in reports}) == 1
     assert {r["state"] for r in reports} == {"ACTIVE"}
+
+
+def test_a_status_file_with_wrong_types_is_one_error_line(home: Path, repo: Path) -> None:
+    run(home, repo, "task", "init", "t1")
+    path = home / "tasks" / "t1" / "json" / "task-status.json"
+    for status, problem in [
+        ({"current_gate": "G99"}, "current_gate 'G99' is not a gate (G0..G10)"),
+        ({"budget": [1]}, "budget is a list, not dict"),
+        ({"retries": "x"}, "retries is a str, not dict"),
+        ({"status": "done"}, "status 'done' is not one of pending, in-progress, complete, blocked"),
+    ]:
+        path.write_text(json.dumps({"task_slug": "t1", **status}))
+        for args in (("task", "start", "t1"), ("task", "budget", "t1", "--tokens", "10")):
+            result = run(home, repo, *args)
+            assert (result.returncode, result.stderr) == (
+                1,
+                f"error: {path}: {problem}; fix it or move it aside\n",
+            )
+
+
+def test_from_gate_needs_a_checkpoint_at_that_gate(home: Path, repo: Path) -> None:
+    run(home, repo, "task", "init", "t1")
+    run(home, repo, "task", "start", "t1")
+    made = run(home, repo, "checkpoint", "create", "--task", "t1", "--type", "gate_transition",
+               "--gate", "G4", "--summary", "impl",
+               "--state-json", '{"decisions": []}')  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    run(home, repo, "task", "end", "t1", "--outcome", "partial")
+    typo = run(home, repo, "task", "start", "t1", "--from-gate", "G9")
+    assert (typo.returncode, typo.stderr) == (
+        1,
+        "error: task t1 has no checkpoint at gate G9 (checkpoints at: G4); give one of those "
+        "or start without --from-gate\n",
+    )
+    status = json.loads(run(home, repo, "--json", "task", "status", "t1").stdout)
+    assert (status["status"]["current_gate"], status["live_session"]) == ("G4", None)
+    assert run(home, repo, "task", "start", "t1", "--from-gate", "G4").returncode == 0

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex.core.history_models import Checkpoint
-from cortex.core.lifecycle import check_slug
+from cortex.core.lifecycle import GATE_IDS, check_slug
 from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, StorageError, ValidationError
 from cortex.files import (
@@ -138,6 +138,9 @@ class TaskFolder:
                 f"{self.status_path} is not this task's status (expected an object with "
                 f"task_slug {self.slug!r}); fix it or move it aside"
             )
+        problem = status_problem(data)
+        if problem:
+            raise ValidationError(f"{self.status_path}: {problem}; fix it or move it aside")
         return data
 
     def update_status(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -257,6 +260,27 @@ def _tail(path: Path, size: int) -> str:
         return ""
     except OSError as exc:
         raise StorageError(f"cannot read {path} ({exc.strerror}); check permissions") from exc
+
+
+_STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "retries": (dict,),
+    "budget": (dict,),
+    "health": (dict, type(None)),
+    "sandbox": (bool,),
+}
+
+
+def status_problem(status: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a status file that Cortex reads (None: nothing)."""
+    gate = status.get("current_gate")
+    if gate is not None and gate not in GATE_IDS:
+        return f"current_gate {str(gate)[:20]!r} is not a gate (G0..G10)"
+    if status.get("status", "pending") not in STATUSES:
+        return f"status {str(status.get('status'))[:20]!r} is not one of {', '.join(STATUSES)}"
+    for key, types in _STATUS_TYPES.items():
+        if key in status and not isinstance(status[key], types):
+            return f"{key} is a {type(status[key]).__name__}, not {types[0].__name__}"
+    return None
 
 
 def index_entry(checkpoint: Checkpoint) -> dict[str, Any]:

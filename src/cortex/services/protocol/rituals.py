@@ -138,6 +138,8 @@ def start_task(
     folder = protocol.folder(slug)
     status = folder.status()
     gate = check_gate(from_gate) if from_gate else str(status.get("current_gate") or "G0")
+    if from_gate:
+        _require_gate_checkpoint(protocol, slug, gate)
     session_id = check_id(session_id) if session_id else None
     session, preamble = _bind(protocol, folder, session_id, project, agent_id)
     report = StartReport(slug, session.session_id, session.state, True, None, gate, preamble)
@@ -162,6 +164,16 @@ def start_task(
         report.lines.append(goal_line(name, redact(goal.strip())))
     _record_start(protocol, folder, session, report, goal)
     return report
+
+
+def _require_gate_checkpoint(protocol: ProtocolService, slug: str, gate: str) -> None:
+    """ValidationError, naming the gates that have one, when no checkpoint is at ``gate``."""
+    gates = list(dict.fromkeys(c.gate for c in protocol.list_checkpoints(slug) if c.gate))
+    if gate not in gates:
+        raise ValidationError(
+            f"task {slug} has no checkpoint at gate {gate} (checkpoints at: "
+            f"{', '.join(gates) or 'none'}); give one of those or start without --from-gate"
+        )
 
 
 def _bind(
@@ -233,8 +245,7 @@ def _resume_point(
     """The previous session's final checkpoint (the latest at ``gate`` when resuming there)."""
     found = [c for c in protocol.list_checkpoints(slug) if c.session_id != session.session_id]
     if gate:
-        at_gate = [c for c in found if c.gate == gate]
-        found = at_gate or found
+        found = [c for c in found if c.gate == gate] or found
     return found[-1] if found else None
 
 

@@ -343,6 +343,7 @@ class ProtocolService(Service):
         if add_tokens < 0:
             raise ValidationError(f"--tokens {add_tokens} is negative; give 0 or more")
         folder = self.folder(slug)
+        folder.status()  # a damaged status fails first, whatever the session
         with self.sessions.transaction():
             session = self.task_session(slug, session_id)
             sid = session.session_id
