@@ -565,3 +565,17 @@ def test_a_start_reads_only_the_end_of_a_long_log(app: Services, repo: Path) -> 
     tail = folder.read_log()
     assert len(tail) <= 64 * 1024 and tail.endswith("**Goal**: the latest\n")
     assert start(app, repo).log_tail.endswith("**Goal**: the latest")
+
+
+def test_a_credential_used_as_a_state_key_reaches_neither_file_nor_store(
+    app: Services, repo: Path, home: Path
+) -> None:
+    slack = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+    app.protocol.init_task("feat-auth")
+    start(app, repo)
+    made, _ = app.protocol.create_checkpoint("feat-auth", state={slack: "keyval"})
+    assert "keyval" in made.state.values() and slack not in json.dumps(made.to_dict())
+    path = app.protocol.folder("feat-auth").checkpoint_path(made.checkpoint_id)
+    assert slack not in path.read_text()
+    app.close()
+    assert slack.encode() not in (home / "brain.db").read_bytes()
