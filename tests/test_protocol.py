@@ -579,3 +579,25 @@ def test_a_credential_used_as_a_state_key_reaches_neither_file_nor_store(
     assert slack not in path.read_text()
     app.close()
     assert slack.encode() not in (home / "brain.db").read_bytes()
+
+
+def test_verify_reports_a_checkpoint_path_that_is_a_directory_and_goes_on(
+    app: Services, repo: Path
+) -> None:
+    app.protocol.init_task("feat-auth")
+    start(app, repo)
+    a, _ = app.protocol.create_checkpoint("feat-auth", summary="one")
+    b, _ = app.protocol.create_checkpoint("feat-auth", summary="two")
+    folder = app.protocol.folder("feat-auth")
+    folder.checkpoint_path(a.checkpoint_id).unlink()
+    folder.checkpoint_path(a.checkpoint_id).mkdir()
+    folder.checkpoint_path(b.checkpoint_id).unlink()
+    (folder.checkpoints_dir / "ckpt-extra.json").write_text("{}")
+    assert sorted(app.protocol.verify("feat-auth").problems) == sorted([
+        f"{a.checkpoint_id}: {a.checkpoint_id}.json is a directory, not a file",
+        f"{b.checkpoint_id}: no file {b.checkpoint_id}.json",
+        "ckpt-extra: not in the store (a file or index entry with no stored record)",
+        "ckpt-extra: not in checkpoint-index.json",
+        "ckpt-extra: the file fails the checkpoint schema (missing key 'checkpoint_id')",
+    ])  # fmt: skip
+    assert app.protocol.verify("feat-auth", repair=True).ok
