@@ -268,7 +268,12 @@ def test_a_status_file_with_wrong_types_is_one_error_line(home: Path, repo: Path
         ({"status": "done"}, "status 'done' is not one of pending, in-progress, complete, blocked"),
     ]:
         path.write_text(json.dumps({"task_slug": "t1", **status}))
-        for args in (("task", "start", "t1"), ("task", "budget", "t1", "--tokens", "10")):
+        for args in (
+            ("task", "start", "t1"),
+            ("task", "budget", "t1", "--tokens", "10"),
+            ("checkpoint", "create", "--task", "t1"),
+            ("task", "end", "t1", "--outcome", "partial"),
+        ):
             result = run(home, repo, *args)
             assert (result.returncode, result.stderr) == (
                 1,

@@ -211,10 +211,11 @@ class ProtocolService(Service):
             )
         gate = check_gate(gate) if gate else None
         extra = dict(state or {})
-        session = self.task_session(slug, session_id)
         folder = self.folder(slug)
-        gate = gate or folder.status().get("current_gate")
-        folder.index()  # a damaged index fails here, before anything is stored
+        status = folder.status()  # a damaged status or index fails first, storing nothing
+        folder.index()
+        session = self.task_session(slug, session_id)
+        gate = gate or status.get("current_gate")
         probe = self._probe(session)  # an outside command: never inside a write transaction
         if probe is not None:
             extra["safety_metrics"] = probe
