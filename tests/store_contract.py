@@ -463,6 +463,22 @@ class StoreContract:
             store.save_session(session("outer", t(1)))
         assert len(store.list_sessions()) == 2
 
+    def test_after_commit_runs_once_the_outermost_transaction_committed(self, store: Store) -> None:
+        seen: list[str] = []
+        with store.transaction():
+            with store.transaction():
+                store.save_session(session("s1", t(1)))
+                store.after_commit(
+                    lambda: seen.append(f"s1 stored: {bool(store.get_session('s1'))}")
+                )
+            assert seen == []  # the inner block's end is no commit
+        assert seen == ["s1 stored: True"]
+        with pytest.raises(RuntimeError), store.transaction():
+            store.after_commit(lambda: seen.append("rolled back"))
+            raise RuntimeError("boom")
+        store.after_commit(lambda: seen.append("no transaction: at once"))
+        assert seen == ["s1 stored: True", "no transaction: at once"]
+
     def test_store_usable_after_rollback(self, store: Store) -> None:
         with pytest.raises(ValueError), store.transaction():
             with store.transaction():

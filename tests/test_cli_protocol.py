@@ -86,13 +86,13 @@ def test_a_task_through_the_cli(home: Path, repo: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("slug", ["../x", "a/b", "..", "/tmp/x"])
+@pytest.mark.parametrize("slug", ["../x", "a/b", "..", "/tmp/x", ".hidden", "_x"])
 def test_a_slug_that_escapes_is_one_error_line(home: Path, repo: Path, slug: str) -> None:
     result = run(home, repo, "task", "init", slug)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == (
-        f"error: invalid task slug {slug!r}: use 1-80 lowercase letters, digits, '.', '_' or '-' "
-        "(no '/', no '..'), e.g. feat-user-auth\n"
+        f"error: invalid task slug {slug!r}: use 1-80 lowercase letters, digits, '.', '_' or "
+        "'-', starting with a letter or digit (no '/', no '..'), e.g. feat-user-auth\n"
     )
 
 
@@ -123,7 +123,8 @@ def test_a_checkpoint_of_a_task_never_made_points_at_task_init(home: Path, repo:
     idle = run(home, repo, "checkpoint", "create", "--task", "nope", "--summary", "s")
     assert (
         idle.stderr
-        == "error: task nope has no live session; start one with `cortex task start nope`\n"
+        == "error: task nope has no open session; start one with `cortex task start nope` "
+        "(or name one with --session-id)\n"
     )
 
 
@@ -193,6 +194,8 @@ def test_tampering_exits_1(home: Path, repo: Path) -> None:
     assert result.stdout == (
         f"MISMATCH:\n  {cid}: the file differs from the stored record (tampered)\n"
         f"  {cid}: the file's SHA-256 differs from the index (tampered)\n"
+        "the store is authoritative: `cortex checkpoint verify --task feat-a --repair` rewrites "
+        "the folder from it (what it replaces is moved aside)\n"
     )
 
 
@@ -205,3 +208,93 @@ def test_retries_through_the_cli(home: Path, repo: Path) -> None:
         "step G4-1: attempt 3, 3 in a row; diagnose, fix, then retry the step\n"
         "fixer: 3 consecutive failures on step G4-1; only step G4-1, read-only, 10 minutes\n"
     )
+
+
+def test_the_documented_example_with_gaps_longer_than_the_lease(home: Path, repo: Path) -> None:
+    """protocol.md's first example, each command 6 minutes (past lease_seconds) after the last:
+    the task's own session is found again, nothing is recorded as a crash."""
+    at = iter(f"2026-02-16T{9 + m // 60:02d}:{m % 60:02d}:00Z" for m in range(0, 60, 6))
+    assert run(home, repo, "task", "init", "feat-user-auth", now=next(at)).returncode == 0
+    started = run(home, repo, "--json", "task", "start", "feat-user-auth", "--goal", "JWT",
+                  now=next(at))  # fmt: skip
+    sid = json.loads(started.stdout)["session_id"]
+    gate = run(home, repo, "checkpoint", "create", "--task", "feat-user-auth", "--type",
+               "gate_transition", "--gate", "G4", "--summary", "unit tests written",
+               "--state-json", '{"tests": {"passing": 12, "failing": 0, "pending": 2}, '
+               '"decisions": []}', now=next(at))  # fmt: skip
+    assert gate.returncode == 0, gate.stderr
+    ended = run(home, repo, "task", "end", "feat-user-auth", "--outcome", "partial",
+                "--completed", "JWT issue/verify", "--next-step", "refresh tokens",
+                now=next(at))  # fmt: skip
+    assert ended.stdout.splitlines()[0] == f"[cortex] Session end: {sid} outcome=partial"
+    again = run(home, repo, "--json", "task", "start", "feat-user-auth", now=next(at))
+    assert json.loads(again.stdout)["resumed_from"] is not None
+    listed = run(home, repo, "session", "list", "--task", "feat-user-auth", now=next(at)).stdout
+    assert listed.splitlines()[0].startswith(f"{sid}  2026-02-16T09:06  complete ")
+    assert not (home / "tasks" / "feat-user-auth" / "logs" / "incidents.jsonl").exists()
+    verify = run(home, repo, "checkpoint", "verify", "--task", "feat-user-auth", now=next(at))
+    assert verify.stdout == "ok: 2 checkpoints agree\n"
+
+
+def test_concurrent_starts_of_one_task_converge_on_one_session(home: Path, repo: Path) -> None:
+    assert run(home, repo, "task", "init", "feat-a").returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env.update(CORTEX_HOME=str(home), CORTEX_NOW=T0)
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cortex.entry", "--json", "task", "start", "feat-a"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=repo,
+        )  # fmt: skip
+        for _ in range(8)
+    ]
+    outcomes = [(p.communicate(timeout=60), p.returncode) for p in starts]
+    assert [(rc, err) for (_, err), rc in outcomes] == [(0, "")] * 8
+    reports = [json.loads(out) for (out, _), _ in outcomes]
+    assert len({r["session_id"] for r in reports}) == 1
+    assert {r["state"] for r in reports} == {"ACTIVE"}
+
+
+def test_a_status_file_with_wrong_types_is_one_error_line(home: Path, repo: Path) -> None:
+    run(home, repo, "task", "init", "t1")
+    path = home / "tasks" / "t1" / "json" / "task-status.json"
+    for status, problem in [
+        ({"current_gate": "G99"}, "current_gate 'G99' is not a gate (G0..G10)"),
+        ({"budget": [1]}, "budget is a list, not dict"),
+        ({"retries": "x"}, "retries is a str, not dict"),
+        ({"status": "done"}, "status 'done' is not one of pending, in-progress, complete, blocked"),
+    ]:
+        path.write_text(json.dumps({"task_slug": "t1", **status}))
+        for args in (
+            ("task", "start", "t1"),
+            ("task", "budget", "t1", "--tokens", "10"),
+            ("checkpoint", "create", "--task", "t1"),
+            ("task", "end", "t1", "--outcome", "partial"),
+        ):
+            result = run(home, repo, *args)
+            assert (result.returncode, result.stderr) == (
+                1,
+                f"error: {path}: {problem}; fix it or move it aside\n",
+            )
+
+
+def test_from_gate_needs_a_checkpoint_at_that_gate(home: Path, repo: Path) -> None:
+    run(home, repo, "task", "init", "t1")
+    run(home, repo, "task", "start", "t1")
+    made = run(home, repo, "checkpoint", "create", "--task", "t1", "--type", "gate_transition",
+               "--gate", "G4", "--summary", "impl",
+               "--state-json", '{"decisions": []}')  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    run(home, repo, "task", "end", "t1", "--outcome", "partial")
+    typo = run(home, repo, "task", "start", "t1", "--from-gate", "G9")
+    assert (typo.returncode, typo.stderr) == (
+        1,
+        "error: task t1 has no checkpoint at gate G9 (checkpoints at: G4); give one of those "
+        "or start without --from-gate\n",
+    )
+    status = json.loads(run(home, repo, "--json", "task", "status", "t1").stdout)
+    assert (status["status"]["current_gate"], status["live_session"]) == ("G4", None)
+    assert run(home, repo, "task", "start", "t1", "--from-gate", "G4").returncode == 0

@@ -3,6 +3,7 @@ source-of-truth rule, the triggers, the layouts, redaction and bad files."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import tracemalloc
@@ -355,6 +356,23 @@ def test_non_utf8_bytes_are_named_and_the_original_is_kept(
     assert contents(app) == ["caf\ufffd au lait", "fine line", "\ufffd\ufffd broken"]
     (ws / "memory.md").read_text(encoding="utf-8")  # valid UTF-8 now
     assert not fm.sync().changed
+
+
+def test_the_copy_of_a_non_utf8_file_is_redacted_and_private(
+    app: Services, fm: FileModeService, ws: Path
+) -> None:
+    ws.mkdir()
+    (ws / "memory.md").write_bytes(b"- caf\xe9 key AKIAIOSFODNN7EXAMPLE\n- fine line\n")
+    old_umask = os.umask(0o022)
+    try:
+        fm.sync()
+    finally:
+        os.umask(old_umask)
+    (copy,) = ws.glob("memory.md.invalid-utf8-*")
+    assert b"AKIAIOSFODNN7EXAMPLE" not in copy.read_bytes()
+    assert copy.read_bytes().startswith(b"- caf\xe9 key ")  # the bytes it was kept for
+    assert copy.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in ws.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_a_50_mb_daily_log_is_read_in_bounded_memory(

@@ -415,7 +415,7 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
     with pytest.raises(NotFoundError, match="cortex task init feat-auth"):
         start(app, repo)
     app.protocol.init_task("feat-auth")
-    with pytest.raises(ConflictError, match="has no live session"):
+    with pytest.raises(ConflictError, match="has no open session"):
         app.protocol.create_checkpoint("feat-auth", summary="x")
     with pytest.raises(ValidationError, match="invalid session id ''"):
         app.protocol.create_checkpoint("feat-auth", summary="x", session_id="")
@@ -554,3 +554,50 @@ def test_a_damaged_task_folder_never_costs_a_compaction_its_checkpoint(
     assert problems[1:] == [f"{run.checkpoint.checkpoint_id}: not in checkpoint-index.json"]
     with pytest.raises(ValidationError, match="checkpoint-index.json is not valid JSON"):
         app.protocol.create_checkpoint("feat-auth", summary="strict")
+
+
+def test_a_start_reads_only_the_end_of_a_long_log(app: Services, repo: Path) -> None:
+    app.protocol.init_task("feat-auth")
+    folder = app.protocol.folder("feat-auth")
+    with folder.log_path.open("ab") as log:
+        log.write(b"\xff old entry\n" * 3_000_000)  # 36 MB, not UTF-8 at the start
+        log.write(b"## Session 2026-02-15 (1h)\n\n**Goal**: the latest\n")
+    tail = folder.read_log()
+    assert len(tail) <= 64 * 1024 and tail.endswith("**Goal**: the latest\n")
+    assert start(app, repo).log_tail.endswith("**Goal**: the latest")
+
+
+def test_a_credential_used_as_a_state_key_reaches_neither_file_nor_store(
+    app: Services, repo: Path, home: Path
+) -> None:
+    slack = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+    app.protocol.init_task("feat-auth")
+    start(app, repo)
+    made, _ = app.protocol.create_checkpoint("feat-auth", state={slack: "keyval"})
+    assert "keyval" in made.state.values() and slack not in json.dumps(made.to_dict())
+    path = app.protocol.folder("feat-auth").checkpoint_path(made.checkpoint_id)
+    assert slack not in path.read_text()
+    app.close()
+    assert slack.encode() not in (home / "brain.db").read_bytes()
+
+
+def test_verify_reports_a_checkpoint_path_that_is_a_directory_and_goes_on(
+    app: Services, repo: Path
+) -> None:
+    app.protocol.init_task("feat-auth")
+    start(app, repo)
+    a, _ = app.protocol.create_checkpoint("feat-auth", summary="one")
+    b, _ = app.protocol.create_checkpoint("feat-auth", summary="two")
+    folder = app.protocol.folder("feat-auth")
+    folder.checkpoint_path(a.checkpoint_id).unlink()
+    folder.checkpoint_path(a.checkpoint_id).mkdir()
+    folder.checkpoint_path(b.checkpoint_id).unlink()
+    (folder.checkpoints_dir / "ckpt-extra.json").write_text("{}")
+    assert sorted(app.protocol.verify("feat-auth").problems) == sorted([
+        f"{a.checkpoint_id}: {a.checkpoint_id}.json is a directory, not a file",
+        f"{b.checkpoint_id}: no file {b.checkpoint_id}.json",
+        "ckpt-extra: not in the store (a file or index entry with no stored record)",
+        "ckpt-extra: not in checkpoint-index.json",
+        "ckpt-extra: the file fails the checkpoint schema (missing key 'checkpoint_id')",
+    ])  # fmt: skip
+    assert app.protocol.verify("feat-auth", repair=True).ok

@@ -263,3 +263,13 @@ def test_no_credential_text_is_quiet(text: str):
 def test_prose_is_quiet():
     assert _quiet("Decided to use kafka for queues in proj-01 because redis was too slow")
     assert not _quiet("we moved to an infrastructure-as-code setup")  # 20+ characters
+
+
+def test_a_credential_used_as_a_key_is_redacted_and_no_entry_is_lost() -> None:
+    slack = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+    aws = "AKIAIOSFODNN7EXAMPLE"
+    value = {"state": {slack: "keyval", aws: "other", "files": 1}}
+    redacted = redact_value(value)
+    assert slack not in str(redacted) and aws not in str(redacted)
+    assert sorted(redacted["state"].values(), key=str) == [1, "keyval", "other"]
+    assert redact_value(redacted) == redacted

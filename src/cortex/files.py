@@ -190,10 +190,10 @@ def read_json(target: Path) -> Any:
     return json.loads(raw.decode("utf-8"))
 
 
-def quarantine(target: Path, stamp: str) -> Path:
+def quarantine(target: Path, stamp: str, label: str = "corrupt") -> Path:
     """Move a corrupt file aside (never delete it) and return where it went."""
     safe_stamp = re.sub(r"[^0-9A-Za-z]", "", stamp)
-    dest = target.with_name(f"{target.name}.corrupt-{safe_stamp}")
+    dest = target.with_name(f"{target.name}.{label}-{safe_stamp}")
     with contextlib.suppress(OSError):
         os.replace(target, dest)
     return dest

@@ -114,11 +114,12 @@ _SLUG = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")
 
 
 def check_slug(slug: str) -> str:
-    """``slug`` when it is safe as one directory name: 1-80 of a-z 0-9 . _ -, no ``..``."""
+    """``slug`` when it is safe as one directory name: 1-80 of a-z 0-9 . _ -, starting with a
+    letter or digit, no ``..``."""
     if not isinstance(slug, str) or not _SLUG.fullmatch(slug) or ".." in slug:
         raise UnsafeIdError(
             f"invalid task slug {str(slug)[:60]!r}: use 1-80 lowercase letters, digits, '.', "
-            "'_' or '-' (no '/', no '..'), e.g. feat-user-auth"
+            "'_' or '-', starting with a letter or digit (no '/', no '..'), e.g. feat-user-auth"
         )
     return slug
 
@@ -155,13 +156,20 @@ def format_duration(seconds: float) -> str:
 
 
 def format_log_entry(
-    date: str, duration: str, goal: str, completed: str, blocked: str, next_steps: str
+    date: str,
+    duration: str,
+    goal: str,
+    completed: str,
+    blocked: str,
+    next_steps: str,
+    checkpoint_id: str = "",
 ) -> str:
-    """One implementation-log entry in the protocol's template."""
+    """One implementation-log entry in the protocol's template (with the session-end
+    checkpoint's id, by which a rerun of the ritual knows its entry is written)."""
     return (
         f"## Session {date} ({duration})\n\n"
         f"**Goal**: {goal or '-'}\n"
         f"**Completed**: {completed or '-'}\n"
         f"**Blocked**: {blocked or 'none'}\n"
         f"**Next**: {next_steps or '-'}\n"
-    )
+    ) + (f"**Checkpoint**: {checkpoint_id}\n" if checkpoint_id else "")

@@ -376,20 +376,39 @@ def refuse_secret(value: str | None, what: str) -> str | None:
 
 
 def redact_value(value: Any) -> Any:
-    """Redact every string inside ``value`` (dicts, lists, tuples), keeping keys and shape.
+    """Redact every string inside ``value`` (dicts, lists, tuples), keys too, keeping shape.
 
     A string stored under a secret-looking key (``password``, ``api_key``, ``token``...) is
-    replaced whole, since the value alone may not look like a credential.
+    replaced whole, since the value alone may not look like a credential. A key that holds a
+    credential is redacted like any text; two keys that redact alike are both kept, the
+    second with `` #2`` (and so on) after it.
     """
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {key: _redact_item(key, item) for key, item in value.items()}
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            out[_redacted_key(key, out)] = _redact_item(key, item)
+        return out
     if isinstance(value, list):
         return [redact_value(item) for item in value]
     if isinstance(value, tuple):
         return tuple(redact_value(item) for item in value)
     return value
+
+
+def _redacted_key(key: Any, taken: dict[Any, Any]) -> Any:
+    """``key`` redacted, made unique among ``taken`` when redaction changed it."""
+    if not isinstance(key, str):
+        return key
+    clean = redact(key)
+    if clean == key:
+        return key
+    unique, n = clean, 1
+    while unique in taken:
+        n += 1
+        unique = f"{clean} #{n}"
+    return unique
 
 
 def _redact_item(key: Any, item: Any) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from cortex.clock import Clock, parse_time
 from cortex.config import Config
@@ -203,6 +204,8 @@ class CompactionService(Service):
         super().__init__(store, config, clock)
         self.events = events or EventLog(store, config, self.clock)
         self.metrics = metrics
+        self.unpublished: dict[str, str] = {}
+        """Why a strict checkpoint's task folder was not written after its commit, by id."""
 
     def status(self, session_id: str, *, semantic_hint: bool = False) -> SessionStatus:
         """The session's derived status and whether compaction is due (and why)."""
@@ -234,9 +237,13 @@ class CompactionService(Service):
         The checkpoint must pass the protocol's schema (``cortex.core.checkpoint_schema``);
         ``extra_state`` adds to (or replaces parts of) its ``state``, e.g. structured
         ``decisions``, ``tests`` or ``safety_metrics``. A session bound to a task also gets
-        the checkpoint in its task folder (file and index) and in memory; a failure there
-        is logged unless ``strict_mirror``, so that a harness's compaction never loses its
-        checkpoint to a damaged task folder (``cortex checkpoint verify`` finds the gap).
+        the checkpoint in memory (in this transaction) and, once the store committed it, in
+        its task folder (file, index, status, evidence line): a kill or failure before the
+        commit leaves no trace of it in the folder. A failure there is logged, so that a
+        harness's compaction never loses its checkpoint to a damaged task folder (``cortex
+        checkpoint verify`` finds the gap, ``--repair`` fills it); with ``strict_mirror`` a
+        failure of the memory mirror rolls the checkpoint back, and one of the folder is kept
+        in ``unpublished`` (by checkpoint id) for the caller to report.
         """
         if type not in CHECKPOINT_TYPES:
             raise ValidationError(
@@ -273,15 +280,27 @@ class CompactionService(Service):
         return checkpoint
 
     def _mirror(self, state: SessionState, checkpoint: Checkpoint, strict: bool) -> None:
-        """The checkpoint in the session's task folder and in memory."""
-        from cortex.services.protocol.checkpoints import mirror_checkpoint
+        """The checkpoint in memory now, and in the session's task folder after the commit."""
+        from cortex.services.protocol.checkpoints import mirror_memory
 
         try:
-            mirror_checkpoint(self.store, self.config, self.clock, state, checkpoint)
+            mirror_memory(self.store, self.config, self.clock, state, checkpoint)
         except CortexError as exc:
             if strict:
                 raise
+            log.warning("checkpoint %s not mirrored into memory: %s", checkpoint.checkpoint_id, exc)
+        self.store.after_commit(partial(self._publish, state, checkpoint, strict))
+
+    def _publish(self, state: SessionState, checkpoint: Checkpoint, strict: bool) -> None:
+        """The committed checkpoint in its task folder; a failure is logged (and kept)."""
+        from cortex.services.protocol.checkpoints import publish_checkpoint
+
+        try:
+            publish_checkpoint(self.config, self.clock, state, checkpoint)
+        except CortexError as exc:
             log.warning("checkpoint %s kept in the store only: %s", checkpoint.checkpoint_id, exc)
+            if strict:
+                self.unpublished[checkpoint.checkpoint_id] = str(exc)
 
     def _survivors(
         self, state: SessionState, decisions: Sequence[str], files: Sequence[str]

@@ -618,6 +618,14 @@ class Store(
         """One write transaction; nested calls join it; an exception rolls it back."""
         ...
 
+    def after_commit(self, step: Callable[[], object]) -> None:
+        """Run ``step`` once the transaction open now commits (at once when none is open); a
+        rollback drops it. For what mirrors a commit outside the store (a task folder's
+        files): a kill or failure before the commit then leaves no mirror of a change the
+        store never made. ``step`` handles its own failures; one it raises reaches the caller
+        of the outermost transaction, whose changes stay committed."""
+        ...
+
     def check_integrity(self) -> list[str]:
         """Problems the backend's own consistency check finds; empty when healthy."""
         ...

@@ -421,22 +421,33 @@ def checkpoint_show(rt: Runtime, checkpoint_id: str) -> None:
 
 @checkpoint.command("verify", context_settings=CONTEXT)
 @TASK_OPTION
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First make the folder agree with the store: write missing or differing files from "
+    "it, rebuild the index, move files it does not hold aside.",
+)
 @pass_rt
 @click.pass_context
-def checkpoint_verify(ctx: click.Context, rt: Runtime, slug: str) -> None:
+def checkpoint_verify(ctx: click.Context, rt: Runtime, slug: str, repair: bool) -> None:
     """Check that files, index and store hold the same checkpoints (exit 1 if not).
 
     \b
     Example:
       cortex checkpoint verify --task feat-user-auth
+      cortex checkpoint verify --task feat-user-auth --repair
     """
-    report = rt.services.protocol.verify(slug)
-    rt.emit(
-        report.to_dict(),
-        f"ok: {report.stored} checkpoints agree"
-        if report.ok
-        else "MISMATCH:\n" + "\n".join(f"  {p}" for p in report.problems),
-    )
+    report = rt.services.protocol.verify(slug, repair=repair)
+    lines = [f"repaired: {r}" for r in report.repaired]
+    if report.ok:
+        lines.append(f"ok: {report.stored} checkpoints agree")
+    else:
+        lines += ["MISMATCH:", *(f"  {p}" for p in report.problems)]
+        lines.append(
+            f"the store is authoritative: `cortex checkpoint verify --task {slug} --repair` "
+            "rewrites the folder from it (what it replaces is moved aside)"
+        )
+    rt.emit(report.to_dict(), "\n".join(lines))
     if not report.ok:
         ctx.exit(1)
 

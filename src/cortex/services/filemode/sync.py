@@ -227,7 +227,7 @@ class Sync:
         if current is not None and self._is_current(rel, rendering):
             return
         if damaged:
-            kept = self.ws.keep_copy(rel, damaged)
+            kept = self.ws.keep_copy(rel, damaged, self.service.redacted)
             self.report.notes.append(f"{rel}: the file as it was is kept in {kept}")
         self.ws.rewrite(rel, self.service.redacted(rendering.text))
         self.report.rewritten = True

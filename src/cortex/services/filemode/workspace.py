@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,18 +170,29 @@ class Workspace:
     def rewrite(self, rel: str, text: str) -> None:
         atomic_write_text(self.path(rel), text)
 
-    def keep_copy(self, rel: str, suffix: str) -> str | None:
-        """Copy a file aside before it is rewritten (its bytes could not be kept otherwise)."""
+    def keep_copy(self, rel: str, suffix: str, clean: Callable[[str], str]) -> str | None:
+        """Copy a file aside before it is rewritten (its bytes could not be kept otherwise):
+        its text passed through ``clean`` (redaction; bytes that are not UTF-8 kept as they
+        are), 0600, and whole or not at all (written aside, then linked into place)."""
         source = self.path(rel)
         target = source.with_name(f"{source.name}.{suffix}")
+        tmp = source.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            data = source.read_bytes()
-            with target.open("xb") as handle:
+            text = source.read_bytes().decode("utf-8", errors="surrogateescape")
+            data = clean(text).encode("utf-8", errors="surrogateescape")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(fd, 0o600)  # whatever the umask
                 handle.write(data)
-        except FileExistsError:
-            pass
+                handle.flush()
+                os.fsync(fd)
+            with contextlib.suppress(FileExistsError):  # a copy of an earlier run stays
+                os.link(tmp, target)
         except OSError as exc:
             raise StorageError(f"cannot keep a copy of {source} ({exc.strerror})") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return self.rel(target)
 
     def append(self, rel: str, block: str, marker: str, day: str) -> bool:

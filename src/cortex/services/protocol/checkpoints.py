@@ -4,6 +4,7 @@ memory mirror (so checkpoints are searchable); and the check that files, index a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,8 +15,8 @@ from cortex.core.checkpoint_schema import checkpoint_problems
 from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import checkpoint_line
 from cortex.core.models import SessionState
-from cortex.errors import ValidationError
-from cortex.services.protocol.folders import TaskFolder, content_hash
+from cortex.errors import CortexError, StorageError, ValidationError
+from cortex.services.protocol.folders import TaskFolder, content_hash, index_entry
 
 if TYPE_CHECKING:
     from cortex.store.protocol import Store
@@ -52,13 +53,37 @@ def checkpoint_text(slug: str, checkpoint: Checkpoint) -> str:
     return "\n".join(parts)
 
 
-def mirror_checkpoint(
+def mirror_memory(
     store: Store, config: Config, clock: Clock, state: SessionState, checkpoint: Checkpoint
-) -> dict[str, Any]:
-    """Write a task-bound session's checkpoint to its task folder (file, index), log the
-    evidence line and mirror it into memory; return the index entry."""
-    from cortex.clock import to_iso
+) -> None:
+    """Mirror a task-bound session's checkpoint into memory (in the checkpoint's transaction:
+    the memory is stored with it or not at all)."""
     from cortex.services.memory import MemoryService
+
+    assert state.task_slug is not None
+    MemoryService(store, config, clock).add(
+        checkpoint_text(state.task_slug, checkpoint),
+        type=MEMORY_TYPE,
+        project=state.project,
+        user_id=state.user_id,
+        tags=["checkpoint", state.task_slug, checkpoint.type],
+        upsert_key=f"checkpoint:{checkpoint.checkpoint_id}",
+        session_id=state.session_id,
+        actor="protocol",
+    )
+
+
+def publish_checkpoint(
+    config: Config, clock: Clock, state: SessionState, checkpoint: Checkpoint
+) -> dict[str, Any]:
+    """Once the store committed a task-bound session's checkpoint: its file and index entry,
+    the task's status (gate, last session) and the evidence line; return the index entry.
+
+    Runs after the commit, so a kill or failure before it leaves nothing in the folder for a
+    checkpoint the store does not hold; one after it leaves a stored checkpoint missing from
+    the folder, which ``cortex checkpoint verify --repair`` writes from the store.
+    """
+    from cortex.clock import to_iso
 
     assert state.task_slug is not None
     at = to_iso(clock.now())
@@ -75,16 +100,6 @@ def mirror_checkpoint(
 
     folder.update_status(touch)
     folder.evidence(at, checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id))
-    MemoryService(store, config, clock).add(
-        checkpoint_text(state.task_slug, checkpoint),
-        type=MEMORY_TYPE,
-        project=state.project,
-        user_id=state.user_id,
-        tags=["checkpoint", state.task_slug, checkpoint.type],
-        upsert_key=f"checkpoint:{checkpoint.checkpoint_id}",
-        session_id=state.session_id,
-        actor="protocol",
-    )
     return entry
 
 
@@ -97,6 +112,7 @@ class VerifyReport:
     indexed: int = 0
     stored: int = 0
     problems: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -110,6 +126,7 @@ class VerifyReport:
             "indexed": self.indexed,
             "stored": self.stored,
             "problems": self.problems,
+            "repaired": self.repaired,
         }
 
 
@@ -138,6 +155,49 @@ def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
     return report
 
 
+def repair_task(store: Store, folder: TaskFolder, stamp: str) -> list[str]:
+    """Make the folder agree with the store, where a checkpoint commits: write each stored
+    checkpoint's missing or differing file and rebuild the index from the store; a file with
+    no stored record, or one replaced, and an unreadable index are moved aside, never
+    deleted. Returns what it did, one line each."""
+    done: list[str] = []
+    with folder.index_lock():  # checkpoints are published under it after their commit,
+        stored = {  # so each file here belongs to a checkpoint this read sees
+            c.checkpoint_id: c for c in store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
+        }
+        try:
+            entries = folder.index()["checkpoints"]
+        except ValidationError:
+            entries = None
+            moved = folder.set_aside(folder.index_path, stamp)
+            done.append(f"moved the unreadable {folder.index_path.name} aside to {moved.name}")
+        for cid, path in folder.checkpoint_files().items():
+            if cid not in stored:
+                moved = folder.set_aside(path, stamp)
+                done.append(f"{cid}: not in the store; moved {path.name} aside to {moved.name}")
+        for cid, checkpoint in stored.items():
+            path = folder.checkpoint_path(cid)
+            if _file_matches(folder, checkpoint):
+                continue
+            if os.path.lexists(path):
+                moved = folder.set_aside(path, stamp)
+                done.append(f"{cid}: moved the differing {path.name} aside to {moved.name}")
+            folder.write_checkpoint_file(checkpoint)
+            done.append(f"{cid}: wrote {path.name} from the store")
+        wanted = [index_entry(c) for c in stored.values()]
+        if entries != wanted:
+            folder.write_index(wanted)
+            done.append(f"rebuilt {folder.index_path.name} from the store ({len(wanted)} entries)")
+    return done
+
+
+def _file_matches(folder: TaskFolder, checkpoint: Checkpoint) -> bool:
+    try:
+        return bool(folder.read_checkpoint_file(checkpoint.checkpoint_id) == checkpoint.to_dict())
+    except CortexError:  # unreadable, not JSON, a directory: it does not match
+        return False
+
+
 def _disagreements(
     folder: TaskFolder,
     cid: str,
@@ -153,10 +213,15 @@ def _disagreements(
     if not has_file:
         problems.append(f"{cid}: no file {cid}.json")
         return problems
+    path = folder.checkpoint_path(cid)
+    if path.is_dir():
+        return [*problems, f"{cid}: {path.name} is a directory, not a file"]
     try:
         data = folder.read_checkpoint_file(cid)
     except ValidationError:
         return [*problems, f"{cid}: the file is not valid JSON (tampered or damaged)"]
+    except StorageError as exc:  # unreadable: one more problem, and the others still reported
+        return [*problems, f"{cid}: the file cannot be read ({exc.__cause__ or exc})"]
     schema = checkpoint_problems(data)
     if schema:
         problems.append(f"{cid}: the file fails the checkpoint schema ({schema[0]})")

@@ -21,19 +21,28 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from cortex.core.history_models import Checkpoint
-from cortex.core.lifecycle import check_slug
+from cortex.core.lifecycle import GATE_IDS, check_slug
 from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, StorageError, ValidationError
-from cortex.files import atomic_write_text, check_id, ensure_dir, file_lock, read_json
+from cortex.files import (
+    atomic_write_text,
+    check_id,
+    ensure_dir,
+    file_lock,
+    quarantine,
+    read_json,
+)
 
 STATUS_FILE = "task-status.json"
 INDEX_FILE = "checkpoint-index.json"
 LOG_FILE = "implementation-log.md"
 STATUSES = ("pending", "in-progress", "complete", "blocked")
+LOG_TAIL_BYTES = 64 * 1024  # what a start shows of a log, and where a rerun looks for its entry
 
 
 def content_hash(data: dict[str, Any]) -> str:
@@ -129,6 +138,9 @@ class TaskFolder:
                 f"{self.status_path} is not this task's status (expected an object with "
                 f"task_slug {self.slug!r}); fix it or move it aside"
             )
+        problem = status_problem(data)
+        if problem:
+            raise ValidationError(f"{self.status_path}: {problem}; fix it or move it aside")
         return data
 
     def update_status(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -144,27 +156,35 @@ class TaskFolder:
     def write_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """Write the checkpoint's file, then its index entry; return the entry."""
         self.require()
-        data = checkpoint.to_dict()
-        path = self.checkpoint_path(checkpoint.checkpoint_id)
-        entry = {
-            "checkpoint_id": checkpoint.checkpoint_id,
-            "session_id": checkpoint.session_id,
-            "timestamp": checkpoint.timestamp,
-            "type": checkpoint.type,
-            "gate": checkpoint.gate,
-            "step": checkpoint.step,
-            "summary": checkpoint.summary[:200],
-            "sha256": content_hash(data),
-        }
+        entry = index_entry(checkpoint)
         with file_lock(self.index_path):  # one lock for the file and its entry
-            atomic_write_text(path, _dump(data))
+            self.write_checkpoint_file(checkpoint)
             index = self.index()
             kept = [
                 e for e in index["checkpoints"] if e.get("checkpoint_id") != entry["checkpoint_id"]
             ]
-            index["checkpoints"] = [*kept, entry]
-            atomic_write_text(self.index_path, _dump(index))
+            self.write_index([*kept, entry])
         return entry
+
+    def write_checkpoint_file(self, checkpoint: Checkpoint) -> None:
+        """The checkpoint's file alone (the caller holds the index's lock)."""
+        path = self.checkpoint_path(checkpoint.checkpoint_id)
+        atomic_write_text(path, _dump(checkpoint.to_dict()))
+
+    def write_index(self, entries: list[dict[str, Any]]) -> None:
+        """The index with these entries (the caller holds its lock)."""
+        atomic_write_text(self.index_path, _dump({"task_slug": self.slug, "checkpoints": entries}))
+
+    def index_lock(self) -> AbstractContextManager[None]:
+        """The lock writers of checkpoint files and index entries hold."""
+        return file_lock(self.index_path)
+
+    def set_aside(self, path: Path, stamp: str) -> Path:
+        """Move a file (or whatever stands at ``path``) aside, never deleting it."""
+        moved = quarantine(path, stamp, "set-aside")
+        if os.path.lexists(path):
+            raise StorageError(f"cannot move {path} aside; check permissions on {path.parent}")
+        return moved
 
     def index(self) -> dict[str, Any]:
         data = self._read(self.index_path)
@@ -191,30 +211,32 @@ class TaskFolder:
         return self._read(self.checkpoint_path(checkpoint_id))
 
     # -- logs --------------------------------------------------------------------------------
-    def append_log(self, text: str) -> None:
-        """Append ``text`` (redacted) to the implementation log."""
-        self._append(self.log_path, redact(text) + ("" if text.endswith("\n") else "\n"))
+    def append_log(self, text: str, *, once: str | None = None) -> bool:
+        """Append ``text`` (redacted) to the implementation log; with ``once``, only when the
+        log's tail does not hold that key yet (a rerun's entry is not written twice). Returns
+        whether it appended."""
+        text = redact(text) + ("" if text.endswith("\n") else "\n")
+        return self._append(self.log_path, text, once=once)
 
-    def read_log(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path} ({exc.strerror})") from exc
+    def read_log(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+        """The end of the implementation log (its last ``tail_bytes``, however long it grew)."""
+        return _tail(self.log_path, tail_bytes)
 
-    def evidence(self, at: str, line: str) -> None:
-        """Append one evidence line (with its time) to ``logs/sessions.log``."""
-        self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n")
+    def evidence(self, at: str, line: str, *, once: str | None = None) -> bool:
+        """Append one evidence line (with its time) to ``logs/sessions.log``; with ``once``,
+        only when the log's tail does not hold that key yet."""
+        return self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n", once=once)
 
     def incident(self, record: dict[str, Any]) -> None:
         self._append(
             self.logs_dir / "incidents.jsonl", json.dumps(record, ensure_ascii=False) + "\n"
         )
 
-    def _append(self, path: Path, text: str) -> None:
+    def _append(self, path: Path, text: str, *, once: str | None = None) -> bool:
         ensure_dir(path.parent)
         with file_lock(path):
+            if once is not None and once in _tail(path, LOG_TAIL_BYTES):
+                return False
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 with os.fdopen(fd, "a", encoding="utf-8") as handle:
@@ -223,6 +245,56 @@ class TaskFolder:
                 raise StorageError(
                     f"cannot append to {path} ({exc.strerror}); check free space and permissions"
                 ) from exc
+        return True
+
+
+def _tail(path: Path, size: int) -> str:
+    """The last ``size`` bytes of a text file, decoded (a character cut at the start, or a
+    byte that is not UTF-8, becomes U+FFFD); "" when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read(size).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise StorageError(f"cannot read {path} ({exc.strerror}); check permissions") from exc
+
+
+_STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "retries": (dict,),
+    "budget": (dict,),
+    "health": (dict, type(None)),
+    "sandbox": (bool,),
+}
+
+
+def status_problem(status: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a status file that Cortex reads (None: nothing)."""
+    gate = status.get("current_gate")
+    if gate is not None and gate not in GATE_IDS:
+        return f"current_gate {str(gate)[:20]!r} is not a gate (G0..G10)"
+    if status.get("status", "pending") not in STATUSES:
+        return f"status {str(status.get('status'))[:20]!r} is not one of {', '.join(STATUSES)}"
+    for key, types in _STATUS_TYPES.items():
+        if key in status and not isinstance(status[key], types):
+            return f"{key} is a {type(status[key]).__name__}, not {types[0].__name__}"
+    return None
+
+
+def index_entry(checkpoint: Checkpoint) -> dict[str, Any]:
+    """A checkpoint's entry in the index: what it is, and the SHA-256 of its content."""
+    return {
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "session_id": checkpoint.session_id,
+        "timestamp": checkpoint.timestamp,
+        "type": checkpoint.type,
+        "gate": checkpoint.gate,
+        "step": checkpoint.step,
+        "summary": checkpoint.summary[:200],
+        "sha256": content_hash(checkpoint.to_dict()),
+    }
 
 
 def new_status(slug: str, title: str, at: str) -> dict[str, Any]:

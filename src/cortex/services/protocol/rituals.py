@@ -138,13 +138,15 @@ def start_task(
     folder = protocol.folder(slug)
     status = folder.status()
     gate = check_gate(from_gate) if from_gate else str(status.get("current_gate") or "G0")
+    if from_gate:
+        _require_gate_checkpoint(protocol, slug, gate)
     session_id = check_id(session_id) if session_id else None
     session, preamble = _bind(protocol, folder, session_id, project, agent_id)
     report = StartReport(slug, session.session_id, session.state, True, None, gate, preamble)
     report.sandbox = bool(status.get("sandbox"))
     resume = _resume_point(protocol, slug, session, from_gate and gate)
     report.recalled = _recall(protocol, slug, session.project)
-    report.log_tail = folder.read_log()[-LOG_TAIL_CHARS:].strip()
+    report.log_tail = folder.read_log(LOG_TAIL_CHARS * 4)[-LOG_TAIL_CHARS:].strip()
     report.commits = commands.git_history(workdir)
     report.health = _health(protocol, workdir)
     report.healthy = bool(report.health["passed"])
@@ -162,6 +164,16 @@ def start_task(
         report.lines.append(goal_line(name, redact(goal.strip())))
     _record_start(protocol, folder, session, report, goal)
     return report
+
+
+def _require_gate_checkpoint(protocol: ProtocolService, slug: str, gate: str) -> None:
+    """ValidationError, naming the gates that have one, when no checkpoint is at ``gate``."""
+    gates = list(dict.fromkeys(c.gate for c in protocol.list_checkpoints(slug) if c.gate))
+    if gate not in gates:
+        raise ValidationError(
+            f"task {slug} has no checkpoint at gate {gate} (checkpoints at: "
+            f"{', '.join(gates) or 'none'}); give one of those or start without --from-gate"
+        )
 
 
 def _bind(
@@ -233,8 +245,7 @@ def _resume_point(
     """The previous session's final checkpoint (the latest at ``gate`` when resuming there)."""
     found = [c for c in protocol.list_checkpoints(slug) if c.session_id != session.session_id]
     if gate:
-        at_gate = [c for c in found if c.gate == gate]
-        found = at_gate or found
+        found = [c for c in found if c.gate == gate] or found
     return found[-1] if found else None
 
 
@@ -302,7 +313,8 @@ def _preconditions(
             "ok": same,
             "detail": "matches the store"
             if same
-            else "missing or differs from the store; run `cortex checkpoint verify`",
+            else "missing or differs from the store; run "
+            f"`cortex checkpoint verify --task {folder.slug} --repair`",
         }
     )
     return checks
@@ -324,8 +336,12 @@ def _record_start(
             protocol.compaction.events.append(
                 session.session_id, line, role="tool", kind="event", meaningful=False, token_count=0
             )
-        if report.healthy and session.state == INIT:
-            report.state = protocol.set_state(session.session_id, ACTIVE).state
+        # Read again under the write lock: a concurrent start of the task may have made it
+        # ACTIVE since, which is this start's outcome too (a rerun), not a move to refuse.
+        current = protocol.sessions.get_session(session.session_id) or session
+        if report.healthy and current.state == INIT:
+            current = protocol.set_state(session.session_id, ACTIVE)
+        report.state = current.state
 
     def change(status: dict[str, Any]) -> None:
         status.update(
@@ -366,28 +382,34 @@ def end_task(
     resume_instructions: str = "",
     session_id: str | None = None,
 ) -> dict[str, Any]:
-    """The shutdown ritual (see the module docstring); returns what it wrote and emitted."""
+    """The shutdown ritual (see the module docstring); returns what it wrote and emitted.
+
+    A rerun after a kill or failure finishes what is missing: the session-end checkpoint and
+    the session's end are each written once (the checkpoint is found again by its type), and
+    the log entry and evidence line carry keys a rerun finds.
+    """
     new_status = _end_status(outcome, status)
     folder = protocol.folder(slug)
     task = folder.status()
-    session = protocol.task_session(slug, session_id)
-    at = protocol.now_iso()
-    goal = goal.strip() or str(task.get("goal") or "")
-    duration = format_duration((parse_time(at) - parse_time(session.start_time)).total_seconds())
-    folder.append_log(
-        "\n" + format_log_entry(at[:10], duration, goal, completed, blocked, "; ".join(next_steps))
-    )
+    session = _ending_session(protocol, slug, session_id)
+    if session.is_open:  # the move is checked before anything is written
+        check_transition(
+            session.session_id, session.state, SUSPENDED if session.state == INIT else COMPLETE
+        )
     hint = next_steps[0] if next_steps else _HINTS.get(new_status, _HINTS["in-progress"])
-    checkpoint, _ = protocol.create_checkpoint(
-        slug,
-        type="session_end",
-        summary=completed.strip() or f"Session ended ({outcome})",
-        next_steps=next_steps,
-        resume_instructions=resume_instructions.strip() or hint,
-        state={"decisions": [{"decision": d} for d in decisions if d.strip()]}
-        if decisions
-        else None,
-        session_id=session.session_id,
+    checkpoint = (
+        _end_checkpoint(protocol, session)
+        or protocol.create_checkpoint(
+            slug,
+            type="session_end",
+            summary=completed.strip() or f"Session ended ({outcome})",
+            next_steps=next_steps,
+            resume_instructions=resume_instructions.strip() or hint,
+            state={"decisions": [{"decision": d} for d in decisions if d.strip()]}
+            if decisions
+            else None,
+            session_id=session.session_id,
+        )[0]
     )
     payload = {
         "session_id": session.session_id,
@@ -395,7 +417,16 @@ def end_task(
         "outcome": outcome,
         "next_session_hint": redact(hint),
     }
-    memorized, final = _close(protocol, session, decisions, payload)
+    closing = session.is_open
+    memorized, final = _close(protocol, session, decisions, payload) if closing else ([], session)
+    at = final.end_time or protocol.now_iso()
+    goal = goal.strip() or str(task.get("goal") or "")
+    duration = format_duration((parse_time(at) - parse_time(session.start_time)).total_seconds())
+    logged = folder.append_log(
+        "\n" + format_log_entry(at[:10], duration, goal, completed, blocked,
+                                "; ".join(next_steps), checkpoint.checkpoint_id),
+        once=f"**Checkpoint**: {checkpoint.checkpoint_id}",
+    )  # fmt: skip
     gate = checkpoint.gate or str(task.get("current_gate") or "G0")
     folder.update_status(
         lambda s: s.update(
@@ -405,7 +436,7 @@ def end_task(
     title = str(task.get("title") or slug)
     _pending(protocol, slug, title, gate, "done" if new_status == "complete" else "build")
     line = end_line(protocol.service_name, session.session_id, outcome)
-    folder.evidence(at, line)
+    folder.evidence(at, line, once=f"Session end: {session.session_id} ")
     return {
         "session_id": session.session_id,
         "state": final.state,
@@ -413,9 +444,31 @@ def end_task(
         "checkpoint": checkpoint.to_dict(),
         "memorized": memorized,
         "event": {"event": "session.complete", "payload": payload},
-        "deliveries": _deliver(protocol, folder, payload),
+        "deliveries": _deliver(protocol, folder, payload) if closing or logged else [],
         "log_line": line,
     }
+
+
+def _ending_session(protocol: ProtocolService, slug: str, session_id: str | None) -> SessionState:
+    """The session ``task end`` ends: the named one, else the task's open one, else (a rerun
+    after an end that did not finish its folder steps) its latest, ended by ``task end``."""
+    if session_id is None and protocol.own_session(slug) is None:
+        previous = protocol.sessions_of(slug)
+        if previous and _end_checkpoint(protocol, previous[-1]) is not None:
+            return previous[-1]
+    session = protocol.task_session(slug, session_id)
+    if not session.is_open and _end_checkpoint(protocol, session) is None:
+        raise ConflictError(
+            f"session {session.session_id} ended without `cortex task end` ({session.state}); "
+            f"start the next one with `cortex task start {slug}`"
+        )
+    return session
+
+
+def _end_checkpoint(protocol: ProtocolService, session: SessionState) -> Checkpoint | None:
+    """The session's session-end checkpoint, when it is its newest (a rerun's)."""
+    newest = protocol.store.list_checkpoints(session.session_id, limit=1)
+    return newest[0] if newest and newest[0].type == "session_end" else None
 
 
 _HINTS = {"complete": "task complete", "in-progress": "resume from the latest checkpoint"}

@@ -28,12 +28,17 @@ from cortex.core.lifecycle import (
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.retries import RetryAdvice, RetryLedger
-from cortex.errors import ConflictError, NotFoundError, ValidationError
+from cortex.errors import ConflictError, NotFoundError, StorageError, ValidationError
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.protocol import commands
-from cortex.services.protocol.checkpoints import VerifyReport, folder_of, verify_task
+from cortex.services.protocol.checkpoints import (
+    VerifyReport,
+    folder_of,
+    repair_task,
+    verify_task,
+)
 from cortex.services.protocol.folders import TaskFolder
 
 if TYPE_CHECKING:
@@ -120,8 +125,15 @@ class ProtocolService(Service):
         ]
         return live[-1] if live else None
 
+    def own_session(self, slug: str) -> SessionState | None:
+        """The task's newest open session, even one whose lease lapsed: the commands of one
+        agent may be more than ``lease_seconds`` apart, and until a sweep or another start
+        suspends it nothing else has taken the task over (None: every session ended)."""
+        found = [s for s in self.store.task_sessions(check_slug(slug)) if s.is_open]
+        return found[-1] if found else None
+
     def task_session(self, slug: str, session_id: str | None = None) -> SessionState:
-        """The named session (it must belong to the task), else the task's live session."""
+        """The named session (it must belong to the task), else the task's open session."""
         if session_id is not None:  # "" is refused by check_id, not the live session
             state = self.sessions.get_session(check_id(session_id))
             if state is None or state.task_slug != slug:
@@ -130,13 +142,14 @@ class ProtocolService(Service):
                     f"see `cortex session list --task {slug}`"
                 )
             return state
-        live = self.live_session(slug)
-        if live is None:
+        own = self.own_session(slug)
+        if own is None:
             self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
-                f"task {slug} has no live session; start one with `cortex task start {slug}`"
+                f"task {slug} has no open session; start one with `cortex task start {slug}` "
+                "(or name one with --session-id)"
             )
-        return live
+        return own
 
     def sessions_of(self, slug: str) -> list[SessionState]:
         """The task's sessions, oldest first."""
@@ -198,8 +211,11 @@ class ProtocolService(Service):
             )
         gate = check_gate(gate) if gate else None
         extra = dict(state or {})
+        folder = self.folder(slug)
+        status = folder.status()  # a damaged status or index fails first, storing nothing
+        folder.index()
         session = self.task_session(slug, session_id)
-        gate = gate or self.folder(slug).status().get("current_gate")
+        gate = gate or status.get("current_gate")
         probe = self._probe(session)  # an outside command: never inside a write transaction
         if probe is not None:
             extra["safety_metrics"] = probe
@@ -216,8 +232,9 @@ class ProtocolService(Service):
                 can_resume=can_resume,
                 strict_mirror=True,
             )
-            if probe is not None and probe["action"] == "degrade_to_sandbox":
-                self._degrade(slug, session, checkpoint)
+        self._published(slug, checkpoint.checkpoint_id)
+        if probe is not None and probe["action"] == "degrade_to_sandbox":
+            self._degrade(slug, session, checkpoint)  # the folder follows the commit
         warnings = []
         if type == "gate_transition" and gate:
             missing = missing_gate_content(gate, checkpoint.state)
@@ -226,6 +243,15 @@ class ProtocolService(Service):
                     f"gate {gate} checkpoints usually carry {', '.join(missing)} in state"
                 )
         return checkpoint, warnings
+
+    def _published(self, slug: str, checkpoint_id: str) -> None:
+        """StorageError when the committed checkpoint did not reach its task folder."""
+        problem = self.compaction.unpublished.pop(checkpoint_id, None)
+        if problem is not None:
+            raise StorageError(
+                f"checkpoint {checkpoint_id} is stored but not in the task folder ({problem}); "
+                f"then run `cortex checkpoint verify --task {slug} --repair`"
+            )
 
     def list_checkpoints(self, slug: str) -> list[Checkpoint]:
         """The task's checkpoints, oldest first."""
@@ -245,11 +271,15 @@ class ProtocolService(Service):
             )
         return found
 
-    def verify(self, slug: str) -> VerifyReport:
-        """Whether files, index and store hold the same checkpoints, unaltered."""
+    def verify(self, slug: str, *, repair: bool = False) -> VerifyReport:
+        """Whether files, index and store hold the same checkpoints, unaltered; with
+        ``repair``, first make the folder agree with the store (``repair_task``)."""
         folder = self.folder(slug)
         folder.status()
-        return verify_task(self.store, folder)
+        repaired = repair_task(self.store, folder, self.now_iso()) if repair else []
+        report = verify_task(self.store, folder)
+        report.repaired = repaired
+        return report
 
     # -- gates -------------------------------------------------------------------------------
     def gates(self) -> list[dict[str, Any]]:
@@ -314,6 +344,7 @@ class ProtocolService(Service):
         if add_tokens < 0:
             raise ValidationError(f"--tokens {add_tokens} is negative; give 0 or more")
         folder = self.folder(slug)
+        folder.status()  # a damaged status fails first, whatever the session
         with self.sessions.transaction():
             session = self.task_session(slug, session_id)
             sid = session.session_id

@@ -175,6 +175,7 @@ class Runner:
         self._locks: set[tuple[int, int]] = set()
         self._serial = 0
         self._ahead: dict[tuple[str, tuple[Any, ...]], list[Row]] = {}
+        self._after: list[Callable[[], object]] = []
 
     @property
     def in_transaction(self) -> bool:
@@ -230,6 +231,17 @@ class Runner:
                 self._checks.clear()
                 self._locks.clear()
                 self._ahead.clear()
+                after, self._after = self._after, []
+        for step in after:  # reached only once COMMIT returned
+            step()
+
+    def after_commit(self, step: Callable[[], object]) -> None:
+        """Run ``step`` once the transaction open now commits (at once when none is open); a
+        rollback drops it."""
+        if self._conn is not None:
+            self._after.append(step)
+        else:
+            step()
 
     def _send(self, conn: Connection, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
         """``read`` of the cursor that ran ``sql`` after the statements waiting to be sent."""

@@ -193,6 +193,10 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         """One transaction; nested calls join it; an exception rolls it back."""
         return self._db.transaction()
 
+    def after_commit(self, step: Callable[[], object]) -> None:
+        """Run ``step`` once the transaction open now commits (at once when none is open)."""
+        self._db.after_commit(step)
+
     def manual_checkpoints(self) -> None:
         """PostgreSQL checkpoints its log itself, never in a commit: nothing to hand over."""
 

@@ -13,7 +13,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cortex.clock import SystemClock, to_iso
@@ -137,6 +137,7 @@ class Database:
         self._checkpointer: Checkpointer | None = None
         self._checkpoint_at_commit = False
         self._manual_checkpoints = False
+        self._after: list[Callable[[], object]] = []
         if self.url != MEMORY:
             _prepare_file(Path(path))
         with self.translated():
@@ -201,8 +202,20 @@ class Database:
         finally:
             self._depth = 0
             checkpoint, self._checkpoint_at_commit = self._checkpoint_at_commit, False
+            after, self._after = self._after, []
         if checkpoint:
             self._checkpoint_in_background()
+        for step in after:  # reached only once COMMIT returned
+            step()
+
+    def after_commit(self, step: Callable[[], object]) -> None:
+        """Run ``step`` once the transaction open now commits (at once when none is open); a
+        rollback drops it. What mirrors a commit outside the database (a file) goes here, so
+        that a failure or a kill before the commit leaves no mirror of a change never made."""
+        if self._depth:
+            self._after.append(step)
+        else:
+            step()
 
     def checkpoint_after_commit(self) -> None:
         """Once the transaction open now commits, move the log into the database from a thread

@@ -82,6 +82,7 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
         self._db = db = Database(path, busy_timeout_ms=busy_timeout_ms)
         self.url = db.url
         self.transaction = db.transaction
+        self.after_commit = db.after_commit
         self.applied_migrations = db.applied_migrations
         self.check_integrity = db.check_integrity
         self.manual_checkpoints = db.manual_checkpoints

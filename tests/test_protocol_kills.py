@@ -1,0 +1,163 @@
+"""The protocol's commands killed (SIGKILL) at exact instants, and the reruns that follow: the
+store is where a checkpoint or an end commits, the task folder follows it, and nothing a
+killed command left makes a later command fail or write twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cortex, ok
+from kill_helpers import killed
+
+FOLDER = "cortex.services.protocol.folders:TaskFolder"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    return path
+
+
+def started(home: Path, repo: Path, slug: str = "t1") -> str:
+    ok(cortex(home, "task", "init", slug, cwd=repo))
+    report = json.loads(ok(cortex(home, "--json", "task", "start", slug, "--goal", "g", cwd=repo)))
+    return str(report["session_id"])
+
+
+def stored_checkpoints(home: Path, repo: Path, slug: str = "t1") -> list[dict[str, object]]:
+    listed = json.loads(ok(cortex(home, "--json", "checkpoint", "list", "--task", slug, cwd=repo)))
+    assert isinstance(listed, list)
+    return listed
+
+
+def status_of(home: Path, slug: str = "t1") -> dict[str, object]:
+    data = json.loads((home / "tasks" / slug / "json" / "task-status.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_checkpoint_killed_in_the_folder_leaves_no_phantom(home: Path, repo: Path) -> None:
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.write_checkpoint", "after",
+           "checkpoint", "create", "--task", "t1", "--summary", "killed")  # fmt: skip
+    assert [c["summary"] for c in stored_checkpoints(home, repo)] == ["killed"]
+    assert cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo).returncode == 0
+
+
+def test_a_killed_gate_transition_moves_the_gate_only_with_its_checkpoint(
+    home: Path, repo: Path
+) -> None:
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.update_status", "after",
+           "checkpoint", "create", "--task", "t1", "--type", "gate_transition", "--gate", "G7",
+           "--summary", "to G7", "--state-json", '{"decisions": []}')  # fmt: skip
+    assert status_of(home)["current_gate"] == "G7"
+    assert [c["gate"] for c in stored_checkpoints(home, repo)] == ["G7"]
+    log = (home / "tasks" / "t1" / "logs" / "sessions.log").read_text()
+    assert "Checkpoint created" not in log  # killed before its evidence line, after the store
+
+
+def test_a_checkpoint_killed_after_its_commit_is_repaired_from_the_store(
+    home: Path, repo: Path
+) -> None:
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.write_checkpoint", "before",
+           "checkpoint", "create", "--task", "t1", "--summary", "stored only")  # fmt: skip
+    (cid,) = [str(c["checkpoint_id"]) for c in stored_checkpoints(home, repo)]
+    checkpoints = home / "tasks" / "t1" / "json" / "checkpoints"
+    (checkpoints / "ckpt-phantom.json").write_text("{}")  # what an older version could leave
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert verify.returncode == 1
+    assert verify.stdout.splitlines()[-1] == (
+        "the store is authoritative: `cortex checkpoint verify --task t1 --repair` rewrites "
+        "the folder from it (what it replaces is moved aside)"
+    )
+    repaired = cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)
+    assert repaired.returncode == 0, repaired.stdout
+    lines = repaired.stdout.splitlines()
+    assert lines[0].startswith("repaired: ckpt-phantom: not in the store; moved ckpt-phantom")
+    assert lines[1:] == [
+        f"repaired: {cid}: wrote {cid}.json from the store",
+        "repaired: rebuilt checkpoint-index.json from the store (1 entries)",
+        "ok: 1 checkpoints agree",
+    ]
+    assert [p.name for p in checkpoints.iterdir() if p.name.startswith("ckpt-phantom")] != []
+    assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)) == (
+        "ok: 1 checkpoints agree\n"
+    )
+
+
+def test_a_killed_compaction_leaves_no_phantom(home: Path, repo: Path) -> None:
+    sid = started(home, repo)
+    killed(home, repo, f"{FOLDER}.write_checkpoint", "after",
+           "compact", "run", "--session-id", sid)  # fmt: skip
+    assert [c["type"] for c in stored_checkpoints(home, repo)] == ["pre_compaction"]
+    assert cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo).returncode == 0
+
+
+def test_a_damaged_index_fails_a_checkpoint_before_anything_is_written(
+    home: Path, repo: Path
+) -> None:
+    started(home, repo)
+    index = home / "tasks" / "t1" / "json" / "checkpoint-index.json"
+    index.write_text("{broken")
+    made = cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "x", cwd=repo)
+    assert made.returncode == 1 and "checkpoint-index.json is not valid JSON" in made.stderr
+    assert list((home / "tasks" / "t1" / "json" / "checkpoints").iterdir()) == []
+    assert stored_checkpoints(home, repo) == []
+    repaired = cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)
+    assert repaired.stdout.splitlines()[0].startswith(
+        "repaired: moved the unreadable checkpoint-index.json aside to checkpoint-index.json."
+    )
+    assert repaired.returncode == 0
+    ok(cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "x", cwd=repo))
+
+
+def test_an_end_killed_after_the_session_ended_is_finished_by_a_rerun(
+    home: Path, repo: Path
+) -> None:
+    sid = started(home, repo)
+    end = ("task", "end", "t1", "--outcome", "success", "--completed", "all done")
+    killed(home, repo, "cortex.services.protocol.rituals:_close", "after", *end)
+    assert status_of(home)["status"] == "in-progress"
+    rerun = cortex(home, *end, cwd=repo)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.splitlines()[0] == f"[cortex] Session end: {sid} outcome=success"
+    assert status_of(home)["status"] == "complete"
+    again = cortex(home, *end, "--session-id", sid, cwd=repo)
+    assert again.returncode == 0, again.stderr
+    task = home / "tasks" / "t1"
+    log = (task / "work" / "implementation-log.md").read_text()
+    assert log.count("## Session") == 1 and "**Completed**: all done" in log
+    assert [c["type"] for c in stored_checkpoints(home, repo)] == ["session_end"]
+    evidence = (task / "logs" / "sessions.log").read_text()
+    assert evidence.count(f"Session end: {sid}") == 1
+    assert "[t1] t1 [G0] (stage: done" in ok(cortex(home, "task", "list", cwd=repo))
+
+
+def test_an_end_killed_before_the_session_ended_writes_its_checkpoint_once(
+    home: Path, repo: Path
+) -> None:
+    started(home, repo)
+    end = ("task", "end", "t1", "--outcome", "partial", "--decision", "use JWT")
+    killed(home, repo, "cortex.services.protocol.rituals:_close", "before", *end)
+    ok(cortex(home, *end, cwd=repo))
+    assert [c["type"] for c in stored_checkpoints(home, repo)] == ["session_end"]
+    log = (home / "tasks" / "t1" / "work" / "implementation-log.md").read_text()
+    assert log.count("## Session") == 1
+    assert status_of(home)["status"] == "in-progress"
+
+
+def test_a_failing_end_appends_no_log_entry(home: Path, repo: Path) -> None:
+    started(home, repo)
+    (home / "tasks" / "t1" / "json" / "checkpoint-index.json").write_text("{broken")
+    for _ in range(3):
+        failed = cortex(home, "task", "end", "t1", "--outcome", "success", cwd=repo)
+        assert failed.returncode == 1 and "checkpoint-index.json" in failed.stderr
+    log = (home / "tasks" / "t1" / "work" / "implementation-log.md").read_text()
+    assert "## Session" not in log
+    assert list((home / "tasks" / "t1" / "json" / "checkpoints").iterdir()) == []
