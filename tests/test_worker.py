@@ -210,28 +210,3 @@ def test_the_orphan_sweep_suspends_a_crashed_session_within_a_pass(
     state = app.sessions.get_session(crashed)
     assert state is not None and state.state == "SUSPENDED"
     assert [c.type for c in app.compaction.checkpoints(crashed)] == ["interrupted"]
-
-
-def test_a_session_whose_owner_still_runs_is_neither_swept_nor_closed(
-    app: Services, clock: FixedClock
-) -> None:
-    import subprocess
-    import sys
-
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        quiet = app.sessions.on_session_start(project="api", owner_pid=owner.pid).session_id
-        orphan = app.sessions.on_session_start(project="web").session_id  # no owner recorded
-        clock.advance(hours=3)  # past the lease and session_idle_close_minutes
-        worker = Worker(app, BUILTIN_JOBS)
-        runs = {r.name: r.detail for r in worker.run_once()}
-        assert runs["close_idle"]["session_ids"] == [orphan]
-        assert runs["orphan_sweep"]["suspended"] == 0
-        state = app.sessions.get_session(quiet)
-        assert state is not None and state.is_open
-    finally:
-        owner.kill()
-        owner.wait()
-    clock.advance(seconds=61)
-    runs = {r.name: r.detail for r in Worker(app, BUILTIN_JOBS).run_once()}
-    assert runs["close_idle"]["session_ids"] == [quiet]  # its owner is gone: idle, closed

@@ -1,8 +1,8 @@
 """Crash recovery by lease: an open session is only crashed when it is known dead.
 
 Several sessions run at once, so an open neighbour is never "recovered" because it is not the
-current session: only when its recorded owner process on this host is gone, or, for a
-session with no such owner, when its lease lapsed (no activity for ``lease_seconds``).
+current session: only when its lease lapsed (no activity for ``lease_seconds``) or its
+recorded owner process on this host is gone.
 
 A recovered session is SUSPENDED (the lifecycle's state for an interrupted session), gets an
 ``interrupted`` checkpoint from its last known state (continuing its latest checkpoint's
@@ -41,16 +41,16 @@ class CrashRecovery:
         self.context = context
 
     def is_lapsed(self, state: SessionState) -> bool:
-        """An open session is crashed when its recorded owner process on this host is gone;
-        without one (a CLI session, an owner on another host), when its lease lapsed. An
-        owner still running keeps its session live however long it is quiet."""
+        """An open session is crashed when its lease lapsed or its owner process is gone."""
         last = state.last_activity or state.updated_at or state.start_time
         idle = (self.context.clock.now() - parse_time(last)).total_seconds()
         if idle < 0:
             return False  # active after "now" (a clock set back, a replay): live, not crashed
+        if idle > self.context.config.lease_seconds:
+            return True
         if state.owner_pid and state.owner_host == HOST:
             return not _pid_alive(state.owner_pid)
-        return idle > self.context.config.lease_seconds
+        return False
 
     def open_sessions(self) -> list[SessionState]:
         """Every session with no end yet, live or lapsed."""
