@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -200,6 +201,21 @@ def test_a_smoke_command_that_hangs_is_stopped(open_services: Open, repo: Path) 
     report = start(app, repo)
     assert not report.healthy and report.health["timed_out"]
     assert report.health["detail"] == "stopped after 1 s"
+
+
+def test_a_smoke_command_that_leaves_a_helper_running_passes(
+    open_services: Open, repo: Path
+) -> None:
+    """Judged by its own exit: the helper it starts in the background holds its output open."""
+    app = open_services(smoke_timeout_seconds=3)
+    app.protocol.init_task("feat-auth")
+    helper = "import subprocess, sys; subprocess.Popen(['sleep', '30']); print('started')"
+    smoke(repo, helper)
+    started = time.monotonic()
+    report = start(app, repo)
+    assert report.healthy and not report.health["timed_out"]
+    assert "started" in report.health["output"]
+    assert time.monotonic() - started < 3
 
 
 def test_two_sessions_on_one_task_is_a_conflict(app: Services, repo: Path) -> None:

@@ -13,6 +13,7 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,26 +70,39 @@ def split_command(command: str | list[str], what: str) -> list[str]:
 def run_command(
     argv: list[str], *, timeout: float, cwd: Path | None = None, stdin: str | None = None
 ) -> CommandResult:
-    """Run ``argv`` with a time limit; never raises for the command's own failures."""
-    try:
-        proc = subprocess.Popen(  # noqa: S603 - an argument list, no shell
-            argv,
-            cwd=cwd,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return CommandResult(tuple(argv), None, "", error=f"cannot run {argv[0]!r}: {exc.strerror}")
-    try:
-        out, _ = proc.communicate(stdin.encode("utf-8") if stdin is not None else None, timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, _ = proc.communicate()
-        tail = _tail(out)
-        return CommandResult(tuple(argv), None, tail, True, f"stopped after {timeout:g} s")
-    return CommandResult(tuple(argv), proc.returncode, _tail(out))
+    """Run ``argv`` with a time limit; never raises for the command's own failures.
+
+    Its output goes to a temporary file, not a pipe, and the command is judged by its own exit:
+    a helper it leaves running in the background (a smoke script starting a service) would
+    hold a pipe open past it and make a command that passed look timed out."""
+    with tempfile.TemporaryFile() as output:
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - an argument list, no shell
+                argv,
+                cwd=cwd,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            error = f"cannot run {argv[0]!r}: {exc.strerror}"
+            return CommandResult(tuple(argv), None, "", error=error)
+        try:
+            proc.communicate(stdin.encode("utf-8") if stdin is not None else None, timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            tail = _tail(_read_tail(output))
+            return CommandResult(tuple(argv), None, tail, True, f"stopped after {timeout:g} s")
+        return CommandResult(tuple(argv), proc.returncode, _tail(_read_tail(output)))
+
+
+def _read_tail(output: Any) -> bytes:
+    """The end of what a command wrote to ``output`` (enough for ``OUTPUT_TAIL_CHARS``)."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(max(0, size - 4 * OUTPUT_TAIL_CHARS))
+    return bytes(output.read())
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
