@@ -21,8 +21,6 @@ from cortex.services.base import Service
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from cortex.services.compaction import CompactionService
     from cortex.services.consolidation import ConsolidationService
     from cortex.services.dashboard import Dashboard
@@ -277,21 +275,6 @@ class Services(Service):
             metrics_key=self.metrics_key,
             tasks_in_store=self.tasks_in_store,
         )
-
-    def close(self) -> None:
-        """Close the store; the services are unusable afterwards."""
-        self.store.close()
-
-    def __enter__(self) -> Services:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _pending(applied: list[str]) -> list[str]:

@@ -48,6 +48,17 @@ class Service:
             store = open_store(config.db_path, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
         return cls(store, config, clock)
 
+    def close(self) -> None:
+        """Close the store (what ``open`` opened; safe twice): every service over it is
+        unusable afterwards."""
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def now_iso(self) -> str:
         """The clock's current time as canonical UTC ISO 8601."""
         return to_iso(self.clock.now())

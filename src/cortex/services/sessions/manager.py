@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
-from cortex.clock import Clock, SystemClock, to_iso
+from cortex.clock import Clock, to_iso
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
 from cortex.services.base import Service
@@ -74,24 +74,12 @@ class SessionPersistenceManager(Service):
         """The manager over ``store``, else over the home's database, else (the settings name
         a ``server_url``) over that server, as ``Services.open(config).sessions`` is."""
         if store is None and config.server_url and cls is SessionPersistenceManager:
-            from cortex.services.remote.client import RemoteClient
-            from cortex.services.remote.sessions import RemoteSessions
+            from cortex.services.app import Services
 
-            client = RemoteClient(config, clock or SystemClock())
-            return RemoteSessions(client, config, clock)  # type: ignore[return-value]
+            return Services.open(config, clock).sessions  # type: ignore[return-value]
         return super().open(
             config, clock, store, migrate=migrate, migrate_max_bytes=migrate_max_bytes
         )
-
-    def close(self) -> None:
-        """Close the store (what ``open`` opened; safe twice)."""
-        self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def metrics(self) -> MetricsWriter:
