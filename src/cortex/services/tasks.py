@@ -254,17 +254,25 @@ class TaskService(Service):
 
         ``project`` is the one asked for (``""``: every project's); None keeps an existing
         task's own and gives a new one ``new_project``, so that updating a task from another
-        directory does not move it. An id that holds a credential is refused: ids are stored
-        and shown as they are."""
+        directory does not move it; a task moved to another project says where it was
+        (``moved_from``, ``""`` for every project). An id that holds a credential is refused:
+        ids are stored and shown as they are."""
         tid = check_id(refuse_secret(task_id, "task id") or "", "task id")
         project = redact(project) if project else project
         new_project = redact(new_project) if new_project else new_project
-        if project is None and new_project is not None:
-            project = new_project if tid not in (self.source.tasks() or {}) else None
+        before = None
+        if project is not None or new_project is not None:
+            before = (self.source.tasks() or {}).get(tid)
+        if project is None and before is None:
+            project = new_project
         task = self.source.upsert(
             tid, redact(check_title(title)), check_stage(stage), self.now_iso(), project
         )
-        return task_view(task)
+        view = task_view(task)
+        was = before.get("project") or "" if before is not None else None
+        if was is not None and was != (view.get("project") or ""):
+            view["moved_from"] = was
+        return view
 
     def done(self, task_id: str) -> dict[str, Any]:
         """Mark ``task_id`` done: later preambles leave it out."""

@@ -68,10 +68,6 @@ def task_add(
     if stage.strip().lower() not in KNOWN_STAGES:
         raise UsageLine(f"unknown stage {stage!r}; use one of {', '.join(STAGES)}")
     asked = "" if any_project else rt.project(project)
-    before = None
-    if asked is not None and not rt.config.server_url:  # a task moved elsewhere says so
-        tasks = {t["task_id"]: t for t in rt.services.tasks.list_tasks()}
-        before = tasks[task_id].get("project") or "" if task_id in tasks else None
     added = rt.services.tasks.add(
         task_id,
         clean(title) or "",
@@ -79,9 +75,10 @@ def task_add(
         asked,
         new_project=None if asked is not None else _current_project(rt),
     )
-    moved = ""
-    if before is not None and before != (added.get("project") or ""):
-        moved = f" (moved from {project_label(before) if before else 'every project'})"
+    was = added.get("moved_from")
+    moved = (
+        f" (moved from {project_label(was) if was else 'every project'})" if was is not None else ""
+    )
     rt.emit(added, f"task {task_id} at stage {added['stage']}{moved}")
 
 
