@@ -92,6 +92,11 @@ def test_procedure_and_checkpoint_ids_take_a_prefix_too(home: Path) -> None:
     pid = saved["id"]
     used = json.loads(ok(cortex(home, "--json", "procedure", "use", pid[:8])))
     assert used["id"] == pid and used["usage_count"] == 1
+    ok(cortex(home, "session", "start", "--project", "web", "--session-id", "ab12cd34-rel"))
+    ok(cortex(home, "session", "event", "tag the release", "--session-id", "ab12cd34-rel"))
+    ok(cortex(home, "session", "end", "--session-id", "ab12cd34-rel"))
+    promoted = json.loads(ok(cortex(home, "--json", "procedure", "promote", "ab12cd34")))
+    assert promoted["source_session_id"] == "ab12cd34-rel"
     ok(cortex(home, "task", "init", "rel"))
     ok(cortex(home, "task", "start", "rel"))
     made = json.loads(

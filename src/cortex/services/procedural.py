@@ -128,9 +128,10 @@ class ProceduralService(Service):
         """Turn a completed session (ended normally, no pending task) into a procedure whose
         steps are its user requests; promoting the same workflow again counts a use."""
         self._check_enabled()
-        state = self.store.get_session(check_id(session_id))
+        state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
             raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+        session_id = state.session_id  # a prefix names the session it begins
         if state.is_open or state.state != COMPLETE or state.crash_recovered:
             raise ValidationError(
                 f"session {session_id} did not complete; end it with `cortex session end` "
