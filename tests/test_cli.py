@@ -333,6 +333,12 @@ def test_demo_runs(home: Path) -> None:
     assert "RECOVERED AFTER CRASH" in text
     assert "api_key=[REDACTED]" in text
     assert "ok: " in text
+    # README.md shows an excerpt of this story: each of its lines is printed (ids differ).
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    excerpt = readme.split("What `make demo` prints", 1)[1].split("```\n", 2)[1]
+    for line in filter(None, excerpt.splitlines()):
+        pattern = re.sub(r"(?<![0-9a-f])[0-9a-f]{8}(?![0-9a-f])", "[0-9a-f]{8}", re.escape(line))
+        assert re.search(f"^{pattern}$", text, re.M), line
 
 
 def test_the_demo_refuses_a_home_that_holds_anything(home: Path, tmp_path: Path) -> None:

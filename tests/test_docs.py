@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import click
+import pytest
 
 from cortex.config import SETTINGS
 
@@ -18,6 +23,120 @@ def test_every_setting_is_documented() -> None:
     for setting in SETTINGS:
         assert f"`{setting.name}`" in text, setting.name
         assert f"`{setting.env_var}`" in text, setting.env_var
+
+
+def _settings_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in (DOCS / "settings.md").read_text().splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def test_the_settings_table_gives_each_default_range_and_variable_the_code_has() -> None:
+    rows = _settings_rows()
+    assert sorted(rows) == sorted(s.name for s in SETTINGS)
+    for setting in SETTINGS:
+        _, default, allowed = (cell.strip("`") for cell in rows[setting.name][:3])
+        if setting.kind in (int, float):
+            assert float(default) == setting.default, setting.name
+            low, high = (float(v) for v in allowed.split("-"))
+            assert (low, high) == (setting.minimum, setting.maximum), setting.name
+        elif setting.kind is bool:
+            assert (default, allowed) == (str(setting.default).lower(), "true/false")
+        elif setting.choices:
+            assert default == setting.default, setting.name
+            assert re.findall(r"`(\w+)`", rows[setting.name][2]) == list(setting.choices)
+        elif setting.default == "":
+            assert default.startswith("empty"), setting.name
+        else:
+            assert default == str(setting.default), setting.name
+        named = re.findall(r"`([A-Z_]+)`", rows[setting.name][3])
+        assert named == [setting.env_var, *setting.legacy_env], setting.name
+
+
+def _documented_command_lines() -> Iterator[tuple[str, str]]:
+    """Every ``cortex ...`` line of the docs' code blocks (not the benchmark records, the
+    decisions table or the generated reference), with its continuation lines; a ``$ `` line
+    whose shown answer is an ``error:`` is an error on purpose and left out."""
+    skip = {"benchmarks.md", "benchmarks-history.md", "spec-decisions.md", "cli-reference.md"}
+    pages = [ROOT / "README.md", *(p for p in sorted(DOCS.glob("*.md")) if p.name not in skip)]
+    for page in pages:
+        for language, block in re.findall(r"```([a-z]*)\n(.*?)```", page.read_text(), re.S):
+            if language not in ("", "bash", "sh"):
+                continue
+            lines = block.replace("\\\n", " ").splitlines()
+            for number, line in enumerate(lines):
+                answer = lines[number + 1] if number + 1 < len(lines) else ""
+                if line.startswith("$ ") and answer.startswith("error:"):
+                    continue
+                for part in re.split(r" \| |&&|;", line.removeprefix("$ ")):
+                    words = part.strip().removeprefix(".venv/bin/").split(" ")
+                    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                        words = words[1:]  # an environment assignment before the command
+                    if words[:1] == ["cortex"] and len(words) > 1:
+                        yield page.name, " ".join(words)
+
+
+def _help_example_lines() -> Iterator[tuple[str, str]]:
+    from cortex.adapters.cli.main import cli
+
+    def walk(group: click.Group, ctx: click.Context) -> Iterator[click.Command]:
+        yield group
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                yield from walk(command, click.Context(command, info_name=name, parent=ctx))
+            elif command is not None:
+                yield command
+
+    for command in walk(cli, click.Context(cli, info_name="cortex")):
+        lines = iter((command.help or "").replace("\\\n", " ").splitlines())
+        for line in lines:
+            example = line.strip()
+            while example.startswith("cortex ") and _unclosed(example):
+                example += " " + next(lines).strip()  # a quoted value over several lines
+            if example.startswith("cortex "):
+                yield "--help", example
+
+
+def _unclosed(line: str) -> bool:
+    try:
+        shlex.split(line)
+    except ValueError:
+        return True
+    return False
+
+
+def _parse(line: str) -> None:
+    """Parse ``line`` as the CLI would (its command path, options, argument types), without
+    running the command. Placeholders (``<id>``, ``[<id>]``) stand for an id."""
+    from cortex.adapters.cli.main import _json_first, cli
+
+    text = re.sub(r"\[?<[^>]+>\]?", "3f2a9c1e", line.split("  #")[0])
+    command: click.Command = cli
+    parent: click.Context | None = None
+    name, args = "cortex", _json_first(shlex.split(text)[1:])
+    while True:
+        ctx = command.make_context(name, args, parent=parent)
+        if not isinstance(command, click.Group):
+            return
+        rest = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+        if not rest:
+            return
+        found, sub, args = command.resolve_command(ctx, rest)
+        assert found is not None and sub is not None
+        command, parent, name = sub, ctx, found
+
+
+@pytest.mark.parametrize(("where", "line"), [*_documented_command_lines(), *_help_example_lines()])
+def test_every_documented_command_line_parses(where: str, line: str) -> None:
+    # A renamed command or option, or a value the parser refuses, fails here, not on a reader.
+    try:
+        _parse(line)
+    except click.exceptions.Exit:
+        pass  # --help, --version
 
 
 def test_cli_reference_is_current() -> None:

@@ -111,6 +111,17 @@ def test_the_preamble_names_a_cli_command_and_a_tool_that_exist(tmp_path: Path) 
     assert tool in TOOLS
 
 
+def test_the_docs_tool_table_is_the_tool_list_and_its_hints() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text()
+    word = {"yes": True, "no": False, "": None}
+    documented = {}
+    for line in text.split("## Tools", 1)[1].split("\n## ", 1)[0].splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            documented[cells[0].strip("`")] = tuple(word[cell] for cell in cells[-3:])
+    assert documented == TOOLS
+
+
 def test_lists_every_tool_with_honest_annotations_and_schemas(server_for: Any) -> None:
     server, _ = server_for()
 

@@ -57,7 +57,12 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("enabled", bool, True, "Master switch: false turns capture and restore off."),
+    Setting(
+        "enabled",
+        bool,
+        True,
+        "Master switch: false turns restore off (sessions are still recorded).",
+    ),
     Setting("lookback_days", int, 7, "How many days back prior sessions are scored.", 1, 30),
     Setting(
         "relevance_threshold",
