@@ -95,3 +95,18 @@ def test_worker_tenant_needs_db(tmp_path: Path) -> None:
     assert refused(tmp_path, "worker", "--tenant", "acme", "--once") == (
         2, "error: --tenant needs --db; give the team server's database, or leave --tenant out"
     )  # fmt: skip
+
+
+def test_key_create_prints_the_key_alone_on_stdout(tmp_path: Path) -> None:
+    """``KEY=$(cortex key create ...)`` holds the key, not the reminder after it."""
+    db = str(tmp_path / "srv.db")
+    env = {**os.environ, "CORTEX_HOME": str(tmp_path / "home")}
+    cortex("tenant", "create", "default", "--db", db)
+    run = subprocess.run(
+        [str(CORTEX), "key", "create", "default", "--db", db],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    key = run.stdout.strip()
+    assert run.stdout.count("\n") == 1 and key.startswith("ctx_")
+    assert run.stderr == "(shown once; store it now)\n"
+    assert ServiceHost(db, tmp_path).authenticate(key) == ("default", ("read", "write"))

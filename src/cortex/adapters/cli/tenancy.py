@@ -204,7 +204,9 @@ def key_create(rt: Runtime, tenant_name: str, scopes: str, label: str, db_url: s
     """
     registry = _registry(rt, db_url, tenant=tenant_name)
     record, plaintext = registry.tenants.create_key(tenant_name, scopes, label=label)
-    rt.emit(record.to_dict() | {"key": plaintext}, f"{plaintext}\n(shown once; store it now)")
+    rt.emit(record.to_dict() | {"key": plaintext}, plaintext)
+    if not rt.as_json:  # on stderr, so that KEY=$(cortex key create ...) holds the key alone
+        click.echo("(shown once; store it now)", err=True)
 
 
 @key.command("list", context_settings=CONTEXT)
