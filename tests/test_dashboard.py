@@ -17,11 +17,13 @@ from cortex.services.app import Services
 from cortex.services.dashboard import hook_latency
 
 
-def _two_chained(services: Services, clock: FixedClock) -> None:
+def _two_chained(services: Services, clock: FixedClock, event: str | None = None) -> None:
     sessions = services.sessions
     sessions.on_session_start("a1", project="api", keywords=["deploy region"])
     sessions.add_pin("region", "eu-west-1", "a1")
     sessions.record("a1", text="deploy to eu-west")
+    if event is not None:
+        services.events.append("a1", event)  # before its end: an ended session takes none
     sessions.on_session_end("a1")
     clock.advance(hours=2)
     sessions.on_session_start("a2", project="api")
@@ -46,8 +48,7 @@ def test_sessions_filter_by_project_status_and_date(services: Services, clock: F
 
 
 def test_a_session_with_its_chain_events_and_metrics(services: Services, clock: FixedClock) -> None:
-    _two_chained(services, clock)
-    services.events.append("a1", "hello <b>")
+    _two_chained(services, clock, event="hello <b>")
     detail = services.dashboard.session("a2")
     assert [s.session_id for s in detail.chain] == ["a1", "a2"]
     assert [m.event for m in detail.metrics] == ["session_restored", "confidence_decay_applied"]

@@ -40,6 +40,14 @@ def new_key(host: ServiceHost, scopes: str = "write", tenant: str | None = None)
         return app.tenants.create_key(tenant, scopes)[1]
 
 
+def lite_host(tmp_path: Path) -> tuple[ServiceHost, str]:
+    """A server host on a SQLite file (its one tenant, ``default``) and a write key of it."""
+    lite = ServiceHost(str(tmp_path / "brain.db"), tmp_path / "data")
+    with lite.registry() as app:
+        app.tenants.create_tenant("default")
+    return lite, new_key(lite, tenant="default")
+
+
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
@@ -276,10 +284,7 @@ def test_probes_and_openapi(client: TestClient, tmp_path: Path) -> None:
 def test_offsets_past_the_bound_are_a_422_on_postgresql_and_sqlite(
     client: TestClient, host: ServiceHost, tmp_path: Path
 ) -> None:
-    lite = ServiceHost(str(tmp_path / "brain.db"), tmp_path / "data")
-    with lite.registry() as app:
-        app.tenants.create_tenant("default")
-        lite_key = app.tenants.create_key("default", "write")[1]
+    lite, lite_key = lite_host(tmp_path)
     lite_client = TestClient(create_app(lite.url, host=lite))
     for served, key in ((client, new_key(host)), (lite_client, lite_key)):
         for offset in (1_000_001, 10**20):

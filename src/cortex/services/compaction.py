@@ -230,6 +230,7 @@ class CompactionService(Service):
         extra_state: Mapping[str, Any] | None = None,
         can_resume: bool = True,
         strict_mirror: bool = False,
+        ending: bool = False,
     ) -> Checkpoint:
         """Write a checkpoint of everything that must survive, bump the session's
         ``checkpoint_count`` and log a ``checkpoint`` event; return it.
@@ -243,14 +244,15 @@ class CompactionService(Service):
         harness's compaction never loses its checkpoint to a damaged task folder (``cortex
         checkpoint verify`` finds the gap, ``--repair`` fills it); with ``strict_mirror`` a
         failure of the memory mirror rolls the checkpoint back, and one of the folder is kept
-        in ``unpublished`` (by checkpoint id) for the caller to report.
+        in ``unpublished`` (by checkpoint id) for the caller to report. A session that has
+        ended takes none (``EventLog.writable``; ``ending`` as there).
         """
         if type not in CHECKPOINT_TYPES:
             raise ValidationError(
                 f"unknown checkpoint type {type!r}; use one of {', '.join(CHECKPOINT_TYPES)}"
             )
         with self.store.transaction():
-            state = self.events.session(session_id)
+            state = self.events.writable(session_id, ending=ending)
             session_id = state.session_id
             at = self.now_iso()
             survivors = self._survivors(state, decisions, files_changed) | dict(extra_state or {})
@@ -274,7 +276,9 @@ class CompactionService(Service):
             text = f"checkpoint {checkpoint.checkpoint_id} ({type})" + (
                 f": {checkpoint.summary}" if checkpoint.summary else ""
             )
-            self.events.append(session_id, text, role="tool", kind="checkpoint", token_count=0)
+            self.events.append(
+                session_id, text, role="tool", kind="checkpoint", token_count=0, ending=ending
+            )
             if state.task_slug:
                 self._mirror(state, checkpoint, strict_mirror)
         return checkpoint
@@ -407,7 +411,7 @@ class CompactionService(Service):
         if trigger not in HARNESS_TRIGGERS:
             raise ValidationError(f"unknown trigger {trigger!r}; use auto or manual")
         with self.store.transaction():
-            session_id = self.events.session(session_id).session_id
+            session_id = self.events.writable(session_id).session_id
             latest = self.store.list_compaction_events(session_id, limit=1)
             run = None
             if not latest or latest[0].completed_at is not None:

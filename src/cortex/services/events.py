@@ -44,6 +44,19 @@ class EventLog(Service):
             )
         return state
 
+    def writable(self, session_id: str, *, ending: bool = False) -> SessionState:
+        """The session a write goes to: ``session``, and a ``ConflictError`` naming the next
+        step once it has ended. An ended session keeps its final record: a late write (a
+        hook event or a journaled request delivered after the end) is refused, never
+        applied to it or reopening it; only a start with its id (a resume) reopens it.
+        ``ending``: the write is a step of the session's own ending (crash recovery's
+        ``interrupted`` checkpoint, the shutdown ritual's ``session.complete`` event), made
+        in the transaction that ended it."""
+        from cortex.services.sessions.context import check_open  # (a write's: reads need none)
+
+        state = self.session(session_id)
+        return state if ending else check_open(state)
+
     def append(
         self,
         session_id: str,
@@ -54,10 +67,12 @@ class EventLog(Service):
         turn_index: int | None = None,
         meaningful: bool = True,
         token_count: int | None = None,
+        ending: bool = False,
     ) -> SessionEvent:
         """Append one event (content redacted and capped) and return it.
 
-        ``turn_index`` defaults to the session's last turn, plus one for a user message.
+        ``turn_index`` defaults to the session's last turn, plus one for a user message. A
+        session that has ended takes none (``writable``; ``ending`` as there).
         """
         if role not in ROLES:
             raise ValidationError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
@@ -70,7 +85,7 @@ class EventLog(Service):
         if turn_index is not None and turn_index < 0:
             raise ValidationError(f"turn_index {turn_index} is negative; give 0 or more")
         with self.store.transaction():
-            session_id = self.session(session_id).session_id
+            session_id = self.writable(session_id, ending=ending).session_id
             if turn_index is None:
                 last = self.store.session_event_totals(session_id).last_turn_index
                 bump = 1 if (role, kind) == ("user", "message") else 0

@@ -1,16 +1,30 @@
 """Request bodies of the HTTP API: pydantic models with limits on every string and list.
 
-Unknown fields are refused (a typo is a 422, not a silently ignored option).
+Unknown fields are refused (a typo is a 422, not a silently ignored option), and so is a value
+of another JSON type than the document declares (strict): ``"5"`` for an integer, ``"true"``
+or ``1`` for a boolean, ``"0.5"`` for a number, ``5`` for a string. A number is a JSON
+integer or fraction (``1`` for ``1.0`` is fine), and an integer may be written ``5.0``, which
+JSON Schema counts as an integer; ``5.5`` is refused, never cut to ``5``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from cortex.core.tenancy import REQUEST_ID_PATTERN
 
+
+def _integral(value: object) -> object:
+    """A JSON number without a fractional part (``5.0``) as the integer JSON Schema counts
+    it; anything else as it came, for the strict check to refuse."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+INTEGRAL = BeforeValidator(_integral)
+"""The last annotation of every integer field of a body, after its bounds (so that the
+document still states them)."""
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$"
 """A safe id (no '/'); '..' inside one is refused with 400 (the pattern cannot say it)."""
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
@@ -24,7 +38,7 @@ Lines = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length
 MAX_OFFSET = 1_000_000
 """The largest ``offset`` of a listing (past it a 422: no backend is asked for a number it cannot
 hold)."""
-Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), INTEGRAL]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
 
 
@@ -62,7 +76,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Mutation(Body):
@@ -136,11 +150,11 @@ class ContextIn(Body):
     session_id: Id | None = None
     project: Short | None = None
     mode: Literal["rules_only", "working", "long_term", "all"] = "all"
-    budget_tokens: Annotated[int, Field(ge=0, le=200_000)] | None = None
+    budget_tokens: Annotated[int, Field(ge=0, le=200_000), INTEGRAL] | None = None
     query: Annotated[str, Field(max_length=2000)] | None = None
     include_session_summary: bool = False
     user_id: Short | None = None
-    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    limit: Annotated[int, Field(ge=1, le=100), INTEGRAL] = 20
 
 
 Layer = Literal["rule", "working", "long_term"]
@@ -197,12 +211,12 @@ class MemoryScopeIn(Body):
 
 class MemorySearchIn(MemoryScopeIn):
     query: Annotated[str, Field(min_length=1, max_length=2000)]
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    limit: Annotated[int, Field(ge=1, le=100), INTEGRAL] = 10
     expand: bool = True
 
 
 class MemoryListIn(MemoryScopeIn):
-    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    limit: Annotated[int, Field(ge=1, le=1000), INTEGRAL] = 50
     offset: Offset = 0
     include_history: bool = False
 

@@ -512,6 +512,7 @@ def _close(
             kind="event",
             meaningful=False,
             token_count=0,
+            ending=True,  # the record of the end just made, in its transaction
         )
     return memorized, final
 

@@ -127,9 +127,12 @@ class RemoteEvents(EventLog):
         turn_index: int | None = None,
         meaningful: bool = True,
         token_count: int | None = None,
+        ending: bool = False,
     ) -> SessionEvent:
         """``POST /v1/sessions/{id}/events`` (the server numbers the turn and counts tokens);
-        while it is unavailable the event waits in the journal."""
+        while it is unavailable the event waits in the journal. The server refuses it for a
+        session that has ended (``ending`` is for the steps of an ending, which need the
+        local store)."""
         body = {"content": content, "role": role, "kind": kind, "meaningful": meaningful}
         answer = self.client.write("POST", f"{session_path(session_id)}/events", body)
         if answer is not None and "id" in answer:
@@ -188,11 +191,13 @@ class RemoteCompaction(CompactionService):
         extra_state: Mapping[str, Any] | None = None,
         can_resume: bool = True,
         strict_mirror: bool = False,
+        ending: bool = False,
     ) -> Checkpoint:
         """``POST /v1/sessions/checkpoint``; while the server is unavailable, the checkpoint
         waits in the journal and this returns what was asked for. The server's checkpoint
         takes the reason, decisions and next steps; task folders are local only (the
-        protocol's commands need a local store)."""
+        protocol's commands need a local store), as are the checkpoints of an ending
+        (``ending``): the server refuses one for a session that has ended."""
         body = {
             "session_id": session_id,
             "reason": summary or type,

@@ -127,6 +127,7 @@ class CrashRecovery:
             or "Resume from the last known state in this checkpoint",
             gate=last.gate if last else None,
             step=last.step if last else None,
+            ending=True,  # written with the end that recovery just gave the session
         )
         detail = {
             "checkpoint_id": checkpoint.checkpoint_id,
