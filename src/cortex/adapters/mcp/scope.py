@@ -26,7 +26,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from cortex.adapters.mcp.errors import for_agent
+from cortex.adapters.mcp.errors import MCP
 from cortex.errors import CortexError, NotFoundError
 from cortex.logs import getLogger
 from cortex.services.app import Services
@@ -54,7 +54,7 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except CortexError as exc:
-        raise ToolError(for_agent(str(exc))) from exc
+        raise ToolError(exc.render(MCP)) from exc
 
 
 @dataclass
