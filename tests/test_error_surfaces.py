@@ -343,3 +343,43 @@ def test_every_command_a_message_names_has_an_equivalent_on_each_surface() -> No
     assert named, "no message names a command?"
     assert named - set(HTTP.commands) == NOT_ON_HTTP
     assert named - set(MCP.commands) == NOT_ON_MCP
+
+
+# -- an empty session id ------------------------------------------------------------------------
+def test_an_empty_session_id_is_refused_by_the_tools_not_taken_for_the_current_one(
+    tmp_path: Path,
+) -> None:
+    empty = "`{}` is empty; omit it for the current session or give a session id"
+    texts = mcp_errors(
+        tmp_path,
+        [
+            ("start_session", {}),
+            ("end_session", {"session_id": ""}),
+            ("working_memory_pin", {"label": "a", "content": "x", "session_id": ""}),
+            ("get_context", {"session_id": ""}),
+            ("cortex_session_continue", {"session_id": "nope", "into_session_id": ""}),
+            ("session_status", {}),
+        ],
+    )
+    assert texts[1:4] == [empty.format("session_id")] * 3
+    assert texts[4] == empty.format("into_session_id")
+    assert texts[5] == ""  # the current session is still open, with no pin added
+    with Services.open(load_config(tmp_path / "mcp-home", {})) as app:
+        (state,) = app.sessions.open_sessions()
+        assert state.working_memory == ()
+
+
+def test_the_bridge_refuses_an_empty_session_id(tmp_path: Path) -> None:
+    from cortex.adapters.openclaw.bridge import Bridge
+
+    with Services.open(load_config(tmp_path / "home", {}), FixedClock(T0)) as app:
+        bridge = Bridge(app)
+        started = bridge.handle({"id": 1, "method": "session_start", "params": {}})
+        assert "result" in started, started
+        answer = bridge.handle({"id": 2, "method": "session_end", "params": {"session_id": ""}})
+        assert answer["error"]["message"] == (
+            "session_id is empty; omit it for the current session or give a session id"
+        )
+        assert [s.session_id for s in app.sessions.open_sessions()] == [
+            started["result"]["session_id"]
+        ]
