@@ -26,6 +26,7 @@ from cortex.services.hosting import ServiceHost  # noqa: E402
 from test_server import auth, call, lite_host, new_key  # noqa: E402
 
 NEXT_STEP = "start a new one with `cortex session start`"
+HTTP_NEXT_STEP = "start a new one with POST /v1/sessions/start"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -85,7 +86,7 @@ def test_writes_to_an_ended_session_are_a_409_and_change_nothing(
     ]
     for method, path, body in late:
         message = refused(client, key, method, path, body)
-        assert message == f"session {sid} ended at {ended['end_time']}; {NEXT_STEP}"
+        assert message == f"session {sid} ended at {ended['end_time']}; {HTTP_NEXT_STEP}"
     assert recorded(client, key, sid) == before
     # What an ended session still takes: reads, a second end, a snapshot of its log, being
     # continued from, and a start with its id (the resume), which reopens it.
@@ -157,7 +158,7 @@ def test_late_writes_drained_from_the_journal_are_rejected_with_a_trace(
     ]
     for k in kept:
         assert "(409)" in k["error"] and f"session {sid} ended at" in k["error"]
-        assert k["error"].endswith(NEXT_STEP)
+        assert k["error"].endswith(HTTP_NEXT_STEP)  # the server's words, in its terms
     with host.open("default") as app:
         state = app.sessions.get_session(sid)
         assert state is not None and state.end_time is not None

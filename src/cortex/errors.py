@@ -14,6 +14,15 @@ The tree::
         └── UnavailableError (503)   the Cortex server cannot take a request now
 
 Every class carries an HTTP ``status`` so that the server maps errors in one handler.
+
+A message names the next step in the terms of whoever reads it. The same service error reaches
+the command line, the HTTP API, the MCP tools and Python callers, so a message never spells a
+flag or a command itself: it names the parameter with ``param`` and a command a person runs as
+the next step with ``command``, and each adapter renders the error in its own terms with
+``CortexError.render`` and its ``Surface`` (``--project NAME`` on the command line,
+``"project"`` over HTTP, `` `project` `` to an MCP tool or a Python caller). ``str(error)`` is
+the Python caller's rendering. A command only an operator runs (``cortex db migrate``,
+``cortex key create``) is written as it is: every reader passes it on to the operator.
 """
 
 from __future__ import annotations
@@ -27,11 +36,103 @@ class CortexError(Exception):
     """
 
     status = 500
+    template = ""
+    """The message with its references (``param``, ``command``) unrendered."""
 
     def __init__(self, *args: object) -> None:
         if args and isinstance(args[0], str):
-            args = (_redacted_message(args[0]), *args[1:])
+            self.template = _redacted_message(args[0])
+            args = (PYTHON.render(self.template), *args[1:])
         super().__init__(*args)
+
+    def render(self, surface: Surface) -> str:
+        """The message in ``surface``'s terms."""
+        return surface.render(self.template) if self.template else str(self)
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The parameters the message names (``param``), in order: what a form or a client
+        may point at."""
+        return tuple(p[1:].split(_SEP)[0] for p in _references(self.template) if p[0] == "p")
+
+
+_MARK, _SEP = "\x1e", "\x1f"
+"""A reference inside a message: ``MARK kind name SEP ... MARK``. Control characters never
+come from what a person typed: values are quoted with ``!r``, which escapes them."""
+
+
+def param(name: str, value: object = None, *, metavar: str = "") -> str:
+    """The parameter ``name`` (its Python keyword, e.g. ``session_id``) in a message, with an
+    example or the given ``value`` (every surface shows it) or a ``metavar`` (the command
+    line's placeholder, e.g. ``NAME``; the others name the parameter alone)."""
+    shown = "" if value is None else str(value)
+    return f"{_MARK}p{name}{_SEP}{shown}{_SEP}{metavar}{_MARK}"
+
+
+def command(path: str, tail: str = "") -> str:
+    """The command ``cortex <path><tail>`` as a message's next step (``command("session
+    list")``); a surface without commands names its own equivalent (an endpoint, a tool)."""
+    return f"{_MARK}c{path}{_SEP}{tail}{_MARK}"
+
+
+def _references(template: str) -> list[str]:
+    return template.split(_MARK)[1::2]
+
+
+class Surface:
+    """How one way into Cortex names a parameter and a command in a message.
+
+    Args:
+        bare, valued: a parameter's form without and with a value (``{name}``, ``{value}``).
+        names: a parameter's name on this surface where it is not its Python keyword.
+        commands: a command's equivalent on this surface (an endpoint, a tool, a phrase);
+            a command missing here is shown as the command line's.
+        flags: parameters are flags: ``session_id`` is ``--session-id`` unless ``names``
+            says otherwise, and a metavar follows it.
+    """
+
+    def __init__(
+        self,
+        bare: str = "`{name}`",
+        valued: str = "`{name}={value}`",
+        names: dict[str, str] | None = None,
+        commands: dict[str, str] | None = None,
+        *,
+        flags: bool = False,
+    ) -> None:
+        self.bare, self.valued, self.flags = bare, valued, flags
+        self.names, self.commands = names or {}, commands or {}
+
+    def name(self, param: str) -> str:
+        default = "--" + param.replace("_", "-") if self.flags else param
+        return self.names.get(param, default)
+
+    def param(self, name: str, value: str, metavar: str) -> str:
+        if not value and self.flags and metavar:
+            value = metavar
+        form = self.valued if value else self.bare
+        return form.format(name=self.name(name), value=value)
+
+    def command(self, path: str, tail: str) -> str:
+        return self.commands.get(path) or f"`cortex {path}{tail}`"
+
+    def render(self, template: str) -> str:
+        """``template`` with each reference in this surface's terms."""
+        if _MARK not in template:
+            return template
+        parts = template.split(_MARK)
+        for i in range(1, len(parts), 2):
+            kind, fields = parts[i][:1], parts[i][1:].split(_SEP)
+            if kind == "p" and len(fields) == 3:
+                parts[i] = self.param(*fields)
+            elif kind == "c" and len(fields) == 2:
+                parts[i] = self.command(*fields)
+        return "".join(parts)
+
+
+PYTHON = Surface()
+"""A Python caller's terms: keyword arguments; commands as the command line's (the same
+home)."""
 
 
 def _redacted_message(message: str) -> str:

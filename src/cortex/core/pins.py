@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from cortex.core.digest import sha256
 from cortex.core.jsontext import compact_encoder
 from cortex.core.models import CRITICAL, NORMAL, Pin, evolve
-from cortex.errors import ConflictError, ValidationError
+from cortex.errors import ConflictError, ValidationError, command
 
 WORKING_MEMORY_CAP = 10
 MAX_LABEL_CHARS = 200
@@ -83,7 +83,8 @@ def upsert_pin(pins: Sequence[Pin], pin: Pin, cap: int = WORKING_MEMORY_CAP) -> 
     kept = [p for p in pins if label_key(p.label) != key]
     if len(kept) == len(pins) and len(pins) >= cap:
         raise ConflictError(
-            f"working memory is full ({cap} pins); remove one first with `cortex pin remove LABEL`"
+            f"working memory is full ({cap} pins); "
+            f"remove one first with {command('pin remove', ' LABEL')}"
         )
     return (*kept, pin)
 

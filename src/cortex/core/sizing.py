@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, command
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -307,6 +307,6 @@ def fit_record(state: SessionState, max_bytes: int = MAX_RECORD_BYTES) -> Sessio
         raise ValidationError(
             f"session {_cut(state.session_id, 64, '…')} would exceed {max_bytes:,} bytes even "
             f"with its {len(state.working_memory)} pins cut to {MIN_PIN_CHARS} characters; "
-            "remove a pin with `cortex pin remove LABEL`"
+            f"remove a pin with {command('pin remove', ' LABEL')}"
         )
     return state

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, param
 
 READ, WRITE, ADMIN = "read", "write", "admin"
 SCOPES = (READ, WRITE, ADMIN)
@@ -84,7 +84,7 @@ def check_scopes(scopes: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
         raise ValidationError(
             f"unknown scope {unknown[0]!r}; use read, write or admin"
             if unknown
-            else "a key needs at least one scope; pass --scopes read, write or admin"
+            else f"a key needs at least one scope; pass {param('scopes')} read, write or admin"
         )
     return tuple(s for s in SCOPES if s in names)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortex.core.models import SessionState
-from cortex.errors import StorageError
+from cortex.errors import StorageError, command
 from cortex.files import check_id, file_lock, read_json, write_json
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -50,7 +50,7 @@ def archive_sessions(
                 if read_json(path) != state.to_dict():
                     raise StorageError(
                         f"archive file {path} did not read back; nothing was "
-                        "deleted, check the disk and run `cortex archive` again"
+                        f"deleted, check the disk and run {command('archive')} again"
                     )
                 paths.append(str(path))
             store.delete_sessions([s.session_id for s in states])

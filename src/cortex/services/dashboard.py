@@ -34,7 +34,7 @@ from cortex.core.models import (
 from cortex.core.preamble import MAX_PREAMBLE_CHARS
 from cortex.core.tokens import CHARS_PER_TOKEN, estimate_tokens
 from cortex.core.topics import display_name
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import NotFoundError, ValidationError, command
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.metrics import MetricsService
@@ -206,7 +206,7 @@ class Dashboard(Service):
     def _get(self, session_id: str) -> SessionState:
         state = self.store.get_session(check_id(session_id))
         if state is None:
-            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            raise NotFoundError(f"no session {session_id!r}; see {command('session list')}")
         return state
 
     def _chain(self, state: SessionState) -> list[SessionState]:
@@ -273,7 +273,7 @@ class Dashboard(Service):
         """The memory, the versions before and after it (by supersession), its audit trail."""
         memory = self.store.get_memory(check_id(memory_id))
         if memory is None:
-            raise NotFoundError(f"no memory {memory_id!r}; see `cortex memory list`")
+            raise NotFoundError(f"no memory {memory_id!r}; see {command('memory list')}")
         versions = {memory.id: memory}
         for link in self.store.memory_links(memory.id):
             if link.kind != "supersedes":

@@ -19,7 +19,7 @@ from cortex.core.models import SessionState
 from cortex.core.redaction import redact
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import slugify, transcript_markdown
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import NotFoundError, ValidationError, command
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, new_uuid
@@ -40,7 +40,8 @@ class EventLog(Service):
         state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
             raise NotFoundError(
-                f"no session {session_id!r}; start it with `cortex session start --session-id`"
+                f"no session {session_id!r}; "
+                f"start it with {command('session start', ' --session-id')}"
             )
         return state
 
@@ -160,7 +161,7 @@ class EventLog(Service):
         """The snapshot ``snapshot_id`` names: the whole id or a unique prefix of it."""
         snap = lookup(self.store, "snapshot", snapshot_id, self.store.get_snapshot)
         if snap is None:
-            raise NotFoundError(f"no snapshot {snapshot_id!r}; see `cortex session snapshot`")
+            raise NotFoundError(f"no snapshot {snapshot_id!r}; see {command('session snapshot')}")
         return snap
 
 

@@ -12,7 +12,7 @@ search and context assembly are ``cortex.services.search``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
@@ -27,7 +27,7 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
-from cortex.errors import ConfigError, NotFoundError, ValidationError
+from cortex.errors import ConfigError, NotFoundError, ValidationError, param
 from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
@@ -88,6 +88,9 @@ class ItemError:
 
     index: int
     error: str
+    cause: ValidationError | None = field(default=None, compare=False, repr=False)
+    """The refusal itself, so that ``add`` raises it for its caller to render
+    (``CortexError.render``)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"index": self.index, "error": self.error}
@@ -142,7 +145,8 @@ class MemoryService(MemoryReader):
         )  # fmt: skip
         batch = self.add_many([item], actor=actor)
         if batch.errors:
-            raise ValidationError(batch.errors[0].error)
+            refused = batch.errors[0]
+            raise refused.cause or ValidationError(refused.error)
         return batch[0]
 
     def add_many(self, items: Iterable[NewMemory], *, actor: str = "api") -> AddBatch:
@@ -162,7 +166,7 @@ class MemoryService(MemoryReader):
             try:
                 memories.append(self._build(item, next(ids), now, at, projects))
             except ValidationError as exc:
-                errors.append(ItemError(index, str(exc)))
+                errors.append(ItemError(index, str(exc), exc))
         if not memories:
             return AddBatch((), tuple(errors))
         with self.store.transaction():
@@ -235,7 +239,9 @@ class MemoryService(MemoryReader):
         if scope not in SCOPES:
             raise ValidationError(f"unknown scope {scope!r}; use global or project")
         if scope == PROJECT and not project:
-            raise ValidationError("scope project needs a project; pass --project NAME")
+            raise ValidationError(
+                f"scope project needs a project; pass {param('project', metavar='NAME')}"
+            )
         confidence = check_confidence(item.confidence)
         key = check_key(item.upsert_key)
         return Memory.quick(

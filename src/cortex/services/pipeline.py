@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cortex.core.redaction import redact
 from cortex.core.tasks import pipeline_tasks
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import NotFoundError, ValidationError, command
 from cortex.files import atomic_write_text, file_lock, read_json
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -101,7 +101,7 @@ def set_stage(path: Path, task_id: str, stage: str, at: str) -> dict[str, Any]:
     def change(doc: dict[str, Any]) -> dict[str, Any]:
         task = _find(doc, task_id)
         if task is None:
-            raise NotFoundError(f"no task {task_id!r} in {path}; see `cortex task list`")
+            raise NotFoundError(f"no task {task_id!r} in {path}; see {command('task list')}")
         task.pop("stage", None)
         task.update({"current_stage": stage, "updated_at": at})
         return task

@@ -24,7 +24,7 @@ from cortex.core.procedures import (
 )
 from cortex.core.redaction import redact
 from cortex.core.retrieval import query_terms
-from cortex.errors import ConfigError, NotFoundError, ValidationError
+from cortex.errors import ConfigError, NotFoundError, ValidationError, command
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, new_uuid, resolve_id
@@ -87,7 +87,7 @@ class ProceduralService(Service):
         """The live procedure ``procedure_id`` names: its id or a unique prefix of it."""
         found = lookup(self.store, "procedure", procedure_id, self.store.get_procedure)
         if found is None or found.deleted_at is not None:
-            raise NotFoundError(f"no procedure {procedure_id!r}; see `cortex procedure list`")
+            raise NotFoundError(f"no procedure {procedure_id!r}; see {command('procedure list')}")
         return found
 
     def list(
@@ -104,7 +104,9 @@ class ProceduralService(Service):
         procedure_id = resolve_id(self.store, "procedure", procedure_id) or procedure_id
         with self.store.transaction():
             if not self.store.record_procedure_use(procedure_id, now):
-                raise NotFoundError(f"no procedure {procedure_id!r}; see `cortex procedure list`")
+                raise NotFoundError(
+                    f"no procedure {procedure_id!r}; see {command('procedure list')}"
+                )
             self.store.append_audit("procedure.use", actor, procedure_id, {}, now)
         return self.get(procedure_id)
 
@@ -130,11 +132,11 @@ class ProceduralService(Service):
         self._check_enabled()
         state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
-            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            raise NotFoundError(f"no session {session_id!r}; see {command('session list')}")
         session_id = state.session_id  # a prefix names the session it begins
         if state.is_open or state.state != COMPLETE or state.crash_recovered:
             raise ValidationError(
-                f"session {session_id} did not complete; end it with `cortex session end` "
+                f"session {session_id} did not complete; end it with {command('session end')} "
                 "once its task is done, then promote it"
             )
         if state.pending_tasks:

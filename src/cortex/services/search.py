@@ -46,7 +46,7 @@ from cortex.core.retrieval import (
     session_votes,
 )
 from cortex.core.tokens import estimate_tokens
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import NotFoundError, ValidationError, command
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, resolve_id
@@ -117,7 +117,7 @@ class MemoryReader(Service):
         """Any memory by id or unique id prefix (also deleted or superseded ones, for history)."""
         memory = lookup(self.store, "memory", memory_id, self.store.get_memory)
         if memory is None:
-            raise NotFoundError(f"no memory {memory_id!r}; see `cortex memory list`")
+            raise NotFoundError(f"no memory {memory_id!r}; see {command('memory list')}")
         return memory
 
     def links(self, memory_id: str) -> list[MemoryLink]:
@@ -128,7 +128,7 @@ class MemoryReader(Service):
         """The session ``session_id`` names (the whole id or a unique prefix), or NotFound."""
         state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:  # refused like every command refuses an unknown session
-            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            raise NotFoundError(f"no session {session_id!r}; see {command('session list')}")
         return state
 
     def _source_session(

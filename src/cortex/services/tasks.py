@@ -27,7 +27,7 @@ from cortex.core.tasks import (
     pipeline_tasks,
     task_in_project,
 )
-from cortex.errors import NotFoundError, ValidationError
+from cortex.errors import NotFoundError, ValidationError, command
 from cortex.files import check_id
 from cortex.services.base import Service
 
@@ -149,7 +149,7 @@ class StoreTasks:
         with self.store.transaction():
             found = self.store.get_task(task_id)
             if found is None:
-                raise NotFoundError(f"no task {task_id!r}; see `cortex task list`")
+                raise NotFoundError(f"no task {task_id!r}; see {command('task list')}")
             task = TaskRecord(
                 task_id, found.title, stage, found.created_at, at, found.project, found.detail
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from cortex.adapters.cli import sessions
-from cortex.adapters.cli.plain import setup_logging, unexpected
+from cortex.adapters.cli.plain import error_line, setup_logging, unexpected
 from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
 from cortex.config import parse_assignments
 from cortex.errors import CortexError
@@ -92,7 +92,7 @@ def run(argv: Sequence[str]) -> int:
         exc.show()
         return exc.exit_code
     except CortexError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(error_line(exc), err=True)
         return 1
     except Exception as exc:
         return unexpected(exc, env)

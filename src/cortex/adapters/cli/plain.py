@@ -26,9 +26,18 @@ from pathlib import Path
 
 from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config
-from cortex.errors import CortexError
+from cortex.errors import CortexError, Surface
 from cortex.logs import configure
 from cortex.services.app import Services
+
+CLI = Surface("{name}", "{name} {value}", {"add_tokens": "--tokens"}, flags=True)
+"""How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""
+
+
+def error_line(exc: CortexError) -> str:
+    """The one line a ``CortexError`` prints, in the command line's terms."""
+    return f"error: {exc.render(CLI)}"
+
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -403,7 +412,7 @@ def run(argv: Sequence[str]) -> int | None:
                 pass
         sys.exit(1)
     except CortexError as exc:
-        echo(f"error: {exc}", err=True)
+        echo(error_line(exc), err=True)
         return 1
     except Exception as exc:  # noqa: BLE001 - reported as the click command line reports it
         return unexpected(exc, rt.env)

@@ -1,9 +1,10 @@
 """Tool errors that speak to the agent: one sentence naming the fix in the tool's own terms.
 
-Cortex's errors name the next step for a person at a terminal (`cortex session list`); an
-agent calling a tool has tools, not a shell. ``for_agent`` rewrites those hints into tool
-terms, and ``CortexMCPServer`` turns the SDK's argument-validation dumps (several lines and a
-URL per field) into one sentence naming the argument.
+A Cortex error names the parameter it is about and the command that is the next step
+(``cortex.errors.param``, ``command``); ``MCP`` renders them as the tool's argument
+(`` `session_id` ``) and the tool that does the same (``working_memory_unpin``), and
+``CortexMCPServer`` turns the SDK's argument-validation dumps (several lines and a URL per
+field) into one sentence naming the argument.
 """
 
 from __future__ import annotations
@@ -17,34 +18,24 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
-# A person's next step (a CLI command) -> the agent's, in tool terms; the first match wins.
-_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), replacement)
-    for pattern, replacement in (
-        (r"(?:see|start it with) `cortex session (?:list|start)[^`]*`",
-         "use a session_id that start_session or session_chain returned"),
-        (r"start one with `cortex session start` or pass --session-id",
-         "call start_session, or pass session_id"),
-        (r"start a new one with `cortex session start`", "call start_session for a new one"),
-        (r"see `cortex memory list`", "use a memory_id that search_memories returned"),
-        (r"(?:remove one first|remove a pin) with `cortex pin remove LABEL`",
-         "remove one first with working_memory_unpin"),
-        (r"see `cortex pin list`", "see working_memory_view"),
-        (r"see `cortex session snapshot`", "call snapshot_session first"),
-    )
-)  # fmt: skip
-_ANY_COMMAND = re.compile(r"[;,(]?\s*[^;,(]*`cortex [^`]*`[^;)]*\)?")
+from cortex.errors import CortexError, Surface
 
-
-def for_agent(message: str) -> str:
-    """``message`` with any CLI command in it replaced by what the agent can call."""
-    if "`cortex " not in message:
-        return message
-    for pattern, replacement in _HINTS:
-        if pattern.search(message):
-            return pattern.sub(replacement, message)
-    stripped = _ANY_COMMAND.sub("", message).rstrip(" ;,")
-    return f"{stripped}; check the tool's arguments"
+MCP = Surface(
+    "`{name}`",
+    "`{name}`: {value}",
+    commands={
+        "session list": "the session_id that start_session or session_chain returned",
+        "session start": "start_session",
+        "session end": "end_session",
+        "session show": "session_status",
+        "session snapshot": "snapshot_session",
+        "pin list": "working_memory_view",
+        "pin remove": "working_memory_unpin",
+        "memory list": "search_memories or list_memories",
+    },
+)
+"""How a tool error names a parameter (the tool's argument, as the services' keyword names
+it) and a command (the tool that does the same)."""
 
 
 def schema_message(tool: str, error: ValidationError) -> str:
@@ -113,6 +104,8 @@ class CortexMCPServer(MCPServer[Any]):
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(schema_message(name, exc.__cause__)) from exc.__cause__
+            if isinstance(exc.__cause__, CortexError):  # one a tool let through
+                raise ToolError(exc.__cause__.render(MCP)) from exc.__cause__
             prefix = f"Error executing tool {name}: "  # the SDK's, around our own message
             if str(exc).startswith(prefix) and type(exc) is ToolError:
                 raise ToolError(str(exc)[len(prefix) :]) from exc.__cause__

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, tool_errors
+from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, given, tool_errors
 from cortex.core.memory_models import Memory, ScoredMemory
 from cortex.core.transcripts import format_checkpoint
 from cortex.services.memory import MAX_KEY_CHARS
@@ -316,7 +316,7 @@ class MemoryTools:
         latest checkpoint. Returns the items and a ready-to-read text block.
         """
         with tool_errors():
-            sid = session_id or await self.context.open_session(ctx)
+            sid = given(session_id) or await self.context.open_session(ctx)
             project = (await self.context.identity(ctx)).id
             result = self.context.services.memory.get_context(
                 query, mode=mode, budget_tokens=budget_tokens, session_id=sid, project=project,

@@ -26,8 +26,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from cortex.adapters.mcp.errors import for_agent
-from cortex.errors import CortexError, NotFoundError
+from cortex.adapters.mcp.errors import MCP
+from cortex.errors import CortexError, NotFoundError, ValidationError, param
 from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity, project_identity
@@ -48,13 +48,23 @@ SessionIdArg = Annotated[
 ]
 
 
+def given(session_id: str | None, argument: str = "session_id") -> str | None:
+    """``session_id`` as a tool got it. Only an omitted id means the current session: an empty
+    one (a template's unset variable) is refused, never taken for another session."""
+    if session_id == "":
+        raise ValidationError(
+            f"{param(argument)} is empty; omit it for the current session or give a session id"
+        )
+    return session_id
+
+
 @contextmanager
 def tool_errors() -> Iterator[None]:
     """Turn a CortexError into a tool error result with its one-line message."""
     try:
         yield
     except CortexError as exc:
-        raise ToolError(for_agent(str(exc))) from exc
+        raise ToolError(exc.render(MCP)) from exc
 
 
 @dataclass
@@ -133,10 +143,12 @@ class ToolContext:
     async def identity(self, ctx: Context | None) -> ProjectIdentity:
         return await self.scope.identity(ctx, self.services.config.home / "cache")
 
-    async def session_id_for(self, ctx: Context | None, session_id: str | None) -> str:
+    async def session_id_for(
+        self, ctx: Context | None, session_id: str | None, argument: str = "session_id"
+    ) -> str:
         """The named session (its whole id, also from a unique prefix), or the current session
-        of this project (module docstring)."""
-        if session_id:
+        of this project (module docstring) when ``argument`` was omitted."""
+        if given(session_id, argument) is not None:
             return self.sessions.resolve(session_id).session_id
         project = (await self.identity(ctx)).id
         try:

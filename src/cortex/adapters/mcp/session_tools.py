@@ -221,7 +221,7 @@ class SessionTools:
         pins and the pending-task count.
         """
         with tool_errors():
-            into = await self.context.session_id_for(ctx, into_session_id)
+            into = await self.context.session_id_for(ctx, into_session_id, "into_session_id")
             restored = self.context.sessions.force_inherit_session(session_id, into, actor="mcp")
             target = self.context.sessions.resolve(session_id)
         return {

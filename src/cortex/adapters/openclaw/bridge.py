@@ -144,7 +144,11 @@ class Bridge:
     def lookup(self, params: Mapping[str, Any]) -> str | None:
         """The session a request names (``session_id``, a bound key, or the current one)."""
         explicit = opt_str(params, "session_id", 200)
-        if explicit:
+        if explicit == "":  # an unset variable: never taken for the current session
+            raise ValidationError(
+                "session_id is empty; omit it for the current session or give a session id"
+            )
+        if explicit is not None:
             return explicit
         key = opt_str(params, "session_key", 500)
         if key is not None:

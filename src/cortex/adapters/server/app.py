@@ -31,6 +31,7 @@ from cortex.errors import (
     ForbiddenError,
     NotFoundError,
     StorageError,
+    Surface,
     UnauthorizedError,
     ValidationError,
 )
@@ -57,6 +58,24 @@ _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (RateLimitedError, "rate_limited"),
     (StorageError, "unavailable"),
 )
+HTTP = Surface(
+    '"{name}"',
+    '"{name}": {value}',
+    commands={
+        "session list": "GET /v1/sessions",
+        "session start": "POST /v1/sessions/start",
+        "session end": "POST /v1/sessions/end",
+        "session show": "GET /v1/sessions/{session_id}",
+        "session snapshot": "GET /v1/sessions/{session_id}/snapshots",
+        "session checkpoint list": "GET /v1/sessions/{session_id}/checkpoints",
+        "pin list": "GET /v1/sessions/{session_id}/pins",
+        "pin remove": "DELETE /v1/sessions/{session_id}/pins/{label}",
+        "memory list": "POST /v1/memories/list",
+        "task list": "GET /v1/tasks",
+    },
+)
+"""How an error names a parameter here: as the JSON field or query parameter (the services'
+keyword names them alike), and a command as the endpoint that does the same."""
 _HTTP_CODES = {
     401: "unauthorized",
     404: "not_found",
@@ -81,7 +100,7 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
     if isinstance(exc, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"  # RFC 9110: how to authenticate
-    message = str(exc)
+    message = exc.render(HTTP)
     if code == "internal":
         log.error("request failed: %s", exc)
     elif code == "unavailable":

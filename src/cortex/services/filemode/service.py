@@ -31,7 +31,7 @@ from cortex.core.history_models import SessionSnapshot
 from cortex.core.memory_models import EXPLICIT, LONG_TERM
 from cortex.core.redaction import redact
 from cortex.core.transcripts import format_checkpoint
-from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError
+from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError, command
 from cortex.services.base import Service
 from cortex.services.filemode.sync import Sync, SyncReport
 from cortex.services.filemode.workspace import Workspace
@@ -188,7 +188,7 @@ class FileModeService(Service):
                 return found
         raise NotFoundError(
             f"no checkpoint {checkpoint_id!r} in session {session_id}; "
-            "see `cortex session checkpoint list`"
+            f"see {command('session checkpoint list')}"
         )
 
     def append_checkpoint(self, checkpoint: Checkpoint) -> Written:

@@ -28,7 +28,7 @@ from typing import Any
 from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import GATE_IDS, check_slug
 from cortex.core.redaction import redact
-from cortex.errors import NotFoundError, StorageError, ValidationError
+from cortex.errors import NotFoundError, StorageError, ValidationError, command
 from cortex.files import (
     atomic_write_text,
     check_id,
@@ -126,7 +126,8 @@ class TaskFolder:
         """NotFoundError, naming ``cortex task init``, when the folder was never made."""
         if not self.exists():
             raise NotFoundError(
-                f"no task folder {self.path}; create it with `cortex task init {self.slug}`"
+                f"no task folder {self.path}; "
+                f"create it with {command('task init', f' {self.slug}')}"
             )
 
     def status(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from cortex.core.lifecycle import (
 )
 from cortex.core.models import ACTIVE, COMPLETE, INIT, SUSPENDED, SessionState
 from cortex.core.redaction import redact
-from cortex.errors import ConflictError, CortexError, ValidationError
+from cortex.errors import ConflictError, CortexError, ValidationError, command, param
 from cortex.files import check_id
 from cortex.logs import getLogger
 from cortex.services.protocol import commands
@@ -172,7 +172,8 @@ def _require_gate_checkpoint(protocol: ProtocolService, slug: str, gate: str) ->
     if gate not in gates:
         raise ValidationError(
             f"task {slug} has no checkpoint at gate {gate} (checkpoints at: "
-            f"{', '.join(gates) or 'none'}); give one of those or start without --from-gate"
+            f"{', '.join(gates) or 'none'}); give one of those or start without "
+            f"{param('from_gate')}"
         )
 
 
@@ -190,7 +191,8 @@ def _bind(
         if live is not None and session_id not in (None, live.session_id):
             raise ConflictError(
                 f"task {slug} already has a live session {live.session_id} (last activity "
-                f"{live.last_activity}); end it with `cortex task end {slug}` or wait for its lease"
+                f"{live.last_activity}); end it with {command('task end', f' {slug}')} "
+                "or wait for its lease"
             )
         if live is not None:
             return live, None
@@ -202,7 +204,7 @@ def _bind(
         if existing is not None and session_id:
             raise ConflictError(
                 f"session {session_id} is ended or works on task {existing.task_slug}; "
-                "start without --session-id"
+                f"start without {param('session_id')}"
             )
         previous = protocol.sessions_of(slug)
         restored = sessions.on_session_start(
@@ -459,8 +461,8 @@ def _ending_session(protocol: ProtocolService, slug: str, session_id: str | None
     session = protocol.task_session(slug, session_id)
     if not session.is_open and _end_checkpoint(protocol, session) is None:
         raise ConflictError(
-            f"session {session.session_id} ended without `cortex task end` ({session.state}); "
-            f"start the next one with `cortex task start {slug}`"
+            f"session {session.session_id} ended without {command('task end')} "
+            f"({session.state}); start the next one with {command('task start', f' {slug}')}"
         )
     return session
 

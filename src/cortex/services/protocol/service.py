@@ -28,7 +28,14 @@ from cortex.core.lifecycle import (
 from cortex.core.models import SUSPENDED, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.retries import RetryAdvice, RetryLedger
-from cortex.errors import ConflictError, NotFoundError, StorageError, ValidationError
+from cortex.errors import (
+    ConflictError,
+    NotFoundError,
+    StorageError,
+    ValidationError,
+    command,
+    param,
+)
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup
@@ -139,15 +146,15 @@ class ProtocolService(Service):
             if state is None or state.task_slug != slug:
                 raise NotFoundError(
                     f"no session {session_id!r} of task {slug}; "
-                    f"see `cortex session list --task {slug}`"
+                    f"see {command('session list', f' --task {slug}')}"
                 )
             return state
         own = self.own_session(slug)
         if own is None:
             self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
-                f"task {slug} has no open session; start one with `cortex task start {slug}` "
-                "(or name one with --session-id)"
+                f"task {slug} has no open session; start one with "
+                f"{command('task start', f' {slug}')} (or name one with {param('session_id')})"
             )
         return own
 
@@ -250,7 +257,7 @@ class ProtocolService(Service):
         if problem is not None:
             raise StorageError(
                 f"checkpoint {checkpoint_id} is stored but not in the task folder ({problem}); "
-                f"then run `cortex checkpoint verify --task {slug} --repair`"
+                f"then run {command('checkpoint verify', f' --task {slug} --repair')}"
             )
 
     def list_checkpoints(self, slug: str) -> list[Checkpoint]:
@@ -267,7 +274,8 @@ class ProtocolService(Service):
         found = lookup(self.store, "checkpoint", given, self.store.get_checkpoint)
         if found is None:
             raise NotFoundError(
-                f"no checkpoint {checkpoint_id!r}; see `cortex checkpoint list --task <slug>`"
+                f"no checkpoint {checkpoint_id!r}; "
+                f"see {command('checkpoint list', ' --task <slug>')}"
             )
         return found
 
@@ -342,7 +350,7 @@ class ProtocolService(Service):
         """Add context tokens to the task's session and apply the budget rules: a refresh every
         50K tokens, a fork to a fresh session at the soft cap. Returns the status and actions."""
         if add_tokens < 0:
-            raise ValidationError(f"--tokens {add_tokens} is negative; give 0 or more")
+            raise ValidationError(f"{param('add_tokens', add_tokens)} is negative; give 0 or more")
         folder = self.folder(slug)
         folder.status()  # a damaged status fails first, whatever the session
         with self.sessions.transaction():

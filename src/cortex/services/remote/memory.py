@@ -24,7 +24,7 @@ from cortex.core.memory_models import (
     ScoredMemory,
     SessionBlock,
 )
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, param
 from cortex.services.memory import AddBatch, AddResult, ItemError, MemoryService, NewMemory
 from cortex.services.remote.client import RemoteClient
 from cortex.services.remote.local_only import LocalOnly
@@ -54,7 +54,9 @@ def _scope(scope: dict[str, object]) -> dict[str, Any]:
     layer = body.get("layer")
     if isinstance(layer, list | tuple):
         if len(layer) != 1:
-            raise ValidationError("a server filters on one layer at a time; give one --layer")
+            raise ValidationError(
+                f"a server filters on one layer at a time; give one {param('layer')}"
+            )
         body["layer"] = layer[0]
     return _fields(**body)
 
@@ -77,7 +79,7 @@ class RemoteMemory(MemoryService):
             try:
                 added.append(self._add(item))
             except ValidationError as exc:
-                errors.append(ItemError(index, str(exc)))
+                errors.append(ItemError(index, str(exc), exc))
         return AddBatch(tuple(added), tuple(errors))
 
     def _add(self, item: NewMemory) -> AddResult:

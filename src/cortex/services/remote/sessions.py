@@ -20,12 +20,12 @@ from cortex.clock import Clock
 from cortex.config import Config
 from cortex.core.models import COMPLETE, Pin, RestoredSessionContext, SessionState
 from cortex.core.redaction import redact
-from cortex.errors import NotFoundError, UnavailableError
+from cortex.errors import NotFoundError, UnavailableError, command, param
 from cortex.services.remote.client import RemoteClient, request_id
 from cortex.services.remote.local_only import LocalOnly
 from cortex.services.remote.transport import segment
 from cortex.services.sessions.capture import SessionCapture
-from cortex.services.sessions.context import current_of
+from cortex.services.sessions.context import START_OR_NAME, current_of
 from cortex.services.sessions.manager import SessionPersistenceManager
 
 if TYPE_CHECKING:
@@ -81,10 +81,7 @@ class RemoteSessions(SessionPersistenceManager):
         for state in self.list_sessions(20, project):
             if state.is_open:
                 return state
-        raise NotFoundError(
-            "no active session on the server; start one with `cortex session start` "
-            "or pass --session-id"
-        )
+        raise NotFoundError(f"no active session on the server; {START_OR_NAME}")
 
     def current_session(self, here: ProjectIdentity) -> SessionState:
         """The server's open sessions, chosen by the local rule (``current_of``): the newest
@@ -94,7 +91,8 @@ class RemoteSessions(SessionPersistenceManager):
         except UnavailableError as exc:
             raise UnavailableError(
                 f"server {self.client.transport.url} is unavailable, so the current session "
-                "is unknown; pass --session-id ID (the id `cortex session start` printed)"
+                f"is unknown; pass {param('session_id', metavar='ID')} "
+                f"(the id {command('session start')} printed)"
             ) from exc
         states = (SessionState.from_dict(s) for s in data.get("sessions") or ())
         return current_of([s for s in states if s.is_open], here)

@@ -14,7 +14,7 @@ from cortex.clock import parse_time
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, command
 from cortex.services.sessions.context import SessionContext, check_open, with_topics
 from cortex.services.working_memory import load_working_memory
 
@@ -68,7 +68,7 @@ class SessionCapture:
             if unknown:
                 raise ValidationError(
                     f"unknown SessionState field {sorted(unknown)[0]!r}; "
-                    "see `cortex --json session show` for the names"
+                    f"see {command('session show', ' --json')} for the names"
                 )
             current.update(partial)
             current["session_id"] = session_id

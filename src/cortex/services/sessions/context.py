@@ -24,7 +24,7 @@ from cortex.core.tasks import (
     scan_pins_for_tasks,
 )
 from cortex.core.topics import HotTopicExtractor
-from cortex.errors import ConflictError, CortexError, NotFoundError
+from cortex.errors import ConflictError, CortexError, NotFoundError, command, param
 from cortex.files import check_id, file_lock, write_json
 from cortex.logs import getLogger
 from cortex.services.base import Service
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     """What ``save_working_memory`` writes: the file, the session, its pins and when."""
 
 log = getLogger("cortex")
+START_OR_NAME = f"start one with {command('session start')} or pass {param('session_id')}"
+"""The next step when no session is named and none is current."""
 
 PLACES = ("git:", "path:")
 """Prefixes of the project ids that name a place (a repository, a directory), not a name."""
@@ -164,7 +166,7 @@ class SessionContext(Service):
         """The stored session ``session_id`` names: the whole id or a unique prefix of it."""
         state = lookup(self.store, "session", check_id(session_id), self.store.get_session)
         if state is None:
-            raise NotFoundError(f"no session {session_id!r}; see `cortex session list`")
+            raise NotFoundError(f"no session {session_id!r}; see {command('session list')}")
         return state
 
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
@@ -178,9 +180,7 @@ class SessionContext(Service):
             else self.store.latest_open_session(any_project=True)
         )
         if state is None:
-            raise NotFoundError(
-                "no active session; start one with `cortex session start` or pass --session-id"
-            )
+            raise NotFoundError(f"no active session; {START_OR_NAME}")
         return state
 
     def current(self, here: ProjectIdentity) -> SessionState:
@@ -327,7 +327,7 @@ def check_open(state: SessionState) -> SessionState:
     if not state.is_open:
         raise ConflictError(
             f"session {state.session_id} ended at {state.end_time}; "
-            "start a new one with `cortex session start`"
+            f"start a new one with {command('session start')}"
         )
     return state
 
@@ -370,13 +370,11 @@ def current_of(open_sessions: Sequence[SessionState], here: ProjectIdentity) -> 
     )
     if unplaced:
         raise ConflictError(
-            f"several sessions are open and none is of {here.name}: {listed}; pass --session-id"
+            f"several sessions are open and none is of {here.name}: {listed}; "
+            f"pass {param('session_id')}"
         )
     if open_now:
         raise NotFoundError(
-            f"no open session of {here.name} (open elsewhere: {listed}); "
-            "start one with `cortex session start` or pass --session-id"
+            f"no open session of {here.name} (open elsewhere: {listed}); {START_OR_NAME}"
         )
-    raise NotFoundError(
-        "no active session; start one with `cortex session start` or pass --session-id"
-    )
+    raise NotFoundError(f"no active session; {START_OR_NAME}")

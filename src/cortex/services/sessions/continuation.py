@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from cortex.clock import parse_time
 from cortex.core.models import RestoredSessionContext, SessionState
-from cortex.errors import ConflictError
+from cortex.errors import ConflictError, param
 from cortex.services.restoration import plan_forced
 from cortex.services.sessions.context import SessionContext
 from cortex.services.sessions.restore import Restorer
@@ -68,7 +68,7 @@ class Continuation:
         """Up to ``depth`` sessions ending at ``session_id``, oldest first."""
         ctx = self.context
         if depth < 1:
-            raise ConflictError(f"depth {depth} must be at least 1; e.g. --depth 5")
+            raise ConflictError(f"depth {depth} must be at least 1; e.g. {param('depth', 5)}")
         chain = [ctx.load(session_id)]
         seen = {chain[0].session_id}
         while len(chain) < depth and chain[-1].previous_session_id:

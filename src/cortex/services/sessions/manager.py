@@ -144,12 +144,12 @@ class SessionPersistenceManager(Service):
         if text and self.store.project_known(text):
             return text
         from cortex.core.redaction import redact
-        from cortex.errors import ConflictError, ValidationError
+        from cortex.errors import ConflictError, ValidationError, param
         from cortex.services.project import project_label
 
         text = redact(text)
         if not text:
-            raise ValidationError("empty project name; pass --project NAME")
+            raise ValidationError(f"empty project name; pass {param('project', metavar='NAME')}")
         matched = self.projects_matching(text)
         if not matched or text in matched:
             return text

@@ -11,7 +11,7 @@ from cortex.core.models import Pin
 from cortex.core.pins import make_pin, remove_pin, upsert_pin
 from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor
-from cortex.errors import NotFoundError
+from cortex.errors import NotFoundError, command
 from cortex.services.sessions.context import SessionContext, with_topics
 
 
@@ -60,7 +60,7 @@ class SessionPins:
             if removed is None:
                 raise NotFoundError(
                     f"no pin labelled {label!r} in session "
-                    f"{state.session_id}; see `cortex pin list`"
+                    f"{state.session_id}; see {command('pin list')}"
                 )
             state = ctx.save(replace(state, working_memory=pins, updated_at=ctx.now_iso()))
             ctx.mirror_pins(state)
