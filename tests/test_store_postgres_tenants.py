@@ -239,6 +239,47 @@ def test_two_writers_of_one_session_keep_both_changes(
     assert stored is not None and "first" in _labels(stored) and done(stored)
 
 
+def test_two_writers_that_deadlock_are_both_applied(pg_url: str, tmp_path: Path) -> None:
+    """One request pins onto s1 then s2, another continues s1 from s2 (locking s2, then s1):
+    PostgreSQL breaks the deadlock by rolling one back, and ``apply_once`` runs that one
+    again instead of answering 503."""
+    from cortex.services.hosting import ServiceHost, apply_once
+
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4)
+    try:
+        tenant = f"dl-{secrets.token_hex(4)}"
+        with host.registry() as registry:
+            registry.tenants.create_tenant(tenant)
+        with host.open(tenant) as app:
+            s1, s2 = (app.sessions.on_session_start(project="p").session_id for _ in range(2))
+            app.sessions.add_pin("carried", "from s2", s2)
+        with host.open(tenant) as first, host.open(tenant) as second:
+            continued: list[Any] = []
+            other = threading.Thread(
+                target=lambda: continued.append(
+                    apply_once(second, None, lambda: second.sessions.force_inherit_session(s2, s1))
+                )
+            )
+
+            def pin_both() -> None:
+                with first.sessions.transaction():
+                    first.sessions.add_pin("one", "on s1", s1)
+                    if not other.is_alive() and not continued:  # the first attempt only
+                        other.start()
+                        assert waiting_or_done(other, pg_url)  # holds s2, waits for s1
+                    first.sessions.add_pin("two", "on s2", s2)  # waits for s2: a deadlock
+
+            apply_once(first, None, pin_both)
+            other.join(30)
+            assert len(continued) == 1 and continued[0].session_ids == (s2,)
+            one, two = first.sessions.get_session(s1), first.sessions.get_session(s2)
+            assert one is not None  # its own pin, and s2's inherited (with "two" if it was first)
+            assert {"one", "carried"} <= {p.label.split(" [")[0] for p in one.working_memory}
+            assert two is not None and "two" in _labels(two) and two.continued_by == s1
+    finally:
+        host.close()
+
+
 def test_racing_crash_recovery_claims_each_session_once(
     servers: Callable[[int], list[Any]], make_config: Callable[..., Config], home: Path
 ) -> None:
