@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import urlsplit
@@ -110,3 +112,25 @@ def fresh_database(pg_url: str) -> Iterator[str]:
         yield database_url(name)
     finally:
         drop_database(name)
+
+
+def waiting_or_done(thread: threading.Thread, url: str, timeout: float = 10) -> bool:
+    """Wait until ``thread`` ended, or until a connection of database ``url`` waits for a lock
+    (a writer it started is held by another transaction); True when one waits.
+
+    What a race test needs to interleave two transactions exactly, with no sleeps: on the code
+    that locks, the second writer is seen waiting; on the code that does not, it ends."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        while thread.is_alive() and time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row is not None and row[0] > 0:
+                return True
+            time.sleep(0.01)
+    assert not thread.is_alive(), "the writer neither ended nor waited for a lock"
+    return False

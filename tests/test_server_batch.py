@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +33,7 @@ from cortex.errors import (  # noqa: E402
 )
 from cortex.services.hosting import ServiceHost  # noqa: E402
 from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
+from pg_helpers import waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_batch")
 
@@ -128,6 +130,23 @@ def test_two_turns_of_one_session_in_a_batch_both_count_in_order(host: ServiceHo
     )
     assert all(isinstance(found, SessionState) for found in outcomes)
     assert {"kafka", "redis"} <= set(stored(host, tenant, sid).hot_topics)
+
+
+def test_a_batch_waits_for_a_pin_being_written_to_its_session_and_keeps_it(
+    host: ServiceHost,
+) -> None:
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    with host.open(tenant) as app, app.sessions.transaction():
+        app.sessions.add_pin("deploy", "make deploy", sid)
+        batch = threading.Thread(
+            target=capture, args=(host, [Turn(key, sid, None, {"text": "kafka"})])
+        )
+        batch.start()
+        assert waiting_or_done(batch, host.url)  # the session is held until the pin commits
+    batch.join(10)
+    found = stored(host, tenant, sid)
+    assert [p.label for p in found.working_memory] == ["deploy"] and "kafka" in found.hot_topics
 
 
 def test_a_failing_turn_gets_its_error_and_its_claim_back_while_the_others_commit(

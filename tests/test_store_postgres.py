@@ -18,7 +18,13 @@ import pytest
 
 from cortex.core.history_models import Checkpoint, SessionEvent, SessionSnapshot
 from cortex.core.memory_models import Memory, MemoryFilter
-from cortex.errors import ConfigError, ConflictError, StorageError, ValidationError
+from cortex.errors import (
+    ConfigError,
+    ConflictError,
+    ContentionError,
+    StorageError,
+    ValidationError,
+)
 from cortex.store import migration_names, open_store
 from cortex.store.protocol import Store
 from store_contract import full_session, session, t
@@ -399,7 +405,12 @@ def test_passwords_never_show(url: str, shown: str) -> None:
             StorageError,
             "database pg://x refused access (denied); grant the role its rights",
         ),
-        ("DeadlockDetected", StorageError, "database pg://x is busy (deadlock); retry"),
+        ("DeadlockDetected", ContentionError, "database pg://x is busy (deadlock); retry"),
+        (
+            "SerializationFailure",
+            ContentionError,
+            "database pg://x is busy (could not serialize); retry",
+        ),
         ("QueryCanceled", StorageError, "database pg://x is busy (statement timeout); retry"),
         ("DiskFull", StorageError, "cannot write database pg://x (full); free space and retry"),
         (

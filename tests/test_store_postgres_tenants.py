@@ -23,6 +23,7 @@ from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.services.metrics import MetricsWriter, load_or_create_key
 from cortex.services.metrics_verify import verify
 from cortex.services.sessions.manager import SessionPersistenceManager
+from pg_helpers import waiting_or_done
 from store_contract import session, t
 from store_contract_memory import NOW, memory
 
@@ -201,6 +202,82 @@ def _race(work: Callable[[int], Any], n: int) -> list[Any]:
         thread.join(60)
     assert errors == []
     return results
+
+
+SECOND_WRITERS: dict[str, tuple[Callable[[Any, str], Any], Callable[[Any], bool]]] = {
+    "pin": (lambda m, sid: m.add_pin("second", "two", sid), lambda s: "second" in _labels(s)),
+    "unpin": (lambda m, sid: m.remove_pin("kept", sid), lambda s: "kept" not in _labels(s)),
+    "turn": (lambda m, sid: m.record(sid, text="kafka kafka"), lambda s: "kafka" in s.hot_topics),
+}
+
+
+def _labels(state: Any) -> set[str]:
+    return {pin.label for pin in state.working_memory}
+
+
+@pytest.mark.parametrize("second", SECOND_WRITERS)
+def test_two_writers_of_one_session_keep_both_changes(
+    servers: Callable[[int], list[Any]], pg_url: str, tmp_path: Path, second: str
+) -> None:
+    """A session is written whole: the second writer waits for the first's commit and reads
+    its row, instead of each writing back its own copy (the later undoing the earlier)."""
+    clock = FixedClock(t(1))
+    first, other = (
+        SessionPersistenceManager(store, load_config(tmp_path / str(i), {}, {}), clock)
+        for i, store in enumerate(servers(2))
+    )
+    sid = first.on_session_start(project="p").session_id
+    first.add_pin("kept", "one", sid)
+    write, done = SECOND_WRITERS[second]
+    with first.transaction():
+        first.add_pin("first", "one", sid)
+        thread = threading.Thread(target=write, args=(other, sid))
+        thread.start()
+        assert waiting_or_done(thread, pg_url)  # the row is held until this commit
+    thread.join(10)
+    stored = first.get_session(sid)
+    assert stored is not None and "first" in _labels(stored) and done(stored)
+
+
+def test_two_writers_that_deadlock_are_both_applied(pg_url: str, tmp_path: Path) -> None:
+    """One request pins onto s1 then s2, another continues s1 from s2 (locking s2, then s1):
+    PostgreSQL breaks the deadlock by rolling one back, and ``apply_once`` runs that one
+    again instead of answering 503."""
+    from cortex.services.hosting import ServiceHost, apply_once
+
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4)
+    try:
+        tenant = f"dl-{secrets.token_hex(4)}"
+        with host.registry() as registry:
+            registry.tenants.create_tenant(tenant)
+        with host.open(tenant) as app:
+            s1, s2 = (app.sessions.on_session_start(project="p").session_id for _ in range(2))
+            app.sessions.add_pin("carried", "from s2", s2)
+        with host.open(tenant) as first, host.open(tenant) as second:
+            continued: list[Any] = []
+            other = threading.Thread(
+                target=lambda: continued.append(
+                    apply_once(second, None, lambda: second.sessions.force_inherit_session(s2, s1))
+                )
+            )
+
+            def pin_both() -> None:
+                with first.sessions.transaction():
+                    first.sessions.add_pin("one", "on s1", s1)
+                    if not other.is_alive() and not continued:  # the first attempt only
+                        other.start()
+                        assert waiting_or_done(other, pg_url)  # holds s2, waits for s1
+                    first.sessions.add_pin("two", "on s2", s2)  # waits for s2: a deadlock
+
+            apply_once(first, None, pin_both)
+            other.join(30)
+            assert len(continued) == 1 and continued[0].session_ids == (s2,)
+            one, two = first.sessions.get_session(s1), first.sessions.get_session(s2)
+            assert one is not None  # its own pin, and s2's inherited (with "two" if it was first)
+            assert {"one", "carried"} <= {p.label.split(" [")[0] for p in one.working_memory}
+            assert two is not None and "two" in _labels(two) and two.continued_by == s1
+    finally:
+        host.close()
 
 
 def test_racing_crash_recovery_claims_each_session_once(

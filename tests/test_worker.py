@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import cortex, ok
-from cortex.clock import FixedClock
+from cortex.clock import FixedClock, to_iso
 from cortex.config import Config
 from cortex.errors import StorageError, ValidationError
 from cortex.services.app import Services
@@ -210,3 +210,44 @@ def test_the_orphan_sweep_suspends_a_crashed_session_within_a_pass(
     state = app.sessions.get_session(crashed)
     assert state is not None and state.state == "SUSPENDED"
     assert [c.type for c in app.compaction.checkpoints(crashed)] == ["interrupted"]
+
+
+def test_close_idle_leaves_a_session_whose_turn_is_being_written(
+    pg_url: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    """The worker lists the session idle, but a turn of it is being committed: the worker
+    waits for that turn and leaves the session open, instead of ending it at its old last
+    activity (and writing back a copy without the turn)."""
+    import secrets
+    import threading
+
+    from cortex.services.hosting import ServiceHost
+    from cortex.services.worker import close_idle_sessions
+    from pg_helpers import waiting_or_done
+
+    host = ServiceHost(pg_url, tmp_path / "server", clock=clock)
+    try:
+        tenant = f"w-{secrets.token_hex(4)}"
+        with host.registry() as registry:
+            registry.tenants.create_tenant(tenant)
+        with host.open(tenant) as app:
+            sid = app.sessions.on_session_start(project="api").session_id
+        clock.advance(hours=3)
+        reports: list[dict[str, Any]] = []
+        with host.open(tenant) as app, host.open(tenant) as worker_app:
+            with app.sessions.transaction():
+                app.sessions.record(sid, text="back at the keyboard")
+                worker = threading.Thread(
+                    target=lambda: reports.append(close_idle_sessions(worker_app))
+                )
+                worker.start()
+                assert waiting_or_done(worker, pg_url)  # held until the turn commits
+            worker.join(10)
+            state = app.sessions.get_session(sid)
+            assert reports == [{"closed": 0, "session_ids": []}]
+            assert (
+                state is not None and state.is_open and state.last_activity == to_iso(clock.now())
+            )
+            assert app.compaction.checkpoints(sid) == []
+    finally:
+        host.close()

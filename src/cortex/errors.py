@@ -209,6 +209,14 @@ class MigrationDeferredError(StorageError):
     status = 503
 
 
+class ContentionError(StorageError):
+    """The database rolled a transaction back to settle a conflict with another one (a
+    deadlock, a serialization failure): nothing of it was written, and running it again
+    usually succeeds (the team server does so before it answers)."""
+
+    status = 503
+
+
 class UnavailableError(StorageError):
     """The Cortex server cannot take a request now: unreachable, too slow, or overloaded.
 

@@ -30,6 +30,7 @@ from cortex.config import Config, load_config
 from cortex.core.tenancy import check_request_id, check_tenant_id, parse_key
 from cortex.errors import (
     ConfigError,
+    ContentionError,
     CortexError,
     RefusedAhead,
     RequestReplayed,
@@ -56,6 +57,9 @@ are shared infrastructure, so the cause goes to the server's log only."""
 MIN_SECRET_BYTES = 32
 """The shortest server secret taken: the metrics keys derived from it must not be guessable by
 whoever can read the chains in the database."""
+CONTENTION_ATTEMPTS = 3
+"""How many times ``apply_once`` runs a change the database rolled back as a deadlock victim
+(or a serialization failure) before the request gets the 503."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
 
@@ -248,11 +252,22 @@ def apply_once(
     its transaction before that statement (a start, a captured turn, an end); and so does
     the caller's ``key`` check, still to be made (see ``KeyCheck``), checked first; without
     a request id, in a transaction opened for it (the change's own, on PostgreSQL, costs no
-    round trip more)."""
-    try:
-        return _apply_once(app, request_id, change, ahead, key)
-    except RefusedAhead as refused:
-        raise refused.error from None  # rolled back, with whatever went with the key's read
+    round trip more).
+
+    A change the database rolled back to settle a conflict with another transaction (a
+    deadlock between two writers of the same sessions; ``ContentionError``) is run again,
+    up to ``CONTENTION_ATTEMPTS`` times in all: nothing of it was written (its claim
+    included), so the client gets the answer instead of a 503 to retry itself."""
+    attempts = 1
+    while True:
+        try:
+            return _apply_once(app, request_id, change, ahead, key)
+        except RefusedAhead as refused:
+            raise refused.error from None  # rolled back, with whatever went with the key's read
+        except ContentionError:
+            if attempts == CONTENTION_ATTEMPTS:
+                raise
+            attempts += 1
 
 
 def _apply_once(

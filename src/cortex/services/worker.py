@@ -34,6 +34,7 @@ from cortex.logs import getLogger
 from cortex.services.ids import new_uuid
 
 if TYPE_CHECKING:
+    from cortex.core.models import SessionState
     from cortex.services.app import Services
     from cortex.services.hosting import ServiceHost
 
@@ -76,21 +77,37 @@ def close_idle_sessions(app: Services) -> dict[str, Any]:
     config, now = app.config, app.clock.now()
     idle_before = to_iso(now - timedelta(minutes=config.session_idle_close_minutes))
     closed: list[str] = []
-    for state in app.sessions.open_sessions():
-        last = state.last_activity or state.updated_at or state.start_time
-        if last >= idle_before or not app.sessions.is_lapsed(state):
+    for listed in app.sessions.open_sessions():
+        if _idle_since(app, listed, idle_before) is None:
             continue
-        idle = round((now - parse_time(last)).total_seconds() / 60)
-        app.compaction.checkpoint(
-            state.session_id,
-            type="interrupted",
-            summary=f"closed by the worker after {idle} idle minutes",
-        )
-        app.sessions.end_idle_session(state.session_id, last)
+        with app.sessions.transaction():
+            # Read again, held until the end commits (on PostgreSQL the row is locked; SQLite
+            # has one writer): a turn or pin that came since the listing, or is being written
+            # now, keeps the session open instead of being ended at its old last activity.
+            state = app.sessions.get_session(listed.session_id)
+            last = None if state is None else _idle_since(app, state, idle_before)
+            if state is None or last is None:
+                continue
+            idle = round((now - parse_time(last)).total_seconds() / 60)
+            app.compaction.checkpoint(
+                state.session_id,
+                type="interrupted",
+                summary=f"closed by the worker after {idle} idle minutes",
+            )
+            app.sessions.end_idle_session(state.session_id, last)
         app.metrics.writer.emit("session_idle_closed", state.session_id,
                                 {"idle_minutes": idle}, app.now_iso())  # fmt: skip
         closed.append(state.session_id)
     return {"closed": len(closed), "session_ids": closed}
+
+
+def _idle_since(app: Services, state: SessionState, idle_before: str) -> str | None:
+    """The last activity of ``state`` when ``close_idle`` may end it (open, idle since before
+    ``idle_before``, its lease lapsed), else None."""
+    last = state.last_activity or state.updated_at or state.start_time
+    if not state.is_open or last >= idle_before or not app.sessions.is_lapsed(state):
+        return None
+    return last
 
 
 def archive_old_sessions(app: Services) -> dict[str, Any]:

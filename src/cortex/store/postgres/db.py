@@ -18,7 +18,13 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from cortex.errors import ConflictError, CortexError, StorageError, ValidationError
+from cortex.errors import (
+    ConflictError,
+    ContentionError,
+    CortexError,
+    StorageError,
+    ValidationError,
+)
 from cortex.store.records import one_line
 
 Pool = ConnectionPool[psycopg.Connection[Any]]
@@ -79,6 +85,8 @@ def cortex_error(exc: psycopg.Error, url: str) -> CortexError:
         return StorageError(f"database {url} is not migrated ({text}); run `cortex db migrate`")
     if state == "42501":  # insufficient privilege
         return StorageError(f"database {url} refused access ({text}); grant the role its rights")
+    if state in ("40001", "40P01"):  # serialization failure, deadlock: worth running again
+        return ContentionError(f"database {url} is busy ({text}); retry")
     if state.startswith("40") or state in ("55P03", "57014"):  # rollback, lock, canceled
         return StorageError(f"database {url} is busy ({text}); retry")
     if state.startswith("53"):  # insufficient resources: disk full, out of memory

@@ -12,7 +12,7 @@ from typing import Any
 
 from cortex.core.models import SessionState
 from cortex.store.postgres.db import Runner
-from cortex.store.postgres.sessions import SELECT, project_clause
+from cortex.store.postgres.sessions import SELECT, held, project_clause
 from cortex.store.records import sessions_from_rows
 
 
@@ -55,12 +55,13 @@ class LeaseRepository:
 
     def latest_open(self, project: str | None, *, any_project: bool) -> SessionState | None:
         """The open session with the newest ``last_activity`` (of ``project`` unless
-        ``any_project``); a session with no activity yet comes last, as in SQLite."""
+        ``any_project``); a session with no activity yet comes last, as in SQLite. In a
+        transaction it is locked until the transaction ends (see ``held``)."""
         where, params = ("TRUE", ()) if any_project else project_clause(project)
         found = sessions_from_rows(
             self.db.rows(
                 f"{SELECT} WHERE tenant_id = %s AND end_time IS NULL AND {where} "
-                "ORDER BY last_activity DESC NULLS LAST LIMIT 1",
+                f"ORDER BY last_activity DESC NULLS LAST LIMIT 1{held(self.db)}",
                 (self.db.tenant, *params),
             )
         )

@@ -44,6 +44,16 @@ def session_row(tenant: str, state: SessionState) -> tuple[Any, ...]:
     return (tenant, *(Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS))
 
 
+def held(db: Runner) -> str:
+    """What a read of one session appends in a transaction: ``FOR UPDATE``, so that the row
+    read is the row the transaction writes back. Sessions are written whole (``UPSERT``): two
+    writers of one session (a pin and a turn of two clients) that both read it unlocked would
+    each write back their own copy, and the later commit would undo the earlier (a pin
+    acknowledged, then gone). Locked, the second waits for the first to commit and reads its
+    row, as SQLite's one writer at a time does."""
+    return " FOR UPDATE" if db.in_transaction else ""
+
+
 def project_clause(project: str | None) -> tuple[str, tuple[Any, ...]]:
     """``project`` compared as SQLite's ``IS`` does, in a form an index can serve."""
     return ("project IS NULL", ()) if project is None else ("project = %s", (project,))
@@ -66,8 +76,12 @@ class SessionRepository:
         return states[0] if states else None
 
     def get_query(self, session_id: str) -> tuple[str, tuple[Any, ...]]:
-        """The SELECT of ``get`` (a store may send it ahead of the call)."""
-        return f"{SELECT} WHERE tenant_id = %s AND id = %s", (self.db.tenant, session_id)
+        """The SELECT of ``get`` (a store may send it ahead of the call); in a transaction it
+        locks the row until the transaction ends (see ``held``)."""
+        return (
+            f"{SELECT} WHERE tenant_id = %s AND id = %s{held(self.db)}",
+            (self.db.tenant, session_id),
+        )
 
     def get_many(self, session_ids: Sequence[str]) -> list[SessionState]:
         """See ``Store.get_sessions``."""
