@@ -354,7 +354,8 @@ def test_cortex_errors_become_one_line_tool_errors(server_for: Any) -> None:
         assert f"session {sid} ended at" in text
         late = {"summary": "late", "session_id": sid}
         text = error_text(await client.call_tool("checkpoint_session", late))
-        assert f"session {sid} ended at" in text and text.endswith("start a new one with start_session")
+        assert f"session {sid} ended at" in text
+        assert text.endswith("start a new one with start_session")
 
     run_client(server, body)
 
