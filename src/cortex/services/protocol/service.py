@@ -272,11 +272,20 @@ class ProtocolService(Service):
         return found
 
     def verify(self, slug: str, *, repair: bool = False) -> VerifyReport:
-        """Whether files, index and store hold the same checkpoints, unaltered; with
-        ``repair``, first make the folder agree with the store (``repair_task``)."""
-        folder = self.folder(slug)
+        """Whether files, index and store hold the same checkpoints, unaltered, and the
+        status and evidence log what they wrote; with ``repair``, first make the folder agree
+        with the store (``repair_task``; a missing status file is made anew from the task's
+        checkpoints)."""
+        folder, repaired, fresh = self.folder(slug), [], False
+        if repair and not folder.exists() and self.list_checkpoints(slug):
+            folder.init(slug, self.now_iso())  # its checkpoints say where the task stands
+            repaired.append(f"{folder.status_path.name}: missing; made anew")
+            fresh = True
         folder.status()
-        repaired = repair_task(self.store, folder, self.now_iso()) if repair else []
+        if repair:
+            repaired += repair_task(
+                self.store, folder, self.now_iso(), self.service_name, fresh=fresh
+            )
         report = verify_task(self.store, folder)
         report.repaired = repaired
         return report
