@@ -269,3 +269,41 @@ def test_a_refused_key_is_said_even_while_older_writes_wait(home: Path) -> None:
             client(home, url).sessions.capture.record("s1", text="with a wrong key")
     assert peer.paths() == ["/v1/sessions/s1/turns"]  # the oldest, refused: the drain stopped
     assert len(journal_lines(home)) == 2  # both kept for when the key is fixed
+
+
+def test_commands_whose_writes_wait_in_the_journal_say_so_not_zeros(home: Path) -> None:
+    url = free_url()
+    session = ("--session-id", "s1")
+
+    def queued(waiting: int) -> str:
+        return (
+            f"queued for the server {url} (not reachable now): {waiting} write(s) waiting in "
+            "the journal; `cortex sync` delivers them\n"
+        )
+
+    commands = [
+        ("session", "start", *session),
+        ("pin", "add", "lab", "the rig is on COM7", *session),
+        ("session", "record", "--text", "tuning the antenna", *session),
+        ("session", "checkpoint", "--summary", "tuned", *session),
+        ("session", "event", "we keep SQLite", *session),
+        ("session", "continue", "s0", *session),
+        ("pin", "remove", "lab", *session),
+        ("memory", "add", "The lab rig is on COM7"),
+        ("task", "add", "t-1", "Draft"),
+        ("task", "done", "t-1"),
+        ("session", "end", *session),
+    ]
+    for waiting, command in enumerate(commands, start=1):
+        result = cortex(home, url, *command)
+        assert (result.returncode, result.stdout) == (0, queued(waiting)), (command, result)
+    ended = cortex(home, url, "--json", "session", "end", *session)
+    assert ended.returncode == 0
+    assert json.loads(ended.stdout)["queued"] == {
+        "server": url, "writes": 1, "waiting": len(commands) + 1, "deliver": "cortex sync"
+    }  # fmt: skip
+    assert len(journal_lines(home)) == len(commands) + 1
+    with serve() as (live, peer):  # a server that takes the writes: no queued field
+        answer = json.loads(cortex(home, live, "--json", "session", "start", "--session-id",
+                                   "s2").stdout)  # fmt: skip
+    assert "queued" not in answer and peer.paths() == ["/v1/sessions/start"]

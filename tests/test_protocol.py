@@ -567,7 +567,10 @@ def test_a_damaged_task_folder_never_costs_a_compaction_its_checkpoint(
         "it or move it aside (Cortex never overwrites a file it cannot "
         "read)"
     )
-    assert problems[1:] == [f"{run.checkpoint.checkpoint_id}: not in checkpoint-index.json"]
+    assert problems[1:] == [
+        f"{run.checkpoint.checkpoint_id}: not in checkpoint-index.json",
+        f"{run.checkpoint.checkpoint_id}: no 'Checkpoint created' line in sessions.log",
+    ]
     with pytest.raises(ValidationError, match="checkpoint-index.json is not valid JSON"):
         app.protocol.create_checkpoint("feat-auth", summary="strict")
 

@@ -45,20 +45,43 @@ def test_a_checkpoint_killed_in_the_folder_leaves_no_phantom(home: Path, repo: P
     killed(home, repo, f"{FOLDER}.write_checkpoint", "after",
            "checkpoint", "create", "--task", "t1", "--summary", "killed")  # fmt: skip
     assert [c["summary"] for c in stored_checkpoints(home, repo)] == ["killed"]
-    assert cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo).returncode == 0
+    (cid,) = [c["checkpoint_id"] for c in stored_checkpoints(home, repo)]
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert verify.returncode == 1  # its file and index entry agree; only its line is missing
+    assert verify.stdout.splitlines()[:2] == [
+        "MISMATCH:",
+        f"  {cid}: no 'Checkpoint created' line in sessions.log",
+    ]
 
 
 def test_a_killed_gate_transition_moves_the_gate_only_with_its_checkpoint(
     home: Path, repo: Path
 ) -> None:
-    started(home, repo)
+    sid = started(home, repo)
     killed(home, repo, f"{FOLDER}.update_status", "after",
            "checkpoint", "create", "--task", "t1", "--type", "gate_transition", "--gate", "G7",
            "--summary", "to G7", "--state-json", '{"decisions": []}')  # fmt: skip
     assert status_of(home)["current_gate"] == "G7"
     assert [c["gate"] for c in stored_checkpoints(home, repo)] == ["G7"]
-    log = (home / "tasks" / "t1" / "logs" / "sessions.log").read_text()
-    assert "Checkpoint created" not in log  # killed before its evidence line, after the store
+    log = home / "tasks" / "t1" / "logs" / "sessions.log"
+    assert "Checkpoint created" not in log.read_text()  # killed before it, after the store
+    (cid,) = [c["checkpoint_id"] for c in stored_checkpoints(home, repo)]
+    line = f"[cortex] Checkpoint created: {cid}"
+    assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)) == (
+        f"repaired: {cid}: logged '{line}' in sessions.log\nok: 1 checkpoints agree\n"
+    )  # the status already had its gate: nothing else to do
+    assert log.read_text().count(line) == 1
+    # A status file deleted by hand is made anew, where the task's checkpoints left it.
+    (home / "tasks" / "t1" / "json" / "task-status.json").unlink()
+    lost = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert lost.returncode == 1 and "create it with `cortex task init t1`" in lost.stderr
+    assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)) == (
+        "repaired: task-status.json: missing; made anew\n"
+        "repaired: task-status.json: current_gate G0 -> G7, last_session unset -> "
+        f"{sid}, as the checkpoints left it (the file it replaces kept as "
+        "task-status.json.set-aside-20260216T090000000000Z)\nok: 1 checkpoints agree\n"
+    )
+    assert status_of(home)["current_gate"] == "G7"
 
 
 def test_a_checkpoint_killed_after_its_commit_is_repaired_from_the_store(
@@ -83,6 +106,7 @@ def test_a_checkpoint_killed_after_its_commit_is_repaired_from_the_store(
     assert lines[1:] == [
         f"repaired: {cid}: wrote {cid}.json from the store",
         "repaired: rebuilt checkpoint-index.json from the store (1 entries)",
+        f"repaired: {cid}: logged '[cortex] Checkpoint created: {cid}' in sessions.log",
         "ok: 1 checkpoints agree",
     ]
     assert [p.name for p in checkpoints.iterdir() if p.name.startswith("ckpt-phantom")] != []
@@ -96,7 +120,11 @@ def test_a_killed_compaction_leaves_no_phantom(home: Path, repo: Path) -> None:
     killed(home, repo, f"{FOLDER}.write_checkpoint", "after",
            "compact", "run", "--session-id", sid)  # fmt: skip
     assert [c["type"] for c in stored_checkpoints(home, repo)] == ["pre_compaction"]
-    assert cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo).returncode == 0
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert [line for line in verify.stdout.splitlines() if line.startswith("  ")] == [
+        f"  {stored_checkpoints(home, repo)[0]['checkpoint_id']}: no 'Checkpoint created' "
+        "line in sessions.log"
+    ]
 
 
 def test_a_damaged_index_fails_a_checkpoint_before_anything_is_written(
@@ -161,3 +189,61 @@ def test_a_failing_end_appends_no_log_entry(home: Path, repo: Path) -> None:
     log = (home / "tasks" / "t1" / "work" / "implementation-log.md").read_text()
     assert "## Session" not in log
     assert list((home / "tasks" / "t1" / "json" / "checkpoints").iterdir()) == []
+
+
+def test_a_gate_transition_killed_after_its_commit_is_repaired_gate_and_line_included(
+    home: Path, repo: Path
+) -> None:
+    sid = started(home, repo)
+    gate = ("checkpoint", "create", "--task", "t1", "--type", "gate_transition",
+            "--state-json", '{"decisions": []}')  # fmt: skip
+    ok(cortex(home, *gate, "--gate", "G3", "--summary", "to G3", cwd=repo))
+    later = "2026-02-16T09:10:00Z"
+    killed(home, repo, f"{FOLDER}.write_checkpoint", "before",
+           *gate, "--gate", "G7", "--summary", "to G7", now=later)  # fmt: skip
+    first, second = [str(c["checkpoint_id"]) for c in stored_checkpoints(home, repo)]
+    assert status_of(home)["current_gate"] == "G3"
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert verify.returncode == 1
+    assert verify.stdout.splitlines()[1:5] == [
+        f"  {second}: not in checkpoint-index.json",
+        f"  {second}: no file {second}.json",
+        f"  {second}: no 'Checkpoint created' line in sessions.log",
+        "  task-status.json: current_gate is G3, not G7 as the checkpoints left it",
+    ]
+    repaired = cortex(home, "checkpoint", "verify", "--task", "t1", "--repair",
+                      cwd=repo, now="2026-02-16T09:20:00Z")  # fmt: skip
+    kept = "task-status.json.set-aside-20260216T092000000000Z"
+    assert repaired.stdout.splitlines() == [
+        f"repaired: {second}: wrote {second}.json from the store",
+        "repaired: rebuilt checkpoint-index.json from the store (2 entries)",
+        f"repaired: task-status.json: current_gate G3 -> G7, as the checkpoints left it "
+        f"(the file it replaces kept as {kept})",
+        f"repaired: {second}: logged '[cortex] Checkpoint created: {second}' in sessions.log",
+        "ok: 2 checkpoints agree",
+    ]
+    status = status_of(home)
+    assert (status["current_gate"], status["last_session"]) == ("G7", sid)
+    assert status["last_activity"] == "2026-02-16T09:20:00.000000Z"
+    json_dir = home / "tasks" / "t1" / "json"
+    assert json.loads((json_dir / kept).read_text())["current_gate"] == "G3"
+    evidence = home / "tasks" / "t1" / "logs" / "sessions.log"
+    assert evidence.read_text().splitlines()[-1] == (
+        f"2026-02-16T09:10:00.000000Z [cortex] Checkpoint created: {second}"
+    )
+    # A user deletes the checkpoint files and the log, writes a line of their own and moves
+    # the gate by hand: the files and lines come back, once each, and the hand-set gate stays.
+    for path in (json_dir / "checkpoints").iterdir():
+        path.unlink()
+    evidence.write_text("my own note\n")
+    (json_dir / "task-status.json").write_text(
+        json.dumps({**status_of(home), "current_gate": "G5"})
+    )
+    for _ in range(2):
+        ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo))
+    assert evidence.read_text().splitlines() == [
+        "my own note",
+        f"2026-02-16T09:00:00.000000Z [cortex] Checkpoint created: {first}",
+        f"2026-02-16T09:10:00.000000Z [cortex] Checkpoint created: {second}",
+    ]
+    assert status_of(home)["current_gate"] == "G5"

@@ -190,10 +190,15 @@ def read_json(target: Path) -> Any:
     return json.loads(raw.decode("utf-8"))
 
 
+def aside_path(target: Path, stamp: str, label: str = "corrupt") -> Path:
+    """Where ``target`` goes when it is moved or copied aside: ``<name>.<label>-<stamp>``."""
+    safe_stamp = re.sub(r"[^0-9A-Za-z]", "", stamp)
+    return target.with_name(f"{target.name}.{label}-{safe_stamp}")
+
+
 def quarantine(target: Path, stamp: str, label: str = "corrupt") -> Path:
     """Move a corrupt file aside (never delete it) and return where it went."""
-    safe_stamp = re.sub(r"[^0-9A-Za-z]", "", stamp)
-    dest = target.with_name(f"{target.name}.{label}-{safe_stamp}")
+    dest = aside_path(target, stamp, label)
     with contextlib.suppress(OSError):
         os.replace(target, dest)
     return dest

@@ -29,6 +29,9 @@ COMPLETE = "COMPLETE"
 SUSPENDED = "SUSPENDED"
 TERMINATED = "TERMINATED"
 SESSION_STATES = (INIT, ACTIVE, COMPLETE, SUSPENDED, TERMINATED)
+TASK_CHANNEL = "protocol"
+"""The channel of the sessions the task commands open (``cortex task start``, a fork at the
+context cap, a continuation): no harness process runs them."""
 
 
 def evolve(record: R, **changes: Any) -> R:
@@ -249,6 +252,13 @@ class SessionState:
     @property
     def is_open(self) -> bool:
         return self.end_time is None
+
+    @property
+    def crashed(self) -> bool:
+        """Whether a restore reports it as recovered after a crash: crash recovery closed it
+        and a harness ran it. A session the task commands opened has no harness turn to lose:
+        its lapsed lease is a pause between two commands, and its task is pending work."""
+        return self.crash_recovered and self.channel != TASK_CHANNEL
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (plus the added columns), JSON-ready."""

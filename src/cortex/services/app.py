@@ -21,6 +21,8 @@ from cortex.services.base import Service
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from cortex.services.compaction import CompactionService
     from cortex.services.consolidation import ConsolidationService
     from cortex.services.dashboard import Dashboard
@@ -242,6 +244,11 @@ class Services(Service):
         if segments >= least:
             self.store.merge_search_index()
         return segments
+
+    def queued(self) -> dict[str, Any] | None:
+        """What this process's writes left waiting for a server (client mode); None when
+        every write was applied, as here, on the local store."""
+        return None
 
     def health(self) -> DatabaseHealth:
         """The database's integrity problems, its applied and pending migrations, its free

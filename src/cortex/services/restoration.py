@@ -314,7 +314,7 @@ def _finish(
             task_ages=ages,
             crash_recovered=[
                 *recovered,
-                *(s.session_id for s in contributors if s.crash_recovered),
+                *(s.session_id for s in contributors if s.crashed),
             ],
         )
     return RestorePlan(

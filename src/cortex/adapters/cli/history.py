@@ -52,9 +52,8 @@ def session_event(
     Example:
       cortex session event "We decided to keep SQLite" --role assistant
     """
-    sid = _session_id(rt, session_id)
     event = rt.services.events.append(
-        sid,
+        rt.session_id(session_id),  # (a prefix is resolved where the event is stored)
         text_or_stdin(content),
         role=role,
         kind=kind,
@@ -93,7 +92,7 @@ def session_checkpoint(
     """
     service = rt.services.compaction
     checkpoint = service.checkpoint(
-        _session_id(rt, session_id),
+        rt.session_id(session_id),  # (a prefix is resolved where the checkpoint is stored)
         type=kind,
         summary=clean(summary) or "",
         next_steps=_cleaned(next_steps),

@@ -171,14 +171,34 @@ class Runtime:
             return text.strip()  # a stored project: no matching (a search loads none of it)
         return self.sessions.project_named(text)
 
+    def queued(self) -> dict[str, Any] | None:
+        """What this command's writes left waiting for the server (client mode; None when
+        the server took them all, or on a local store)."""
+        return self.services.queued() if "services" in self.__dict__ else None
+
     def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
-        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty)."""
+        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty).
+
+        When the server did not take this command's writes (they wait in the journal), the
+        JSON object gets a ``queued`` field and the text is one line saying so instead: the
+        answer was made by the client, and its empty lists and counts are not the server's."""
+        queued = self.queued()
         if self.as_json:
+            if queued is not None and isinstance(data, dict):
+                data = {**data, "queued": queued}
             echo(json.dumps(data, indent=2, ensure_ascii=False))
             return
-        shown = text() if callable(text) else text
+        shown = queued_line(queued) if queued is not None else text() if callable(text) else text
         if shown:
             echo(shown)
+
+
+def queued_line(queued: Mapping[str, Any]) -> str:
+    """One line for writes the server has not taken yet."""
+    return (
+        f"queued for the server {queued['server']} (not reachable now): {queued['waiting']} "
+        f"write(s) waiting in the journal; `{queued['deliver']}` delivers them"
+    )
 
 
 def clean(text: str | None) -> str | None:

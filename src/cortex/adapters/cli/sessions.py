@@ -116,6 +116,9 @@ def session_continue(rt: Runtime, target_id: str, session_id: str | None) -> Non
       cortex session continue 3f2a9c1e
     """
     ctx = rt.sessions.force_inherit_session(target_id, rt.session_id(session_id))
+    if rt.queued():  # the server has not applied it: nothing inherited to summarize yet
+        rt.emit(ctx.to_dict(), None)
+        return
     summary = format_continue_summary(rt.sessions.resolve(target_id), ctx)
     rt.emit(ctx.to_dict() | {"summary": summary}, summary)
 

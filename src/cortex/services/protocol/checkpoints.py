@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortex.clock import Clock
+from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.core.checkpoint_schema import checkpoint_problems
 from cortex.core.history_models import Checkpoint
@@ -91,16 +92,70 @@ def publish_checkpoint(
     if not folder.exists():
         folder.init(state.task_slug, at)
     entry = folder.write_checkpoint(checkpoint)
-
-    def touch(status: dict[str, Any]) -> None:
-        status["last_session"] = state.session_id
-        status["last_activity"] = at
-        if checkpoint.gate:
-            status["current_gate"] = checkpoint.gate
-
-    folder.update_status(touch)
+    folder.update_status(lambda status: moved_by(status, checkpoint, at))
     folder.evidence(at, checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id))
     return entry
+
+
+def moved_by(status: dict[str, Any], checkpoint: Checkpoint, at: str) -> None:
+    """What a checkpoint writes into its task's status: its session as the last one, the
+    activity time and its gate (one without a gate leaves the task's)."""
+    status["last_session"] = checkpoint.session_id
+    status["last_activity"] = at
+    if checkpoint.gate:
+        status["current_gate"] = checkpoint.gate
+
+
+def unlogged(folder: TaskFolder, stored: list[Checkpoint]) -> list[str]:
+    """The stored checkpoints with no evidence line in ``logs/sessions.log``: the line is the
+    last thing a checkpoint writes, so their publishing stopped short (or the log lost it)."""
+    text = folder.read_evidence()
+    return [
+        c.checkpoint_id for c in stored if f"Checkpoint created: {c.checkpoint_id}\n" not in text
+    ]
+
+
+def status_after(
+    status: dict[str, Any],
+    stored: list[Checkpoint],
+    missed: list[str],
+    at: str,
+    *,
+    fresh: bool = False,
+) -> dict[str, Any]:
+    """The status as the checkpoints would have left it, moved at ``at``: by each ``missed``
+    one (in order) that is not older than the status's last activity, since a later write of
+    the status (a start, a hand edit, a checkpoint after it) stands; by every stored one for
+    a ``fresh`` status. The status as it is when none applies."""
+    since = None if fresh else _time(status.get("last_activity"))
+    wanted = dict(status)
+    for checkpoint in stored:
+        missing = checkpoint.checkpoint_id in missed
+        if fresh or (missing and (since is None or since <= parse_time(checkpoint.timestamp))):
+            moved_by(wanted, checkpoint, at)
+    return wanted
+
+
+def _time(text: object) -> datetime | None:
+    """A time the status holds; None when it has none or not a time (edited by hand)."""
+    try:
+        return parse_time(str(text)) if text else None
+    except ValidationError:
+        return None
+
+
+STATUS_MOVES = ("current_gate", "last_session")
+"""The fields of the status a repair restores (the activity time only goes with them)."""
+
+
+def status_gaps(status: dict[str, Any], wanted: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Each field a checkpoint moves that differs from what the checkpoints left: (name, as
+    it is, as they left it)."""
+    return [
+        (name, status.get(name), wanted.get(name))
+        for name in STATUS_MOVES
+        if status.get(name) != wanted.get(name)
+    ]
 
 
 @dataclass
@@ -131,11 +186,10 @@ class VerifyReport:
 
 
 def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
-    """Files, index and store hold the same checkpoints with the same content."""
-    stored = {
-        c.checkpoint_id: c.to_dict()
-        for c in store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
-    }
+    """Files, index and store hold the same checkpoints with the same content; the evidence
+    log has each one's line and the status what they wrote."""
+    checkpoints = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
+    stored = {c.checkpoint_id: c.to_dict() for c in checkpoints}
     files = folder.checkpoint_files()
     report = VerifyReport(folder.slug, files=len(files), stored=len(stored))
     try:
@@ -152,14 +206,65 @@ def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
         report.problems += _disagreements(
             folder, cid, stored.get(cid), cid in files, entries.get(cid)
         )
+    missed = unlogged(folder, checkpoints)
+    report.problems += [f"{cid}: no 'Checkpoint created' line in sessions.log" for cid in missed]
+    status = folder.status()
+    report.problems += [
+        f"{folder.status_path.name}: {name} is {now or 'unset'}, not {wanted} as the "
+        "checkpoints left it"
+        for name, now, wanted in status_gaps(
+            status, status_after(status, checkpoints, missed, str(status.get("last_activity")))
+        )
+    ]
     return report
 
 
-def repair_task(store: Store, folder: TaskFolder, stamp: str) -> list[str]:
+def repair_task(
+    store: Store, folder: TaskFolder, stamp: str, service: str, *, fresh: bool = False
+) -> list[str]:
     """Make the folder agree with the store, where a checkpoint commits: write each stored
     checkpoint's missing or differing file and rebuild the index from the store; a file with
     no stored record, or one replaced, and an unreadable index are moved aside, never
-    deleted. Returns what it did, one line each."""
+    deleted. Then what the checkpoints whose publishing stopped short did not write: the
+    status's gate and last session (the file replaced kept aside; all of them for a ``fresh``
+    status) and their evidence lines. Returns what it did, one line each."""
+    done = _repair_files(store, folder, stamp)
+    checkpoints = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
+    missed = unlogged(folder, checkpoints)
+    done += _repair_status(folder, checkpoints, missed, stamp, fresh)
+    for checkpoint in checkpoints:
+        if checkpoint.checkpoint_id in missed:
+            line = checkpoint_line(service, checkpoint.checkpoint_id)
+            folder.evidence(checkpoint.timestamp, line)
+            done.append(f"{checkpoint.checkpoint_id}: logged '{line}' in sessions.log")
+    return done
+
+
+def _repair_status(
+    folder: TaskFolder, stored: list[Checkpoint], missed: list[str], stamp: str, fresh: bool
+) -> list[str]:
+    """The status with what the checkpoints moved, the one replaced kept aside."""
+    gaps: list[tuple[str, Any, Any]] = []
+
+    def change(status: dict[str, Any]) -> None:
+        wanted = status_after(status, stored, missed, stamp, fresh=fresh)
+        gaps.extend(status_gaps(status, wanted))
+        if gaps:
+            status.update(wanted)
+
+    folder.update_status(change, set_aside=stamp)
+    if not gaps:
+        return []
+    moves = ", ".join(f"{name} {now or 'unset'} -> {wanted}" for name, now, wanted in gaps)
+    kept = folder.set_aside_path(folder.status_path, stamp).name
+    return [
+        f"{folder.status_path.name}: {moves}, as the checkpoints left it "
+        f"(the file it replaces kept as {kept})"
+    ]
+
+
+def _repair_files(store: Store, folder: TaskFolder, stamp: str) -> list[str]:
+    """The checkpoint files and the index, from the store."""
     done: list[str] = []
     with folder.index_lock():  # checkpoints are published under it after their commit,
         stored = {  # so each file here belongs to a checkpoint this read sees

@@ -30,6 +30,7 @@ from cortex.core.lifecycle import GATE_IDS, check_slug
 from cortex.core.redaction import redact
 from cortex.errors import NotFoundError, StorageError, ValidationError, command
 from cortex.files import (
+    aside_path,
     atomic_write_text,
     check_id,
     ensure_dir,
@@ -144,12 +145,22 @@ class TaskFolder:
             raise ValidationError(f"{self.status_path}: {problem}; fix it or move it aside")
         return data
 
-    def update_status(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        """Apply ``change`` to the status under its lock and write it back atomically."""
+    def update_status(
+        self, change: Callable[[dict[str, Any]], None], *, set_aside: str | None = None
+    ) -> dict[str, Any]:
+        """Apply ``change`` to the status under its lock and write it back atomically; with
+        ``set_aside`` (a time stamp), a change that alters it first keeps a copy of the file
+        it replaces (``set_aside_path``), and one that alters nothing writes nothing."""
         self.require()
         with file_lock(self.status_path):
             status = self.status()
+            before = json.dumps(status, sort_keys=True)
             change(status)
+            if set_aside is not None:
+                if json.dumps(status, sort_keys=True) == before:
+                    return status
+                kept = self.set_aside_path(self.status_path, set_aside)
+                atomic_write_text(kept, self.status_path.read_text(encoding="utf-8"))
             atomic_write_text(self.status_path, _dump(status))
         return status
 
@@ -179,6 +190,10 @@ class TaskFolder:
     def index_lock(self) -> AbstractContextManager[None]:
         """The lock writers of checkpoint files and index entries hold."""
         return file_lock(self.index_path)
+
+    def set_aside_path(self, path: Path, stamp: str) -> Path:
+        """Where ``set_aside`` moves ``path`` (or a copy of it is kept)."""
+        return aside_path(path, stamp, "set-aside")
 
     def set_aside(self, path: Path, stamp: str) -> Path:
         """Move a file (or whatever stands at ``path``) aside, never deleting it."""
@@ -223,10 +238,18 @@ class TaskFolder:
         """The end of the implementation log (its last ``tail_bytes``, however long it grew)."""
         return _tail(self.log_path, tail_bytes)
 
+    @property
+    def evidence_path(self) -> Path:
+        return self.logs_dir / "sessions.log"
+
     def evidence(self, at: str, line: str, *, once: str | None = None) -> bool:
         """Append one evidence line (with its time) to ``logs/sessions.log``; with ``once``,
         only when the log's tail does not hold that key yet."""
-        return self._append(self.logs_dir / "sessions.log", f"{at} {redact(line)}\n", once=once)
+        return self._append(self.evidence_path, f"{at} {redact(line)}\n", once=once)
+
+    def read_evidence(self) -> str:
+        """All of ``logs/sessions.log`` ("" when it does not exist)."""
+        return _tail(self.evidence_path, None)
 
     def incident(self, record: dict[str, Any]) -> None:
         self._append(
@@ -249,13 +272,14 @@ class TaskFolder:
         return True
 
 
-def _tail(path: Path, size: int) -> str:
-    """The last ``size`` bytes of a text file, decoded (a character cut at the start, or a
-    byte that is not UTF-8, becomes U+FFFD); "" when it does not exist."""
+def _tail(path: Path, size: int | None) -> str:
+    """The last ``size`` bytes of a text file (None: all of it), decoded (a character cut at
+    the start, or a byte that is not UTF-8, becomes U+FFFD); "" when it does not exist."""
     try:
         with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - size))
+            if size is not None:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - size))
             return handle.read(size).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""

@@ -32,7 +32,7 @@ from cortex.core.lifecycle import (
     health_line,
     start_line,
 )
-from cortex.core.models import ACTIVE, COMPLETE, INIT, SUSPENDED, SessionState
+from cortex.core.models import ACTIVE, COMPLETE, INIT, SUSPENDED, TASK_CHANNEL, SessionState
 from cortex.core.redaction import redact
 from cortex.errors import ConflictError, CortexError, ValidationError, command, param
 from cortex.files import check_id
@@ -209,7 +209,7 @@ def _bind(
         previous = protocol.sessions_of(slug)
         restored = sessions.on_session_start(
             session_id,
-            "protocol",
+            TASK_CHANNEL,
             project=project,
             agent_id=agent_id,
             task_slug=slug,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cortex.clock import Clock
@@ -24,8 +25,9 @@ from cortex.core.lifecycle import (
     check_slug,
     check_transition,
     missing_gate_content,
+    start_line,
 )
-from cortex.core.models import SUSPENDED, SessionState
+from cortex.core.models import SUSPENDED, TASK_CHANNEL, SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.retries import RetryAdvice, RetryLedger
 from cortex.errors import (
@@ -37,6 +39,7 @@ from cortex.errors import (
     param,
 )
 from cortex.files import check_id
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
 from cortex.services.protocol import commands
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store.protocol import Store
 
+log = getLogger("cortex")
 PROBE_TAIL_TOKENS = 2_000
 PROBE_TIMEOUT_SECONDS = 30.0
 REFRESH_MEMORY_TYPE = "context_refresh"
@@ -149,14 +153,60 @@ class ProtocolService(Service):
                     f"see {command('session list', f' --task {slug}')}"
                 )
             return state
-        own = self.own_session(slug)
+        own = self.own_session(slug) or self._continued(slug)
         if own is None:
-            self.folder(slug).require()  # no folder: `task start` would fail too; init it first
             raise ConflictError(
                 f"task {slug} has no open session; start one with "
                 f"{command('task start', f' {slug}')} (or name one with {param('session_id')})"
             )
         return own
+
+    def _continued(self, slug: str) -> SessionState | None:
+        """A new session of the task, a child of its newest one, when crash recovery
+        suspended that one after a healthy start (its lease lapsed between two commands, the
+        worker's sweep found it): what the next command works in, as ``task start`` would
+        have begun it. None when there is nothing to continue."""
+        folder = self.folder(slug)
+        health = folder.status().get("health") or {}  # no folder: init it first, as for a start
+        if health.get("passed") is False:
+            return None  # its start failed the health check: no new work before one passes
+        with self.sessions.transaction():
+            previous = self.sessions_of(slug)
+            last = previous[-1] if previous else None
+            if last is None or last.is_open:
+                return last  # (a command running at the same time continued it first)
+            if not (last.crash_recovered and last.state == SUSPENDED):
+                return None
+            new_id = self._child_session(last, slug)
+            latest = self.latest_checkpoint(slug)
+            line = start_line(self.service_name, new_id, latest.checkpoint_id if latest else None)
+            self.store.after_commit(partial(self._record_continuation, folder, new_id, line))
+        log.warning(
+            "session %s of task %s was suspended when its lease lapsed; continuing in session "
+            "%s, its child",
+            last.session_id,
+            slug,
+            new_id,
+        )
+        return self.sessions.get_session(new_id)
+
+    def _child_session(self, parent: SessionState, slug: str) -> str:
+        """Open a new session of the task as ``parent``'s child (its project, user and agent);
+        return its id."""
+        return self.sessions.on_session_start(
+            None,
+            TASK_CHANNEL,
+            project=parent.project,
+            user_id=parent.user_id,
+            agent_id=parent.agent_id,
+            task_slug=slug,
+            parent_session=parent.session_id,
+        ).session_id
+
+    def _record_continuation(self, folder: TaskFolder, session_id: str, line: str) -> None:
+        at = self.now_iso()
+        folder.evidence(at, line)
+        folder.update_status(lambda s: s.update(last_session=session_id, last_activity=at))
 
     def sessions_of(self, slug: str) -> list[SessionState]:
         """The task's sessions, oldest first."""
@@ -280,11 +330,20 @@ class ProtocolService(Service):
         return found
 
     def verify(self, slug: str, *, repair: bool = False) -> VerifyReport:
-        """Whether files, index and store hold the same checkpoints, unaltered; with
-        ``repair``, first make the folder agree with the store (``repair_task``)."""
-        folder = self.folder(slug)
+        """Whether files, index and store hold the same checkpoints, unaltered, and the
+        status and evidence log what they wrote; with ``repair``, first make the folder agree
+        with the store (``repair_task``; a missing status file is made anew from the task's
+        checkpoints)."""
+        folder, repaired, fresh = self.folder(slug), [], False
+        if repair and not folder.exists() and self.list_checkpoints(slug):
+            folder.init(slug, self.now_iso())  # its checkpoints say where the task stands
+            repaired.append(f"{folder.status_path.name}: missing; made anew")
+            fresh = True
         folder.status()
-        repaired = repair_task(self.store, folder, self.now_iso()) if repair else []
+        if repair:
+            repaired += repair_task(
+                self.store, folder, self.now_iso(), self.service_name, fresh=fresh
+            )
         report = verify_task(self.store, folder)
         report.repaired = repaired
         return report
@@ -414,15 +473,7 @@ class ProtocolService(Service):
         folder.evidence(at, budget_line(self.service_name))
         latest = self.latest_checkpoint(folder.slug)
         self.set_state(session.session_id, SUSPENDED)
-        new_id = self.sessions.on_session_start(
-            None,
-            "protocol",
-            project=session.project,
-            user_id=session.user_id,
-            agent_id=session.agent_id,
-            task_slug=folder.slug,
-            parent_session=session.session_id,
-        ).session_id
+        new_id = self._child_session(session, folder.slug)
         self._mark(folder, session.session_id, forked_to=new_id)
         folder.update_status(lambda s: s.update(last_session=new_id, last_activity=at))
         return {

@@ -89,6 +89,18 @@ class RemoteServices(Services):
         """Deliver every write waiting in the journal, in order, now."""
         return self.client.sync()
 
+    def queued(self) -> dict[str, Any] | None:
+        """When a write of this process went to the journal (the server did not take it):
+        the server, how many writes this process queued and how many wait in all."""
+        if not self.client.spooled:
+            return None
+        return {
+            "server": self.client.transport.url,
+            "writes": self.client.spooled,
+            "waiting": self.client.journal.count(),
+            "deliver": "cortex sync",
+        }
+
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""
         answer = self.client.transport.request("GET", "/readyz")

@@ -42,6 +42,8 @@ class RemoteClient:
         self.clock = clock
         self._warned = False
         self._warned_held = False
+        self.spooled = 0
+        """How many writes this client kept in the journal instead of sending them."""
 
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A request that changes nothing; the journal is delivered first (best effort)."""
@@ -144,6 +146,7 @@ class RemoteClient:
 
     def _spool(self, method: str, path: str, body: dict[str, Any], why: str) -> None:
         self.journal.append(method, path, body, to_iso(self.clock.now()))
+        self.spooled += 1
         if not self._warned:
             self._warned = True
             log.warning("spooled %s %s to the local journal: %s", method, path, why)

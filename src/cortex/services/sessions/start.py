@@ -95,7 +95,9 @@ class SessionStart:
                 active_projects=tuple(extractor.get_active_projects()),
             )
             state = _activated(state, at, owner_pid)
-            crashed_here = [s.session_id for s in recovered if s.project == state.project]
+            crashed_here = [
+                s.session_id for s in recovered if s.project == state.project and s.crashed
+            ]
             plan = (
                 self.restorer.plan(state, words, explain, crashed_here, now)
                 if ctx.config.enabled
