@@ -311,3 +311,36 @@ def test_a_plan_removes_each_memory_once_and_always_leads_to_a_live_one(
         assert len(set(by)) < len(memories)
     counts = plan.counts()
     assert counts["merged_count"] + counts["superseded_count"] == len(removed) <= len(memories)
+
+
+def test_an_upsert_key_follows_its_fact_and_two_keys_are_two_facts(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    # A keyed memory merged into an unkeyed duplicate left its key on a superseded row, so the
+    # next upsert with the key found no live memory and made a second live truth beside the
+    # survivor; and a newer explicit memory superseded one under another key (another fact).
+    app = Services(store, make_config(), clock)
+    keyed = app.memory.add("Deploys go to eu-west-1", project="api", upsert_key="region").memory
+    dev = app.memory.add("api port is 5432", upsert_key="dev-port").memory
+    clock.advance(hours=1)
+    said = app.memory.add("deploys go to EU-west-1.", project="api",
+                          remember_intent="explicit").memory  # fmt: skip
+    prod = app.memory.add("api port is 6543", upsert_key="prod-port",
+                          remember_intent="explicit").memory  # fmt: skip
+    report = app.consolidation.run(extract=False)
+    assert sorted((a.kind, a.keep_id, a.other_id) for a in report.actions) == [
+        (CONFLICT, prod.id, dev.id), (MERGE, said.id, keyed.id),
+    ]  # fmt: skip
+    assert app.memory.get(said.id).upsert_key == "region"
+    moved = app.memory.add("Deploys go to us-east-2", project="api", upsert_key="region")
+    assert moved.superseded_id == said.id
+    live = {m.content for m in app.memory.list(project="api")}
+    assert live == {"Deploys go to us-east-2", "api port is 5432", "api port is 6543"}
+    assert app.consolidation.run(extract=False).actions == ()
+    # A person's verdict hands the key on the same way.
+    clock.advance(hours=1)
+    plain = app.memory.add("api port is 7000").memory
+    app.review.prefer(plain.id, prod.id)
+    assert app.memory.get(plain.id).upsert_key == "prod-port"
+    again = app.memory.add("api port is 7001", upsert_key="prod-port")
+    assert again.superseded_id == plain.id

@@ -21,6 +21,11 @@ Rules, in this order:
 3. A **candidate** (extracted from sessions, not stored yet) that duplicates a live memory is
    not added; otherwise it is promoted, and linked as a conflict to any live memory on the
    same subject (a candidate is implicit, so it never supersedes).
+
+An upsert key names one fact: a memory with a key is merged into or superseded by only a
+memory of its type without a key, which takes the key (so that the next upsert with it
+replaces the survivor, not a second live truth). Two memories under different keys, or a keyed
+one and one of another type, are linked as a conflict instead.
 """
 
 from __future__ import annotations
@@ -147,6 +152,12 @@ def group_key(m: Memory) -> tuple[str, str, str, str]:
     return (m.scope, m.project or "", m.user_id or "", m.layer)
 
 
+def absorbs(keeper: Memory, other: Memory, keeper_key: str | None) -> bool:
+    """Whether ``keeper`` (whose upsert key is ``keeper_key`` by now) may merge or supersede
+    ``other``: ``other`` has no key, or ``keeper`` is of its type with no key and takes it."""
+    return other.upsert_key is None or (keeper.type == other.type and keeper_key is None)
+
+
 def precedence(m: Memory) -> tuple[bool, str, str]:
     """Which of two duplicates survives: explicit first, then the most recently confirmed or
     created, then the larger id (deterministic)."""
@@ -257,6 +268,7 @@ def plan_consolidation(
     groups: dict[tuple[str, ...], _Group] = {}
     ordered = sorted(live, key=precedence, reverse=True)
     prints = {m.id: Fingerprint.of(m.content) for m in [*ordered, *new]}
+    keys = {m.id: m.upsert_key for m in ordered}  # a survivor takes its merged memory's key
     for m in ordered:
         groups.setdefault(group_key(m), _Group()).add(m, prints[m.id])
     for m in ordered:  # rule 1, best first: each survivor absorbs its duplicates
@@ -264,12 +276,19 @@ def plan_consolidation(
         if m.id not in group.alive:
             continue
         for other, fp in group.neighbours(prints[m.id], m.id):
-            if is_duplicate(prints[m.id], fp, near):
-                score = similarity(prints[m.id], fp)
+            if not is_duplicate(prints[m.id], fp, near):
+                continue
+            score = similarity(prints[m.id], fp)
+            if absorbs(m, other, keys[m.id]):
                 plan.actions.append(Action(MERGE, m.id, other.id, score, _merge_reason(score)))
+                keys[m.id] = keys[m.id] or other.upsert_key
                 group.drop(other.id)
+            elif frozenset((m.id, other.id)) not in known:
+                why = f"{_merge_reason(score)} under another upsert key or type; kept both"
+                plan.actions.append(Action(CONFLICT, m.id, other.id, score, why))
+                known.add(frozenset((m.id, other.id)))
     for group in groups.values():  # rule 2, newest first
-        _overwrite_or_link(group, plan, related, known)
+        _overwrite_or_link(group, plan, related, known, keys)
     for c in new:  # rule 3
         _place_candidate(c, prints[c.id], groups, plan, near, related, known)
     return plan
@@ -280,7 +299,11 @@ def _merge_reason(score: float) -> str:
 
 
 def _overwrite_or_link(
-    group: _Group, plan: Plan, related: float, known: set[frozenset[str]]
+    group: _Group,
+    plan: Plan,
+    related: float,
+    known: set[frozenset[str]],
+    keys: dict[str, str | None],
 ) -> None:
     newest_first = sorted(group.alive.values(), key=lambda p: (p[0].created_at, p[0].id))[::-1]
     for m, fp in newest_first:
@@ -292,9 +315,10 @@ def _overwrite_or_link(
             ):
                 continue
             score = jaccard(fp.tokens, ofp.tokens)
-            if m.remember_intent == EXPLICIT:
+            if m.remember_intent == EXPLICIT and absorbs(m, other, keys[m.id]):
                 why = f"newer explicit statement on the same subject (overlap {score:.2f})"
                 plan.actions.append(Action(SUPERSEDE, m.id, other.id, score, why))
+                keys[m.id] = keys[m.id] or other.upsert_key
                 group.drop(other.id)
             elif frozenset((m.id, other.id)) not in known:
                 why = f"same subject, different statement (overlap {score:.2f}); kept both"

@@ -201,7 +201,7 @@ class ConsolidationService(Service):
                 linked=linked,
             )
             if not dry_run:
-                plan = self._apply(plan, candidates, now, actor)
+                plan = self._apply(plan, live, candidates, now, actor)
             run = self._record(plan, dry_run, project, user_id, model, now)
         self._emit(run)
         return ConsolidationReport(run, tuple(plan.actions))
@@ -261,8 +261,12 @@ class ConsolidationService(Service):
         return sources
 
     # -- applying ------------------------------------------------------------------------------
-    def _apply(self, plan: Plan, candidates: Sequence[Memory], now: str, actor: str) -> Plan:
-        """Carry out ``plan`` in the caller's transaction; the plan of what was applied."""
+    def _apply(
+        self, plan: Plan, live: Sequence[Memory], candidates: Sequence[Memory], now: str, actor: str
+    ) -> Plan:
+        """Carry out ``plan`` over ``live`` in the caller's transaction; the plan of what was
+        applied."""
+        stored = {m.id: m for m in live}
         promoted = {a.keep_id for a in plan.actions if a.kind == PROMOTE}
         added = [c for c in candidates if c.id in promoted]
         if added:
@@ -271,7 +275,8 @@ class ConsolidationService(Service):
         for action in plan.actions:
             if action.kind in (MERGE, SUPERSEDE):
                 assert action.other_id is not None
-                if not self.store.supersede_memory(action.other_id, action.keep_id, now):
+                keep, other = stored[action.keep_id], stored[action.other_id]
+                if not self.memory.supersede(other, keep, now):
                     continue  # no longer live: another run or a person got there first
             elif action.kind == CONFLICT:
                 assert action.other_id is not None

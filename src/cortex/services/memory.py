@@ -336,6 +336,21 @@ class MemoryService(MemoryReader):
             new = replace(new, last_confirmed_at=now)
         return new
 
+    def supersede(self, old: Memory, new: Memory, at: str) -> bool:
+        """Mark ``old`` superseded by ``new`` at ``at``, in the caller's transaction; False
+        (nothing changed) when ``old`` is no longer live. ``new`` takes ``old``'s upsert key
+        when it has none and is of its type, scope, project and user, so that the key still
+        names the current truth (the next upsert with it replaces ``new``, not a second live
+        memory)."""
+        if not self.store.supersede_memory(old.id, new.id, at):
+            return False
+        same = (new.type, new.scope, new.project, new.user_id) == (
+            old.type, old.scope, old.project, old.user_id
+        )  # fmt: skip
+        if old.upsert_key and new.upsert_key is None and same:
+            self.store.update_memory(replace(new, upsert_key=old.upsert_key, updated_at=at))
+        return True
+
     def forget(self, memory_id: str, *, actor: str = "api") -> Memory:
         """Soft-delete a memory: it is never returned again, and the row is kept (audited)."""
         now = self.now_iso()

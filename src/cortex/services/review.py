@@ -111,8 +111,9 @@ class ReviewService(Service):
         now = self.now_iso()
         with self.store.transaction():
             winner = self.memory.live(winner_id)
-            self.memory.live(loser_id)
-            self.store.supersede_memory(loser_id, winner_id, now)
+            loser = self.memory.live(loser_id)
+            winner_id, loser_id = winner.id, loser.id
+            self.memory.supersede(loser, winner, now)
             detail = {"superseded": loser_id, "by": winner_id}
             self.store.append_audit("memory.review.prefer", actor, loser_id, detail, now)
         return winner
