@@ -16,6 +16,7 @@ from cortex.errors import ConflictError, NotFoundError, ValidationError
 from cortex.services.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import SQLiteStore
+from cortex.store.protocol import Store
 
 
 @pytest.fixture
@@ -112,6 +113,8 @@ def test_a_memory_from_an_unknown_session_is_refused_not_stored_as_global(
             "leave it out",
         ),
         ({"content": "x", "expires_at": "2026-02-16T09:00:00Z"}, "expires_at '2026-02-16T09:00"),
+        ({"content": "x", "type": "ghp_" + "a1B2" * 9}, "that memory type looks like a credential"),
+        ({"content": "x", "user_id": "u\x00"}, "user id '.+' holds a NUL or a lone surrogate"),
     ],
 )
 def test_bad_input_is_one_clear_error(svc: MemoryService, kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
@@ -159,6 +162,33 @@ def test_a_batch_stores_every_valid_item_and_reports_the_others(svc: MemoryServi
     ]
     assert len(svc.list()) == 2
     assert svc.add_many([NewMemory(" ")]).added == ()
+
+
+def test_nul_and_lone_surrogates_are_stored_as_replacement_characters(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    # A lone surrogate (JSON's "\ud83d", a string cut inside an emoji) failed the whole batch
+    # on every backend, since UTF-8 cannot encode it, and a NUL failed it on PostgreSQL.
+    svc = MemoryService(store, make_config(), clock)
+    cut = NewMemory("cut \ud83d emoji", tags=["t\ud800", "n\x00l"], upsert_key="k\udfff",
+                    project="p\x00")  # fmt: skip
+    batch = svc.add_many([
+        NewMemory("good"), cut, NewMemory("a\x00b and \ud83d\ude00"),
+        NewMemory("someone's", user_id="u\ud800"), NewMemory("also good"),
+    ])  # fmt: skip
+    assert [r.memory.content for r in batch] == [
+        "good", "cut \ufffd emoji", "a\ufffdb and \U0001f600", "also good",
+    ]  # fmt: skip
+    stored = svc.get(batch[1].memory.id)
+    assert (stored.tags, stored.upsert_key, stored.project) == (
+        ("t\ufffd", "n\ufffdl"), "k\ufffd", "p\ufffd",
+    )  # fmt: skip
+    assert [e.index for e in batch.errors] == [3]
+    assert [m.memory.content for m in svc.search("emoji", project="p\ufffd")] == [
+        "cut \ufffd emoji"
+    ]
+    edited = svc.edit(stored.id, content="fixed \udc00 again")
+    assert svc.get(edited.id).content == "fixed \ufffd again"
 
 
 # -- upsert ----------------------------------------------------------------------------------

@@ -37,8 +37,10 @@ from cortex.services.memory_checks import (
     check_intent,
     check_key,
     check_layer,
+    check_new_type,
     check_tags,
-    check_type,
+    check_user,
+    storable,
 )
 from cortex.services.search import MemoryReader
 
@@ -226,12 +228,12 @@ class MemoryService(MemoryReader):
         (``now`` is ``now_dt`` as stored); raises ``ValidationError``."""
         content = check_content(item.content)
         intent = check_intent(item.remember_intent or IMPLICIT)
-        kind = check_type(item.type) if item.type else None
+        kind = check_new_type(item.type) if item.type else None
         layer = check_layer(item.layer) if item.layer else (RULE if kind == RULE else LONG_TERM)
         kind = kind or (RULE if layer == RULE else "note")
-        from cortex.core.redaction import redact, refuse_secret  # (a search needs neither)
+        from cortex.core.redaction import redact  # (a search needs none)
 
-        session_id, project = None, redact(item.project) if item.project else None
+        session_id, project = None, redact(storable(item.project)) if item.project else None
         if item.session_id:
             session_id, session_project = self._source_session(item.session_id, projects)
             project = project or session_project
@@ -251,7 +253,7 @@ class MemoryService(MemoryReader):
             type=kind,
             scope=scope,
             project=project if scope == PROJECT else None,
-            user_id=refuse_secret(item.user_id, "user id") or None,
+            user_id=check_user(item.user_id),
             tags=check_tags(item.tags),
             upsert_key=key,
             source_session_id=session_id,
@@ -301,7 +303,7 @@ class MemoryService(MemoryReader):
                 old,
                 content=check_content(content) if content is not None else old.content,
                 layer=check_layer(layer) if layer else old.layer,
-                type=check_type(type) if type else old.type,
+                type=check_new_type(type) if type else old.type,
                 tags=check_tags(tags) if tags is not None else old.tags,
                 confidence=old.confidence if confidence is None else float(confidence),
                 remember_intent=remember_intent or old.remember_intent,

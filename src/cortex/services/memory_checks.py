@@ -47,7 +47,21 @@ def check_content(content: object, what: str = "memory content") -> str:
         raise ValidationError(f"{what} is empty; give the text to store")
     from cortex.core.redaction import redact  # (what writes needs: a search imports none)
 
-    return truncate_content(redact(content.strip()))
+    return truncate_content(redact(storable(content.strip())))
+
+
+def storable(text: str) -> str:
+    """``text`` as every store can hold it: a surrogate pair (``"\\ud83d\\ude00"``, as a JSON
+    escape gives it) joined into its character, and a lone surrogate (which UTF-8 cannot
+    encode) or a NUL (which PostgreSQL refuses) made U+FFFD, so that one such item never
+    fails a batch."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def truncate_content(text: str, limit: int = MAX_CONTENT_BYTES) -> str:
@@ -67,6 +81,8 @@ def check_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
     """Tags redacted, then normalized (lower case would hide a credential's shape)."""
     from cortex.core.redaction import redact_value
 
+    if tags is not None:
+        tags = storable(tags) if isinstance(tags, str) else [storable(str(t)) for t in tags]
     return normalize_tags(redact_value(tags))
 
 
@@ -74,10 +90,22 @@ def check_key(key: str | None) -> str | None:
     """An upsert key: stripped, redacted, at most ``MAX_KEY_CHARS``; None when empty."""
     from cortex.core.redaction import redact
 
-    cleaned = redact((key or "").strip()) or None
+    cleaned = redact(storable((key or "").strip())) or None
     if cleaned is not None and len(cleaned) > MAX_KEY_CHARS:
         raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
     return cleaned
+
+
+def check_user(user_id: str | None) -> str | None:
+    """A user id as given, or None when empty; one holding a credential, a NUL or a lone
+    surrogate is refused (made storable, two different ids could become one)."""
+    from cortex.core.redaction import refuse_secret
+
+    if user_id and storable(user_id) != user_id:
+        raise ValidationError(
+            f"user id {user_id!r} holds a NUL or a lone surrogate; give plain text"
+        )
+    return refuse_secret(user_id, "user id") or None
 
 
 def check_layers(layer: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -107,3 +135,12 @@ def check_type(value: str) -> str:
             f"invalid memory type {value!r}; use 1-{MAX_TYPE_CHARS} letters, digits, - or _"
         )
     return text
+
+
+def check_new_type(value: str) -> str:
+    """``check_type`` for a type to store: one that looks like a credential is refused (a
+    name is never redacted). A search's type filter needs neither the check nor redaction."""
+    from cortex.core.redaction import refuse_secret
+
+    text = check_type(value)
+    return refuse_secret(text, "memory type") or text
