@@ -300,6 +300,14 @@ def test_edit_to_working_sets_an_expiry(svc: MemoryService) -> None:
     assert svc.edit(m.id, layer="working").expires_at == "2026-02-17T09:00:00.000000Z"
 
 
+@pytest.mark.parametrize("offset", [-1, 10**9 + 1, 2**63])
+def test_an_offset_out_of_range_is_one_clear_error(svc: MemoryService, offset: int) -> None:
+    # 2**63 reached SQLite, which answered "Python int too large to convert to SQLite INTEGER".
+    with pytest.raises(ValidationError, match=rf"^offset {offset} is out of range; use 0-1,000,"):
+        svc.list(offset=offset)
+    assert svc.list(offset=10**9) == []
+
+
 def test_forget_is_soft_and_final(svc: MemoryService, tmp_path: Path) -> None:
     m = svc.add("temporary fact").memory
     gone = svc.forget(m.id)

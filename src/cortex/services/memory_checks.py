@@ -18,6 +18,8 @@ text is kept truncated with a visible marker (``truncate_content``)."""
 MAX_KEY_CHARS = 200
 MAX_TYPE_CHARS = 64
 MAX_LIMIT = 1000
+MAX_OFFSET = 1_000_000_000
+"""Largest offset of a listing: past any store's memories, within every backend's integers."""
 
 
 def check_layer(layer: str) -> str:

@@ -51,6 +51,7 @@ from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, resolve_id
 from cortex.services.memory_checks import (
+    MAX_OFFSET,
     check_layers,
     check_limit,
     check_mode,
@@ -171,8 +172,8 @@ class MemoryReader(Service):
     def list(self, *, limit: int = 50, offset: int = 0, **scope: object) -> builtins.list[Memory]:
         """Live memories (``scope``: the ``scope_filter`` arguments), newest first."""
         check_limit(limit)
-        if offset < 0:
-            raise ValidationError(f"offset {offset} is negative; use 0 or more")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise ValidationError(f"offset {offset} is out of range; use 0-{MAX_OFFSET:,}")
         flt = self.scope_filter(**scope)  # type: ignore[arg-type]
         return self.store.list_memories(flt, self.now_iso(), limit=limit, offset=offset)
 
