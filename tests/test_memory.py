@@ -277,8 +277,21 @@ def test_one_live_truth_is_a_database_invariant(svc: MemoryService, tmp_path: Pa
 def test_edit_into_a_taken_key_is_a_conflict(svc: MemoryService) -> None:
     svc.add("one", upsert_key="k")
     other = svc.add("two").memory
-    with pytest.raises(ConflictError, match="conflicts with a live memory"):
+    # The message named the store's index ("idx_memories_upsert_live"), not the key.
+    with pytest.raises(ConflictError, match=r"^upsert key 'k' is held by another live note memo"):
         svc.edit(other.id, upsert_key="k")
+    assert svc.get(other.id).upsert_key is None
+
+
+def test_an_expired_memory_cannot_be_edited_back_to_life(
+    svc: MemoryService, clock: FixedClock
+) -> None:
+    m = svc.add("debugging the flaky auth test", layer="working").memory
+    clock.advance(hours=25)
+    # Moving it to long_term cleared its expiry: an expired working memory came back.
+    with pytest.raises(NotFoundError, match=rf"^memory {m.id} expired at 2026-02-17T09:00:00"):
+        svc.edit(m.id, layer="long_term")
+    assert svc.list() == []
 
 
 # -- edit and forget -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
-from cortex.errors import ConfigError, NotFoundError, ValidationError, param
+from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError, command, param
 from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
     MAX_CONTENT_BYTES,
@@ -311,17 +311,28 @@ class MemoryService(MemoryReader):
                 updated_at=now,
             )
             new = self._checked_edit(old, new, now)
-            self.store.update_memory(new)
+            try:
+                self.store.update_memory(new)
+            except ConflictError:
+                if new.upsert_key is None or new.upsert_key == old.upsert_key:
+                    raise
+                raise ConflictError(  # the store names its index; say which key is taken
+                    f"upsert key {new.upsert_key!r} is held by another live {new.type} memory "
+                    f"of this scope; edit that one (see {command('memory list')}) or choose "
+                    "another key"
+                ) from None
             before = old.to_dict()
             changed = sorted(k for k, v in new.to_dict().items() if before[k] != v)
             self.store.append_audit("memory.edit", actor, memory_id, {"changed": changed}, now)
         return new
 
     def live(self, memory_id: str) -> Memory:
-        """A memory that is neither forgotten nor superseded, or a one-line error."""
+        """A memory that is neither forgotten, expired nor superseded, or a one-line error."""
         memory = self.get(memory_id)
         if memory.deleted_at is not None:
             raise NotFoundError(f"memory {memory.id} was forgotten; add a new one")
+        if memory.expires_at is not None and memory.expires_at <= self.now_iso():
+            raise NotFoundError(f"memory {memory.id} expired at {memory.expires_at}; add a new one")
         if memory.superseded_by is not None:
             raise ValidationError(
                 f"memory {memory.id} was superseded by {memory.superseded_by}; edit that one"
