@@ -88,9 +88,11 @@ def http_error(served: tuple[TestClient, dict[str, str]], method: str, path: str
     return str(response.json()["error"]["message"])
 
 
-def mcp_errors(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """The text of each call's result (all but the first, ``start_session``, must fail)."""
-    config = load_config(tmp_path / "mcp-home", {})
+def mcp_errors(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]], home: Path | None = None,
+               **env: str) -> list[str]:  # fmt: skip
+    """The text of each failed call's result ("" for one that succeeded), with the settings
+    ``env`` in ``home`` (default: a fresh one), the project being ``tmp_path``."""
+    config = load_config(home or tmp_path / "mcp-home", env)
     server = build_server(
         lambda: Services.open(config, FixedClock(T0)), ProjectScope(project_dir=str(tmp_path))
     )

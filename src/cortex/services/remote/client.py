@@ -142,7 +142,7 @@ class RemoteClient:
                 entry.get("path"),
                 exc,
             )
-            raise Rejected(str(exc)) from exc
+            raise Rejected(self.transport.refusal(exc.status, str(exc))) from exc
 
     def _spool(self, method: str, path: str, body: dict[str, Any], why: str) -> None:
         self.journal.append(method, path, body, to_iso(self.clock.now()))

@@ -1,0 +1,142 @@
+"""Client mode speaks each surface's terms: a refusal of the team server reaches the command
+line and the MCP tools worded as the same refusal in a local home (a real server on a loopback
+port, the real CLI in a subprocess, the SDK's MCP client)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+from cli_helpers import T0, cortex  # noqa: E402
+from cortex.clock import FixedClock  # noqa: E402
+from cortex.config import load_config  # noqa: E402
+from cortex.services.app import Services  # noqa: E402
+from cortex.services.hosting import ServiceHost  # noqa: E402
+from test_client_server import free_port, running  # noqa: E402
+from test_error_surfaces import mcp_errors  # noqa: E402
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, str, ServiceHost]]:
+    """A real team server over a SQLite file on its own clock (T0): its URL, a write key of
+    its tenant, and its host."""
+    host = ServiceHost(str(tmp_path / "server.db"), tmp_path / "data", clock=FixedClock(T0))
+    with host.registry() as app:
+        app.tenants.create_tenant("default")
+        key = app.tenants.create_key("default", "write")[1]
+    with running(host, free_port()) as url:
+        yield url, key, host
+    host.close()
+
+
+def sessions_in(app: Services) -> str:
+    """An open session with 10 pins (working memory full) and an ended one; when it ended."""
+    app.sessions.on_session_start("s-ended", "cli", project="api")
+    end_time = str(app.sessions.on_session_end("s-ended").end_time)
+    app.sessions.on_session_start("s-full", "cli", project="api")
+    for i in range(10):
+        app.sessions.add_pin(f"p{i}", "x", "s-full")
+    return end_time
+
+
+REFUSALS = [
+    ("session", "show", "nope"),
+    ("memory", "forget", "nope"),
+    ("memory", "show", "nope"),
+    ("pin", "add", "p10", "x", "--session-id", "s-full"),
+    ("pin", "remove", "nope", "--session-id", "s-full"),
+    ("pin", "add", "late", "x", "--session-id", "s-ended"),
+    ("session", "event", "late", "--session-id", "s-ended"),
+    ("session", "continue", "nope", "--session-id", "s-full"),
+    ("session", "chain", "nope"),
+]
+
+
+def test_a_refusal_of_the_server_reads_as_the_same_refusal_in_a_local_home(
+    home: Path, tmp_path: Path, server: tuple[str, str, ServiceHost]
+) -> None:
+    url, key, host = server
+    with Services.open(load_config(home, {}), FixedClock(T0)) as app:
+        local_end = sessions_in(app)
+    with host.open("default") as app:
+        assert sessions_in(app) == local_end  # the same clock: the same lines
+    client = tmp_path / "client-home"
+    env = {"CORTEX_SERVER": url, "CORTEX_API_KEY": key}
+    for args in REFUSALS:
+        local = cortex(home, *args, cwd=tmp_path)
+        remote = cortex(client, *args, env=env, cwd=tmp_path)
+        assert local.returncode == 1 and local.stderr.startswith("error: "), (args, local)
+        assert (remote.returncode, remote.stderr) == (1, local.stderr), args
+    shown = cortex(client, "pin", "add", "late", "x", "--session-id", "s-ended", env=env)
+    assert shown.stderr == (
+        f"error: session s-ended ended at {local_end}; start a new one with "
+        "`cortex session start`\n"
+    )
+    task = cortex(client, "task", "done", "nope", env=env)  # (a local home names its file)
+    assert (task.returncode, task.stderr) == (1, "error: no task 'nope'; see `cortex task list`\n")
+    assert not (client / "spool" / "journal.jsonl").exists()  # refusals are never queued
+
+
+def test_mcp_tools_in_client_mode_name_tools_not_endpoints(
+    home: Path, tmp_path: Path, server: tuple[str, str, ServiceHost]
+) -> None:
+    url, key, host = server
+    with Services.open(load_config(home, {}), FixedClock(T0)) as app:
+        sessions_in(app)
+    with host.open("default") as app:
+        sessions_in(app)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("working_memory_pin", {"label": "p10", "content": "x", "session_id": "s-full"}),
+        ("working_memory_unpin", {"label": "nope", "session_id": "s-full"}),
+        ("working_memory_pin", {"label": "late", "content": "x", "session_id": "s-ended"}),
+        ("session_chain", {"session_id": "nope"}),
+        ("forget_memory", {"memory_id": "nope"}),
+    ]
+    local = mcp_errors(tmp_path, calls, home)
+    remote = mcp_errors(tmp_path, calls, tmp_path / "client-home",
+                        CORTEX_SERVER=url, CORTEX_API_KEY=key)  # fmt: skip
+    assert remote == local
+    assert (
+        remote[0] == "working memory is full (10 pins); remove one first with working_memory_unpin"
+    )
+    assert remote[2].endswith("; start a new one with start_session")
+    for text in remote:
+        assert "/v1/" not in text and "refused the request" not in text, text
+
+
+def test_a_service_error_body_carries_its_parts_and_the_document_declares_them(
+    tmp_path: Path,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from cortex.adapters.server.app import create_app
+    from cortex.errors import from_parts
+
+    host = ServiceHost(str(tmp_path / "server.db"), tmp_path / "data")
+    with host.registry() as app:
+        app.tenants.create_tenant("default")
+        key = app.tenants.create_key("default", "write")[1]
+    client = TestClient(create_app(host.url, host=host))
+    headers = {"Authorization": f"Bearer {key}"}
+    body = client.post("/v1/memories/add", json={"content": "x", "scope": "project"},
+                       headers=headers).json()["error"]  # fmt: skip
+    assert body == {
+        "code": "validation_error",
+        "message": 'scope project needs a project; pass "project"',
+        "parts": ["scope project needs a project; pass ", {"param": "project", "metavar": "NAME"}],
+    }
+    missing = client.get("/v1/sessions/nope", headers=headers).json()["error"]
+    assert missing["parts"] == ["no session 'nope'; see ", {"command": "session list"}]
+    schema = client.post("/v1/memories/list", json={"limit": "5"}, headers=headers).json()
+    assert "parts" not in schema["error"]  # the request's schema: no service message
+    detail = client.get("/openapi.json").json()["components"]["schemas"]["ErrorDetail"]
+    assert "parts" in detail["properties"] and detail["required"] == ["code", "message"]
+    # a client takes nothing but text and references from the parts a server sent
+    assert from_parts(["a\x1eb", {"param": "x\x1f"}]) == from_parts(["ab", {"param": "x"}])
+    assert from_parts([{"nothing": 1}]) is None and from_parts("text") is None
+    host.close()
