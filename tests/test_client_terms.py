@@ -18,7 +18,7 @@ from cortex.config import load_config  # noqa: E402
 from cortex.services.app import Services  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 from test_client_server import free_port, running  # noqa: E402
-from test_error_surfaces import mcp_errors  # noqa: E402
+from test_error_surfaces import mcp_errors, mcp_results  # noqa: E402
 
 
 @pytest.fixture
@@ -140,3 +140,65 @@ def test_a_service_error_body_carries_its_parts_and_the_document_declares_them(
     assert from_parts(["a\x1eb", {"param": "x\x1f"}]) == from_parts(["ab", {"param": "x"}])
     assert from_parts([{"nothing": 1}]) is None and from_parts("text") is None
     host.close()
+
+
+def test_mcp_writes_queued_while_the_server_is_down_say_so_per_call(tmp_path: Path) -> None:
+    """A closed port: each write tool's result has a ``queued`` field with that call's writes
+    (the process is long-lived: not the process's count) instead of passing guesses as data;
+    a read still fails with one line."""
+    url = f"http://127.0.0.1:{free_port()}"
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("start_session", {}),
+        ("working_memory_pin", {"label": "rig", "content": "COM7", "session_id": "s1"}),
+        ("add_memory", {"content": "The lab rig is on COM7"}),
+        ("checkpoint_session", {"summary": "tuned", "session_id": "s1"}),
+        ("cortex_session_continue", {"session_id": "s0", "into_session_id": "s1"}),
+        ("working_memory_unpin", {"label": "rig", "session_id": "s1"}),
+        ("forget_memory", {"memory_id": "m1"}),
+        ("end_session", {"session_id": "s1"}),
+        ("search_memories", {"query": "rig"}),
+    ]
+    results = mcp_results(tmp_path, calls, tmp_path / "client-home",
+                          CORTEX_SERVER=url, CORTEX_API_KEY="ctx_aaaaaaaaaaaa_x")  # fmt: skip
+    for waiting, (result, (name, _)) in enumerate(zip(results[:-1], calls, strict=False), 1):
+        assert not result.is_error, (name, result.content)
+        assert result.structured_content["queued"] == {
+            "server": url, "writes": 1, "waiting": waiting, "deliver": "cortex sync"
+        }, name  # fmt: skip
+    pinned = results[1].structured_content
+    assert pinned["count"] is None and pinned["pin"]["label"] == "rig"  # not a count of 0
+    assert results[2].structured_content["memory"]["id"] == ""  # the server gives the id
+    assert results[4].structured_content["summary"].startswith(f"queued for the server {url} ")
+    assert results[-1].is_error and results[-1].content[0].text.startswith(f"server {url} ")
+    assert len((tmp_path / "client-home" / "spool" / "journal.jsonl").read_text().splitlines()) == 8
+
+
+def test_bridge_answers_say_which_writes_wait_in_the_journal(tmp_path: Path) -> None:
+    """The OpenClaw bridge in a client home whose server is down: each answer whose request
+    queued writes carries ``queued`` with that request's count; a read-only one does not."""
+    from cortex.adapters.openclaw.bridge import Bridge
+
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {"CORTEX_SERVER": url, "CORTEX_API_KEY": "ctx_aaaaaaaaaaaa_x"}
+    config = load_config(tmp_path / "client-home", env)
+    requests: list[tuple[str, dict[str, Any], int]] = [  # (method, params, writes it queues)
+        ("session_start", {}, 1),
+        ("session_start", {"session_key": "oc-1"}, 0),
+        ("before_prompt_build", {"session_key": "oc-1", "prompt": "tune the rig"}, 2),
+        ("pin", {"session_key": "oc-1", "label": "rig", "content": "COM7"}, 1),
+        ("after_tool_call", {"session_key": "oc-1", "tool_name": "bash"}, 1),
+        ("before_compaction", {"session_key": "oc-1"}, 2),
+        ("session_end", {"session_key": "oc-1"}, 1),
+    ]
+    with Services.open(config, FixedClock(T0)) as services:
+        bridge = Bridge(services, project="radio")
+        waiting = 0
+        for method, params, writes in requests:
+            response = bridge.handle({"id": 1, "method": method, "params": params})
+            assert "result" in response, (method, response)
+            waiting += writes
+            expected = {"server": url, "writes": writes, "waiting": waiting,
+                        "deliver": "cortex sync"} if writes else None  # fmt: skip
+            assert response["result"].get("queued") == expected, method
+            if method == "pin":
+                assert response["result"]["count"] is None  # the server's to count

@@ -89,17 +89,20 @@ class RemoteServices(Services):
         """Deliver every write waiting in the journal, in order, now."""
         return self.client.sync()
 
-    def queued(self) -> dict[str, Any] | None:
-        """When a write of this process went to the journal (the server did not take it):
-        the server, how many writes this process queued and how many wait in all."""
-        if not self.client.spooled:
+    def queued(self, since: int = 0) -> dict[str, Any] | None:
+        """When a write of this process (since ``since``) went to the journal (the server did
+        not take it): the server, how many writes were queued and how many wait in all."""
+        if self.client.spooled <= since:
             return None
         return {
             "server": self.client.transport.url,
-            "writes": self.client.spooled,
+            "writes": self.client.spooled - since,
             "waiting": self.client.journal.count(),
             "deliver": "cortex sync",
         }
+
+    def spooled(self) -> int:
+        return self.client.spooled
 
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""

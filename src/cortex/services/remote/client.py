@@ -46,8 +46,11 @@ class RemoteClient:
         """How many writes this client kept in the journal instead of sending them."""
 
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A request that changes nothing; the journal is delivered first (best effort)."""
-        self._catch_up()
+        """A request that changes nothing; the journal is delivered first (best effort: a
+        server that the delivery found unavailable is not asked again)."""
+        report = self._catch_up()
+        if report is not None and isinstance(report.cause, UnavailableError):
+            raise report.cause
         return self.transport.request(method, path, body)
 
     def write(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
