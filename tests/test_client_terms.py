@@ -202,3 +202,28 @@ def test_bridge_answers_say_which_writes_wait_in_the_journal(tmp_path: Path) -> 
             assert response["result"].get("queued") == expected, method
             if method == "pin":
                 assert response["result"]["count"] is None  # the server's to count
+
+
+def test_a_snapshot_while_the_server_is_down_is_one_line_and_never_queued(
+    tmp_path: Path,
+) -> None:
+    """A snapshot is written from the session's log on the server: offline it cannot be made,
+    and it is not queued (a later sync would write one more than the command asked for)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    client = tmp_path / "client-home"
+    env = {"CORTEX_SERVER": url, "CORTEX_API_KEY": "ctx_aaaaaaaaaaaa_x"}
+    assert cortex(client, "session", "start", "--session-id", "s1", env=env).returncode == 0
+    line = (
+        "error: the server is unreachable, and a snapshot is made from the session's log it "
+        "holds; run `cortex session snapshot` again once it answers\n"
+    )
+    for args in (("--session-id", "s1"), (), ("--trigger", "reset", "--session-id", "s1")):
+        result = cortex(client, "session", "snapshot", *args, env=env, cwd=tmp_path)
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", line), args
+    journal = (client / "spool" / "journal.jsonl").read_text().splitlines()
+    assert len(journal) == 1  # the start alone
+    texts = mcp_errors(tmp_path, [("snapshot_session", {"session_id": "s1"})], client, **env)
+    assert texts == [
+        "the server is unreachable, and a snapshot is made from the session's log it holds; "
+        "run snapshot_session again once it answers"
+    ]

@@ -71,6 +71,16 @@ class RemoteClient:
             self._spool(method, path, body, "the server refused the API key")
             raise  # kept for when the key is fixed, and said at once
 
+    def send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A mutation that is not kept for later: the server's answer, or UnavailableError
+        (after the journal, which must reach the server first)."""
+        report = self._catch_up()
+        if report is not None and (report.error is not None or report.left):
+            if isinstance(report.cause, CortexError):
+                raise report.cause
+            raise UnavailableError(f"older writes still wait in the journal ({report.error})")
+        return self.transport.request(method, path, {**body, "request_id": request_id()})
+
     def waiting(self, path: str, **fields: object) -> bool:
         """Whether a write to ``path`` whose body holds ``fields`` still waits in the journal
         after one more attempt to deliver it (the server is unavailable)."""
