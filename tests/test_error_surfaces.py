@@ -88,23 +88,32 @@ def http_error(served: tuple[TestClient, dict[str, str]], method: str, path: str
     return str(response.json()["error"]["message"])
 
 
-def mcp_errors(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """The text of each call's result (all but the first, ``start_session``, must fail)."""
-    config = load_config(tmp_path / "mcp-home", {})
+def mcp_results(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]],
+                home: Path | None = None, **env: str) -> list[Any]:  # fmt: skip
+    """Each call's result through the SDK's client, with the settings ``env`` in ``home``
+    (default: a fresh one), the project being ``tmp_path``."""
+    config = load_config(home or tmp_path / "mcp-home", env)
     server = build_server(
         lambda: Services.open(config, FixedClock(T0)), ProjectScope(project_dir=str(tmp_path))
     )
-    texts: list[str] = []
+    results: list[Any] = []
 
     async def main() -> None:
         async with Client(server) as client:
             for name, args in calls:
-                result = await client.call_tool(name, args)
-                text = " ".join(getattr(b, "text", "") for b in result.content)
-                texts.append(text if result.is_error else "")
+                results.append(await client.call_tool(name, args))
 
     anyio.run(main)
-    return texts
+    return results
+
+
+def mcp_errors(tmp_path: Path, calls: list[tuple[str, dict[str, Any]]], home: Path | None = None,
+               **env: str) -> list[str]:  # fmt: skip
+    """The text of each failed call's result ("" for one that succeeded)."""
+    return [
+        " ".join(getattr(b, "text", "") for b in result.content) if result.is_error else ""
+        for result in mcp_results(tmp_path, calls, home, **env)
+    ]
 
 
 def full_session(home: Path) -> tuple[str, str, str]:

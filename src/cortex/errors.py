@@ -79,6 +79,46 @@ def _references(template: str) -> list[str]:
     return template.split(_MARK)[1::2]
 
 
+def parts(template: str) -> list[str | dict[str, str]]:
+    """``template`` as JSON: its text and, for each reference, ``{"param": name, "value",
+    "metavar"}`` or ``{"command": path, "args": tail}`` (empty fields left out), so that a
+    client renders it in its own terms (``from_parts``)."""
+    out: list[str | dict[str, str]] = []
+    for i, piece in enumerate(template.split(_MARK)):
+        if i % 2 == 0:
+            if piece:
+                out.append(piece)
+            continue
+        kind, fields = piece[:1], piece[1:].split(_SEP)
+        keys = ("param", "value", "metavar") if kind == "p" else ("command", "args")
+        out.append({k: v for k, v in zip(keys, fields, strict=False) if v})
+    return out
+
+
+def from_parts(pieces: object) -> str | None:
+    """The template ``parts`` made, from JSON a server sent; None when it is not that shape.
+    Control characters are dropped from every piece: only this function writes references."""
+
+    def plain(value: object) -> str:
+        text = value if isinstance(value, str) else ""
+        return "".join(c for c in text if c >= " ")
+
+    if not isinstance(pieces, list) or not pieces or len(pieces) > 100:
+        return None
+    out = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            out.append(plain(piece))
+        elif isinstance(piece, dict) and plain(piece.get("param")):
+            out.append(param(plain(piece["param"]), plain(piece.get("value")) or None,
+                             metavar=plain(piece.get("metavar"))))  # fmt: skip
+        elif isinstance(piece, dict) and plain(piece.get("command")):
+            out.append(command(plain(piece["command"]), plain(piece.get("args"))))
+        else:
+            return None
+    return "".join(out)
+
+
 class Surface:
     """How one way into Cortex names a parameter and a command in a message.
 

@@ -21,6 +21,7 @@ from cortex.services.base import Service
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from cortex.services.compaction import CompactionService
@@ -245,10 +246,16 @@ class Services(Service):
             self.store.merge_search_index()
         return segments
 
-    def queued(self) -> dict[str, Any] | None:
-        """What this process's writes left waiting for a server (client mode); None when
-        every write was applied, as here, on the local store."""
+    def queued(self, since: int = 0) -> dict[str, Any] | None:
+        """What this process's writes left waiting for a server (client mode), counting from
+        the ``spooled()`` of before a call; None when every write was applied, as here, on the
+        local store."""
         return None
+
+    def spooled(self) -> int:
+        """How many writes this process kept for a server so far (client mode; 0 here): a
+        long-lived process asks before each call, and ``queued`` counts that call's."""
+        return 0
 
     def health(self) -> DatabaseHealth:
         """The database's integrity problems, its applied and pending migrations, its free
@@ -282,6 +289,14 @@ class Services(Service):
             metrics_key=self.metrics_key,
             tasks_in_store=self.tasks_in_store,
         )
+
+
+def queued_line(queued: Mapping[str, Any]) -> str:
+    """One line for writes the server has not taken yet (``Services.queued``)."""
+    return (
+        f"queued for the server {queued['server']} (not reachable now): {queued['waiting']} "
+        f"write(s) waiting in the journal; `{queued['deliver']}` delivers them"
+    )
 
 
 def _pending(applied: list[str]) -> list[str]:

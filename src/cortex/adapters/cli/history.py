@@ -15,6 +15,7 @@ from cortex.adapters.cli.runtime import (
     session_option,
     text_or_stdin,
 )
+from cortex.errors import UnavailableError
 
 
 def _session_id(rt: Runtime, session_id: str | None) -> str:
@@ -152,7 +153,14 @@ def session_snapshot(
       cortex session snapshot --trigger reset
     """
     log = rt.services.events
-    sid = _session_id(rt, session_id)
+    try:
+        sid = _session_id(rt, session_id)
+    except UnavailableError as exc:  # client mode, the server down: the log is there
+        if show_list:
+            raise
+        from cortex.services.remote.app import NO_SNAPSHOT
+
+        raise UnavailableError(NO_SNAPSHOT) from exc
     if show_list:
         snaps = log.snapshots(sid)
         rt.emit(

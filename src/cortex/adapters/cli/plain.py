@@ -28,7 +28,7 @@ from cortex.clock import Clock, FixedClock, SystemClock, to_iso
 from cortex.config import Config, load_config
 from cortex.errors import CortexError, Surface
 from cortex.logs import configure
-from cortex.services.app import Services
+from cortex.services.app import Services, queued_line
 
 CLI = Surface("{name}", "{name} {value}", {"add_tokens": "--tokens"}, flags=True)
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""
@@ -191,14 +191,6 @@ class Runtime:
         shown = queued_line(queued) if queued is not None else text() if callable(text) else text
         if shown:
             echo(shown)
-
-
-def queued_line(queued: Mapping[str, Any]) -> str:
-    """One line for writes the server has not taken yet."""
-    return (
-        f"queued for the server {queued['server']} (not reachable now): {queued['waiting']} "
-        f"write(s) waiting in the journal; `{queued['deliver']}` delivers them"
-    )
 
 
 def clean(text: str | None) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -94,10 +95,23 @@ def _shape(tag: str) -> str:
 
 
 class CortexMCPServer(MCPServer[Any]):
-    """``MCPServer`` whose argument errors are one sentence, without the validator's dump."""
+    """``MCPServer`` whose argument errors are one sentence, without the validator's dump,
+    and whose tool calls run one at a time: a tool's writes that the journal kept are counted
+    for its result as the difference before and after it (``ToolContext.queued``), which no
+    other call may change meanwhile (the services are synchronous anyway)."""
+
+    _one_at_a_time: anyio.Lock | None = None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self._one_at_a_time is None:
+            self._one_at_a_time = anyio.Lock()
+        async with self._one_at_a_time:
+            return await self._call_tool(name, arguments, context)
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
     ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, given, tool_errors
+from cortex.adapters.mcp.scope import QueuedOut, SessionIdArg, ToolContext, given, tool_errors
 from cortex.core.memory_models import Memory, ScoredMemory
 from cortex.core.transcripts import format_checkpoint
 from cortex.services.memory import MAX_KEY_CHARS
@@ -50,6 +50,11 @@ class FoundOut(TypedDict):
 class AddOut(TypedDict):
     memory: MemoryOut
     superseded_id: str | None
+    queued: QueuedOut | None
+
+
+class ForgetOut(MemoryOut):
+    queued: QueuedOut | None
 
 
 class SearchOut(TypedDict):
@@ -96,6 +101,7 @@ class CheckpointOut(TypedDict):
     checkpoint_id: str
     session_id: str
     text: str
+    queued: QueuedOut | None
 
 
 class SnapshotOut(TypedDict):
@@ -187,6 +193,7 @@ class MemoryTools:
         the id of the memory it replaced.
         """
         with tool_errors():
+            since = self.context.mark()
             session = await self.context.open_session(ctx)
             project = (await self.context.identity(ctx)).id
             added = self.context.services.memory.add(
@@ -201,7 +208,11 @@ class MemoryTools:
                 remember_intent="explicit",
                 actor="mcp",
             )
-        return {"memory": memory_out(added.memory), "superseded_id": added.superseded_id}
+        return {
+            "memory": memory_out(added.memory),
+            "superseded_id": added.superseded_id,
+            "queued": self.context.queued(since),
+        }
 
     async def search_memories(
         self,
@@ -341,14 +352,15 @@ class MemoryTools:
         self,
         ctx: Context,
         memory_id: Annotated[str, Field(description="The memory's id.", max_length=128)],
-    ) -> MemoryOut:
+    ) -> ForgetOut:
         """Forget a memory that is wrong or no longer wanted (the user asks you to, or it was
         superseded by events). It is never returned again; the record is kept for audit.
         Returns the forgotten memory.
         """
         with tool_errors():
+            since = self.context.mark()
             forgotten = self.context.services.memory.forget(memory_id, actor="mcp")
-        return memory_out(forgotten)
+        return {**memory_out(forgotten), "queued": self.context.queued(since)}
 
     async def checkpoint_session(
         self,
@@ -368,6 +380,7 @@ class MemoryTools:
         id and its text as it will be re-injected.
         """
         with tool_errors():
+            since = self.context.mark()
             sid = await self.context.session_id_for(ctx, session_id)
             checkpoint = self.context.services.compaction.checkpoint(
                 sid, summary=summary, next_steps=next_steps, decisions=decisions
@@ -376,6 +389,7 @@ class MemoryTools:
             "checkpoint_id": checkpoint.checkpoint_id,
             "session_id": sid,
             "text": format_checkpoint(checkpoint),
+            "queued": self.context.queued(since),
         }
 
     async def snapshot_session(self, ctx: Context, session_id: SessionIdArg = None) -> SnapshotOut:

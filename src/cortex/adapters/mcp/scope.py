@@ -18,16 +18,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
+from typing_extensions import TypedDict
 
 from cortex.adapters.mcp.errors import MCP
-from cortex.errors import CortexError, NotFoundError, ValidationError, param
+from cortex.errors import CortexError, NotFoundError, UnavailableError, ValidationError, param
+from cortex.files import check_id
 from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity, project_identity
@@ -37,6 +39,17 @@ log = getLogger("cortex.mcp")
 
 ROOTS_TIMEOUT_SECONDS = 2.0
 """How long to wait for a client's ``roots/list`` answer before using the working directory."""
+
+
+class QueuedOut(TypedDict):
+    """A write the server has not taken (client mode, the server unreachable): it waits in
+    the journal, and the result's other fields are this client's, not the server's."""
+
+    server: str
+    writes: int
+    waiting: int
+    deliver: str
+
 
 # -- argument types (their descriptions and limits land in each tool's inputSchema) ----------
 SessionIdArg = Annotated[
@@ -140,6 +153,16 @@ class ToolContext:
     def sessions(self) -> SessionPersistenceManager:
         return self.services.sessions
 
+    def mark(self) -> int:
+        """How many writes were queued for a server before this call (``queued``'s start)."""
+        return self._services.spooled() if self._services is not None else 0
+
+    def queued(self, since: int) -> QueuedOut | None:
+        """This call's writes that wait in the journal for the server (client mode), or None
+        when it took them all."""
+        found = self._services.queued(since) if self._services is not None else None
+        return cast(QueuedOut, found) if found is not None else None
+
     async def identity(self, ctx: Context | None) -> ProjectIdentity:
         return await self.scope.identity(ctx, self.services.config.home / "cache")
 
@@ -148,8 +171,11 @@ class ToolContext:
     ) -> str:
         """The named session (its whole id, also from a unique prefix), or the current session
         of this project (module docstring) when ``argument`` was omitted."""
-        if given(session_id, argument) is not None:
-            return self.sessions.resolve(session_id).session_id
+        if session_id is not None and given(session_id, argument) is not None:
+            try:
+                return self.sessions.resolve(session_id).session_id
+            except UnavailableError:  # client mode, the server down: the id as given, as the
+                return check_id(session_id)  # command line takes it (a write waits for it)
         project = (await self.identity(ctx)).id
         try:
             return self.sessions.resolve(None, project).session_id
@@ -159,8 +185,9 @@ class ToolContext:
             ) from exc
 
     async def open_session(self, ctx: Context) -> str | None:
-        """The current session of this project, or None when none is open."""
+        """The current session of this project, or None when none is open (or none is known:
+        client mode, the server down)."""
         try:
             return await self.session_id_for(ctx, None)
-        except NotFoundError:
+        except (NotFoundError, UnavailableError):
             return None

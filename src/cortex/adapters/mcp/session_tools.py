@@ -10,10 +10,11 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from cortex.adapters.mcp.scope import SessionIdArg, ToolContext, tool_errors
+from cortex.adapters.mcp.scope import QueuedOut, SessionIdArg, ToolContext, tool_errors
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS, WORKING_MEMORY_CAP
 from cortex.core.preamble import format_continue_summary
+from cortex.services.app import queued_line
 
 LabelArg = Annotated[
     str,
@@ -62,7 +63,8 @@ class WorkingMemoryOut(TypedDict):
 class PinResult(TypedDict):
     session_id: str
     pin: PinOut
-    count: int
+    count: int | None
+    queued: QueuedOut | None
 
 
 class StartResult(TypedDict):
@@ -73,6 +75,7 @@ class StartResult(TypedDict):
     restored_from: list[str]
     relevance_scores: list[float]
     pending_task_count: int
+    queued: QueuedOut | None
 
 
 class ContinueResult(TypedDict):
@@ -82,6 +85,11 @@ class ContinueResult(TypedDict):
     summary: str
     inherited_pins: list[PinOut]
     pending_task_count: int
+    queued: QueuedOut | None
+
+
+class EndResult(SessionOut):
+    queued: QueuedOut | None
 
 
 class ChainResult(TypedDict):
@@ -176,12 +184,18 @@ class SessionTools:
         are redacted before anything is stored. Returns the stored pin and the new count.
         """
         with tool_errors():
+            since = self.context.mark()
             sid = await self.context.session_id_for(ctx, session_id)
             pin = self.context.sessions.add_pin(
                 label, content, sid, critical=critical, confidence=confidence
             )
-            count = len(self.context.sessions.list_pins(sid))
-        return {"session_id": sid, "pin": pin_out(pin), "count": count}
+            return self._pinned(sid, pin, since)
+
+    def _pinned(self, session_id: str, pin: Pin, since: int) -> PinResult:
+        """A pin tool's result: the count is the server's (null while the write waits)."""
+        queued = self.context.queued(since)
+        count = None if queued else len(self.context.sessions.list_pins(session_id))
+        return {"session_id": session_id, "pin": pin_out(pin), "count": count, "queued": queued}
 
     async def working_memory_unpin(
         self, ctx: Context, label: LabelArg, session_id: SessionIdArg = None
@@ -194,10 +208,10 @@ class SessionTools:
         Returns the removed pin and the new count; fails if no pin has that label.
         """
         with tool_errors():
+            since = self.context.mark()
             sid = await self.context.session_id_for(ctx, session_id)
             removed = self.context.sessions.remove_pin(label, sid)
-            count = len(self.context.sessions.list_pins(sid))
-        return {"session_id": sid, "pin": pin_out(removed), "count": count}
+            return self._pinned(sid, removed, since)
 
     async def cortex_session_continue(
         self,
@@ -221,16 +235,23 @@ class SessionTools:
         pins and the pending-task count.
         """
         with tool_errors():
+            since = self.context.mark()
             into = await self.context.session_id_for(ctx, into_session_id, "into_session_id")
             restored = self.context.sessions.force_inherit_session(session_id, into, actor="mcp")
-            target = self.context.sessions.resolve(session_id)
+            queued = self.context.queued(since)
+            summary = (  # nothing inherited yet while the server has not taken it
+                queued_line(queued)
+                if queued
+                else format_continue_summary(self.context.sessions.resolve(session_id), restored)
+            )
         return {
             "session_id": restored.session_id,
             "continued_from": session_id,
             "preamble": restored.preamble,
-            "summary": format_continue_summary(target, restored),
+            "summary": summary,
             "inherited_pins": [pin_out(p) for p in restored.inherited_pins],
             "pending_task_count": restored.pending_task_count,
+            "queued": queued,
         }
 
     async def session_chain(
@@ -291,6 +312,7 @@ class SessionTools:
         session id and a continuity preamble (null on a cold start) to read before working.
         """
         with tool_errors():
+            since = self.context.mark()
             identity = await self.context.identity(ctx)
             name = project or identity.id
             words = [identity.name, *([identity.branch] if identity.branch else []), *keywords]
@@ -311,9 +333,10 @@ class SessionTools:
             "restored_from": list(restored.session_ids),
             "relevance_scores": [round(s, 4) for s in restored.relevance_scores],
             "pending_task_count": restored.pending_task_count,
+            "queued": self.context.queued(since),
         }
 
-    async def end_session(self, ctx: Context, session_id: SessionIdArg = None) -> SessionOut:
+    async def end_session(self, ctx: Context, session_id: SessionIdArg = None) -> EndResult:
         """End the current session (or session_id) and capture its final state.
 
         Call it when the user says the work is finished, or before switching to an unrelated
@@ -322,6 +345,7 @@ class SessionTools:
         exit. Returns the captured session.
         """
         with tool_errors():
+            since = self.context.mark()
             sid = await self.context.session_id_for(ctx, session_id)
             state = self.context.sessions.on_session_end(sid)
-        return session_out(state)
+        return {**session_out(state), "queued": self.context.queued(since)}

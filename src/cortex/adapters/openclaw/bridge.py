@@ -2,7 +2,8 @@
 
 The OpenClaw plugin (``integrations/openclaw/``) spawns it from ``registerService.start`` and
 sends one JSON object per line: ``{"id": 1, "method": "session_start", "params": {...}}``. Each
-request gets one line back, in order: ``{"id": 1, "result": {...}}`` or
+request gets one line back, in order: ``{"id": 1, "result": {...}}`` (with a ``queued`` field
+when the request's writes wait in the journal for an unreachable server, client mode) or
 ``{"id": 1, "error": {"type": "NotFoundError", "status": 404, "message": "..."}}``. Bad input
 (not JSON, not an object, an unknown method, wrong parameter types, a line over
 ``MAX_LINE_BYTES``, a lone surrogate anywhere) gets an error line or is answered; nothing a
@@ -89,6 +90,8 @@ class Bridge:
     reinject: set[str] = field(default_factory=set)
     """Sessions compacted since their last prompt: that prompt gets the checkpoint back."""
     stopping: bool = False
+    since: int = 0
+    """The writes the journal held for a server before this request (client mode)."""
 
     @property
     def sessions(self) -> SessionPersistenceManager:
@@ -110,6 +113,11 @@ class Bridge:
     def file_mode(self) -> bool:
         """Whether the file-mode triggers run on their own (``file_mode_enabled``)."""
         return self.services.config.file_mode_enabled
+
+    def queued(self) -> dict[str, Any] | None:
+        """This request's writes that wait in the journal for the server (client mode, the
+        server unreachable): the answer says so in its ``queued`` field; None when none."""
+        return self.services.queued(self.since)
 
     def file_trigger(self, action: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a file-mode trigger for a hook: fail open (log, go on) when it cannot."""
@@ -201,9 +209,10 @@ class Bridge:
         compaction; it carries the pins) or, unless ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
         files = self.pending_files.pop(session_id, None)
-        pins = format_pins_block(self.sessions.list_pins(session_id))
+        offline = self.queued() is not None  # the server has not taken this prompt: no pins
+        pins = "" if offline else format_pins_block(self.sessions.list_pins(session_id))
         checkpoint = None
-        if session_id in self.reinject:
+        if session_id in self.reinject and not offline:
             self.reinject.discard(session_id)
             latest = self.compaction.latest_checkpoint(session_id)
             checkpoint = format_checkpoint(latest).rstrip() if latest else None
@@ -238,7 +247,12 @@ class Bridge:
             params = request.get("params") or {}
             if not isinstance(params, dict):
                 raise ValidationError("params must be an object")
-            return {"id": rid, "result": handler(self, params)}
+            self.since = self.services.spooled()
+            result = handler(self, params)
+            queued = self.queued()
+            if queued is not None and isinstance(result, dict):
+                result = {**result, "queued": queued}
+            return {"id": rid, "result": result}
         except CortexError as exc:
             return {"id": rid, "error": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad request must not stop the bridge

@@ -20,7 +20,7 @@ from cortex.adapters.openclaw.params import (
     req_str,
     str_list,
 )
-from cortex.core.models import RestoredSessionContext, SessionState
+from cortex.core.models import Pin, RestoredSessionContext, SessionState
 from cortex.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
         return _restored(restored) | {"preamble_pending": restored.preamble is not None}
     adopted = key not in bridge.bindings and bridge.unbound is not None
     sid = bridge.session_for(params)
-    state = bridge.sessions.resolve(sid)
+    # (a session whose start waits in the journal is open: client mode, the server down)
+    state = bridge.sessions.get_session(sid) or bridge.sessions.resolve(sid)
     return {
         "session_id": sid,
         "adopted": adopted,
@@ -196,13 +197,18 @@ def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
         critical=flag(params, "critical", False),
         confidence=number(params, "confidence", 1.0),
     )
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
+    return _pinned(bridge, sid, pin)
 
 
 def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     sid = bridge.session_for(params)
-    pin = bridge.sessions.remove_pin(req_str(params, "label", 1000), sid)
-    return {"session_id": sid, "pin": pin.to_dict(), "count": len(bridge.sessions.list_pins(sid))}
+    return _pinned(bridge, sid, bridge.sessions.remove_pin(req_str(params, "label", 1000), sid))
+
+
+def _pinned(bridge: Bridge, session_id: str, pin: Pin) -> dict[str, Any]:
+    """A pin method's answer: the count is the server's (null while the write waits)."""
+    count = None if bridge.queued() else len(bridge.sessions.list_pins(session_id))
+    return {"session_id": session_id, "pin": pin.to_dict(), "count": count}
 
 
 def _view(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The process keeps two things between requests: the ``ServiceHost`` (one PostgreSQL pool, or
 a SQLite path) and the per-key ``RateLimiter``. Every error leaves as
 ``{"error": {"code", "message"}}`` with the status of its ``cortex.errors`` class; bad input
-is a 4xx, never a 500.
+is a 4xx, never a 500. A service's error adds ``parts``: its message with the parameters and
+commands it names left as references, which a client renders in its own terms.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from cortex.errors import (
     Surface,
     UnauthorizedError,
     ValidationError,
+    parts,
 )
 from cortex.logs import getLogger
 from cortex.services.hosting import UNAVAILABLE, ServiceHost
@@ -89,9 +91,14 @@ UNREADABLE = "There was an error parsing the body"
 (nested past the interpreter's recursion limit, an integer of more than 4,300 digits)."""
 
 
-def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    body = {"error": {"code": code, "message": " ".join(message.split())}}
-    return JSONResponse(body, status_code=status, headers=headers or None)
+def error(
+    status: int, code: str, message: str, template: str | None = None, **headers: str
+) -> JSONResponse:
+    """The error body; ``template`` (a service's message, unrendered) adds its ``parts``."""
+    detail: dict[str, Any] = {"code": code, "message": " ".join(message.split())}
+    if template is not None:
+        detail["parts"] = parts(template)
+    return JSONResponse({"error": detail}, status_code=status, headers=headers or None)
 
 
 def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
@@ -100,13 +107,13 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
     if isinstance(exc, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"  # RFC 9110: how to authenticate
-    message = exc.render(HTTP)
+    message, template = exc.render(HTTP), exc.template or str(exc)
     if code == "internal":
         log.error("request failed: %s", exc)
     elif code == "unavailable":
         log.warning("database unavailable: %s", exc)
-        message = UNAVAILABLE  # where the database is stays in the log
-    return error(exc.status, code, message, **headers)
+        message, template = UNAVAILABLE, UNAVAILABLE  # where the database is stays in the log
+    return error(exc.status, code, message, template, **headers)
 
 
 def _invalid(_: Request, exc: Exception) -> JSONResponse:

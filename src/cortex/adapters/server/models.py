@@ -42,6 +42,23 @@ Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), INTEGRAL]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
 
 
+class ParamPart(BaseModel):
+    """A parameter an error names: its name as the services' keyword (this API's field or
+    query parameter), an example ``value`` and the command line's placeholder (``metavar``)."""
+
+    param: str
+    value: str | None = None
+    metavar: str | None = None
+
+
+class CommandPart(BaseModel):
+    """A next step an error names: a ``cortex`` command (``session start``) and what follows
+    it (``args``); this API's message names the endpoint that does the same."""
+
+    command: str
+    args: str | None = None
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(
         description="Stable: unauthorized, forbidden, not_found, method_not_allowed, conflict, "
@@ -49,6 +66,12 @@ class ErrorDetail(BaseModel):
         "unavailable, internal."
     )
     message: str = Field(description="One line naming the next step.")
+    parts: list[str | ParamPart | CommandPart] | None = Field(
+        default=None,
+        description="An error a Cortex service raised: its message as text and references "
+        "to the parameters and commands it names, for a client to render in its own terms "
+        "(joined in these terms they make `message`). Absent from other errors.",
+    )
 
 
 class ErrorOut(BaseModel):

@@ -19,7 +19,7 @@ from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent
 from cortex.core.models import SessionState
 from cortex.core.redaction import redact
 from cortex.core.tasks import DONE_STAGES
-from cortex.errors import UnavailableError
+from cortex.errors import UnavailableError, command
 from cortex.files import check_id
 from cortex.services.app import DatabaseHealth, Services
 from cortex.services.compaction import CompactionService
@@ -43,6 +43,13 @@ if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.sessions.manager import SessionPersistenceManager
     from cortex.store.protocol import Store
+
+
+NO_SNAPSHOT = (
+    "the server is unreachable, and a snapshot is made from the session's log it holds; "
+    f"run {command('session snapshot')} again once it answers"
+)
+"""Why a snapshot cannot be made in a client home while its server is down."""
 
 
 class RemoteServices(Services):
@@ -89,17 +96,20 @@ class RemoteServices(Services):
         """Deliver every write waiting in the journal, in order, now."""
         return self.client.sync()
 
-    def queued(self) -> dict[str, Any] | None:
-        """When a write of this process went to the journal (the server did not take it):
-        the server, how many writes this process queued and how many wait in all."""
-        if not self.client.spooled:
+    def queued(self, since: int = 0) -> dict[str, Any] | None:
+        """When a write of this process (since ``since``) went to the journal (the server did
+        not take it): the server, how many writes were queued and how many wait in all."""
+        if self.client.spooled <= since:
             return None
         return {
             "server": self.client.transport.url,
-            "writes": self.client.spooled,
+            "writes": self.client.spooled - since,
             "waiting": self.client.journal.count(),
             "deliver": "cortex sync",
         }
+
+    def spooled(self) -> int:
+        return self.client.spooled
 
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""
@@ -165,13 +175,14 @@ class RemoteEvents(EventLog):
     def snapshot(
         self, session_id: str, trigger: str = "manual", *, slug: str | None = None
     ) -> SessionSnapshot:
-        """``POST /v1/sessions/{id}/snapshots``: the server writes it from the log it holds."""
+        """``POST /v1/sessions/{id}/snapshots``: the server writes it from the log it holds.
+        Never queued: its answer is the point, and a snapshot written at a later sync would
+        be one more than asked for when the command is run again."""
         body = {"trigger": trigger, **({"slug": slug} if slug else {})}
-        answer = self.client.write("POST", f"{session_path(session_id)}/snapshots", body)
-        if answer is None or "id" not in answer:
-            raise UnavailableError(
-                "the server is unreachable, so no snapshot was written; run it again later"
-            )
+        try:
+            answer = self.client.send("POST", f"{session_path(session_id)}/snapshots", body)
+        except UnavailableError as exc:
+            raise UnavailableError(NO_SNAPSHOT) from exc
         return SessionSnapshot(**answer)
 
     def snapshots(self, session_id: str, *, limit: int = 20) -> list[SessionSnapshot]:

@@ -46,8 +46,11 @@ class RemoteClient:
         """How many writes this client kept in the journal instead of sending them."""
 
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A request that changes nothing; the journal is delivered first (best effort)."""
-        self._catch_up()
+        """A request that changes nothing; the journal is delivered first (best effort: a
+        server that the delivery found unavailable is not asked again)."""
+        report = self._catch_up()
+        if report is not None and isinstance(report.cause, UnavailableError):
+            raise report.cause
         return self.transport.request(method, path, body)
 
     def write(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -67,6 +70,16 @@ class RemoteClient:
         except ConfigError:
             self._spool(method, path, body, "the server refused the API key")
             raise  # kept for when the key is fixed, and said at once
+
+    def send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A mutation that is not kept for later: the server's answer, or UnavailableError
+        (after the journal, which must reach the server first)."""
+        report = self._catch_up()
+        if report is not None and (report.error is not None or report.left):
+            if isinstance(report.cause, CortexError):
+                raise report.cause
+            raise UnavailableError(f"older writes still wait in the journal ({report.error})")
+        return self.transport.request(method, path, {**body, "request_id": request_id()})
 
     def waiting(self, path: str, **fields: object) -> bool:
         """Whether a write to ``path`` whose body holds ``fields`` still waits in the journal
@@ -142,7 +155,7 @@ class RemoteClient:
                 entry.get("path"),
                 exc,
             )
-            raise Rejected(str(exc)) from exc
+            raise Rejected(self.transport.refusal(exc.status, str(exc))) from exc
 
     def _spool(self, method: str, path: str, body: dict[str, Any], why: str) -> None:
         self.journal.append(method, path, body, to_iso(self.clock.now()))

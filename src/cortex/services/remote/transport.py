@@ -7,7 +7,10 @@ line that never carries the API key:
   the client spools a mutation that met one. After one, the transport fails fast for a few seconds
   (``RETRY_AFTER_SECONDS``, or the server's ``Retry-After``) instead of waiting again.
 - ``ConfigError`` for 401/403 (the key), ``ValidationError`` for 400/413/422,
-  ``NotFoundError`` for 404, ``ConflictError`` for 409: the server's own one-line message.
+  ``NotFoundError`` for 404, ``ConflictError`` for 409. A service's refusal (the error's
+  ``parts``) is raised with the service's message, its parameters and commands unrendered, so
+  every adapter words it as it words the same refusal in a local home; any other names the
+  server and the status before the server's one-line message.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from cortex.errors import (
     NotFoundError,
     UnavailableError,
     ValidationError,
+    from_parts,
 )
 
+MAX_MESSAGE_CHARS = 2000
+"""The longest service message taken from a server's error as it is (a longer one is cut)."""
 RETRY_AFTER_SECONDS = 5.0
 """How long a process stops trying a server that just failed (a hook must not wait twice)."""
 RETRYABLE = frozenset({408, 429})
@@ -100,6 +106,11 @@ class Transport:
         status, retry_after, raw = self._exchange(method, self._prefix + path, payload, headers)
         return self._answer(status, retry_after, raw)
 
+    def refusal(self, status: int, message: str) -> str:
+        """``message`` of a refusal, after the server and the status that refused it."""
+        prefix = f"server {self.url} refused the request ({status}): "
+        return message if message.startswith(prefix) else prefix + message
+
     def close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
@@ -158,9 +169,13 @@ class Transport:
         if 200 <= status < 300:
             raise UnavailableError(f"server {self.url} answered {status} without a JSON object")
         error = ERRORS.get(status, ValidationError)
+        template = _error_template(data)
+        if template is not None and status not in (401, 403):
+            raise error(template)  # a service's refusal: as a local home says it
+        message = self.refusal(status, template or message)
         if status in (401, 403):
             message += "; check CORTEX_API_KEY (a key looks like ctx_<id>_<secret>)"
-        raise error(f"server {self.url} refused the request ({status}): {message}")
+        raise error(message)
 
 
 def key_label(key: str) -> str:
@@ -182,6 +197,17 @@ def _error_message(data: object) -> str | None:
         message = data["error"].get("message")
         if isinstance(message, str) and message.strip():
             return " ".join(message.split())[:300]
+    return None
+
+
+def _error_template(data: object) -> str | None:
+    """A service's message from the error's ``parts``, its references unrendered, so that
+    each adapter renders it as it renders a local error; None without them (an older server,
+    or a refusal of the HTTP layer: the schema, the body's size)."""
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        template = from_parts(data["error"].get("parts"))
+        if template and len(template) <= MAX_MESSAGE_CHARS:
+            return template
     return None
 
 
