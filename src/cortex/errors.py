@@ -11,6 +11,7 @@ The tree::
     ├── NotFoundError (404)          no such session, pin, task or memory
     ├── ConflictError (409)          the operation does not fit the current state
     └── StorageError (503)           the database or a file could not be read or written
+        ├── BusyError (503)          what a request needs is held too long by another one
         └── UnavailableError (503)   the Cortex server cannot take a request now
 
 Every class carries an HTTP ``status`` so that the server maps errors in one handler.
@@ -215,6 +216,16 @@ class ContentionError(StorageError):
     usually succeeds (the team server does so before it answers)."""
 
     status = 503
+
+
+class BusyError(StorageError):
+    """What a request needs (a session's row) is held by another transaction for longer than
+    the server waits for a lock (a stuck request, an operator's open transaction). Not a
+    conflict to run again at once: the holder is slow, so the client retries after
+    ``retry_after`` seconds. Its message names no database host, port, role or name."""
+
+    status = 503
+    retry_after = 1
 
 
 class UnavailableError(StorageError):

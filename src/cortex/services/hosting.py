@@ -62,6 +62,11 @@ CONTENTION_ATTEMPTS = 3
 (or a serialization failure) before the request gets the 503."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
+LOCK_TIMEOUT_S = 5.0
+"""How long a request of the team server waits for a lock (a session's row another request
+or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
+milliseconds writers of one session wait for each other, far below the pool's wait."""
+LOCK_TIMEOUT_RANGE = (0.05, 3600.0)
 
 
 def check_secret(secret: str) -> str:
@@ -85,6 +90,8 @@ class ServiceHost:
         clock: the clock of every request (tests fix it).
         secret: the server secret each tenant's metrics key is derived from (at least
             ``MIN_SECRET_BYTES``).
+        lock_timeout: on PostgreSQL, seconds a statement waits for a lock before the request
+            fails with ``BusyError``; None (a worker's, a command's) waits as long as it takes.
     """
 
     def __init__(
@@ -95,8 +102,10 @@ class ServiceHost:
         pool_size: int = 10,
         clock: Clock | None = None,
         secret: str | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         self.url = str(url)
+        self.lock_timeout = lock_timeout
         self.data_dir = data_dir
         self.pool_size = pool_size
         self.clock = clock or SystemClock()
@@ -122,7 +131,9 @@ class ServiceHost:
         """The PostgreSQL store owning the pool, opened (and migrated) on first use."""
         with self._lock:
             if self._root is None:
-                self._root = open_shared_store(self.url, pool_size=self.pool_size)
+                self._root = open_shared_store(
+                    self.url, pool_size=self.pool_size, lock_timeout=self.lock_timeout
+                )
             return self._root
 
     def turn_batch(self) -> AbstractContextManager[TurnBatch]:
