@@ -158,6 +158,40 @@ def test_the_lock_timeout_setting_is_a_number_of_seconds_in_range() -> None:
             lock_timeout_from(bad)
 
 
+def test_a_delete_retried_with_its_request_id_answers_duplicate_not_404(
+    client: TestClient, host: ServiceHost
+) -> None:
+    _, key = new_tenant(host)
+    sid = started(client, key)
+    put = client.put(f"/v1/sessions/{sid}/pins/deploy", json={"content": "x"}, headers=auth(key))
+    assert put.status_code == 200
+    added = client.post("/v1/memories/add", json={"content": "Use tabs"}, headers=auth(key))
+    mid = added.json()["id"]
+    deletes = ((f"/v1/sessions/{sid}/pins/deploy", "label"), (f"/v1/memories/{mid}", "id"))
+    for path, field in deletes:
+        body = {"request_id": f"del-{secrets.token_hex(3)}"}
+        first = client.request("DELETE", path, json=body, headers=auth(key))
+        assert first.status_code == 200 and field in first.json(), first.text
+        again = client.request("DELETE", path, json=body, headers=auth(key))
+        assert (again.status_code, again.json()) == (200, {"duplicate": True})
+        fresh = client.request("DELETE", path, json={"request_id": "other"}, headers=auth(key))
+        assert fresh.status_code == 404  # a new delete of what is gone is still refused
+        bare = client.request("DELETE", path, headers=auth(key))  # the body stays optional
+        assert bare.status_code == 404
+
+
+def test_a_refused_delete_leaves_its_request_id_unused(
+    client: TestClient, host: ServiceHost
+) -> None:
+    _, key = new_tenant(host)
+    sid = started(client, key)
+    path, body = f"/v1/sessions/{sid}/pins/deploy", {"request_id": "del-early"}
+    assert client.request("DELETE", path, json=body, headers=auth(key)).status_code == 404
+    client.put(path, json={"content": "x"}, headers=auth(key))
+    removed = client.request("DELETE", path, json=body, headers=auth(key))
+    assert removed.status_code == 200 and removed.json()["label"] == "deploy"
+
+
 def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
     """The bound is for requests: a server process migrating while another one does waits
     for it, however long that takes."""
