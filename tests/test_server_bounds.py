@@ -3,6 +3,7 @@ DELETE retried after its success, a tenant whose settings file is invalid."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -190,6 +191,35 @@ def test_a_refused_delete_leaves_its_request_id_unused(
     client.put(path, json={"content": "x"}, headers=auth(key))
     removed = client.request("DELETE", path, json=body, headers=auth(key))
     assert removed.status_code == 200 and removed.json()["label"] == "deploy"
+
+
+def test_a_tenants_invalid_settings_answer_503_naming_them_logged_once(
+    client: TestClient, host: ServiceHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant, key = new_tenant(host)
+    settings = host.data_dir / "tenants" / tenant / "config.toml"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text("session_idle_close_minutes = 1\n")
+    with caplog.at_level(logging.ERROR, logger="cortex.server"):
+        answers = [client.get("/v1/sessions", headers=auth(key)) for _ in range(2)]
+        answers.append(client.post("/v1/sessions/start", json={}, headers=auth(key)))
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "unavailable"
+        assert error["message"] == (
+            f"the server's settings for tenant {tenant!r} are invalid "
+            f"(session_idle_close_minutes=1 (from <server data>/tenants/{tenant}/config.toml) "
+            "is out of range; use a value in 5-10080); the server's operator must fix them, "
+            "then retry"
+        )
+    logged = [r.getMessage() for r in caplog.records if "invalid settings" in r.getMessage()]
+    assert len(logged) == 1 and str(settings) in logged[0]  # once, with the file
+    detail = logged[0].split("invalid settings: ")[1]
+    assert host.invalid_configs() == [f"tenant {tenant!r}: {detail}"]
+    settings.write_text("session_idle_close_minutes = 30\n")  # fixed: served, no restart
+    assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+    assert host.invalid_configs() == []
 
 
 def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:

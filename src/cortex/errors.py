@@ -10,9 +10,10 @@ The tree::
     ├── ForbiddenError (403)         the API key's scopes do not allow the operation
     ├── NotFoundError (404)          no such session, pin, task or memory
     ├── ConflictError (409)          the operation does not fit the current state
-    └── StorageError (503)           the database or a file could not be read or written
-        ├── BusyError (503)          what a request needs is held too long by another one
-        └── UnavailableError (503)   the Cortex server cannot take a request now
+    ├── StorageError (503)           the database or a file could not be read or written
+    │   ├── BusyError (503)          what a request needs is held too long by another one
+    │   └── UnavailableError (503)   the Cortex server cannot take a request now
+    └── ServerConfigError (503)      the server's settings for a tenant are invalid
 
 Every class carries an HTTP ``status`` so that the server maps errors in one handler.
 
@@ -233,6 +234,14 @@ class UnavailableError(StorageError):
 
     A client keeps the writes that meet it in its journal and delivers them later.
     """
+
+    status = 503
+
+
+class ServerConfigError(CortexError):
+    """The server's settings for a tenant (its ``config.toml``) are invalid: no request of
+    that tenant can be served until the operator fixes them. The server's fault, not the
+    client's: a 503, never a 4xx."""
 
     status = 503
 

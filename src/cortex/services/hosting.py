@@ -34,9 +34,11 @@ from cortex.errors import (
     CortexError,
     RefusedAhead,
     RequestReplayed,
+    ServerConfigError,
     UnauthorizedError,
     ValidationError,
 )
+from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
+log = getLogger("cortex.server")
 
 
 UNAVAILABLE = "the database is unavailable or busy; retry shortly (the server's log says why)"
@@ -115,6 +118,8 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
+        self._invalid: dict[str, str] = {}
+        """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -148,11 +153,43 @@ class ServiceHost:
         once per process and tenant (building them costs about a millisecond a request)."""
         found = self._configs.get(tenant)
         if found is None:
-            found = load_config(self.data_dir / "tenants" / check_tenant_id(tenant), env={})
+            found = self._load_config(tenant)
             with self._lock:
                 if len(self._configs) >= MAX_CACHED_CONFIGS:
                     self._configs.clear()
                 self._configs[tenant] = found
+        return found
+
+    def _load_config(self, tenant: str) -> Config:
+        """``tenant``'s settings read from its home, or ``ServerConfigError`` when its
+        ``config.toml`` is invalid: the operator's mistake, which no request can fix, so never
+        a 4xx. Logged once per tenant and error (the file's path goes to the log only); read
+        again at the tenant's next request, so fixing the file needs no restart."""
+        home = self.data_dir / "tenants" / check_tenant_id(tenant)
+        try:
+            found = load_config(home, env={})
+        except ConfigError as exc:
+            detail = str(exc)
+            if self._invalid.get(tenant) != detail:
+                self._invalid[tenant] = detail
+                log.error("tenant %s cannot be served: invalid settings: %s", tenant, detail)
+            shown = detail.replace(str(self.data_dir), "<server data>")
+            raise ServerConfigError(
+                f"the server's settings for tenant {tenant!r} are invalid ({shown}); the "
+                "server's operator must fix them, then retry"
+            ) from exc
+        self._invalid.pop(tenant, None)
+        return found
+
+    def invalid_configs(self) -> list[str]:
+        """Why each tenant with a home under the data directory cannot be served, if its
+        settings are invalid (what ``cortex serve`` warns of as it starts)."""
+        found = []
+        for config in sorted((self.data_dir / "tenants").glob("*/config.toml")):
+            try:
+                load_config(config.parent, env={})
+            except ConfigError as exc:
+                found.append(f"tenant {config.parent.name!r}: {exc}")
         return found
 
     def check_served(self, tenant: str) -> None:

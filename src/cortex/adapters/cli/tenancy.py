@@ -108,6 +108,8 @@ def serve(
     check = ServiceHost(db_url, rt.config.home / "server")
     try:
         check.check_database()  # as one line too: uvicorn would start and fail every request
+        for problem in check.invalid_configs():  # served 503 until fixed; the others serve
+            click.echo(f"warning: {problem}; its requests answer 503 until it is fixed", err=True)
     finally:
         check.close()
     env = dict(rt.env) | {

@@ -31,6 +31,7 @@ from cortex.errors import (
     CortexError,
     ForbiddenError,
     NotFoundError,
+    ServerConfigError,
     StorageError,
     Surface,
     UnauthorizedError,
@@ -64,6 +65,7 @@ _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (ConfigError, "validation_error"),
     (RateLimitedError, "rate_limited"),
     (StorageError, "unavailable"),
+    (ServerConfigError, "unavailable"),
 )
 HTTP = Surface(
     '"{name}"',
@@ -113,6 +115,8 @@ def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
         log.error("request failed: %s", exc)
     elif isinstance(exc, BusyError):  # names the session, never where the database is
         log.warning("request gave up waiting for a lock: %s", exc)
+    elif isinstance(exc, ServerConfigError):
+        pass  # said as it is; the server's log has the file (once per tenant and error)
     elif code == "unavailable":
         log.warning("database unavailable: %s", exc)
         message = UNAVAILABLE  # where the database is stays in the log
