@@ -167,3 +167,30 @@ def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
+
+
+def test_serve_warns_of_a_tenant_with_invalid_settings_and_serves_the_others(
+    tmp_path: Path,
+) -> None:
+    db, port = str(tmp_path / "srv.db"), free_port()
+    cli(tmp_path, "tenant", "create", "default", "--db", db)
+    key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
+    settings = tmp_path / "server" / "tenants" / "broken" / "config.toml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("session_idle_close_minutes = 1\n")
+    proc = subprocess.Popen(
+        [str(CORTEX), "serve", "--db", db, "--port", str(port)], env=env_for(tmp_path),
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().strip() == (
+            f"warning: tenant 'broken': session_idle_close_minutes=1 (from {settings}) is out "
+            "of range; use a value in 5-10080; its requests answer 503 until it is fixed"
+        )
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, proc)
+        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)

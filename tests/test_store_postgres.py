@@ -19,6 +19,7 @@ import pytest
 from cortex.core.history_models import Checkpoint, SessionEvent, SessionSnapshot
 from cortex.core.memory_models import Memory, MemoryFilter
 from cortex.errors import (
+    BusyError,
     ConfigError,
     ConflictError,
     ContentionError,
@@ -412,6 +413,11 @@ def test_passwords_never_show(url: str, shown: str) -> None:
             "database pg://x is busy (could not serialize); retry",
         ),
         ("QueryCanceled", StorageError, "database pg://x is busy (statement timeout); retry"),
+        (
+            "LockNotAvailable",
+            BusyError,
+            "what this request needs is held by another transaction (lock timeout); retry shortly",
+        ),
         ("DiskFull", StorageError, "cannot write database pg://x (full); free space and retry"),
         (
             "AdminShutdown",

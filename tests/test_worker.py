@@ -200,6 +200,43 @@ def test_hosted_pass_works_for_each_tenant_apart(pg_url: str, tmp_path: Path) ->
         host.close()
 
 
+def test_worker_db_lines_name_their_tenant_and_one_invalid_tenant_stops_no_other(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """``cortex worker --db`` over two tenants, the real CLI: each job line and JSON record
+    names its tenant, and a tenant whose settings file is invalid gets its jobs failed with
+    the error while the other's run."""
+    import secrets
+
+    from cortex.services.hosting import ServiceHost
+
+    home = tmp_path / "home"
+    good, bad = (f"w-{secrets.token_hex(4)}" for _ in range(2))
+    host = ServiceHost(pg_url, home / "server")
+    try:
+        with host.registry() as registry:
+            for name in (good, bad):
+                registry.tenants.create_tenant(name)
+    finally:
+        host.close()
+    settings = home / "server" / "tenants" / bad / "config.toml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("session_idle_close_minutes = 1\n")
+    args = ["worker", "--db", pg_url, "--tenant", good, "--tenant", bad, "--once", "--force"]
+    env = {"CORTEX_SERVER_SECRET": "worker-test-secret-0123456789abcdef"}
+    lines = ok(cortex(home, *args, "--job", "archive", env=env)).splitlines()
+    assert [line.split()[1:4] for line in lines] == [
+        [good, "archive", "ok:"],
+        [bad, "archive", "failed:"],
+    ]
+    assert f"settings for tenant {bad!r} are invalid (session_idle_close_minutes=1" in lines[1]
+    runs = json.loads(ok(cortex(home, "--json", *args, "--job", "archive", env=env)))
+    assert [(r["tenant"], r["job"], r["status"]) for r in runs] == [
+        (good, "archive", "ok"),
+        (bad, "archive", "failed"),
+    ]
+
+
 def test_the_orphan_sweep_suspends_a_crashed_session_within_a_pass(
     app: Services, clock: FixedClock
 ) -> None:

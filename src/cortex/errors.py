@@ -10,8 +10,10 @@ The tree::
     ├── ForbiddenError (403)         the API key's scopes do not allow the operation
     ├── NotFoundError (404)          no such session, pin, task or memory
     ├── ConflictError (409)          the operation does not fit the current state
-    └── StorageError (503)           the database or a file could not be read or written
-        └── UnavailableError (503)   the Cortex server cannot take a request now
+    ├── StorageError (503)           the database or a file could not be read or written
+    │   ├── BusyError (503)          what a request needs is held too long by another one
+    │   └── UnavailableError (503)   the Cortex server cannot take a request now
+    └── ServerConfigError (503)      the server's settings for a tenant are invalid
 
 Every class carries an HTTP ``status`` so that the server maps errors in one handler.
 
@@ -257,11 +259,29 @@ class ContentionError(StorageError):
     status = 503
 
 
+class BusyError(StorageError):
+    """What a request needs (a session's row) is held by another transaction for longer than
+    the server waits for a lock (a stuck request, an operator's open transaction). Not a
+    conflict to run again at once: the holder is slow, so the client retries after
+    ``retry_after`` seconds. Its message names no database host, port, role or name."""
+
+    status = 503
+    retry_after = 1
+
+
 class UnavailableError(StorageError):
     """The Cortex server cannot take a request now: unreachable, too slow, or overloaded.
 
     A client keeps the writes that meet it in its journal and delivers them later.
     """
+
+    status = 503
+
+
+class ServerConfigError(CortexError):
+    """The server's settings for a tenant (its ``config.toml``) are invalid: no request of
+    that tenant can be served until the operator fixes them. The server's fault, not the
+    client's: a 503, never a 4xx."""
 
     status = 503
 

@@ -34,9 +34,11 @@ from cortex.errors import (
     CortexError,
     RefusedAhead,
     RequestReplayed,
+    ServerConfigError,
     UnauthorizedError,
     ValidationError,
 )
+from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _POSTGRES = ("postgresql://", "postgres://")
+log = getLogger("cortex.server")
 
 
 UNAVAILABLE = "the database is unavailable or busy; retry shortly (the server's log says why)"
@@ -62,6 +65,11 @@ CONTENTION_ATTEMPTS = 3
 (or a serialization failure) before the request gets the 503."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
+LOCK_TIMEOUT_S = 5.0
+"""How long a request of the team server waits for a lock (a session's row another request
+or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
+milliseconds writers of one session wait for each other, far below the pool's wait."""
+LOCK_TIMEOUT_RANGE = (0.05, 3600.0)
 
 
 def check_secret(secret: str) -> str:
@@ -85,6 +93,8 @@ class ServiceHost:
         clock: the clock of every request (tests fix it).
         secret: the server secret each tenant's metrics key is derived from (at least
             ``MIN_SECRET_BYTES``).
+        lock_timeout: on PostgreSQL, seconds a statement waits for a lock before the request
+            fails with ``BusyError``; None (a worker's, a command's) waits as long as it takes.
     """
 
     def __init__(
@@ -95,8 +105,10 @@ class ServiceHost:
         pool_size: int = 10,
         clock: Clock | None = None,
         secret: str | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         self.url = str(url)
+        self.lock_timeout = lock_timeout
         self.data_dir = data_dir
         self.pool_size = pool_size
         self.clock = clock or SystemClock()
@@ -106,6 +118,8 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
+        self._invalid: dict[str, str] = {}
+        """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -122,7 +136,9 @@ class ServiceHost:
         """The PostgreSQL store owning the pool, opened (and migrated) on first use."""
         with self._lock:
             if self._root is None:
-                self._root = open_shared_store(self.url, pool_size=self.pool_size)
+                self._root = open_shared_store(
+                    self.url, pool_size=self.pool_size, lock_timeout=self.lock_timeout
+                )
             return self._root
 
     def turn_batch(self) -> AbstractContextManager[TurnBatch]:
@@ -137,11 +153,43 @@ class ServiceHost:
         once per process and tenant (building them costs about a millisecond a request)."""
         found = self._configs.get(tenant)
         if found is None:
-            found = load_config(self.data_dir / "tenants" / check_tenant_id(tenant), env={})
+            found = self._load_config(tenant)
             with self._lock:
                 if len(self._configs) >= MAX_CACHED_CONFIGS:
                     self._configs.clear()
                 self._configs[tenant] = found
+        return found
+
+    def _load_config(self, tenant: str) -> Config:
+        """``tenant``'s settings read from its home, or ``ServerConfigError`` when its
+        ``config.toml`` is invalid: the operator's mistake, which no request can fix, so never
+        a 4xx. Logged once per tenant and error (the file's path goes to the log only); read
+        again at the tenant's next request, so fixing the file needs no restart."""
+        home = self.data_dir / "tenants" / check_tenant_id(tenant)
+        try:
+            found = load_config(home, env={})
+        except ConfigError as exc:
+            detail = str(exc)
+            if self._invalid.get(tenant) != detail:
+                self._invalid[tenant] = detail
+                log.error("tenant %s cannot be served: invalid settings: %s", tenant, detail)
+            shown = detail.replace(str(self.data_dir), "<server data>")
+            raise ServerConfigError(
+                f"the server's settings for tenant {tenant!r} are invalid ({shown}); the "
+                "server's operator must fix them, then retry"
+            ) from exc
+        self._invalid.pop(tenant, None)
+        return found
+
+    def invalid_configs(self) -> list[str]:
+        """Why each tenant with a home under the data directory cannot be served, if its
+        settings are invalid (what ``cortex serve`` warns of as it starts)."""
+        found = []
+        for config in sorted((self.data_dir / "tenants").glob("*/config.toml")):
+            try:
+                load_config(config.parent, env={})
+            except ConfigError as exc:
+                found.append(f"tenant {config.parent.name!r}: {exc}")
         return found
 
     def check_served(self, tenant: str) -> None:

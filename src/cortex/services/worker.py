@@ -258,13 +258,18 @@ def hosted_pass(
     force: bool = False,
 ) -> list[JobRun]:
     """One pass over a team server's tenants (``tenants``, else every unrevoked one), each
-    with its own services, settings and leases."""
+    with its own services, settings and leases. A tenant that cannot be served (its settings
+    are invalid) gets each job failed with the error; the other tenants' jobs still run."""
     if not tenants:
         with host.registry() as registry:
             tenants = [t.tenant for t in registry.tenants.list_tenants() if t.revoked_at is None]
     runs: list[JobRun] = []
     for tenant in tenants:
-        with host.open(tenant) as app:
-            worker = Worker(app, jobs, owner)
-            runs += [replace(r, tenant=tenant) for r in worker.run_once(force=force)]
+        try:
+            with host.open(tenant) as app:
+                done = Worker(app, jobs, owner).run_once(force=force)
+        except CortexError as exc:  # its jobs' lines say it, pass after pass
+            at = to_iso(host.clock.now())
+            done = [JobRun(job.name, FAILED, {"error": str(exc)}, at) for job in jobs]
+        runs += [replace(r, tenant=tenant) for r in done]
     return runs

@@ -97,9 +97,12 @@ def _open_postgres(url: str, tenant: str, migrate: bool) -> Store:
     return store
 
 
-def open_shared_store(url: str, *, pool_size: int = 10) -> SharedStore:
+def open_shared_store(
+    url: str, *, pool_size: int = 10, lock_timeout: float | None = None
+) -> SharedStore:
     """The migrated default-tenant store of a PostgreSQL database, owning a pool of
-    ``pool_size`` connections that ``for_tenant`` stores share (a server process's)."""
+    ``pool_size`` connections that ``for_tenant`` stores share (a server process's), whose
+    statements wait at most ``lock_timeout`` seconds for a lock (None: no bound)."""
     if not url.startswith(_POSTGRES_SCHEMES):
         raise ConfigError(f"a shared store needs a postgresql:// URL, not {url!r}")
     try:
@@ -108,7 +111,9 @@ def open_shared_store(url: str, *, pool_size: int = 10) -> SharedStore:
         raise ConfigError(
             "PostgreSQL support is not installed; run pip install 'cortex-continuity[postgres]'"
         ) from exc
-    store: SharedStore = PostgresStore(url, DEFAULT_TENANT, pool_size=pool_size)
+    store: SharedStore = PostgresStore(
+        url, DEFAULT_TENANT, pool_size=pool_size, lock_timeout=lock_timeout
+    )
     return store
 
 

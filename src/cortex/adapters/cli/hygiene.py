@@ -303,5 +303,7 @@ def _hosted(
 
 
 def format_job(run: JobRun) -> str:
+    """One line of a job's run: when, whose (a team server's tenant), which, how it went."""
     detail = ", ".join(f"{k} {v}" for k, v in run.detail.items() if not isinstance(v, list))
-    return f"{run.at}  {run.name:<12} {run.status}" + (f": {detail}" if detail else "")
+    whose = f"{run.tenant}  " if run.tenant is not None else ""
+    return f"{run.at}  {whose}{run.name:<12} {run.status}" + (f": {detail}" if detail else "")

@@ -16,7 +16,7 @@ import click
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, database, pass_rt
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import ServiceHost, check_secret
+from cortex.services.hosting import LOCK_TIMEOUT_RANGE, LOCK_TIMEOUT_S, ServiceHost, check_secret
 
 DB = click.option(
     "--db",
@@ -65,6 +65,10 @@ def _registry(
               "(the dashboard's included).")  # fmt: skip
 @click.option("--burst", default=100, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Requests each API key may make at once, per worker process.")  # fmt: skip
+@click.option("--lock-timeout", default=LOCK_TIMEOUT_S, show_default=True,
+              type=click.FloatRange(*LOCK_TIMEOUT_RANGE), metavar="SECONDS",
+              help="How long a request waits for a session another request or transaction "
+              "holds, then answers 503 with Retry-After (PostgreSQL).")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -78,6 +82,7 @@ def serve(
     turn_batches: int,
     rate: float,
     burst: int,
+    lock_timeout: float,
     access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
@@ -103,6 +108,8 @@ def serve(
     check = ServiceHost(db_url, rt.config.home / "server")
     try:
         check.check_database()  # as one line too: uvicorn would start and fail every request
+        for problem in check.invalid_configs():  # served 503 until fixed; the others serve
+            click.echo(f"warning: {problem}; its requests answer 503 until it is fixed", err=True)
     finally:
         check.close()
     env = dict(rt.env) | {
@@ -112,6 +119,7 @@ def serve(
         "CORTEX_SERVER_TURN_BATCHES": str(turn_batches),
         "CORTEX_SERVER_RATE": repr(rate),
         "CORTEX_SERVER_BURST": str(burst),
+        "CORTEX_SERVER_LOCK_TIMEOUT": repr(lock_timeout),
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]

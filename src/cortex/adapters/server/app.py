@@ -26,11 +26,13 @@ from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
 from cortex.errors import (
+    BusyError,
     ConfigError,
     ConflictError,
     CortexError,
     ForbiddenError,
     NotFoundError,
+    ServerConfigError,
     StorageError,
     Surface,
     UnauthorizedError,
@@ -38,7 +40,12 @@ from cortex.errors import (
     parts,
 )
 from cortex.logs import getLogger
-from cortex.services.hosting import UNAVAILABLE, ServiceHost
+from cortex.services.hosting import (
+    LOCK_TIMEOUT_RANGE,
+    LOCK_TIMEOUT_S,
+    UNAVAILABLE,
+    ServiceHost,
+)
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
@@ -46,6 +53,7 @@ ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_S
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 ENV_BATCHES = "CORTEX_SERVER_TURN_BATCHES"
 ENV_RATE, ENV_BURST = "CORTEX_SERVER_RATE", "CORTEX_SERVER_BURST"
+ENV_LOCK_TIMEOUT = "CORTEX_SERVER_LOCK_TIMEOUT"
 RATE_PER_SECOND, BURST = 50.0, 100
 """Each API key's token bucket in each process: requests a second on average, and at once."""
 TURN_BATCHES = 1
@@ -59,6 +67,7 @@ _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (ConfigError, "validation_error"),
     (RateLimitedError, "rate_limited"),
     (StorageError, "unavailable"),
+    (ServerConfigError, "unavailable"),
 )
 HTTP = Surface(
     '"{name}"',
@@ -104,12 +113,17 @@ def error(
 def _cortex_error(_: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CortexError)
     code = next((c for kind, c in _CODES if isinstance(exc, kind)), "internal")
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimitedError) else {}
+    retry = getattr(exc, "retry_after", None)  # a rate limit's, a busy session's
+    headers = {"Retry-After": str(retry)} if retry is not None else {}
     if isinstance(exc, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"  # RFC 9110: how to authenticate
     message, template = exc.render(HTTP), exc.template or str(exc)
     if code == "internal":
         log.error("request failed: %s", exc)
+    elif isinstance(exc, BusyError):  # names the session, never where the database is
+        log.warning("request gave up waiting for a lock: %s", exc)
+    elif isinstance(exc, ServerConfigError):
+        pass  # said as it is; the server's log has the file (once per tenant and error)
     elif code == "unavailable":
         log.warning("database unavailable: %s", exc)
         message, template = UNAVAILABLE, UNAVAILABLE  # where the database is stays in the log
@@ -258,6 +272,7 @@ def create_app(
     host: ServiceHost | None = None,
     secret: str | None = None,
     turn_batches: int = TURN_BATCHES,
+    lock_timeout: float = LOCK_TIMEOUT_S,
 ) -> FastAPI:
     """The server over ``db_url`` (a postgresql:// URL, or a SQLite path for one person).
 
@@ -270,6 +285,8 @@ def create_app(
         secret: the server secret each tenant's metrics key is derived from.
         turn_batches: on PostgreSQL, how many batches of captured turns (group commit, one
             transaction each) this process writes at once; 0 writes each turn on its own.
+        lock_timeout: on PostgreSQL, seconds a request waits for a lock (a session another
+            request or transaction holds) before it answers 503 with ``Retry-After``.
     """
     data_dir = data_dir or Path.home() / ".cortex" / "server"
     app = FastAPI(
@@ -278,7 +295,9 @@ def create_app(
         summary="Session continuity and memory over HTTP",
         responses=ERROR_RESPONSES,
     )
-    app.state.host = host or ServiceHost(db_url, data_dir, pool_size=pool_size, secret=secret)
+    app.state.host = host or ServiceHost(
+        db_url, data_dir, pool_size=pool_size, secret=secret, lock_timeout=lock_timeout
+    )
     app.state.limiter = RateLimiter(rate_per_second, burst)
     app.add_exception_handler(CortexError, _cortex_error)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -341,4 +360,22 @@ def app_from_env() -> FastAPI:
         turn_batches=int(os.environ.get(ENV_BATCHES) or TURN_BATCHES),
         rate_per_second=float(os.environ.get(ENV_RATE) or RATE_PER_SECOND),
         burst=int(os.environ.get(ENV_BURST) or BURST),
+        lock_timeout=lock_timeout_from(os.environ.get(ENV_LOCK_TIMEOUT)),
     )
+
+
+def lock_timeout_from(text: str | None) -> float:
+    """``CORTEX_SERVER_LOCK_TIMEOUT`` (seconds) as a number in range, the default if unset."""
+    if not text:
+        return LOCK_TIMEOUT_S
+    low, high = LOCK_TIMEOUT_RANGE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not low <= value <= high:
+        raise ConfigError(
+            f"{ENV_LOCK_TIMEOUT}={text!r} is not a number of seconds in {low:g}-{high:g}; "
+            "fix it, or pass `cortex serve --lock-timeout SECONDS`"
+        )
+    return value

@@ -8,6 +8,7 @@ from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
 from cortex.adapters.server.models import (
     ConsolidateIn,
     ContextIn,
+    DeleteIn,
     MemoryAddIn,
     MemoryEditIn,
     MemoryListIn,
@@ -147,11 +148,13 @@ def show(memory_id: Id, caller: Reader) -> Json:
 
 
 @router.delete("/memories/{memory_id}")
-def forget(memory_id: Id, caller: Writer) -> Json:
-    """Forget a memory: never returned again; the row stays for the audit trail."""
+def forget(memory_id: Id, caller: Writer, body: DeleteIn | None = None) -> Json:
+    """Forget a memory: never returned again; the row stays for the audit trail (the body,
+    with its ``request_id``, is optional)."""
+    request_id = body.request_id if body is not None else None
     with caller.services() as app:
-        gone = app.memory.forget(memory_id, actor="api")
-    return gone.to_dict() | {"deleted": True}
+        gone = apply_once(app, request_id, lambda: app.memory.forget(memory_id, actor="api"))
+    return DUPLICATE if gone is None else gone.to_dict() | {"deleted": True}
 
 
 @router.get("/metrics/verify", tags=["metrics"])

@@ -106,6 +106,11 @@ class Mutation(Body):
     request_id: RequestId = None
 
 
+class DeleteIn(Mutation):
+    """The optional body of a DELETE: only its ``request_id`` (a retry of a delete that
+    succeeded answers ``{"duplicate": true}``, not a 404)."""
+
+
 class StartIn(Mutation):
     session_id: Id | None = None
     channel: Short = "api"

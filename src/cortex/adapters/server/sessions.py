@@ -14,6 +14,7 @@ from cortex.adapters.server.models import (
     CheckpointIn,
     CompactionIn,
     ContinueIn,
+    DeleteIn,
     EndIn,
     EventIn,
     Mutation,
@@ -239,6 +240,7 @@ def pin(session_id: Id, label: Label, body: PinIn, caller: Writer) -> Json:
 
 
 @router.delete("/sessions/{session_id}/pins/{label}")
-def unpin(session_id: Id, label: Label, caller: Writer) -> Json:
-    with caller.services() as app:
-        return app.sessions.remove_pin(label, session_id).to_dict()
+def unpin(session_id: Id, label: Label, caller: Writer, body: DeleteIn | None = None) -> Json:
+    """Unpin a note (the body, with its ``request_id``, is optional)."""
+    return _once(caller, body or DeleteIn(), lambda app: app.sessions.remove_pin(
+        label, session_id))  # fmt: skip

@@ -19,6 +19,7 @@ from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cortex.errors import (
+    BusyError,
     ConflictError,
     ContentionError,
     CortexError,
@@ -87,7 +88,11 @@ def cortex_error(exc: psycopg.Error, url: str) -> CortexError:
         return StorageError(f"database {url} refused access ({text}); grant the role its rights")
     if state in ("40001", "40P01"):  # serialization failure, deadlock: worth running again
         return ContentionError(f"database {url} is busy ({text}); retry")
-    if state.startswith("40") or state in ("55P03", "57014"):  # rollback, lock, canceled
+    if state == "55P03":  # lock not available: another transaction held it past lock_timeout
+        return BusyError(
+            f"what this request needs is held by another transaction ({text}); retry shortly"
+        )
+    if state.startswith("40") or state == "57014":  # rollback, canceled
         return StorageError(f"database {url} is busy ({text}); retry")
     if state.startswith("53"):  # insufficient resources: disk full, out of memory
         return StorageError(f"cannot write database {url} ({text}); free space and retry")
@@ -108,8 +113,18 @@ def translated(url: str) -> Iterator[None]:
         raise cortex_error(exc, url) from exc
 
 
-def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_S) -> Pool:
+def open_pool(
+    url: str,
+    *,
+    max_size: int = 10,
+    timeout: float = CONNECT_TIMEOUT_S,
+    lock_timeout: float | None = None,
+) -> Pool:
     """A connection pool on ``url`` (autocommit connections), open and tried once.
+
+    ``lock_timeout``: seconds a statement of these connections waits for a lock (a session's
+    row another transaction holds) before it fails with ``BusyError``; None waits as long
+    as it takes. Set once per connection, when the pool opens it.
 
     Raises:
         StorageError: the server cannot be reached or refuses the connection.
@@ -128,6 +143,7 @@ def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_
             open=False,
             timeout=timeout,
             name="cortex",
+            configure=None if lock_timeout is None else _lock_timeout(lock_timeout),
         )
         try:
             pool.open(wait=True, timeout=timeout)
@@ -135,6 +151,16 @@ def open_pool(url: str, *, max_size: int = 10, timeout: float = CONNECT_TIMEOUT_
             pool.close()
             raise
     return pool
+
+
+def _lock_timeout(seconds: float) -> Callable[[Connection], None]:
+    """What sets ``lock_timeout`` on each new connection of a pool (for the session)."""
+    setting = f"{max(1, round(seconds * 1000))}ms"
+
+    def configure(conn: Connection) -> None:
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (setting,))
+
+    return configure
 
 
 def roll_back(conn: Connection) -> None:

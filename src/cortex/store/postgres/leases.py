@@ -12,7 +12,7 @@ from typing import Any
 
 from cortex.core.models import SessionState
 from cortex.store.postgres.db import Runner
-from cortex.store.postgres.sessions import SELECT, held, project_clause
+from cortex.store.postgres.sessions import SELECT, busy, held, project_clause
 from cortex.store.records import sessions_from_rows
 
 
@@ -58,11 +58,12 @@ class LeaseRepository:
         ``any_project``); a session with no activity yet comes last, as in SQLite. In a
         transaction it is locked until the transaction ends (see ``held``)."""
         where, params = ("TRUE", ()) if any_project else project_clause(project)
-        found = sessions_from_rows(
-            self.db.rows(
+        shown = "" if any_project or project is None else f" of project {project!r}"
+        with busy(f"the current session{shown}"):
+            rows = self.db.rows(
                 f"{SELECT} WHERE tenant_id = %s AND end_time IS NULL AND {where} "
                 f"ORDER BY last_activity DESC NULLS LAST LIMIT 1{held(self.db)}",
                 (self.db.tenant, *params),
             )
-        )
+        found = sessions_from_rows(rows)
         return found[0] if found else None

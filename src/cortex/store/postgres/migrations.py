@@ -603,6 +603,9 @@ def applied_migrations(conn: Conn) -> list[tuple[str, str]]:
 def _apply_one(conn: Conn, name: str, step: Step) -> bool:
     """Apply one step in its own transaction unless another process just did; True if applied."""
     with conn.transaction():
+        # A server's connections bound their lock waits; a migration waits as long as another
+        # process's migration, or a table's readers, take.
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_MIGRATIONS,))
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "

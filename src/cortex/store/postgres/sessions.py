@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from cortex.core.models import SessionState
+from cortex.errors import BusyError
 from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
@@ -54,6 +56,17 @@ def held(db: Runner) -> str:
     return " FOR UPDATE" if db.in_transaction else ""
 
 
+@contextlib.contextmanager
+def busy(what: str) -> Iterator[None]:
+    """A lock wait on ``what`` (a session) that lapsed, said of it: "session X is busy"."""
+    try:
+        yield
+    except BusyError as exc:
+        raise BusyError(
+            f"{what} is busy (another request or transaction holds it); retry shortly"
+        ) from exc
+
+
 def project_clause(project: str | None) -> tuple[str, tuple[Any, ...]]:
     """``project`` compared as SQLite's ``IS`` does, in a form an index can serve."""
     return ("project IS NULL", ()) if project is None else ("project = %s", (project,))
@@ -71,7 +84,8 @@ class SessionRepository:
         self.db.execute_later(UPSERT, session_row(self.db.tenant, state))
 
     def get(self, session_id: str) -> SessionState | None:
-        found = self.db.rows(*self.get_query(session_id))
+        with busy(f"session {session_id}"):
+            found = self.db.rows(*self.get_query(session_id))
         states = sessions_from_rows(found)
         return states[0] if states else None
 

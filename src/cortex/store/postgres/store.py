@@ -38,7 +38,7 @@ from cortex.store.postgres.history import HistoryRepository
 from cortex.store.postgres.leases import LeaseRepository
 from cortex.store.postgres.memories import MemoryRepository
 from cortex.store.postgres.metrics import AuditRepository, MetricsRepository
-from cortex.store.postgres.sessions import SessionRepository
+from cortex.store.postgres.sessions import SessionRepository, busy
 from cortex.store.postgres.transfer import TransferRepository
 from cortex.store.records import (
     SessionNarrowing,
@@ -79,6 +79,8 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             and closes it in ``close()``.
         migrate: apply pending migrations before returning (the default).
         pool_size: most connections of the pool the store opens (without ``pool``).
+        lock_timeout: seconds a statement of that pool waits for a lock before it fails
+            with ``BusyError`` (None: no bound).
 
     Raises:
         StorageError: the server cannot be reached, or migrating fails.
@@ -93,11 +95,16 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
         pool: Pool | None = None,
         migrate: bool = True,
         pool_size: int = 10,
+        lock_timeout: float | None = None,
     ) -> None:
         self.tenant = check_tenant(tenant)
         self.url = redacted(str(url))
         self._owns_pool = pool is None
-        self._pool = open_pool(str(url), max_size=pool_size) if pool is None else pool
+        self._pool = (
+            open_pool(str(url), max_size=pool_size, lock_timeout=lock_timeout)
+            if pool is None
+            else pool
+        )
         self._db = Runner(self._pool, self.tenant, self.url)
         self._sessions = SessionRepository(self._db)
         self._leases = LeaseRepository(self._db)
@@ -271,7 +278,8 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
                 start.before, project, limit=1, exclude_id=sid, all_pins=False
             ),
         ]
-        self._db.read_ahead([read for read in reads if read is not None])
+        with busy(f"session {sid}"):  # the only read that waits: a resumed session's
+            self._db.read_ahead([read for read in reads if read is not None])
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix`` (ids are ``COLLATE "C"``: the primary key serves it)."""

@@ -1,0 +1,244 @@
+"""What bounds a team server's request: a session row held too long (the lock timeout), a
+DELETE retried after its success, a tenant whose settings file is invalid."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cortex.adapters.server.app import create_app, lock_timeout_from  # noqa: E402
+from cortex.errors import ConfigError  # noqa: E402
+from cortex.services.hosting import LOCK_TIMEOUT_S, ServiceHost  # noqa: E402
+from pg_helpers import waiting_or_done  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("test_server_bounds")
+LOCK_TIMEOUT = 0.3
+
+
+@pytest.fixture(scope="module")
+def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
+    served = ServiceHost(
+        pg_url, tmp_path_factory.mktemp("data"), pool_size=4, lock_timeout=LOCK_TIMEOUT
+    )
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def client(host: ServiceHost) -> TestClient:
+    return TestClient(create_app(host.url, host=host, burst=10_000, rate_per_second=10_000))
+
+
+def new_tenant(host: ServiceHost) -> tuple[str, str]:
+    """A new tenant and a write key of it."""
+    tenant = f"b-{secrets.token_hex(5)}"
+    with host.registry() as app:
+        app.tenants.create_tenant(tenant)
+        return tenant, app.tenants.create_key(tenant, "write")[1]
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def started(client: TestClient, key: str) -> str:
+    answer = client.post("/v1/sessions/start", json={"project": "p"}, headers=auth(key))
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["session_id"])
+
+
+class Holder:
+    """A transaction of another connection (an operator's psql, a stuck request) holding one
+    session's row locked until ``release``."""
+
+    def __init__(self, url: str, tenant: str, session_id: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url)
+        found = self.conn.execute(
+            "SELECT id FROM session_states WHERE tenant_id = %s AND id = %s FOR UPDATE",
+            (tenant, session_id),
+        ).fetchall()
+        assert found == [(session_id,)]
+
+    def release(self) -> None:
+        self.conn.rollback()
+        self.conn.close()
+
+
+def in_thread(send: Any) -> tuple[threading.Thread, list[Any]]:
+    """``send()`` started in a thread; its answer lands in the list."""
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(send()), daemon=True)
+    thread.start()
+    return thread, answers
+
+
+def test_a_session_held_past_the_lock_timeout_answers_503_and_others_are_served(
+    client: TestClient, host: ServiceHost, pg_url: str
+) -> None:
+    tenant, key = new_tenant(host)
+    held, other = started(client, key), started(client, key)
+    holder = Holder(pg_url, tenant, held)
+    try:
+        began = time.monotonic()
+        thread, answers = in_thread(
+            lambda: client.put(
+                f"/v1/sessions/{held}/pins/deploy", json={"content": "x"}, headers=auth(key)
+            )
+        )
+        thread.join(10)  # with no bound it would wait until the holder lets go
+        assert answers, "the request waited for the held session past its bound"
+        waited = time.monotonic() - began
+        answer = answers[0]
+        assert answer.status_code == 503 and LOCK_TIMEOUT <= waited < 5, (answer.text, waited)
+        error = answer.json()["error"]
+        assert error["code"] == "unavailable"
+        assert error["message"] == (
+            f"session {held} is busy (another request or transaction holds it); retry shortly"
+        )
+        assert answer.headers["Retry-After"] == "1"
+        # A captured turn (the direct route, in a batch, then alone) says the same.
+        turn = client.post(f"/v1/sessions/{held}/turns", json={"text": "t"}, headers=auth(key))
+        assert turn.status_code == 503 and f"session {held} is busy" in turn.text
+        # Another session of the tenant is served meanwhile, at once.
+        pinned = client.put(
+            f"/v1/sessions/{other}/pins/deploy", json={"content": "y"}, headers=auth(key)
+        )
+        assert pinned.status_code == 200, pinned.text
+    finally:
+        holder.release()
+    pins = client.get(f"/v1/sessions/{held}/pins", headers=auth(key)).json()["pins"]
+    assert pins == []  # the request that gave up wrote nothing
+
+
+def test_a_writer_that_waits_less_than_the_default_bound_is_served(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Writers of one session taking turns wait milliseconds, far below the bound; an unpin
+    takes its turn like the other writes and builds on the row it waited for."""
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4, lock_timeout=LOCK_TIMEOUT_S)
+    try:
+        client = TestClient(create_app(pg_url, host=host))
+        tenant, key = new_tenant(host)
+        sid = started(client, key)
+        for label in ("a", "b"):
+            pin = {"content": label}
+            client.put(f"/v1/sessions/{sid}/pins/{label}", json=pin, headers=auth(key))
+        holder = Holder(pg_url, tenant, sid)
+        try:
+            thread, answers = in_thread(
+                lambda: client.request("DELETE", f"/v1/sessions/{sid}/pins/a", headers=auth(key))
+            )
+            assert waiting_or_done(thread, pg_url)  # it waits for the holder...
+        finally:
+            holder.release()  # ...which lets go
+        thread.join(10)
+        assert answers and answers[0].status_code == 200, answers
+        pins = client.get(f"/v1/sessions/{sid}/pins", headers=auth(key)).json()["pins"]
+        assert [p["label"] for p in pins] == ["b"]
+    finally:
+        host.close()
+
+
+def test_the_lock_timeout_setting_is_a_number_of_seconds_in_range() -> None:
+    assert lock_timeout_from(None) == lock_timeout_from("") == LOCK_TIMEOUT_S
+    assert lock_timeout_from("0.5") == 0.5
+    for bad in ("0", "-1", "abc", "99999", "nan"):
+        with pytest.raises(ConfigError, match="CORTEX_SERVER_LOCK_TIMEOUT=.* is not a number"):
+            lock_timeout_from(bad)
+
+
+def test_a_delete_retried_with_its_request_id_answers_duplicate_not_404(
+    client: TestClient, host: ServiceHost
+) -> None:
+    _, key = new_tenant(host)
+    sid = started(client, key)
+    put = client.put(f"/v1/sessions/{sid}/pins/deploy", json={"content": "x"}, headers=auth(key))
+    assert put.status_code == 200
+    added = client.post("/v1/memories/add", json={"content": "Use tabs"}, headers=auth(key))
+    mid = added.json()["id"]
+    deletes = ((f"/v1/sessions/{sid}/pins/deploy", "label"), (f"/v1/memories/{mid}", "id"))
+    for path, field in deletes:
+        body = {"request_id": f"del-{secrets.token_hex(3)}"}
+        first = client.request("DELETE", path, json=body, headers=auth(key))
+        assert first.status_code == 200 and field in first.json(), first.text
+        again = client.request("DELETE", path, json=body, headers=auth(key))
+        assert (again.status_code, again.json()) == (200, {"duplicate": True})
+        fresh = client.request("DELETE", path, json={"request_id": "other"}, headers=auth(key))
+        assert fresh.status_code == 404  # a new delete of what is gone is still refused
+        bare = client.request("DELETE", path, headers=auth(key))  # the body stays optional
+        assert bare.status_code == 404
+
+
+def test_a_refused_delete_leaves_its_request_id_unused(
+    client: TestClient, host: ServiceHost
+) -> None:
+    _, key = new_tenant(host)
+    sid = started(client, key)
+    path, body = f"/v1/sessions/{sid}/pins/deploy", {"request_id": "del-early"}
+    assert client.request("DELETE", path, json=body, headers=auth(key)).status_code == 404
+    client.put(path, json={"content": "x"}, headers=auth(key))
+    removed = client.request("DELETE", path, json=body, headers=auth(key))
+    assert removed.status_code == 200 and removed.json()["label"] == "deploy"
+
+
+def test_a_tenants_invalid_settings_answer_503_naming_them_logged_once(
+    client: TestClient, host: ServiceHost, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant, key = new_tenant(host)
+    settings = host.data_dir / "tenants" / tenant / "config.toml"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text("session_idle_close_minutes = 1\n")
+    with caplog.at_level(logging.ERROR, logger="cortex.server"):
+        answers = [client.get("/v1/sessions", headers=auth(key)) for _ in range(2)]
+        answers.append(client.post("/v1/sessions/start", json={}, headers=auth(key)))
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "unavailable"
+        assert error["message"] == (
+            f"the server's settings for tenant {tenant!r} are invalid "
+            f"(session_idle_close_minutes=1 (from <server data>/tenants/{tenant}/config.toml) "
+            "is out of range; use a value in 5-10080); the server's operator must fix them, "
+            "then retry"
+        )
+    logged = [r.getMessage() for r in caplog.records if "invalid settings" in r.getMessage()]
+    assert len(logged) == 1 and str(settings) in logged[0]  # once, with the file
+    detail = logged[0].split("invalid settings: ")[1]
+    assert host.invalid_configs() == [f"tenant {tenant!r}: {detail}"]
+    settings.write_text("session_idle_close_minutes = 30\n")  # fixed: served, no restart
+    assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+    assert host.invalid_configs() == []
+
+
+def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
+    """The bound is for requests: a server process migrating while another one does waits
+    for it, however long that takes."""
+    import psycopg
+
+    from cortex.store.postgres import PostgresStore
+    from cortex.store.postgres.db import LOCK_MIGRATIONS
+
+    with psycopg.connect(fresh_database) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_MIGRATIONS,))
+        thread, opened = in_thread(
+            lambda: PostgresStore(fresh_database, lock_timeout=LOCK_TIMEOUT, pool_size=1)
+        )
+        assert waiting_or_done(thread, fresh_database)  # the other process migrates...
+        thread.join(LOCK_TIMEOUT * 3)  # ...for longer than a request may wait
+        assert thread.is_alive()
+        other.rollback()
+    thread.join(30)
+    assert opened and opened[0].check_integrity() == []
+    opened[0].close()
