@@ -122,7 +122,7 @@ def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
         ),
         (
             ("memory", "recall", "--budget", "-5"),
-            "budget_tokens -5 is negative; give 0 or more, e.g. 4000",
+            "--budget -5 is negative; give 0 or more, e.g. 4000",
         ),
         (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
         (("memory", "forget", "nope"), "no memory 'nope'; see `cortex memory list`"),

@@ -22,6 +22,7 @@ from cortex.adapters.cli.plain import CLI  # noqa: E402
 from cortex.adapters.mcp.errors import MCP  # noqa: E402
 from cortex.adapters.mcp.server import ProjectScope, build_server  # noqa: E402
 from cortex.adapters.server.app import HTTP, create_app  # noqa: E402
+from cortex.adapters.server.ui.app import DASHBOARD  # noqa: E402
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.errors import CortexError, ValidationError, command, param  # noqa: E402
@@ -53,6 +54,10 @@ def test_a_reference_renders_in_each_surfaces_terms() -> None:
     )
     assert (
         str(error) == "`add_tokens=-3` is negative; pass `project` or see `cortex pin remove LABEL`"
+    )
+    assert error.render(DASHBOARD) == (
+        "add tokens -3 is negative; pass the Project field or see a pin's Remove button on "
+        "the session's page"
     )
 
 
