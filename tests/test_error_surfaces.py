@@ -334,9 +334,39 @@ def test_messages_name_flags_and_commands_only_through_references() -> None:
     assert found == []
 
 
+UNSTEPPED = {
+    "services/hosting.py": "batches of turns need",  # a guard: its caller takes turns alone
+    "services/remote/transport.py": "without a JSON object",
+    "store/postgres/db.py": "failed (",
+}
+"""Messages of Cortex errors whose text names no next step, by file (and a piece of it)."""
+
+
+def test_every_message_names_a_next_step() -> None:
+    """A Cortex error's message is one line naming the next step: after a ``;`` (``use 0 or
+    more``), or after a ``:`` (``: use YYYY-MM-DD``, ``: pip install ...``)."""
+    import cortex.errors as errors
+
+    kinds = {n for n, c in vars(errors).items() if isinstance(c, type) and n.endswith("Error")}
+    found = [
+        f"{where}:{line}: {text}"
+        for where, line, text, _ in _messages()
+        if text and _kind(where, line) in kinds and "; " not in text and ": " not in text
+        and UNSTEPPED.get(where, "\0") not in text
+    ]  # fmt: skip
+    assert found == []
+
+
+def _kind(where: str, line: int) -> str:
+    for node in ast.walk(ast.parse((SRC / where).read_text())):
+        if isinstance(node, ast.Call) and node.lineno == line and _name(node).endswith("Error"):
+            return _name(node)
+    return ""
+
+
 NOT_ON_HTTP = {
-    "archive", "procedure list", "task init", "task start", "task end", "checkpoint verify",
-    "checkpoint list",
+    "archive", "procedure list", "procedure add", "task init", "task start", "task end",
+    "checkpoint verify", "checkpoint list",
 }  # fmt: skip
 """Commands of work the HTTP API does not do (the continuity protocol, procedures, the
 archive): no error of theirs reaches it."""

@@ -221,7 +221,7 @@ def error_text(response: Any) -> str:
 
 
 def test_errors_name_the_pages_fields_and_buttons_not_flags_or_keywords(
-    client: TestClient, home: Path
+    client: TestClient, home: Path, populated: dict[str, str]
 ) -> None:
     def post(path: str, **form: str) -> Any:
         return client.post(path, data={"csrf": token(home), **form})
@@ -241,6 +241,12 @@ def test_errors_name_the_pages_fields_and_buttons_not_flags_or_keywords(
         "one, as in the Pin form on the session's page",
         post("/memory/nope/forget"): "no memory 'nope'; see the Memory page",
     }  # fmt: skip
+    forgotten = f"/memory/{populated['memory']}/forget"
+    post(forgotten)
+    shown[post(forgotten)] = (
+        f"memory {populated['memory']} is already forgotten; nothing to do (see the Memory "
+        "page for the live ones)"
+    )
     for response, message in shown.items():
         assert error_text(response) == message
     # No page starts a session: the command line's command, which a `cortex ui` user has.

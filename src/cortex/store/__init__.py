@@ -101,7 +101,10 @@ def open_shared_store(url: str, *, pool_size: int = 10) -> SharedStore:
     """The migrated default-tenant store of a PostgreSQL database, owning a pool of
     ``pool_size`` connections that ``for_tenant`` stores share (a server process's)."""
     if not url.startswith(_POSTGRES_SCHEMES):
-        raise ConfigError(f"a shared store needs a postgresql:// URL, not {url!r}")
+        raise ConfigError(
+            f"a shared store needs a postgresql:// URL, not {url!r}; give one like "
+            "postgresql://cortex@localhost/cortex"
+        )
     try:
         from cortex.store.postgres import PostgresStore
     except ImportError as exc:

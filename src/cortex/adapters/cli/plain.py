@@ -33,7 +33,7 @@ from cortex.services.app import Services
 CLI = Surface(
     "{name}",
     "{name} {value}",
-    {"add_tokens": "--tokens", "budget_tokens": "--budget"},
+    {"add_tokens": "--tokens", "budget_tokens": "--budget", "procedure_key": "--key"},
     flags=True,
 )
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""

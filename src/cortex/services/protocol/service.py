@@ -500,7 +500,9 @@ class ProtocolService(Service):
                 str(answer.get("severity") or "none"),
             )
         except (TypeError, ValueError) as exc:
-            raise ValidationError(f"the safety probe's answer is not usable ({exc})") from exc
+            raise ValidationError(
+                f"the safety probe's answer is not usable ({exc}); {commands.PROBE_ANSWER}"
+            ) from exc
 
     def record_safety(
         self,
