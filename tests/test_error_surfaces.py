@@ -404,6 +404,25 @@ def test_an_empty_session_id_is_refused_by_the_tools_not_taken_for_the_current_o
         assert state.working_memory == ()
 
 
+def test_an_empty_project_is_refused_not_taken_for_the_directorys(tmp_path: Path) -> None:
+    texts = mcp_errors(tmp_path, [("start_session", {}), ("start_session", {"project": ""})])
+    assert texts[1] == (
+        "`project` is empty; omit it for this directory's project or give a project id"
+    )
+    with Services.open(load_config(tmp_path / "mcp-home", {})) as app:
+        assert len(app.sessions.open_sessions()) == 1
+    from cortex.adapters.openclaw.bridge import Bridge
+
+    with Services.open(load_config(tmp_path / "home", {}), FixedClock(T0)) as app:
+        bridge = Bridge(app)
+        for method in ("session_start", "memory_bootstrap", "memory_sync"):
+            answer = bridge.handle({"id": 1, "method": method, "params": {"project": ""}})
+            assert answer["error"]["message"] == (
+                "project is empty; omit it for the bridge's project or give a project id"
+            ), method
+        assert app.sessions.open_sessions() == []
+
+
 def test_the_bridge_refuses_an_empty_session_id(tmp_path: Path) -> None:
     from cortex.adapters.openclaw.bridge import Bridge
 

@@ -435,6 +435,9 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
         app.protocol.create_checkpoint("feat-auth", summary="x")
     with pytest.raises(ValidationError, match="invalid session id ''"):
         app.protocol.create_checkpoint("feat-auth", summary="x", session_id="")
+    with pytest.raises(ValidationError, match="invalid session id ''"):  # not "no session"
+        start(app, repo, session_id="")
+    assert app.sessions.open_sessions() == []
     with pytest.raises(ValidationError, match="unknown gate"):
         start(app, repo, from_gate="G12")
     with pytest.raises(NotFoundError, match="no checkpoint"):

@@ -140,7 +140,8 @@ def start_task(
     gate = check_gate(from_gate) if from_gate else str(status.get("current_gate") or "G0")
     if from_gate:
         _require_gate_checkpoint(protocol, slug, gate)
-    session_id = check_id(session_id) if session_id else None
+    # "" (an unset variable) is refused by check_id, never taken for "no session".
+    session_id = check_id(session_id) if session_id is not None else None
     session, preamble = _bind(protocol, folder, session_id, project, agent_id)
     report = StartReport(slug, session.session_id, session.state, True, None, gate, preamble)
     report.sandbox = bool(status.get("sandbox"))
