@@ -515,6 +515,20 @@ def test_an_in_progress_task_is_in_the_next_preamble(
     assert restored.preamble is not None and "User auth [G0]" in restored.preamble
 
 
+def test_the_preamble_shows_the_gate_a_checkpoint_moved_the_task_to(
+    app: Services, repo: Path, clock: FixedClock
+) -> None:
+    app.protocol.init_task("feat-auth", "User auth")
+    start(app, repo)  # pending as "User auth [G0]"
+    app.protocol.create_checkpoint(
+        "feat-auth", type="gate_transition", gate="G2", summary="to G2", state={"decisions": []}
+    )
+    clock.advance(hours=1)
+    restored = app.sessions.on_session_start(project="proj")
+    assert restored.preamble is not None and "- [feat-auth] User auth [G2]" in restored.preamble
+    assert "[G0]" not in restored.preamble
+
+
 def test_secrets_never_reach_the_task_files(app: Services, repo: Path) -> None:
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     app.protocol.init_task("feat-auth")

@@ -363,11 +363,10 @@ def _record_start(
 
 def _pending(protocol: ProtocolService, slug: str, title: str, gate: str, stage: str) -> None:
     """The task as a pipeline task: in progress it is pending, and every preamble shows it."""
-    from cortex.services.pipeline import upsert_task
+    from cortex.services.pipeline import task_title, upsert_task
 
-    upsert_task(
-        protocol.config.pipeline_state_path, slug, f"{title} [{gate}]", stage, protocol.now_iso()
-    )
+    path = protocol.config.pipeline_state_path
+    upsert_task(path, slug, task_title(title, gate), stage, protocol.now_iso())
 
 
 # -- shutdown ------------------------------------------------------------------------------------

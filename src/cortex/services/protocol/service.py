@@ -341,9 +341,7 @@ class ProtocolService(Service):
             fresh = True
         folder.status()
         if repair:
-            repaired += repair_task(
-                self.store, folder, self.now_iso(), self.service_name, fresh=fresh
-            )
+            repaired += repair_task(self.store, self.config, folder, self.now_iso(), fresh=fresh)
         report = verify_task(self.store, folder)
         report.repaired = repaired
         return report
