@@ -94,7 +94,11 @@ def test_edit_show_and_forget(home: Path) -> None:
     assert ok(cortex(home, "memory", "forget", mid)) == f"forgot {mid}\n"
     assert ok(cortex(home, "memory", "list")) == "no memories\n"
     again = cortex(home, "memory", "forget", mid)
-    assert (again.returncode, again.stderr) == (1, f"error: memory {mid} is already forgotten\n")
+    assert (again.returncode, again.stderr) == (
+        1,
+        f"error: memory {mid} is already forgotten; nothing to do (see `cortex memory list` "
+        "for the live ones)\n",
+    )
 
 
 def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
@@ -122,9 +126,13 @@ def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
         ),
         (
             ("memory", "recall", "--budget", "-5"),
-            "budget_tokens -5 is negative; give 0 or more, e.g. 4000",
+            "--budget -5 is negative; give 0 or more, e.g. 4000",
         ),
         (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
+        (
+            ("memory", "add", "x", "--upsert-key", "k" * 201),
+            "--upsert-key is longer than 200 characters; shorten it",
+        ),
         (("memory", "forget", "nope"), "no memory 'nope'; see `cortex memory list`"),
         (
             ("memory", "add", "deploys go to eu-west-1", "--session-id", "nope"),

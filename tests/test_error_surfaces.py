@@ -22,6 +22,7 @@ from cortex.adapters.cli.plain import CLI  # noqa: E402
 from cortex.adapters.mcp.errors import MCP  # noqa: E402
 from cortex.adapters.mcp.server import ProjectScope, build_server  # noqa: E402
 from cortex.adapters.server.app import HTTP, create_app  # noqa: E402
+from cortex.adapters.server.ui.app import DASHBOARD  # noqa: E402
 from cortex.clock import FixedClock  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.errors import CortexError, ValidationError, command, param  # noqa: E402
@@ -53,6 +54,10 @@ def test_a_reference_renders_in_each_surfaces_terms() -> None:
     )
     assert (
         str(error) == "`add_tokens=-3` is negative; pass `project` or see `cortex pin remove LABEL`"
+    )
+    assert error.render(DASHBOARD) == (
+        "add tokens -3 is negative; pass the Project field or see a pin's Remove button on "
+        "the session's page"
     )
 
 
@@ -338,9 +343,39 @@ def test_messages_name_flags_and_commands_only_through_references() -> None:
     assert found == []
 
 
+UNSTEPPED = {
+    "services/hosting.py": "batches of turns need",  # a guard: its caller takes turns alone
+    "services/remote/transport.py": "without a JSON object",
+    "store/postgres/db.py": "failed (",
+}
+"""Messages of Cortex errors whose text names no next step, by file (and a piece of it)."""
+
+
+def test_every_message_names_a_next_step() -> None:
+    """A Cortex error's message is one line naming the next step: after a ``;`` (``use 0 or
+    more``), or after a ``:`` (``: use YYYY-MM-DD``, ``: pip install ...``)."""
+    import cortex.errors as errors
+
+    kinds = {n for n, c in vars(errors).items() if isinstance(c, type) and n.endswith("Error")}
+    found = [
+        f"{where}:{line}: {text}"
+        for where, line, text, _ in _messages()
+        if text and _kind(where, line) in kinds and "; " not in text and ": " not in text
+        and UNSTEPPED.get(where, "\0") not in text
+    ]  # fmt: skip
+    assert found == []
+
+
+def _kind(where: str, line: int) -> str:
+    for node in ast.walk(ast.parse((SRC / where).read_text())):
+        if isinstance(node, ast.Call) and node.lineno == line and _name(node).endswith("Error"):
+            return _name(node)
+    return ""
+
+
 NOT_ON_HTTP = {
-    "archive", "procedure list", "task init", "task start", "task end", "checkpoint verify",
-    "checkpoint list",
+    "archive", "procedure list", "procedure add", "task init", "task start", "task end",
+    "checkpoint verify", "checkpoint list",
 }  # fmt: skip
 """Commands of work the HTTP API does not do (the continuity protocol, procedures, the
 archive): no error of theirs reaches it."""
@@ -376,6 +411,25 @@ def test_an_empty_session_id_is_refused_by_the_tools_not_taken_for_the_current_o
     with Services.open(load_config(tmp_path / "mcp-home", {})) as app:
         (state,) = app.sessions.open_sessions()
         assert state.working_memory == ()
+
+
+def test_an_empty_project_is_refused_not_taken_for_the_directorys(tmp_path: Path) -> None:
+    texts = mcp_errors(tmp_path, [("start_session", {}), ("start_session", {"project": ""})])
+    assert texts[1] == (
+        "`project` is empty; omit it for this directory's project or give a project id"
+    )
+    with Services.open(load_config(tmp_path / "mcp-home", {})) as app:
+        assert len(app.sessions.open_sessions()) == 1
+    from cortex.adapters.openclaw.bridge import Bridge
+
+    with Services.open(load_config(tmp_path / "home", {}), FixedClock(T0)) as app:
+        bridge = Bridge(app)
+        for method in ("session_start", "memory_bootstrap", "memory_sync"):
+            answer = bridge.handle({"id": 1, "method": method, "params": {"project": ""}})
+            assert answer["error"]["message"] == (
+                "project is empty; omit it for the bridge's project or give a project id"
+            ), method
+        assert app.sessions.open_sessions() == []
 
 
 def test_the_bridge_refuses_an_empty_session_id(tmp_path: Path) -> None:

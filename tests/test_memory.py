@@ -456,7 +456,7 @@ def test_context_budget_fills_rules_first_then_by_rank(layered: MemoryService) -
     assert (len(tight.rules), len(tight.memories), tight.dropped) == (1, 1, 1)
     assert tight.used_tokens == rule_cost + first_cost
     assert layered.get_context("JWT keys", budget_tokens=0).rules == ()
-    with pytest.raises(ValidationError, match="budget_tokens -1 is negative"):
+    with pytest.raises(ValidationError, match="^`budget_tokens=-1` is negative"):
         layered.get_context("JWT", budget_tokens=-1)
     with pytest.raises(ValidationError, match="unknown mode 'everything'"):
         layered.get_context("JWT", mode="everything")

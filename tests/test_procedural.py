@@ -114,6 +114,18 @@ def test_bad_procedures_are_refused(
         services.procedures.add(title, steps)
 
 
+def test_cli_refusals_name_the_flag_and_the_next_step(home: Path) -> None:
+    long_key = cortex(home, "procedure", "add", "Release", "tag it", "--key", "k" * 201)
+    assert long_key.stderr == "error: --key is longer than 200 characters; shorten it\n"
+    ok(cortex(home, "session", "start", "--session-id", "quiet", "--project", "api"))
+    ok(cortex(home, "session", "end", "--session-id", "quiet"))
+    empty = cortex(home, "procedure", "promote", "quiet")
+    assert empty.stderr == (
+        "error: session quiet recorded no request to make a step of; give the steps yourself "
+        "with `cortex procedure add`\n"
+    )
+
+
 def test_cli_procedure_commands(home: Path) -> None:
     added = json.loads(ok(cortex(home, "--json", "procedure", "add", "Release a version",
                                  "bump the version", "tag it", "--project", "api")))  # fmt: skip

@@ -435,6 +435,9 @@ def test_unknown_things_are_named(app: Services, repo: Path) -> None:
         app.protocol.create_checkpoint("feat-auth", summary="x")
     with pytest.raises(ValidationError, match="invalid session id ''"):
         app.protocol.create_checkpoint("feat-auth", summary="x", session_id="")
+    with pytest.raises(ValidationError, match="invalid session id ''"):  # not "no session"
+        start(app, repo, session_id="")
+    assert app.sessions.open_sessions() == []
     with pytest.raises(ValidationError, match="unknown gate"):
         start(app, repo, from_gate="G12")
     with pytest.raises(NotFoundError, match="no checkpoint"):
@@ -510,6 +513,20 @@ def test_an_in_progress_task_is_in_the_next_preamble(
     clock.advance(hours=1)
     restored = app.sessions.on_session_start(project="proj")
     assert restored.preamble is not None and "User auth [G0]" in restored.preamble
+
+
+def test_the_preamble_shows_the_gate_a_checkpoint_moved_the_task_to(
+    app: Services, repo: Path, clock: FixedClock
+) -> None:
+    app.protocol.init_task("feat-auth", "User auth")
+    start(app, repo)  # pending as "User auth [G0]"
+    app.protocol.create_checkpoint(
+        "feat-auth", type="gate_transition", gate="G2", summary="to G2", state={"decisions": []}
+    )
+    clock.advance(hours=1)
+    restored = app.sessions.on_session_start(project="proj")
+    assert restored.preamble is not None and "- [feat-auth] User auth [G2]" in restored.preamble
+    assert "[G0]" not in restored.preamble
 
 
 def test_secrets_never_reach_the_task_files(app: Services, repo: Path) -> None:

@@ -78,10 +78,13 @@ def test_a_killed_gate_transition_moves_the_gate_only_with_its_checkpoint(
     assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)) == (
         "repaired: task-status.json: missing; made anew\n"
         "repaired: task-status.json: current_gate G0 -> G7, last_session unset -> "
-        f"{sid}, as the checkpoints left it (the file it replaces kept as "
-        "task-status.json.set-aside-20260216T090000000000Z)\nok: 1 checkpoints agree\n"
+        f"{sid}, as the checkpoints left it\nok: 1 checkpoints agree\n"
     )
     assert status_of(home)["current_gate"] == "G7"
+    # The file it made and then moved was no one's: nothing is set aside.
+    assert not list((home / "tasks" / "t1" / "json").glob("*set-aside*"))
+    # The pending task shows the gate the checkpoint moved it to (G0 at the task start).
+    assert "[t1] t1 [G7] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
 
 
 def test_a_checkpoint_killed_after_its_commit_is_repaired_from_the_store(

@@ -214,6 +214,48 @@ def test_a_failed_change_is_a_page_with_the_error(client: TestClient, home: Path
     assert 'id="error"' in response.text
 
 
+def error_text(response: Any) -> str:
+    found = re.search(r'id="error">(.*?)</p>', response.text, re.S)
+    assert found, response.text
+    return html.unescape(found.group(1))
+
+
+def test_errors_name_the_pages_fields_and_buttons_not_flags_or_keywords(
+    client: TestClient, home: Path, populated: dict[str, str]
+) -> None:
+    def post(path: str, **form: str) -> Any:
+        return client.post(path, data={"csrf": token(home), **form})
+
+    for i in range(8):  # s-two holds two pins: working memory is then full
+        post("/sessions/s-two/pins", label=f"p{i}", content="x")
+    shown = {
+        client.get("/sessions/nope"): "no session 'nope'; see the Sessions page",
+        client.get("/memory/nope"): "no memory 'nope'; see the Memory page",
+        client.get("/sessions?since=soon"): "From 'soon' is not a date; use YYYY-MM-DD",
+        client.get("/sessions?until=1.2"): "Before '1.2' is not a date; use YYYY-MM-DD",
+        post("/sessions/s-two/pins", label="one-more", content="x"): "working memory is full "
+        "(10 pins); remove one first with a pin's Remove button on the session's page",
+        post("/sessions/s-two/pins/remove", label="nope"): "no pin labelled 'nope' in "
+        "session s-two; see the session's Pins table",
+        post("/sessions/s-two/pins", label=" ", content="x"): "a pin needs a label; give it "
+        "one, as in the Pin form on the session's page",
+        post("/memory/nope/forget"): "no memory 'nope'; see the Memory page",
+    }  # fmt: skip
+    forgotten = f"/memory/{populated['memory']}/forget"
+    post(forgotten)
+    shown[post(forgotten)] = (
+        f"memory {populated['memory']} is already forgotten; nothing to do (see the Memory "
+        "page for the live ones)"
+    )
+    for response, message in shown.items():
+        assert error_text(response) == message
+    # No page starts a session: the command line's command, which a `cortex ui` user has.
+    ended = error_text(post("/sessions/s-one/pins", label="late", content="x"))
+    assert ended.endswith("; start a new one with `cortex session start`")
+    for text in [*shown.values(), ended]:
+        assert not re.search(r"(?<![\w-])--[a-z]|`[a-z_]+(=[^`]*)?`|\x1e", text), text
+
+
 @pytest.mark.parametrize(
     "path",
     [

@@ -4,6 +4,7 @@ change anything."""
 
 from __future__ import annotations
 
+import html
 import secrets
 import threading
 import time
@@ -68,7 +69,9 @@ def test_each_key_sees_its_own_tenant_only(host: ServiceHost) -> None:
     assert sid_a[:8] in listing and sid_b[:8] not in listing
     assert f"tenant {a}" in listing
     assert "pin of alpha" in client.get(f"/ui/sessions/{sid_a}").text
-    assert client.get(f"/ui/sessions/{sid_b}").status_code == 404
+    hidden = client.get(f"/ui/sessions/{sid_b}")
+    assert hidden.status_code == 404
+    assert f"no session {sid_b!r}; see the Sessions page" in html.unescape(hidden.text)
     assert client.get(f"/ui/memory/{mid_b}").status_code == 404
     found = client.get("/ui/memory?q=memory").text
     assert "memory of alpha" in found and "bravo" not in found

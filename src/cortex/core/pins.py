@@ -21,6 +21,8 @@ WORKING_MEMORY_CAP = 10
 MAX_LABEL_CHARS = 200
 MAX_PIN_CHARS = 4000
 
+_EXAMPLE = " build-cmd 'make test'"
+"""The command line's example of ``pin add`` in a message (each surface names its own)."""
 _PROVENANCE = re.compile(r"\s*\[inherited from [^\]]*\]\s*$")
 
 
@@ -47,20 +49,24 @@ def make_pin(
     """A new pin, validated: non-empty label and content within the size limits."""
     label, content = label.strip(), content.strip()
     if not label:
-        raise ValidationError("a pin needs a label; e.g. cortex pin add build-cmd 'make test'")
+        raise ValidationError(
+            f"a pin needs a label; give it one, as in {command('pin add', _EXAMPLE)}"
+        )
     control = next((c for c in label if ord(c) < 32 or ord(c) == 127), None)
     if control is not None:
         # A label is typed back to edit or remove its pin; no shell or form can send these.
         raise ValidationError(
             f"a pin label cannot hold control characters (U+{ord(control):04X}); "
-            "use plain text, e.g. cortex pin add build-cmd 'make test'"
+            f"use plain text, as in {command('pin add', _EXAMPLE)}"
         )
     if len(label) > MAX_LABEL_CHARS:
         raise ValidationError(
             f"pin label is {len(label)} characters; keep it under {MAX_LABEL_CHARS}"
         )
     if not content:
-        raise ValidationError("a pin needs content; e.g. cortex pin add build-cmd 'make test'")
+        raise ValidationError(
+            f"a pin needs content; give it some, as in {command('pin add', _EXAMPLE)}"
+        )
     if len(content) > MAX_PIN_CHARS:
         raise ValidationError(
             f"pin content is {len(content):,} characters; pins hold at most {MAX_PIN_CHARS:,}: "

@@ -34,7 +34,7 @@ from cortex.core.models import (
 from cortex.core.preamble import MAX_PREAMBLE_CHARS
 from cortex.core.tokens import CHARS_PER_TOKEN, estimate_tokens
 from cortex.core.topics import display_name
-from cortex.errors import NotFoundError, ValidationError, command
+from cortex.errors import NotFoundError, ValidationError, command, param
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.metrics import MetricsService
@@ -379,7 +379,7 @@ def _day_bound(value: str | None, name: str) -> str | None:
     try:
         return to_iso(parse_time(value if "T" in value else value + "T00:00:00Z"))
     except ValidationError as exc:
-        raise ValidationError(f"{name} {value!r} is not a date; use YYYY-MM-DD") from exc
+        raise ValidationError(f"{param(name, repr(value))} is not a date; use YYYY-MM-DD") from exc
 
 
 def _fill_days(

@@ -371,6 +371,9 @@ class MemoryService(MemoryReader):
             memory = self.get(memory_id)
             memory_id = memory.id
             if memory.deleted_at is not None or not self.store.delete_memory(memory_id, now):
-                raise NotFoundError(f"memory {memory_id} is already forgotten")
+                raise NotFoundError(
+                    f"memory {memory_id} is already forgotten; nothing to do (see "
+                    f"{command('memory list')} for the live ones)"
+                )
             self.store.append_audit("memory.forget", actor, memory_id, {"layer": memory.layer}, now)
         return replace(memory, deleted_at=now, updated_at=now)

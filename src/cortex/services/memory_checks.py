@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from cortex.core.memory_models import INTENTS, LAYERS, MODES
 from cortex.core.retrieval import normalize_tags
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, param
 
 MAX_CONTENT_BYTES = 65_536
 """Largest memory (UTF-8 bytes, after redaction): a memory is a fact, not a document; a longer
@@ -94,7 +94,9 @@ def check_key(key: str | None) -> str | None:
 
     cleaned = redact(storable((key or "").strip())) or None
     if cleaned is not None and len(cleaned) > MAX_KEY_CHARS:
-        raise ValidationError(f"upsert_key is longer than {MAX_KEY_CHARS} characters")
+        raise ValidationError(
+            f"{param('upsert_key')} is longer than {MAX_KEY_CHARS} characters; shorten it"
+        )
     return cleaned
 
 

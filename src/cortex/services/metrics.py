@@ -144,7 +144,7 @@ def _normalized(event: str, payload: dict[str, Any]) -> dict[str, Any]:
             "bools, lists and dicts"
         ) from exc
     if not isinstance(value, dict):
-        raise ValidationError(f"metrics payload of {event!r} must be a dict")
+        raise ValidationError(f"metrics payload of {event!r} must be a dict; pass one")
     return value
 
 

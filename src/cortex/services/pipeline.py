@@ -95,6 +95,26 @@ def upsert_task(
     return _edit(path, change)
 
 
+def task_title(title: str, gate: str) -> str:
+    """A protocol task's title in the pipeline: every preamble that lists it shows its gate."""
+    return f"{title} [{gate}]"
+
+
+def retitle_task(path: Path, task_id: str, title: str, at: str) -> None:
+    """Give ``title`` to the task, when the pipeline holds it pending; nothing otherwise (no
+    pipeline file is made, a task done keeps its last title)."""
+    from cortex.core.tasks import PENDING_STAGES
+
+    def change(doc: dict[str, Any]) -> dict[str, Any]:
+        task = _find(doc, task_id)
+        if task is not None and task.get("current_stage", task.get("stage")) in PENDING_STAGES:
+            task.update({"title": redact(title), "updated_at": at})
+        return task or {}
+
+    if path.is_file():
+        _edit(path, change)
+
+
 def set_stage(path: Path, task_id: str, stage: str, at: str) -> dict[str, Any]:
     """Move an existing task to ``stage`` (e.g. ``done``)."""
 

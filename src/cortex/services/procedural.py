@@ -24,7 +24,7 @@ from cortex.core.procedures import (
 )
 from cortex.core.redaction import redact
 from cortex.core.retrieval import query_terms
-from cortex.errors import ConfigError, NotFoundError, ValidationError, command
+from cortex.errors import ConfigError, NotFoundError, ValidationError, command, param
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, new_uuid, resolve_id
@@ -69,7 +69,9 @@ class ProceduralService(Service):
             raise ValidationError(f"a procedure needs 1-{MAX_STEPS} steps; give its steps")
         key = (procedure_key or "").strip() or procedure_key_for(title)
         if len(key) > MAX_KEY_CHARS:
-            raise ValidationError(f"procedure_key is longer than {MAX_KEY_CHARS} characters")
+            raise ValidationError(
+                f"{param('procedure_key')} is longer than {MAX_KEY_CHARS} characters; shorten it"
+            )
         now = self.now_iso()
         procedure = Procedure(
             id=new_uuid(), procedure_key=key, title=title, steps=tuple(cleaned),
@@ -148,7 +150,10 @@ class ProceduralService(Service):
                                                 limit=EVENT_LIMIT)  # fmt: skip
         steps = steps_from_events(events)
         if not steps:
-            raise ValidationError(f"session {session_id} recorded no request to make a step of")
+            raise ValidationError(
+                f"session {session_id} recorded no request to make a step of; give the steps "
+                f"yourself with {command('procedure add')}"
+            )
         name = title or state.task_slug or steps[0]
         procedure = self.add(
             redact(name)[:MAX_TITLE_CHARS], steps, procedure_key=procedure_key,

@@ -46,7 +46,7 @@ from cortex.core.retrieval import (
     session_votes,
 )
 from cortex.core.tokens import estimate_tokens
-from cortex.errors import NotFoundError, ValidationError, command
+from cortex.errors import NotFoundError, ValidationError, command, param
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, resolve_id
@@ -385,7 +385,7 @@ class MemoryReader(Service):
         check_limit(limit)
         if budget_tokens is not None and budget_tokens < 0:
             raise ValidationError(
-                f"budget_tokens {budget_tokens} is negative; give 0 or more, e.g. 4000"
+                f"{param('budget_tokens', budget_tokens)} is negative; give 0 or more, e.g. 4000"
             )
         block = summary = None
         if session_id is not None:

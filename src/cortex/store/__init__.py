@@ -104,7 +104,10 @@ def open_shared_store(
     ``pool_size`` connections that ``for_tenant`` stores share (a server process's), whose
     statements wait at most ``lock_timeout`` seconds for a lock (None: no bound)."""
     if not url.startswith(_POSTGRES_SCHEMES):
-        raise ConfigError(f"a shared store needs a postgresql:// URL, not {url!r}")
+        raise ConfigError(
+            f"a shared store needs a postgresql:// URL, not {url!r}; give one like "
+            "postgresql://cortex@localhost/cortex"
+        )
     try:
         from cortex.store.postgres import PostgresStore
     except ImportError as exc:

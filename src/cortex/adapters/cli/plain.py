@@ -30,7 +30,12 @@ from cortex.errors import CortexError, Surface
 from cortex.logs import configure
 from cortex.services.app import Services, queued_line
 
-CLI = Surface("{name}", "{name} {value}", {"add_tokens": "--tokens"}, flags=True)
+CLI = Surface(
+    "{name}",
+    "{name} {value}",
+    {"add_tokens": "--tokens", "budget_tokens": "--budget", "procedure_key": "--key"},
+    flags=True,
+)
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""
 
 

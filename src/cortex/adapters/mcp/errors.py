@@ -31,6 +31,7 @@ MCP = Surface(
         "session show": "session_status",
         "session snapshot": "snapshot_session",
         "pin list": "working_memory_view",
+        "pin add": "working_memory_pin",
         "pin remove": "working_memory_unpin",
         "memory list": "search_memories or list_memories",
     },

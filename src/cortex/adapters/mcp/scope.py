@@ -61,14 +61,20 @@ SessionIdArg = Annotated[
 ]
 
 
-def given(session_id: str | None, argument: str = "session_id") -> str | None:
-    """``session_id`` as a tool got it. Only an omitted id means the current session: an empty
-    one (a template's unset variable) is refused, never taken for another session."""
-    if session_id == "":
+def given(
+    value: str | None,
+    argument: str = "session_id",
+    omitted: str = "the current session",
+    instead: str = "a session id",
+) -> str | None:
+    """``value`` as a tool got it. Only an omitted one means its default (the current session,
+    this directory's project): an empty one (a template's unset variable) is refused, never
+    taken for another session or project."""
+    if value == "":
         raise ValidationError(
-            f"{param(argument)} is empty; omit it for the current session or give a session id"
+            f"{param(argument)} is empty; omit it for {omitted} or give {instead}"
         )
-    return session_id
+    return value
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from cortex.adapters.mcp.scope import QueuedOut, SessionIdArg, ToolContext, tool_errors
+from cortex.adapters.mcp.scope import QueuedOut, SessionIdArg, ToolContext, given, tool_errors
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS, WORKING_MEMORY_CAP
 from cortex.core.preamble import format_continue_summary
@@ -313,6 +313,7 @@ class SessionTools:
         """
         with tool_errors():
             since = self.context.mark()
+            project = given(project, "project", "this directory's project", "a project id")
             identity = await self.context.identity(ctx)
             name = project or identity.id
             words = [identity.name, *([identity.branch] if identity.branch else []), *keywords]

@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cortex.adapters.openclaw.methods import METHODS
-from cortex.adapters.openclaw.params import MAX_LINE_BYTES, opt_str, parse_request, str_list
+from cortex.adapters.openclaw.params import (
+    MAX_LINE_BYTES,
+    given_str,
+    opt_str,
+    parse_request,
+    str_list,
+)
 from cortex.config import Config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
@@ -130,7 +136,7 @@ class Bridge:
     # -- sessions ------------------------------------------------------------------------------
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
         """Open a Cortex session and remember its preamble for the first prompt."""
-        project = opt_str(params, "project", 200) or self.project
+        project = self.project_in(params)
         restored = self.sessions.on_session_start(
             None,
             self.channel,
@@ -149,13 +155,14 @@ class Bridge:
                 self.pending_files[restored.session_id] = boot.text
         return restored
 
+    def project_in(self, params: Mapping[str, Any]) -> str | None:
+        """The project a request names, else the bridge's (an empty one is refused)."""
+        named = given_str(params, "project", 200, "the bridge's project", "a project id")
+        return named or self.project
+
     def lookup(self, params: Mapping[str, Any]) -> str | None:
         """The session a request names (``session_id``, a bound key, or the current one)."""
-        explicit = opt_str(params, "session_id", 200)
-        if explicit == "":  # an unset variable: never taken for the current session
-            raise ValidationError(
-                "session_id is empty; omit it for the current session or give a session id"
-            )
+        explicit = given_str(params, "session_id", 200, "the current session", "a session id")
         if explicit is not None:
             return explicit
         key = opt_str(params, "session_key", 500)

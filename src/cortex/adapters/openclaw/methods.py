@@ -152,12 +152,12 @@ def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- file mode, asked for explicitly (whatever file_mode_enabled says) --------------------------
 def _memory_bootstrap(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    project = opt_str(params, "project", 200) or bridge.project
+    project = bridge.project_in(params)
     return bridge.filemode.bootstrap(project, sync=flag(params, "sync", True)).to_dict()
 
 
 def _memory_sync(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    return bridge.filemode.sync(opt_str(params, "project", 200) or bridge.project).to_dict()
+    return bridge.filemode.sync(bridge.project_in(params)).to_dict()
 
 
 def _memory_flush(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,17 @@ def opt_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str | No
     return value[:limit]
 
 
+def given_str(
+    params: Mapping[str, Any], name: str, limit: int, omitted: str, instead: str
+) -> str | None:
+    """``opt_str``, where only an omitted value means its default (``omitted``): an empty one
+    (a template's unset variable) is refused, never taken for another session or project."""
+    value = opt_str(params, name, limit)
+    if value == "":
+        raise ValidationError(f"{name} is empty; omit it for {omitted} or give {instead}")
+    return value
+
+
 def req_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str:
     value = opt_str(params, name, limit)
     if value is None:

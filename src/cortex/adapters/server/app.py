@@ -80,6 +80,7 @@ HTTP = Surface(
         "session snapshot": "GET /v1/sessions/{session_id}/snapshots",
         "session checkpoint list": "GET /v1/sessions/{session_id}/checkpoints",
         "pin list": "GET /v1/sessions/{session_id}/pins",
+        "pin add": "PUT /v1/sessions/{session_id}/pins/{label}",
         "pin remove": "DELETE /v1/sessions/{session_id}/pins/{label}",
         "memory list": "POST /v1/memories/list",
         "task list": "GET /v1/tasks",

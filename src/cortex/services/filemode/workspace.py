@@ -189,7 +189,10 @@ class Workspace:
             with contextlib.suppress(FileExistsError):  # a copy of an earlier run stays
                 os.link(tmp, target)
         except OSError as exc:
-            raise StorageError(f"cannot keep a copy of {source} ({exc.strerror})") from exc
+            raise StorageError(
+                f"cannot keep a copy of {source} ({exc.strerror}); check the disk and the "
+                "workspace folder's permissions, then run it again"
+            ) from exc
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -17,6 +17,7 @@ from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import checkpoint_line
 from cortex.core.models import SessionState
 from cortex.errors import CortexError, StorageError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.protocol.folders import TaskFolder, content_hash, index_entry
 
 if TYPE_CHECKING:
@@ -92,7 +93,15 @@ def publish_checkpoint(
     if not folder.exists():
         folder.init(state.task_slug, at)
     entry = folder.write_checkpoint(checkpoint)
-    folder.update_status(lambda status: moved_by(status, checkpoint, at))
+    gates: list[object] = []
+
+    def move(status: dict[str, Any]) -> None:
+        gates.append(status.get("current_gate"))
+        moved_by(status, checkpoint, at)
+
+    status = folder.update_status(move)
+    if status.get("current_gate") != gates[0]:
+        show_gate(config, folder.slug, status, at)
     folder.evidence(at, checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id))
     return entry
 
@@ -104,6 +113,19 @@ def moved_by(status: dict[str, Any], checkpoint: Checkpoint, at: str) -> None:
     status["last_activity"] = at
     if checkpoint.gate:
         status["current_gate"] = checkpoint.gate
+
+
+def show_gate(config: Config, slug: str, status: dict[str, Any], at: str) -> None:
+    """The task's pending pipeline entry titled with the gate ``status`` holds now (a
+    checkpoint or a repair moved it), so the next preamble lists the task at its current gate;
+    a pipeline file that cannot be edited is logged, and the checkpoint stands."""
+    from cortex.services.pipeline import retitle_task, task_title
+
+    title = task_title(str(status.get("title") or slug), str(status.get("current_gate") or "G0"))
+    try:
+        retitle_task(config.pipeline_state_path, slug, title, at)
+    except CortexError as exc:
+        getLogger("cortex").warning("task %s keeps its pipeline title: %s", slug, exc)
 
 
 def unlogged(folder: TaskFolder, stored: list[Checkpoint]) -> list[str]:
@@ -220,30 +242,37 @@ def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
 
 
 def repair_task(
-    store: Store, folder: TaskFolder, stamp: str, service: str, *, fresh: bool = False
+    store: Store, config: Config, folder: TaskFolder, stamp: str, *, fresh: bool = False
 ) -> list[str]:
     """Make the folder agree with the store, where a checkpoint commits: write each stored
     checkpoint's missing or differing file and rebuild the index from the store; a file with
     no stored record, or one replaced, and an unreadable index are moved aside, never
     deleted. Then what the checkpoints whose publishing stopped short did not write: the
     status's gate and last session (the file replaced kept aside; all of them for a ``fresh``
-    status) and their evidence lines. Returns what it did, one line each."""
+    status, which is not kept: no one had it), the pending task's title with that gate, and
+    their evidence lines. Returns what it did, one line each."""
     done = _repair_files(store, folder, stamp)
     checkpoints = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
     missed = unlogged(folder, checkpoints)
-    done += _repair_status(folder, checkpoints, missed, stamp, fresh)
+    done += _repair_status(config, folder, checkpoints, missed, stamp, fresh)
     for checkpoint in checkpoints:
         if checkpoint.checkpoint_id in missed:
-            line = checkpoint_line(service, checkpoint.checkpoint_id)
+            line = checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id)
             folder.evidence(checkpoint.timestamp, line)
             done.append(f"{checkpoint.checkpoint_id}: logged '{line}' in sessions.log")
     return done
 
 
 def _repair_status(
-    folder: TaskFolder, stored: list[Checkpoint], missed: list[str], stamp: str, fresh: bool
+    config: Config,
+    folder: TaskFolder,
+    stored: list[Checkpoint],
+    missed: list[str],
+    stamp: str,
+    fresh: bool,
 ) -> list[str]:
-    """The status with what the checkpoints moved, the one replaced kept aside."""
+    """The status with what the checkpoints moved, the one replaced kept aside (not a
+    ``fresh`` one: the repair just made it)."""
     gaps: list[tuple[str, Any, Any]] = []
 
     def change(status: dict[str, Any]) -> None:
@@ -252,15 +281,15 @@ def _repair_status(
         if gaps:
             status.update(wanted)
 
-    folder.update_status(change, set_aside=stamp)
+    status = folder.update_status(change, set_aside=None if fresh else stamp)
     if not gaps:
         return []
+    if any(name == "current_gate" for name, *_ in gaps):
+        show_gate(config, folder.slug, status, stamp)
     moves = ", ".join(f"{name} {now or 'unset'} -> {wanted}" for name, now, wanted in gaps)
     kept = folder.set_aside_path(folder.status_path, stamp).name
-    return [
-        f"{folder.status_path.name}: {moves}, as the checkpoints left it "
-        f"(the file it replaces kept as {kept})"
-    ]
+    aside = "" if fresh else f" (the file it replaces kept as {kept})"
+    return [f"{folder.status_path.name}: {moves}, as the checkpoints left it{aside}"]
 
 
 def _repair_files(store: Store, folder: TaskFolder, stamp: str) -> list[str]:

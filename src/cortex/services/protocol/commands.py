@@ -200,17 +200,27 @@ def _post(url: str, body: str, timeout: float) -> str | None:
     return None if 200 <= status < 300 else f"HTTP {status}"
 
 
+PROBE_ANSWER = (
+    'make safety_probe_command print {"refusal_rate_window": 0.1, "baseline_refusal_rate": 0.1, '
+    '"severity": "none"}'
+)
+"""What a safety probe must answer, as a message's next step."""
+
+
 def probe(command: str, text: str, timeout: float) -> dict[str, Any]:
     """Run the safety probe over ``text``; its JSON answer (raises ValidationError if bad)."""
     run = run_command(split_command(command, "safety_probe_command"), timeout=timeout, stdin=text)
     if not run.ok:
         raise ValidationError(
-            f"the safety probe failed ({run.error or f'exit code {run.returncode}'})"
+            f"the safety probe failed ({run.error or f'exit code {run.returncode}'}); fix the "
+            "command in safety_probe_command"
         )
     try:
         data = json.loads(run.output)
     except ValueError as exc:
-        raise ValidationError(f"the safety probe printed no JSON object ({exc})") from exc
+        raise ValidationError(
+            f"the safety probe printed no JSON object ({exc}); {PROBE_ANSWER}"
+        ) from exc
     if not isinstance(data, dict):
-        raise ValidationError("the safety probe printed no JSON object")
+        raise ValidationError(f"the safety probe printed no JSON object; {PROBE_ANSWER}")
     return data

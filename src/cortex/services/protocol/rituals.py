@@ -140,7 +140,8 @@ def start_task(
     gate = check_gate(from_gate) if from_gate else str(status.get("current_gate") or "G0")
     if from_gate:
         _require_gate_checkpoint(protocol, slug, gate)
-    session_id = check_id(session_id) if session_id else None
+    # "" (an unset variable) is refused by check_id, never taken for "no session".
+    session_id = check_id(session_id) if session_id is not None else None
     session, preamble = _bind(protocol, folder, session_id, project, agent_id)
     report = StartReport(slug, session.session_id, session.state, True, None, gate, preamble)
     report.sandbox = bool(status.get("sandbox"))
@@ -362,11 +363,10 @@ def _record_start(
 
 def _pending(protocol: ProtocolService, slug: str, title: str, gate: str, stage: str) -> None:
     """The task as a pipeline task: in progress it is pending, and every preamble shows it."""
-    from cortex.services.pipeline import upsert_task
+    from cortex.services.pipeline import task_title, upsert_task
 
-    upsert_task(
-        protocol.config.pipeline_state_path, slug, f"{title} [{gate}]", stage, protocol.now_iso()
-    )
+    path = protocol.config.pipeline_state_path
+    upsert_task(path, slug, task_title(title, gate), stage, protocol.now_iso())
 
 
 # -- shutdown ------------------------------------------------------------------------------------

@@ -341,9 +341,7 @@ class ProtocolService(Service):
             fresh = True
         folder.status()
         if repair:
-            repaired += repair_task(
-                self.store, folder, self.now_iso(), self.service_name, fresh=fresh
-            )
+            repaired += repair_task(self.store, self.config, folder, self.now_iso(), fresh=fresh)
         report = verify_task(self.store, folder)
         report.repaired = repaired
         return report
@@ -500,7 +498,9 @@ class ProtocolService(Service):
                 str(answer.get("severity") or "none"),
             )
         except (TypeError, ValueError) as exc:
-            raise ValidationError(f"the safety probe's answer is not usable ({exc})") from exc
+            raise ValidationError(
+                f"the safety probe's answer is not usable ({exc}); {commands.PROBE_ANSWER}"
+            ) from exc
 
     def record_safety(
         self,

@@ -32,6 +32,7 @@ from cortex.errors import (
     CortexError,
     ForbiddenError,
     StorageError,
+    Surface,
     UnauthorizedError,
     ValidationError,
 )
@@ -61,6 +62,41 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+class DashboardSurface(Surface):
+    """A page's terms: a parameter named as the form field a person sees, a command as the
+    page or button that does it. A parameter with no field on the pages is named in words
+    (``session_id``: ``session id``), never as a keyword or a flag."""
+
+    def name(self, param: str) -> str:
+        return self.names.get(param, param.replace("_", " "))
+
+
+DASHBOARD = DashboardSurface(
+    "{name}",
+    "{name} {value}",
+    names={
+        "project": "the Project field",
+        "layer": "the Layer field",
+        "since": "From",
+        "until": "Before",
+        "keywords": "Context words",
+        "session_id": "a session id",
+        "into_session_id": "a session id to continue into",
+    },
+    commands={
+        "session list": "the Sessions page",
+        "session show": "the session's page",
+        "pin list": "the session's Pins table",
+        "pin add": "the Pin form on the session's page",
+        "pin remove": "a pin's Remove button on the session's page",
+        "memory list": "the Memory page",
+    },
+)
+"""How a page names a parameter and a command in an error; a command no page does (``cortex
+session start``) is shown as the command line's: a ``cortex ui`` user has it, and a team
+server's user has it in client mode."""
 _TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
 
@@ -149,7 +185,7 @@ class Ui:
         if isinstance(exc, StorageError) and not self.binding.store_details:
             log.warning("database unavailable: %s", exc)
             return UNAVAILABLE
-        return str(exc)
+        return exc.render(DASHBOARD)
 
     def error(self, request: Request, exc: CortexError) -> Response:
         if isinstance(exc, UnauthorizedError):
