@@ -78,7 +78,10 @@ class RemoteClient:
         if report is not None and (report.error is not None or report.left):
             if isinstance(report.cause, CortexError):
                 raise report.cause
-            raise UnavailableError(f"older writes still wait in the journal ({report.error})")
+            raise UnavailableError(
+                f"older writes still wait in the journal ({report.error}); `cortex sync` "
+                "delivers them once the server answers, then run this again"
+            )
         return self.transport.request(method, path, {**body, "request_id": request_id()})
 
     def waiting(self, path: str, **fields: object) -> bool:
