@@ -12,7 +12,9 @@ from cortex.clock import FixedClock, parse_time
 from cortex.config import Config
 from cortex.core.memory_models import MemoryFilter, MemoryLink
 from cortex.core.retrieval import NEIGHBOUR_SHARE
+from cortex.core.transcripts import format_checkpoint
 from cortex.errors import ConflictError, NotFoundError, ValidationError
+from cortex.services.compaction import CompactionService
 from cortex.services.memory import MAX_CONTENT_BYTES, MemoryService, NewMemory
 from cortex.services.sessions.manager import SessionPersistenceManager
 from cortex.store import SQLiteStore
@@ -313,6 +315,31 @@ def test_edit_to_working_sets_an_expiry(svc: MemoryService) -> None:
     assert svc.edit(m.id, layer="working").expires_at == "2026-02-17T09:00:00.000000Z"
 
 
+def test_a_layer_edit_keeps_an_explicit_expiry_and_drops_the_working_ttl(
+    svc: MemoryService,
+) -> None:
+    # Moving long_term -> rule reset an expiry given at add time to the rule layer's none.
+    later = "2026-03-01T00:00:00.000000Z"
+    m = svc.add("freeze merges until the release", expires_at=later).memory
+    assert svc.edit(m.id, layer="rule").expires_at == later
+    assert svc.edit(m.id, layer="working").expires_at == later
+    # A working memory's expiry is its layer's TTL: moving it out makes the note permanent.
+    note = svc.add("the flaky test is a race", layer="working").memory
+    assert note.expires_at == "2026-02-17T09:00:00.000000Z"
+    assert svc.edit(note.id, layer="long_term").expires_at is None
+
+
+@pytest.mark.parametrize("call", ["list", "search"])
+def test_an_empty_session_id_is_refused_not_taken_for_every_session(
+    svc: MemoryService, call: str
+) -> None:
+    # session_id="" (an unset variable) dropped the filter: every session's memories came back.
+    svc.add("deploy notes")
+    args = ("deploy",) if call == "search" else ()
+    with pytest.raises(ValidationError, match=r"^`session_id` is empty; omit it for the memo"):
+        getattr(svc, call)(*args, session_id="")
+
+
 @pytest.mark.parametrize("offset", [-1, 10**9 + 1, 2**63])
 def test_an_offset_out_of_range_is_one_clear_error(svc: MemoryService, offset: int) -> None:
     # 2**63 reached SQLite, which answered "Python int too large to convert to SQLite INTEGER".
@@ -460,6 +487,50 @@ def test_context_budget_fills_rules_first_then_by_rank(layered: MemoryService) -
         layered.get_context("JWT", budget_tokens=-1)
     with pytest.raises(ValidationError, match="unknown mode 'everything'"):
         layered.get_context("JWT", mode="everything")
+
+
+def test_project_rules_are_not_crowded_out_and_every_rule_left_out_counts(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    # With 100 global rules, a context took the 100 newest rules in scope: all 30 of the
+    # project were left out, and dropped said 0.
+    svc = MemoryService(store, make_config(), clock)
+    svc.add_many([NewMemory(f"global rule {i}", layer="rule") for i in range(100)])
+    clock.advance(seconds=60)
+    svc.add_many([NewMemory(f"api rule {i}", layer="rule", project="api") for i in range(30)])
+    svc.add_many([NewMemory(f"web rule {i}", layer="rule", project="web") for i in range(5)])
+    clock.advance(seconds=60)
+    svc.add("a newer global rule", layer="rule")
+    context = svc.get_context(mode="rules_only", project="api")
+    rules = contents(list(context.rules))
+    assert len(rules) == 100 and context.dropped == 31
+    assert sorted(rules[:30]) == sorted(f"api rule {i}" for i in range(30))
+    assert rules[30:32] == ["a newer global rule", "global rule 99"]  # newest first
+    assert "global rule 31" in rules and "global rule 30" not in rules
+    everywhere = svc.get_context(mode="rules_only")  # no project: the global ones alone
+    assert (len(everywhere.rules), everywhere.dropped) == (100, 1)
+    tight = svc.get_context("api", mode="rules_only", project="web", budget_tokens=0)
+    assert (tight.rules, tight.dropped) == ((), 106)  # the budget's and the limit's alike
+    assert svc.get_context(mode="rules_only", project="web", limit=1).dropped == 6
+    assert svc.get_context(mode="rules_only", project="mobile").dropped == 1
+
+
+def test_a_checkpoint_carries_the_project_rules_first_and_says_how_many_it_left_out(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    svc = MemoryService(store, make_config(), clock)
+    compaction = CompactionService(store, make_config(), clock)
+    SessionPersistenceManager(store, make_config(), clock).on_session_start("s1", project="api")
+    svc.add_many([NewMemory(f"api rule {i}", layer="rule", project="api") for i in range(3)])
+    assert "rules_left_out" not in compaction.checkpoint("s1").state
+    clock.advance(seconds=60)
+    svc.add_many([NewMemory(f"global rule {i}", layer="rule") for i in range(60)])
+    checkpoint = compaction.checkpoint("s1")
+    rules = [r["content"] for r in checkpoint.state["rules"]]
+    assert len(rules) == 50 and sorted(rules[:3]) == ["api rule 0", "api rule 1", "api rule 2"]
+    assert rules[3] == "global rule 59" and checkpoint.state["rules_left_out"] == 13
+    text = format_checkpoint(checkpoint)
+    assert "- (13 more rules left out; cortex memory list --layer rule)" in text
 
 
 def test_context_never_returns_superseded_or_expired(svc: MemoryService, clock: FixedClock) -> None:

@@ -134,6 +134,7 @@ class MemoryFilter:
 
     A ``project`` sees that project's memories plus global ones, never another project's;
     no project sees global memories only, unless ``all_projects`` (admin listing).
+    ``own_project`` with a ``project``: that project's memories alone, not the global ones.
     ``user_id`` set: that user's memories plus those of no user.
     """
 
@@ -145,6 +146,7 @@ class MemoryFilter:
     session_id: str | None = None
     all_projects: bool = False
     include_history: bool = False
+    own_project: bool = False
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,12 @@ def format_checkpoint(checkpoint: Checkpoint) -> str:
     ]
     if checkpoint.summary:
         lines += ["", f"SUMMARY: {checkpoint.summary}"]
-    lines += _section("RULES", [_text(r) for r in state.get("rules") or ()])
+    rules = [_text(r) for r in state.get("rules") or ()]
+    if isinstance(state.get("rules_left_out"), int) and state["rules_left_out"] > 0:
+        rules.append(
+            f"({state['rules_left_out']} more rules left out; cortex memory list --layer rule)"
+        )
+    lines += _section("RULES", rules)
     lines += _section("PINS", [_pin(p) for p in state.get("pins") or ()])
     lines += _section("PENDING TASKS", [_task(t) for t in state.get("pending_tasks") or ()])
     lines += _section("DECISIONS", [_decision(d) for d in state.get("decisions") or ()])

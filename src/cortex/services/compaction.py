@@ -24,7 +24,7 @@ from cortex.config import Config
 from cortex.core.budgets import TriggerDecision, compaction_due
 from cortex.core.checkpoint_schema import CHECKPOINT_TYPES, validated_checkpoint
 from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
-from cortex.core.memory_models import RULE, WORKING, MemoryFilter, SessionBlock
+from cortex.core.memory_models import RULE, WORKING, Memory, MemoryFilter, SessionBlock
 from cortex.core.models import SessionState
 from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
@@ -49,6 +49,24 @@ CONTEXT_WORKING_LIMIT = 20
 EVENT_SCAN_LIMIT = 500
 COMPACTION_COUNT_LIMIT = 10_000
 log = getLogger("cortex")
+
+
+def context_rules(
+    store: Store, scope: MemoryFilter, now: str, limit: int
+) -> tuple[list[Memory], int]:
+    """The rules a context or a checkpoint carries, ``limit`` at most: those of ``scope``'s
+    project first (more specific than global ones), then global ones, each newest first; and
+    how many rules of the scope were left out."""
+    rules = replace(scope, layers=(RULE,), own_project=False)
+    own: list[Memory] = []
+    if scope.project is not None:
+        own = store.list_memories(replace(rules, own_project=True), now, limit=limit)
+    shared: list[Memory] = []
+    if len(own) < limit:
+        shared = store.list_memories(replace(rules, project=None), now, limit=limit - len(own))
+    taken = own + shared
+    left_out = store.count_memories(rules, now) - len(taken) if len(taken) == limit else 0
+    return taken, left_out
 
 
 @dataclass(frozen=True)
@@ -312,9 +330,7 @@ class CompactionService(Service):
         """The checkpoint ``state``: pins, tasks, rules, decisions, working memory, files."""
         now = self.now_iso()
         scope = MemoryFilter(project=state.project, user_id=state.user_id)
-        rules = self.store.list_memories(
-            replace(scope, layers=(RULE,)), now, limit=CONTEXT_RULE_LIMIT
-        )
+        rules, rules_left_out = context_rules(self.store, scope, now, CONTEXT_RULE_LIMIT)
         working = self.store.list_memories(
             replace(scope, layers=(WORKING,)), now, limit=CONTEXT_WORKING_LIMIT
         )
@@ -327,7 +343,7 @@ class CompactionService(Service):
         all_decisions = list(
             dict.fromkeys([*decisions, *(m.content for m in decided), *extract_decisions(events)])
         )
-        return {
+        survivors: dict[str, Any] = {
             "pins": [p.to_dict() for p in state.working_memory],
             "pending_tasks": [t.to_dict() for t in state.pending_tasks],
             "rules": [{"id": m.id, "content": m.content} for m in rules],
@@ -337,6 +353,9 @@ class CompactionService(Service):
             "hot_topics": list(state.hot_topics),
             "active_projects": list(state.active_projects),
         }
+        if rules_left_out:
+            survivors["rules_left_out"] = rules_left_out
+        return survivors
 
     def checkpoints(self, session_id: str, *, limit: int = 20) -> list[Checkpoint]:
         """The session's checkpoints, newest first (``session_id`` may be a unique prefix)."""

@@ -343,7 +343,11 @@ class MemoryService(MemoryReader):
         check_confidence(new.confidence)
         check_intent(new.remember_intent)
         if new.layer != old.layer:
-            expiry = self._expiry(new.layer, None, self.clock.now())
+            # Only the working layer sets an expiry by default (its TTL), and a working
+            # memory's own expiry cannot be told from that default: it goes with the layer.
+            # Any other layer's expiry was given explicitly, and every layer allows one.
+            kept = old.expires_at if old.layer != WORKING else None
+            expiry = kept or self._expiry(new.layer, None, self.clock.now())
             new = replace(new, expires_at=expiry)
         if new.remember_intent == EXPLICIT:
             new = replace(new, last_confirmed_at=now)

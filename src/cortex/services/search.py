@@ -154,7 +154,13 @@ class MemoryReader(Service):
         all_projects: bool = False,
         include_history: bool = False,
     ) -> MemoryFilter:
-        """A validated ``MemoryFilter``; a session's memories are seen with its project."""
+        """A validated ``MemoryFilter``; a session's memories are seen with its project.
+        An empty ``session_id`` (an unset variable) is refused, never taken for none."""
+        if session_id == "":
+            raise ValidationError(
+                f"{param('session_id')} is empty; omit it for the memories of every session "
+                "or give a session id"
+            )
         if session_id:
             session = self._session(session_id)
             session_id, project = session.session_id, project or session.project
@@ -397,7 +403,7 @@ class MemoryReader(Service):
                 block = session_block(self.store, self.config, self.clock, state)
                 if include_session_summary:
                     summary = self._summary(state.session_id)
-        ranked = self._context_candidates(query, mode, project, user_id, limit)
+        ranked, left_out = self._context_candidates(query, mode, project, user_id, limit)
         procedures = [] if mode == "rules_only" else self._procedures(query, project, user_id)
         costs = [estimate_tokens(s.memory.content) + ITEM_OVERHEAD_TOKENS for s in ranked]
         proc_costs = [estimate_tokens(p.procedure.text()) + ITEM_OVERHEAD_TOKENS
@@ -422,7 +428,7 @@ class MemoryReader(Service):
             memories=tuple(s for s in sized if s.memory.layer != RULE),
             budget_tokens=budget_tokens,
             used_tokens=used,
-            dropped=skipped,
+            dropped=skipped + left_out,
             session=block,
             summary=summary,
         )
@@ -448,12 +454,19 @@ class MemoryReader(Service):
 
     def _context_candidates(
         self, query: str | None, mode: str, project: str | None, user_id: str | None, limit: int
-    ) -> builtins.list[ScoredMemory]:
-        """Every candidate in rank order: rules, then each layer the mode includes."""
-        now_dt, now = self.clock.now(), self.now_iso()
+    ) -> tuple[builtins.list[ScoredMemory], int]:
+        """Every candidate in rank order: rules, then each layer the mode includes; and how
+        many rules of the scope were left out (``compaction.context_rules``)."""
+        from cortex.services.compaction import context_rules
+
+        now = self.now_iso()
         terms = query_terms(query) if query and query.strip() else []
-        ranked: builtins.list[ScoredMemory] = []
-        for layer in (RULE, *MODE_LAYERS[mode]):
+        scope = self.scope_filter(project=project, user_id=user_id)
+        rules, left_out = context_rules(self.store, scope, now, RULE_LIMIT)
+        own = [m for m in rules if m.project is not None]
+        ranked = self._by_match(terms, own, "rule: always included")
+        ranked += self._by_match(terms, rules[len(own) :], "rule: always included")
+        for layer in MODE_LAYERS[mode]:
             if layer == LONG_TERM and terms:
                 # One ranking of a pool of twice the limit: a context fills a token budget
                 # from these in order, and a search's second ranking for its first ten
@@ -463,14 +476,20 @@ class MemoryReader(Service):
                 meaning = self._meaning(query, flt) if self.embedder is not None else None
                 ranked += self._ranked(query, flt, limit, True, meaning)
                 continue
-            # Rules always, and the working scratchpad always: query matches first, then by
-            # confidence and recency.
+            # The working scratchpad always: query matches first, then by confidence and
+            # recency.
             flt = self.scope_filter(layer=layer, project=project, user_id=user_id)
-            rows = self.store.list_memories(flt, now, limit=RULE_LIMIT if layer == RULE else limit)
-            matched = {s.memory.id: s for s in self._overlap_ranked(terms, rows)}
-            why = "rule: always included" if layer == RULE else "recent"
-            rest = [ScoredMemory(m, rank_score(0.5, m, now_dt), why) for m in rows]
-            rest = [s for s in rest if s.memory.id not in matched]
-            rest.sort(key=lambda s: -s.score)
-            ranked += [*matched.values(), *rest]
-        return ranked
+            ranked += self._by_match(terms, self.store.list_memories(flt, now, limit=limit))
+        return ranked, left_out
+
+    def _by_match(
+        self, terms: Sequence[str], rows: builtins.list[Memory], why: str = "recent"
+    ) -> builtins.list[ScoredMemory]:
+        """``rows`` with the query's matches first, then the others by confidence and
+        recency (``why`` says why those are there)."""
+        now_dt = self.clock.now()
+        matched = {s.memory.id: s for s in self._overlap_ranked(terms, rows)}
+        rest = [ScoredMemory(m, rank_score(0.5, m, now_dt), why) for m in rows]
+        rest = [s for s in rest if s.memory.id not in matched]
+        rest.sort(key=lambda s: -s.score)
+        return [*matched.values(), *rest]

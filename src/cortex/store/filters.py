@@ -36,6 +36,9 @@ def memory_filter_sql(
         if flt.project is None:
             clauses.append(f"m.scope = {mark}")
             params.append(GLOBAL)
+        elif flt.own_project:
+            clauses.append(f"m.project_id = {mark}")
+            params.append(flt.project)
         else:
             clauses.append(f"(m.scope = {mark} OR m.project_id = {mark})")
             params += [GLOBAL, flt.project]
