@@ -489,6 +489,24 @@ def test_context_budget_fills_rules_first_then_by_rank(layered: MemoryService) -
         layered.get_context("JWT", mode="everything")
 
 
+def test_a_query_of_no_word_finds_the_memories_holding_its_pieces(
+    store: Store, make_config: Callable[..., Config], clock: FixedClock
+) -> None:
+    # "🚀" found nothing: the index holds no emoji, and its substring fallback never ran.
+    svc = MemoryService(store, make_config(), clock)
+    svc.add("launch day 🚀 went well")
+    svc.add("-> next: ship it", layer="working")
+    svc.add("nothing to see here")
+    assert contents(svc.search("🚀")) == ["launch day 🚀 went well"]
+    assert contents(svc.search(" -> ")) == ["-> next: ship it"]
+    assert contents(svc.search("->", layer="working")) == ["-> next: ship it"]
+    assert svc.search("🎉") == [] and svc.search("🎉 🚀", project="api")[0].why.startswith(
+        "text contains '🚀'"
+    )
+    context = svc.get_context("🚀", mode="long_term")
+    assert contents(list(context.memories)) == ["launch day 🚀 went well"]
+
+
 def test_project_rules_are_not_crowded_out_and_every_rule_left_out_counts(
     store: Store, make_config: Callable[..., Config], clock: FixedClock
 ) -> None:

@@ -210,6 +210,18 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(kept or _words(lowered)))[:MAX_QUERY_TERMS]
 
 
+def search_terms(text: str) -> list[str]:
+    """What a search looks for: the ``query_terms`` of ``text``; a query with no word (an
+    emoji, symbols) keeps its whitespace-separated pieces instead, lowercased, each cut to
+    ``MAX_TERM_CHARS``. The index holds no such piece, so the store's substring fallback
+    (bounded) finds the memories containing them; a query with a word is never one of these."""
+    terms = query_terms(text)
+    if terms:
+        return terms
+    pieces = (piece[:MAX_TERM_CHARS] for piece in text.lower().split())
+    return list(dict.fromkeys(pieces))[:MAX_QUERY_TERMS]
+
+
 _MONTHS = (
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec"

@@ -2,10 +2,11 @@
 
 Search asks the store for candidates holding any of the query's words (stop words dropped):
 full-text matches with a relevance (SQLite: FTS5 BM25), or substring matches when the index
-finds nothing. The reader re-ranks them by confidence, layer and recency, by their fit to the
-whole question (share of its terms held; a time named when it asks when; its subject as
-their first word; made on a date it names), by their session's other candidates, and adds
-memories linked one hop from the best hits. With an embedder, the memories closest to the
+finds nothing (a query of no word, an emoji, finds the memories holding its pieces so). The
+reader re-ranks them by confidence, layer and recency, by their fit to the whole question
+(share of its terms held; a time named when it asks when; its subject as their first word;
+made on a date it names), by their session's other candidates, and adds memories linked one
+hop from the best hits. With an embedder, the memories closest to the
 question in meaning get a bonus (and join the hits). SQL and the way to candidates are in the
 store, the formulas in ``cortex.core.retrieval`` and ``cortex.core.budgets``.
 """
@@ -43,6 +44,7 @@ from cortex.core.retrieval import (
     query_fit,
     query_terms,
     rank_score,
+    search_terms,
     session_votes,
 )
 from cortex.core.tokens import estimate_tokens
@@ -248,7 +250,7 @@ class MemoryReader(Service):
         whole query (``core.retrieval.query_fit``), the unranked ones (substring or newest
         matches) by the share of query terms they hold."""
         now_dt, now = self.clock.now(), self.now_iso()
-        terms, when, span = query_terms(query), asks_when(query), query_dates(query, now_dt)
+        terms, when, span = search_terms(query), asks_when(query), query_dates(query, now_dt)
         if flt.layers == (WORKING,):  # a few short-lived rows: rank them all, no index needed
             return self._overlap_ranked(terms, self.store.list_memories(flt, now, limit=pool))
         found = self.store.search_memories(terms, flt, now, limit=pool)
@@ -460,7 +462,7 @@ class MemoryReader(Service):
         from cortex.services.compaction import context_rules
 
         now = self.now_iso()
-        terms = query_terms(query) if query and query.strip() else []
+        terms = search_terms(query) if query and query.strip() else []
         scope = self.scope_filter(project=project, user_id=user_id)
         rules, left_out = context_rules(self.store, scope, now, RULE_LIMIT)
         own = [m for m in rules if m.project is not None]

@@ -276,8 +276,9 @@ class MemoryStore(Protocol):
     ) -> list[tuple[Memory, float]]:
         """Candidate memories ``flt`` sees at ``now`` holding any of ``terms``, best first.
 
-        ``terms`` are plain lowercase words (``cortex.core.retrieval.query_terms``), never
-        query syntax: every character is literal. Each candidate comes with a text relevance
+        ``terms`` are plain lowercase words (``cortex.core.retrieval.search_terms``: for a
+        query with no word, its pieces, which only the substring match finds), never query
+        syntax: every character is literal. Each candidate comes with a text relevance
         in [0, 1], higher is better:
 
         - ``> 0``: ranked by the backend's full-text index, relative to the best candidate
