@@ -229,7 +229,8 @@ class MemoryRepository:
         return memories_from_rows(row[1:] for row in rows)
 
     def count_memories(self, flt: MemoryFilter, now: str) -> int:
-        """How many memories ``flt`` sees at ``now`` (SQLite only: tests and tools)."""
+        """How many memories ``flt`` sees at ``now`` (a context counts the rules it leaves
+        out with it)."""
         where, params = filter_sql(flt, now)
         return int(self._db.rows(f"SELECT count(*) FROM memories m WHERE {where}", params)[0][0])
 
