@@ -330,14 +330,15 @@ def test_a_layer_edit_keeps_an_explicit_expiry_and_drops_the_working_ttl(
 
 
 @pytest.mark.parametrize("call", ["list", "search"])
-def test_an_empty_session_id_is_refused_not_taken_for_every_session(
-    svc: MemoryService, call: str
+@pytest.mark.parametrize("name", ["session_id", "user_id"])
+def test_an_empty_session_or_user_id_is_refused_not_taken_for_every_one(
+    svc: MemoryService, call: str, name: str
 ) -> None:
-    # session_id="" (an unset variable) dropped the filter: every session's memories came back.
+    # An empty id (an unset variable) dropped the filter: every session's or user's memories.
     svc.add("deploy notes")
     args = ("deploy",) if call == "search" else ()
-    with pytest.raises(ValidationError, match=r"^`session_id` is empty; omit it for the memo"):
-        getattr(svc, call)(*args, session_id="")
+    with pytest.raises(ValidationError, match=rf"^`{name}` is empty; omit it for the memories"):
+        getattr(svc, call)(*args, **{name: ""})
 
 
 @pytest.mark.parametrize("offset", [-1, 10**9 + 1, 2**63])

@@ -157,12 +157,17 @@ class MemoryReader(Service):
         include_history: bool = False,
     ) -> MemoryFilter:
         """A validated ``MemoryFilter``; a session's memories are seen with its project.
-        An empty ``session_id`` (an unset variable) is refused, never taken for none."""
-        if session_id == "":
-            raise ValidationError(
-                f"{param('session_id')} is empty; omit it for the memories of every session "
-                "or give a session id"
-            )
+        An empty ``session_id`` or ``user_id`` (an unset variable) is refused, never taken
+        for none (which would widen the filter to every session's or every user's)."""
+        for name, given, whole in (
+            ("session_id", session_id, "session"),
+            ("user_id", user_id, "user"),
+        ):
+            if given == "":
+                raise ValidationError(
+                    f"{param(name)} is empty; omit it for the memories of every {whole} "
+                    f"or give a {whole} id"
+                )
         if session_id:
             session = self._session(session_id)
             session_id, project = session.session_id, project or session.project
