@@ -222,6 +222,47 @@ def test_a_tenants_invalid_settings_answer_503_naming_them_logged_once(
     assert host.invalid_configs() == []
 
 
+def test_the_default_tenants_invalid_settings_leave_the_other_tenants_served(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The registry (keys, tenants, migrations) is the server's, not tenant 'default''s: an
+    invalid ``tenants/default/config.toml`` makes that tenant's requests 503 and no other's."""
+    from cortex.services.worker import BUILTIN_JOBS, hosted_pass
+
+    data = tmp_path / "data"
+    made = ServiceHost(pg_url, data)  # the key made before the file goes wrong
+    try:
+        tenant, key = new_tenant(made)
+    finally:
+        made.close()
+    default = data / "tenants" / "default" / "config.toml"
+    default.parent.mkdir(parents=True)
+    default.write_text("session_idle_close_minutes = 1\n")
+    host = ServiceHost(pg_url, data, pool_size=4, secret="s" * 32)
+    try:
+        client = TestClient(create_app(pg_url, host=host))
+        for _ in range(2):  # the key's first check, then the one made with the request
+            answer = client.get("/v1/sessions", headers=auth(key))
+            assert answer.status_code == 200, answer.text
+        assert started(client, key)
+        signed_in = client.post("/ui/login", data={"key": key}, follow_redirects=False)
+        assert signed_in.status_code == 303, signed_in.text
+        assert client.get("/readyz").json() == {"status": "ready"}
+        _, other = new_tenant(host)  # `cortex tenant create` and `key create` still work
+        assert client.get("/v1/sessions", headers=auth(other)).status_code == 200
+        with host.registry() as app:
+            if app.store.get_tenant("default") is None:
+                app.tenants.create_tenant("default")
+            own = app.tenants.create_key("default", "read")[1]
+        runs = hosted_pass(host, BUILTIN_JOBS[2:3], "owner", force=True)
+        assert {run.tenant: run.status for run in runs}[tenant] != "failed"
+        assert {run.tenant: run.status for run in runs}["default"] == "failed"
+        refused = client.get("/v1/sessions", headers=auth(own))  # its own requests: 503
+        assert refused.status_code == 503 and "tenant 'default'" in refused.text
+    finally:
+        host.close()
+
+
 def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
     """The bound is for requests: a server process migrating while another one does waits
     for it, however long that takes."""

@@ -118,6 +118,7 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
+        self._own: Config | None = None
         self._invalid: dict[str, str] = {}
         """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
@@ -220,9 +221,17 @@ class ServiceHost:
             tasks_in_store=True,
         )
 
+    def own_config(self) -> Config:
+        """The server's own settings: defaults only, for the data directory, whatever a
+        tenant's ``config.toml`` says (tenant ``default``'s included)."""
+        if self._own is None:
+            self._own = load_config(self.data_dir, env={}, files=False)
+        return self._own
+
     def registry(self) -> Services:
-        """Services for the tenant and key registry (authentication, management)."""
-        return Services(self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock)
+        """Services for the tenant and key registry (authentication, management, readiness):
+        the server's, so that no tenant's invalid settings stop another tenant's requests."""
+        return Services(self._store(DEFAULT_TENANT), self.own_config(), self.clock)
 
     def authenticate(self, plaintext: str) -> tuple[str, tuple[str, ...]]:
         """(tenant, scopes) of a live API key, read from the registry now (no cache)."""
@@ -259,9 +268,7 @@ class ServiceHost:
         if found is None:
             from cortex.services.tenants import TenantService
 
-            found = TenantService(
-                self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock
-            )
+            found = TenantService(self._store(DEFAULT_TENANT), self.own_config(), self.clock)
             self._keys = found
         return found
 
