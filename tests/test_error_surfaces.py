@@ -31,7 +31,15 @@ from cortex.services.hosting import ServiceHost  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cortex"
 FLAG = re.compile(r"(?<![\w-])--[a-z]")
-OPERATOR_COMMANDS = ("db migrate", "key create", "key list", "tenant create", "tenant list", "sync")
+OPERATOR_COMMANDS = (
+    "db migrate",
+    "key create",
+    "key list",
+    "tenant create",
+    "tenant list",
+    "sync",
+    "serve",
+)
 """Commands only the operator of a home or server runs: every surface names them as they are."""
 
 
