@@ -354,7 +354,6 @@ def test_messages_name_flags_and_commands_only_through_references() -> None:
 UNSTEPPED = {
     "services/hosting.py": "batches of turns need",  # a guard: its caller takes turns alone
     "services/remote/transport.py": "without a JSON object",
-    "store/postgres/db.py": "failed (",
 }
 """Messages of Cortex errors whose text names no next step, by file (and a piece of it)."""
 
