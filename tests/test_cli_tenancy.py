@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from cortex.adapters.cli.main import cli
-from cortex.services.hosting import ServiceHost
+from cortex.services.hosting import SERVER_NUMBERS, ServerNumber, ServiceHost
 
 CORTEX = Path(sys.executable).parent / "cortex"
 
@@ -40,11 +41,11 @@ def test_tenant_and_key_commands_manage_the_registry(pg_url: str, tmp_path) -> N
         host.close()
 
 
-def refused(home: Path, *args: str) -> tuple[int, str]:
+def refused(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Exit code and stderr of the real ``cortex ARGS`` that fails (one line, no traceback)."""
     done = subprocess.run(
         [str(CORTEX), *args],
-        env=dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_DB": ""},
+        env=dict(os.environ) | {"CORTEX_HOME": str(home), "CORTEX_SERVER_DB": ""} | (env or {}),
         capture_output=True,
         text=True,
         timeout=60,
@@ -63,6 +64,27 @@ def test_serve_refuses_a_database_it_could_never_serve_before_listening(tmp_path
     code, folder = refused(tmp_path, "serve", "--db", str(tmp_path), *port)
     assert code == 1 and folder == (
         f"error: {tmp_path} is a directory; give the path of a database file"
+    )
+
+
+@pytest.mark.parametrize("number", SERVER_NUMBERS, ids=[n.env for n in SERVER_NUMBERS])
+def test_serve_refuses_each_worker_number_out_of_range_before_listening(
+    number: ServerNumber[int] | ServerNumber[float], tmp_path: Path
+) -> None:
+    """A flag, or the variable it is taken from, that a worker would refuse (NaN included,
+    which click's ranges let by) stops ``cortex serve`` in one line before uvicorn starts."""
+    args = ("serve", "--db", str(tmp_path / "srv.db"), "--port", "1")
+    bad = "nan" if number.kind is float else "1.5"
+    whole = "a whole number" if number.kind is int else "a number"
+    what = f"{whole} of {number.unit} in {number.range_text}"
+    assert refused(tmp_path, *args, number.flag, bad) == (
+        2, f"error: {number.flag} {bad!r} is not {what}; give a value in that range"
+    )  # fmt: skip
+    above = str(number.high * 2)
+    assert refused(tmp_path, *args, env={number.env: above}) == (
+        2,
+        f"error: {number.env}={above!r} is not {what}; fix it, or pass "
+        f"`cortex serve {number.flag} {number.metavar}`",
     )
 
 

@@ -311,6 +311,42 @@ def test_an_unreachable_database_is_a_503_naming_no_host_user_or_database(
     assert "secret_db_name" in caplog.text  # the cause is in the server's log
 
 
+def test_an_unexpected_database_error_is_a_503_naming_no_database_logged_with_a_next_step(
+    fresh_database: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error of PostgreSQL no other line covers (an internal error, a trigger an operator
+    added): the client gets the store errors' 503, the server's log the cause and what to do."""
+    import psycopg
+
+    from cortex.services.hosting import UNAVAILABLE
+    from cortex.store.postgres.db import redacted
+
+    host = ServiceHost(fresh_database, tmp_path, secret="x" * 32)
+    try:
+        client = TestClient(create_app(fresh_database, host=host))
+        key = new_key(host)
+        with psycopg.connect(fresh_database, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'boom' USING ERRCODE = 'XX000'; END $$"
+            )
+            conn.execute(
+                "CREATE TRIGGER boom BEFORE INSERT ON session_states "
+                "FOR EACH ROW EXECUTE FUNCTION boom()"
+            )
+        response = client.post("/v1/sessions/start", json={"project": "p"}, headers=auth(key))
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["message"] == UNAVAILABLE
+        for detail in ("127.0.0.1", fresh_database.rsplit("/", 1)[1], "boom"):
+            assert detail not in response.text
+        assert (
+            f"database unavailable: database {redacted(fresh_database)} failed (boom); retry, "
+            "and if it fails again see PostgreSQL's log for the statement and its cause"
+        ) in caplog.text
+    finally:
+        host.close()
+
+
 def test_a_body_not_sent_as_json_is_a_415_naming_the_content_type(
     client: TestClient, host: ServiceHost
 ) -> None:

@@ -16,20 +16,28 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from cortex.adapters.server.app import create_app, lock_timeout_from  # noqa: E402
+from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
 from cortex.errors import ConfigError  # noqa: E402
-from cortex.services.hosting import LOCK_TIMEOUT_S, ServiceHost  # noqa: E402
+from cortex.services.hosting import (  # noqa: E402
+    BURST,
+    LOCK_TIMEOUT,
+    LOCK_TIMEOUT_S,
+    POOL,
+    RATE,
+    SERVER_NUMBERS,
+    TURN_BATCHES,
+    ServerNumber,
+    ServiceHost,
+)
 from pg_helpers import waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_bounds")
-LOCK_TIMEOUT = 0.3
+BOUND = 0.3
 
 
 @pytest.fixture(scope="module")
 def host(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHost]:
-    served = ServiceHost(
-        pg_url, tmp_path_factory.mktemp("data"), pool_size=4, lock_timeout=LOCK_TIMEOUT
-    )
+    served = ServiceHost(pg_url, tmp_path_factory.mktemp("data"), pool_size=4, lock_timeout=BOUND)
     yield served
     served.close()
 
@@ -101,7 +109,7 @@ def test_a_session_held_past_the_lock_timeout_answers_503_and_others_are_served(
         assert answers, "the request waited for the held session past its bound"
         waited = time.monotonic() - began
         answer = answers[0]
-        assert answer.status_code == 503 and LOCK_TIMEOUT <= waited < 5, (answer.text, waited)
+        assert answer.status_code == 503 and BOUND <= waited < 5, (answer.text, waited)
         error = answer.json()["error"]
         assert error["code"] == "unavailable"
         assert error["message"] == (
@@ -151,12 +159,61 @@ def test_a_writer_that_waits_less_than_the_default_bound_is_served(
         host.close()
 
 
-def test_the_lock_timeout_setting_is_a_number_of_seconds_in_range() -> None:
-    assert lock_timeout_from(None) == lock_timeout_from("") == LOCK_TIMEOUT_S
-    assert lock_timeout_from("0.5") == 0.5
-    for bad in ("0", "-1", "abc", "99999", "nan"):
-        with pytest.raises(ConfigError, match="CORTEX_SERVER_LOCK_TIMEOUT=.* is not a number"):
-            lock_timeout_from(bad)
+WORKER_NUMBERS = [  # each variable, values it refuses, the end of its line, values it takes
+    (POOL, ("0", "201", "1.5", "ten"), "a whole number of connections in 1-200", ("1", "200")),
+    (TURN_BATCHES, ("-1", "17", "2.0", "x"), "a whole number of batches in 0-16", ("0", "16")),
+    (RATE, ("0", "1e7", "nan", "inf"), "a number of requests a second in 0.01-1000000",
+     ("0.01", "1000000")),
+    (BURST, ("0", "1000001", "1e3", "-"), "a whole number of requests in 1-1000000",
+     ("1", "1000000")),
+    (LOCK_TIMEOUT, ("0", "-1", "99999", "nan"), "a number of seconds in 0.05-3600",
+     ("0.05", "3600")),
+]  # fmt: skip
+
+
+def built(number: ServerNumber[int] | ServerNumber[float], app: Any) -> float:
+    """What ``number`` became in the app ``app_from_env`` built."""
+    host, limiter = app.state.host, app.state.limiter
+    found = {POOL: host.pool_size, RATE: limiter.rate, BURST: limiter.burst}
+    found[LOCK_TIMEOUT] = host.lock_timeout
+    routes = [m.kwargs for m in app.user_middleware if "turn_batches" in m.kwargs]
+    found[TURN_BATCHES] = routes[0]["turn_batches"]
+    return found[number]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("number", "bad", "valid", "good"), WORKER_NUMBERS, ids=[n[0].env for n in WORKER_NUMBERS]
+)
+def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
+    number: ServerNumber[int] | ServerNumber[float],
+    bad: tuple[str, ...],
+    valid: str,
+    good: tuple[str, ...],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``app_from_env`` (each uvicorn worker) checks every number ``cortex serve`` passes it,
+    as ``cortex serve`` checks its flags: a value out of range or of another type is one line
+    naming the variable, the range and the flag, never a traceback or an odd server."""
+    monkeypatch.setenv("CORTEX_SERVER_DB", str(tmp_path / "srv.db"))
+    monkeypatch.setenv("CORTEX_SERVER_DATA", str(tmp_path / "data"))
+    for text in bad:
+        monkeypatch.setenv(number.env, text)
+        with pytest.raises(ConfigError) as refused:
+            app_from_env()
+        assert str(refused.value) == (
+            f"{number.env}={text!r} is not {valid}; fix it, or pass "
+            f"`cortex serve {number.flag} {number.metavar}`"
+        )
+    for text in good:
+        monkeypatch.setenv(number.env, text)
+        assert built(number, app_from_env()) == float(text)
+    monkeypatch.setenv(number.env, "")
+    assert built(number, app_from_env()) == number.default
+
+
+def test_every_number_a_worker_takes_is_tested() -> None:
+    assert [n[0] for n in WORKER_NUMBERS] == list(SERVER_NUMBERS)
 
 
 def test_a_delete_retried_with_its_request_id_answers_duplicate_not_404(
@@ -222,6 +279,47 @@ def test_a_tenants_invalid_settings_answer_503_naming_them_logged_once(
     assert host.invalid_configs() == []
 
 
+def test_the_default_tenants_invalid_settings_leave_the_other_tenants_served(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The registry (keys, tenants, migrations) is the server's, not tenant 'default''s: an
+    invalid ``tenants/default/config.toml`` makes that tenant's requests 503 and no other's."""
+    from cortex.services.worker import BUILTIN_JOBS, hosted_pass
+
+    data = tmp_path / "data"
+    made = ServiceHost(pg_url, data)  # the key made before the file goes wrong
+    try:
+        tenant, key = new_tenant(made)
+    finally:
+        made.close()
+    default = data / "tenants" / "default" / "config.toml"
+    default.parent.mkdir(parents=True)
+    default.write_text("session_idle_close_minutes = 1\n")
+    host = ServiceHost(pg_url, data, pool_size=4, secret="s" * 32)
+    try:
+        client = TestClient(create_app(pg_url, host=host))
+        for _ in range(2):  # the key's first check, then the one made with the request
+            answer = client.get("/v1/sessions", headers=auth(key))
+            assert answer.status_code == 200, answer.text
+        assert started(client, key)
+        signed_in = client.post("/ui/login", data={"key": key}, follow_redirects=False)
+        assert signed_in.status_code == 303, signed_in.text
+        assert client.get("/readyz").json() == {"status": "ready"}
+        _, other = new_tenant(host)  # `cortex tenant create` and `key create` still work
+        assert client.get("/v1/sessions", headers=auth(other)).status_code == 200
+        with host.registry() as app:
+            if app.store.get_tenant("default") is None:
+                app.tenants.create_tenant("default")
+            own = app.tenants.create_key("default", "read")[1]
+        runs = hosted_pass(host, BUILTIN_JOBS[2:3], "owner", force=True)
+        assert {run.tenant: run.status for run in runs}[tenant] != "failed"
+        assert {run.tenant: run.status for run in runs}["default"] == "failed"
+        refused = client.get("/v1/sessions", headers=auth(own))  # its own requests: 503
+        assert refused.status_code == 503 and "tenant 'default'" in refused.text
+    finally:
+        host.close()
+
+
 def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
     """The bound is for requests: a server process migrating while another one does waits
     for it, however long that takes."""
@@ -233,10 +331,10 @@ def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
     with psycopg.connect(fresh_database) as other:
         other.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_MIGRATIONS,))
         thread, opened = in_thread(
-            lambda: PostgresStore(fresh_database, lock_timeout=LOCK_TIMEOUT, pool_size=1)
+            lambda: PostgresStore(fresh_database, lock_timeout=BOUND, pool_size=1)
         )
         assert waiting_or_done(thread, fresh_database)  # the other process migrates...
-        thread.join(LOCK_TIMEOUT * 3)  # ...for longer than a request may wait
+        thread.join(BOUND * 3)  # ...for longer than a request may wait
         assert thread.is_alive()
         other.rollback()
     thread.join(30)

@@ -425,7 +425,12 @@ def test_passwords_never_show(url: str, shown: str) -> None:
             "cannot reach PostgreSQL at pg://x (shutting down); check that the server runs and "
             "the URL is right",
         ),
-        ("SyntaxError", StorageError, "database pg://x failed (at or near x)"),
+        (
+            "SyntaxError",
+            StorageError,
+            "database pg://x failed (at or near x); retry, and if it fails again see "
+            "PostgreSQL's log for the statement and its cause",
+        ),
         (
             "PoolTimeout",
             StorageError,

@@ -634,10 +634,13 @@ def load_config(
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    *,
+    files: bool = True,
 ) -> Config:
     """Resolve every setting for ``home`` from overrides > env > files > defaults.
 
-    ``env`` defaults to the process environment; pass ``{}`` to ignore it.
+    ``env`` defaults to the process environment; pass ``{}`` to ignore it. ``files=False``
+    ignores the files in ``home`` too.
     """
     env = env if env is not None else os.environ
     home = Path(home).expanduser() if home else default_home(env).expanduser()
@@ -645,7 +648,7 @@ def load_config(
     unknown = sorted(set(overrides) - set(SETTINGS_BY_NAME))
     if unknown:
         raise ConfigError(f"unknown setting {unknown[0]!r}; see `cortex config show` for names")
-    layers = _file_values(home)
+    layers = _file_values(home) if files else []
     for values, origin in layers:
         bad = sorted(k for k in values if k not in SETTINGS_BY_NAME)
         if bad:

@@ -19,11 +19,11 @@ laptop.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import Config, load_config
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from cortex.store.protocol import SharedStore, Store, TurnBatch
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 _POSTGRES = ("postgresql://", "postgres://")
 log = getLogger("cortex.server")
 
@@ -69,7 +70,66 @@ LOCK_TIMEOUT_S = 5.0
 """How long a request of the team server waits for a lock (a session's row another request
 or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
 milliseconds writers of one session wait for each other, far below the pool's wait."""
-LOCK_TIMEOUT_RANGE = (0.05, 3600.0)
+
+
+@dataclass(frozen=True)
+class ServerNumber(Generic[N]):
+    """A number of the server's processes: the ``cortex serve`` flag that sets it, the
+    variable that takes it to each worker process (``app_from_env``), its range and default.
+    Both read it through this, so a value the flag refuses never reaches a worker."""
+
+    flag: str
+    env: str
+    kind: Callable[[str], N]
+    low: N
+    high: N
+    default: N
+    unit: str
+    metavar: str = "N"
+
+    @property
+    def range_text(self) -> str:
+        return f"{self.low:.15g}-{self.high:.15g}"
+
+    def read(self, env: Mapping[str, str]) -> N:
+        """The value ``env`` gives (the default when unset or empty), or ``ConfigError``
+        naming the variable and the range."""
+        text = env.get(self.env)
+        if not text:
+            return self.default
+        try:
+            return self.convert(text)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{self.env}={exc}; fix it, or pass `cortex serve {self.flag} {self.metavar}`"
+            ) from None
+
+    def convert(self, text: str) -> N:
+        """``text`` as a value in range, else ``ValueError`` saying what it must be."""
+        try:
+            value: N | None = self.kind(text)
+        except ValueError:
+            value = None
+        if value is None or not self.low <= value <= self.high:  # NaN is in no range
+            whole = "a whole number" if self.kind is int else "a number"
+            raise ValueError(f"{text!r} is not {whole} of {self.unit} in {self.range_text}")
+        return value
+
+
+POOL = ServerNumber("--pool-size", "CORTEX_SERVER_POOL", int, 1, 200, 10, "connections")
+TURN_BATCHES = ServerNumber(
+    "--turn-batches", "CORTEX_SERVER_TURN_BATCHES", int, 0, 16, 1, "batches"
+)
+RATE = ServerNumber("--rate", "CORTEX_SERVER_RATE", float, 0.01, 1e6, 50.0, "requests a second")
+BURST = ServerNumber("--burst", "CORTEX_SERVER_BURST", int, 1, 1_000_000, 100, "requests")
+LOCK_TIMEOUT = ServerNumber(
+    "--lock-timeout", "CORTEX_SERVER_LOCK_TIMEOUT", float, 0.05, 3600.0, LOCK_TIMEOUT_S,
+    "seconds", "SECONDS",
+)  # fmt: skip
+SERVER_NUMBERS: tuple[ServerNumber[int] | ServerNumber[float], ...] = (
+    POOL, TURN_BATCHES, RATE, BURST, LOCK_TIMEOUT
+)  # fmt: skip
+"""Every number ``cortex serve`` passes to its worker processes."""
 
 
 def check_secret(secret: str) -> str:
@@ -102,7 +162,7 @@ class ServiceHost:
         url: str,
         data_dir: Path,
         *,
-        pool_size: int = 10,
+        pool_size: int = POOL.default,
         clock: Clock | None = None,
         secret: str | None = None,
         lock_timeout: float | None = None,
@@ -118,6 +178,7 @@ class ServiceHost:
         self._lock = threading.Lock()
         self._secret = check_secret(secret) if secret is not None else None
         self._configs: dict[str, Config] = {}
+        self._own: Config | None = None
         self._invalid: dict[str, str] = {}
         """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
@@ -220,9 +281,17 @@ class ServiceHost:
             tasks_in_store=True,
         )
 
+    def own_config(self) -> Config:
+        """The server's own settings: defaults only, for the data directory, whatever a
+        tenant's ``config.toml`` says (tenant ``default``'s included)."""
+        if self._own is None:
+            self._own = load_config(self.data_dir, env={}, files=False)
+        return self._own
+
     def registry(self) -> Services:
-        """Services for the tenant and key registry (authentication, management)."""
-        return Services(self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock)
+        """Services for the tenant and key registry (authentication, management, readiness):
+        the server's, so that no tenant's invalid settings stop another tenant's requests."""
+        return Services(self._store(DEFAULT_TENANT), self.own_config(), self.clock)
 
     def authenticate(self, plaintext: str) -> tuple[str, tuple[str, ...]]:
         """(tenant, scopes) of a live API key, read from the registry now (no cache)."""
@@ -259,9 +328,7 @@ class ServiceHost:
         if found is None:
             from cortex.services.tenants import TenantService
 
-            found = TenantService(
-                self._store(DEFAULT_TENANT), self.config(DEFAULT_TENANT), self.clock
-            )
+            found = TenantService(self._store(DEFAULT_TENANT), self.own_config(), self.clock)
             self._keys = found
         return found
 

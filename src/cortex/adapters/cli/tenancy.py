@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, database, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, database, pass_rt
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import LOCK_TIMEOUT_RANGE, LOCK_TIMEOUT_S, ServiceHost, check_secret
+from cortex.services.hosting import (
+    BURST,
+    LOCK_TIMEOUT,
+    POOL,
+    RATE,
+    TURN_BATCHES,
+    ServerNumber,
+    ServiceHost,
+    check_secret,
+)
+
+if TYPE_CHECKING:
+    from click.decorators import FC
 
 DB = click.option(
     "--db",
@@ -29,6 +44,32 @@ DB = click.option(
 
 
 ENV_SECRET = "CORTEX_SERVER_SECRET"
+
+
+def _number(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[FC], FC]:
+    """The ``cortex serve`` option of ``number``, from its variable when the flag is not
+    given, checked as its workers check it (NaN too, which click's ``FloatRange`` lets by)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> float:
+        try:
+            if ctx.get_parameter_source(param.name or "") is ParameterSource.ENVIRONMENT:
+                return number.read({number.env: value})  # said as a worker would say it
+            return number.convert(value)
+        except ConfigError as exc:
+            raise UsageLine(str(exc)) from None
+        except ValueError as exc:
+            raise UsageLine(f"{number.flag} {exc}; give a value in that range") from None
+
+    return click.option(
+        number.flag,
+        default=str(number.default),
+        show_default=True,
+        callback=check,
+        envvar=number.env,
+        show_envvar=True,
+        metavar=number.metavar,
+        help=f"{help}, {number.range_text}.",
+    )
 
 
 def _registry(
@@ -55,20 +96,14 @@ def _registry(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8077, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-@click.option("--pool-size", default=10, show_default=True, type=click.IntRange(1, 200),
-              help="PostgreSQL connections per worker process.")  # fmt: skip
-@click.option("--turn-batches", default=1, show_default=True, type=click.IntRange(0, 16),
-              help="Batches of captured turns a worker writes at once, each one transaction "
-              "(PostgreSQL; 0: a transaction per turn).")  # fmt: skip
-@click.option("--rate", default=50.0, show_default=True, type=click.FloatRange(0.01, 1e6),
-              help="Requests a second each API key may make on average, per worker process "
-              "(the dashboard's included).")  # fmt: skip
-@click.option("--burst", default=100, show_default=True, type=click.IntRange(1, 1_000_000),
-              help="Requests each API key may make at once, per worker process.")  # fmt: skip
-@click.option("--lock-timeout", default=LOCK_TIMEOUT_S, show_default=True,
-              type=click.FloatRange(*LOCK_TIMEOUT_RANGE), metavar="SECONDS",
-              help="How long a request waits for a session another request or transaction "
-              "holds, then answers 503 with Retry-After (PostgreSQL).")  # fmt: skip
+@_number(POOL, "PostgreSQL connections per worker process")
+@_number(TURN_BATCHES, "Batches of captured turns a worker writes at once, each one "
+         "transaction (PostgreSQL; 0: a transaction per turn)")  # fmt: skip
+@_number(RATE, "Requests a second each API key may make on average, per worker process "
+         "(the dashboard's included)")  # fmt: skip
+@_number(BURST, "Requests each API key may make at once, per worker process")
+@_number(LOCK_TIMEOUT, "How long a request waits for a session another request or "
+         "transaction holds, then answers 503 with Retry-After (PostgreSQL)")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -115,11 +150,11 @@ def serve(
     env = dict(rt.env) | {
         "CORTEX_SERVER_DB": db_url,
         "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
-        "CORTEX_SERVER_POOL": str(pool_size),
-        "CORTEX_SERVER_TURN_BATCHES": str(turn_batches),
-        "CORTEX_SERVER_RATE": repr(rate),
-        "CORTEX_SERVER_BURST": str(burst),
-        "CORTEX_SERVER_LOCK_TIMEOUT": repr(lock_timeout),
+        POOL.env: str(pool_size),
+        TURN_BATCHES.env: str(turn_batches),
+        RATE.env: repr(rate),
+        BURST.env: str(burst),
+        LOCK_TIMEOUT.env: repr(lock_timeout),
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]

@@ -41,23 +41,19 @@ from cortex.errors import (
 )
 from cortex.logs import getLogger
 from cortex.services.hosting import (
-    LOCK_TIMEOUT_RANGE,
-    LOCK_TIMEOUT_S,
+    BURST,
+    LOCK_TIMEOUT,
+    POOL,
+    RATE,
+    TURN_BATCHES,
     UNAVAILABLE,
     ServiceHost,
 )
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
-ENV_DB, ENV_DATA, ENV_POOL = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA", "CORTEX_SERVER_POOL"
+ENV_DB, ENV_DATA = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA"
 ENV_SECRET = "CORTEX_SERVER_SECRET"
-ENV_BATCHES = "CORTEX_SERVER_TURN_BATCHES"
-ENV_RATE, ENV_BURST = "CORTEX_SERVER_RATE", "CORTEX_SERVER_BURST"
-ENV_LOCK_TIMEOUT = "CORTEX_SERVER_LOCK_TIMEOUT"
-RATE_PER_SECOND, BURST = 50.0, 100
-"""Each API key's token bucket in each process: requests a second on average, and at once."""
-TURN_BATCHES = 1
-"""Batches of captured turns a worker process writes at once (0: one transaction a turn)."""
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (UnauthorizedError, "unauthorized"),
     (ForbiddenError, "forbidden"),
@@ -266,14 +262,14 @@ def create_app(
     db_url: str,
     *,
     data_dir: Path | None = None,
-    pool_size: int = 10,
-    rate_per_second: float = RATE_PER_SECOND,
-    burst: int = BURST,
+    pool_size: int = POOL.default,
+    rate_per_second: float = RATE.default,
+    burst: int = BURST.default,
     max_body_bytes: int = MAX_BODY_BYTES,
     host: ServiceHost | None = None,
     secret: str | None = None,
-    turn_batches: int = TURN_BATCHES,
-    lock_timeout: float = LOCK_TIMEOUT_S,
+    turn_batches: int = TURN_BATCHES.default,
+    lock_timeout: float = LOCK_TIMEOUT.default,
 ) -> FastAPI:
     """The server over ``db_url`` (a postgresql:// URL, or a SQLite path for one person).
 
@@ -345,38 +341,23 @@ def _probes(app: FastAPI) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env)."""
-    url = os.environ.get(ENV_DB)
+    """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env); a
+    variable out of its range stops it with one line naming it (``ServerNumber.read``)."""
+    env = os.environ
+    url = env.get(ENV_DB)
     if not url:
         raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")
-    secret = os.environ.get(ENV_SECRET) or None
+    secret = env.get(ENV_SECRET) or None
     if secret is None and url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{ENV_SECRET} is not set; export the server secret and restart")
-    home = Path(os.environ.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
+    home = Path(env.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
     return create_app(
         url,
-        data_dir=Path(os.environ.get(ENV_DATA) or home / "server"),
-        pool_size=int(os.environ.get(ENV_POOL) or 10),
+        data_dir=Path(env.get(ENV_DATA) or home / "server"),
+        pool_size=POOL.read(env),
         secret=secret,
-        turn_batches=int(os.environ.get(ENV_BATCHES) or TURN_BATCHES),
-        rate_per_second=float(os.environ.get(ENV_RATE) or RATE_PER_SECOND),
-        burst=int(os.environ.get(ENV_BURST) or BURST),
-        lock_timeout=lock_timeout_from(os.environ.get(ENV_LOCK_TIMEOUT)),
+        turn_batches=TURN_BATCHES.read(env),
+        rate_per_second=RATE.read(env),
+        burst=BURST.read(env),
+        lock_timeout=LOCK_TIMEOUT.read(env),
     )
-
-
-def lock_timeout_from(text: str | None) -> float:
-    """``CORTEX_SERVER_LOCK_TIMEOUT`` (seconds) as a number in range, the default if unset."""
-    if not text:
-        return LOCK_TIMEOUT_S
-    low, high = LOCK_TIMEOUT_RANGE
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not low <= value <= high:
-        raise ConfigError(
-            f"{ENV_LOCK_TIMEOUT}={text!r} is not a number of seconds in {low:g}-{high:g}; "
-            "fix it, or pass `cortex serve --lock-timeout SECONDS`"
-        )
-    return value

@@ -101,7 +101,10 @@ def cortex_error(exc: psycopg.Error, url: str) -> CortexError:
             f"cannot reach PostgreSQL at {url} ({text}); check that the server runs and the "
             "URL is right"
         )
-    return StorageError(f"database {url} failed ({text})")
+    return StorageError(  # a client is told UNAVAILABLE; this line goes to the server's log
+        f"database {url} failed ({text}); retry, and if it fails again see PostgreSQL's log for "
+        "the statement and its cause"
+    )
 
 
 @contextlib.contextmanager
