@@ -257,6 +257,24 @@ class MemoryStoreContract:
         assert found("e_c") == []  # another project's memory
         assert found("e_c", project="api") == [("c", 0.0)]
 
+    def test_a_substring_search_reads_the_newest_memories_only(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # PostgreSQL's ILIKE read every memory of the tenant when no memory held the term.
+        import cortex.store.postgres.memories as pg_memories
+        import cortex.store.sqlite.search as sqlite_search
+
+        for module in (pg_memories, sqlite_search):
+            monkeypatch.setattr(module, "LIKE_SCAN_ROWS", 2)
+        store.add_memories([memory("a", "kubernetes rollout"), memory("b", "x"), memory("c", "y")])
+
+        def found(term: str) -> list[str]:
+            return [m.id for m, _ in store.search_memories([term], MemoryFilter(), NOW, limit=5)]
+
+        assert found("bernet") == []  # the one that holds it is older than the newest two
+        store.add_memories([memory("d", "kubernetes again")])
+        assert found("bernet") == ["d"]
+
     def test_links_one_hop_either_direction_visible_only(self, store: Store) -> None:
         store.add_memories([memory("a", "v1", upsert_key="k"), memory("x", "unrelated")])
         store.add_memories([memory("b", "v2", upsert_key="k", created_at=t(17))])

@@ -14,6 +14,10 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+LIKE_SCAN_ROWS = 10_000
+"""A substring search (the fallback when the full-text index finds nothing) reads at most the
+newest this many memories: a full scan of a million rows would cost half a second."""
+
 
 def memory_filter_sql(
     flt: MemoryFilter, now: str, *, mark: str, find: str

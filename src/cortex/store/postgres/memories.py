@@ -16,7 +16,7 @@ from typing import Any
 
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.retrieval import like_patterns
-from cortex.store.filters import adjacent_sql, memory_filter_sql
+from cortex.store.filters import LIKE_SCAN_ROWS, adjacent_sql, memory_filter_sql
 from cortex.store.links import supersedes_from, supersedes_to
 from cortex.store.postgres.db import LOCK_UPSERT_KEY, Runner
 from cortex.store.records import (
@@ -179,14 +179,23 @@ class MemoryRepository:
     def _substring(
         self, terms: Sequence[str], flt: MemoryFilter, now: str, limit: int
     ) -> list[Memory]:
-        """Memories whose content or tags contain any term literally, newest first."""
+        """Memories whose content or tags contain any term literally, newest first, among
+        the tenant's newest ``LIKE_SCAN_ROWS`` live memories (``ILIKE`` reads every row it
+        considers: a term no memory holds read the whole tenant)."""
         where, params = filter_sql(flt, now)
         patterns = like_patterns(terms)
         sql = (
             f"SELECT {SELECT} FROM memories m WHERE m.tenant_id = %s AND {where} "
+            "AND m.seq >= COALESCE((SELECT seq FROM memories WHERE tenant_id = %s "
+            "AND deleted_at IS NULL AND superseded_at IS NULL ORDER BY seq DESC "
+            "OFFSET %s LIMIT 1), 0) "
             "AND (m.content ILIKE ANY(%s) OR m.tags ILIKE ANY(%s)) ORDER BY m.seq DESC LIMIT %s"
         )
-        rows = self.db.rows(sql, (self.db.tenant, *params, patterns, patterns, limit))
+        tenant = self.db.tenant
+        rows = self.db.rows(
+            sql,
+            (tenant, *params, tenant, LIKE_SCAN_ROWS - 1, patterns, patterns, limit),
+        )
         return [memory_from_row(r) for r in rows]
 
     # -- links -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import Memory, MemoryFilter
+from cortex.store.filters import LIKE_SCAN_ROWS
 from cortex.store.records import memories_from_rows
 from cortex.store.sqlite.bm25 import PoolScorer
 from cortex.store.sqlite.db import Database
@@ -39,9 +40,6 @@ shorter memories holding the same terms, and those holding a term twice."""
 COMMON_SCAN = 1000
 """A large store looks for the memories holding several common terms among the newest
 memories only, as many as hold about this many matches of the terms together (~1 ms)."""
-LIKE_SCAN_ROWS = 10_000
-"""The LIKE fallback reads at most the newest this many memories (a full scan of a million
-rows would cost half a second)."""
 _PAGE = 500
 
 
