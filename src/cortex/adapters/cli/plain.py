@@ -303,7 +303,8 @@ COMMANDS: dict[tuple[str, str], tuple[Callable[..., None], dict[str, str], dict[
 
 def _value(arg: str, args: list[str], at: int) -> tuple[str, int] | None:
     """The value of the option at ``args[at]`` (``--name=value`` or ``--name value``) and the
-    index after it; None when it is missing, empty or starts with ``-`` (left to click)."""
+    index after it; None when it is missing, blank or starts with ``-`` (left to click, which
+    refuses a blank ``--project``)."""
     name, eq, inline = arg.partition("=")
     if eq:
         value, after = inline, at + 1
@@ -311,7 +312,7 @@ def _value(arg: str, args: list[str], at: int) -> tuple[str, int] | None:
         value, after = args[at + 1], at + 2
     else:
         return None
-    return (value, after) if value and not value.startswith("-") else None
+    return (value, after) if value.strip() and not value.startswith("-") else None
 
 
 def parse(
