@@ -77,8 +77,20 @@ def test_a_refusal_of_the_server_reads_as_the_same_refusal_in_a_local_home(
         f"error: session s-ended ended at {local_end}; start a new one with "
         "`cortex session start`\n"
     )
-    task = cortex(client, "task", "done", "nope", env=env)  # (a local home names its file)
-    assert (task.returncode, task.stderr) == (1, "error: no task 'nope'; see `cortex task list`\n")
+    for args in (
+        ("task", "done", "nope"),
+        ("task", "add", "t-1", "Draft"),
+        ("task", "done", "nope"),
+    ):
+        local, remote = (
+            cortex(home, *args, cwd=tmp_path),
+            cortex(client, *args, env=env, cwd=tmp_path),
+        )
+        assert (remote.returncode, remote.stderr) == (local.returncode, local.stderr), args
+    assert (remote.returncode, remote.stderr) == (
+        1,
+        "error: no task 'nope'; see `cortex task list`\n",
+    )
     assert not (client / "spool" / "journal.jsonl").exists()  # refusals are never queued
 
 
