@@ -9,8 +9,10 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from cli_helpers import T0, cortex, help_text, ok
@@ -190,6 +192,73 @@ def test_an_empty_session_id_is_an_error_not_the_current_session(
     )
     shown = json.loads(ok(cortex(home, "--json", "session", "show")))
     assert (shown["session_id"], shown["state"], shown["working_memory"]) == ("s1", "ACTIVE", [])
+
+
+EMPTY_PROJECT = {
+    ("session", "start"): "this directory's project",
+    ("session", "list"): "every project's sessions",
+    ("task", "add", "t1", "Title"): "this directory's project",
+    ("task", "list"): "every project's tasks",
+    ("task", "start", "t1"): "this directory's project",
+    ("memory", "add", "x"): "the session's project",
+    ("memory", "list"): "global memories only",
+    ("memory", "search", "x"): "global memories only",
+    ("memory", "recall", "x"): "the session's project",
+    ("memory", "stale"): "global memories only",
+    ("memory", "review"): "global memories only",
+    ("consolidate", "run"): "every project",
+    ("procedure", "add", "Deploy", "make"): "a global procedure",
+    ("procedure", "list"): "global procedures only",
+    ("openclaw", "memory", "sync"): "global memories",
+    ("openclaw", "memory", "bootstrap"): "global memories",
+    ("openclaw", "memory", "remember", "x"): "the session's project",
+    ("bridge",): "this directory's project",
+    ("install", "claude-code"): "your user settings",
+    ("uninstall", "claude-code"): "your user settings",
+    ("doctor",): "this directory",
+}
+
+
+@pytest.mark.parametrize(("args", "omitted"), EMPTY_PROJECT.items(), ids=" ".join)
+@pytest.mark.parametrize("form", ["--project", "--project="])
+def test_an_empty_project_is_an_error_not_the_directorys_project(
+    home: Path, args: tuple[str, ...], omitted: str, form: str
+) -> None:
+    """``--project "$UNSET"`` never falls back to another project (or directory)."""
+    given = ("--project", "") if form == "--project" else ("--project= ",)
+    result = cortex(home, *args, *given)
+    folder = omitted in ("this directory", "your user settings")
+    instead = "a directory (--project .)" if folder else "a project name"
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        "",
+        f"error: --project is empty; omit it for {omitted} or give {instead}\n",
+    )
+    assert not list(home.glob("*.db"))  # refused before any store was opened
+
+
+def test_every_project_option_refuses_an_empty_value() -> None:
+    """Each command taking ``--project`` is in the test above (a new one joins it)."""
+    from cortex.adapters.cli.main import cli
+
+    def walk(
+        group: click.Group, ctx: click.Context, path: tuple[str, ...]
+    ) -> Iterator[tuple[str, ...]]:
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                yield from walk(
+                    command, click.Context(command, info_name=name, parent=ctx), (*path, name)
+                )
+            elif command is not None and any("--project" in p.opts for p in command.params):
+                yield (*path, name)
+
+    taking = set(walk(cli, click.Context(cli, info_name="cortex"), ()))
+    tested = {
+        tuple(w for w in args if w not in ("t1", "Title", "x", "Deploy", "make", "claude-code"))
+        for args in EMPTY_PROJECT
+    }
+    assert taking == tested
 
 
 @pytest.mark.parametrize(

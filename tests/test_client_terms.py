@@ -77,8 +77,20 @@ def test_a_refusal_of_the_server_reads_as_the_same_refusal_in_a_local_home(
         f"error: session s-ended ended at {local_end}; start a new one with "
         "`cortex session start`\n"
     )
-    task = cortex(client, "task", "done", "nope", env=env)  # (a local home names its file)
-    assert (task.returncode, task.stderr) == (1, "error: no task 'nope'; see `cortex task list`\n")
+    for args in (
+        ("task", "done", "nope"),
+        ("task", "add", "t-1", "Draft"),
+        ("task", "done", "nope"),
+    ):
+        local, remote = (
+            cortex(home, *args, cwd=tmp_path),
+            cortex(client, *args, env=env, cwd=tmp_path),
+        )
+        assert (remote.returncode, remote.stderr) == (local.returncode, local.stderr), args
+    assert (remote.returncode, remote.stderr) == (
+        1,
+        "error: no task 'nope'; see `cortex task list`\n",
+    )
     assert not (client / "spool" / "journal.jsonl").exists()  # refusals are never queued
 
 
@@ -227,3 +239,31 @@ def test_a_snapshot_while_the_server_is_down_is_one_line_and_never_queued(
         "the server is unreachable, and a snapshot is made from the session's log it holds; "
         "run snapshot_session again once it answers"
     ]
+
+
+def test_without_a_session_id_offline_each_surface_says_to_pass_the_one_start_gave(
+    tmp_path: Path,
+) -> None:
+    """Client mode, a closed port: the current session is found in the server's list, so a
+    call without a session id names the session to pass, in its surface's terms."""
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {"CORTEX_SERVER": url, "CORTEX_API_KEY": "ctx_aaaaaaaaaaaa_x"}
+    client = tmp_path / "client-home"
+    cut = f"server {url} is unreachable, so the current session cannot be found; pass "
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("working_memory_pin", {"label": "rig", "content": "COM7"}),
+        ("working_memory_unpin", {"label": "rig"}),
+        ("working_memory_view", {}),
+        ("checkpoint_session", {"summary": "tuned"}),
+        ("session_status", {}),
+        ("end_session", {}),
+    ]
+    texts = mcp_errors(tmp_path, calls, client, **env)
+    assert texts == [f"{cut}`session_id` (the id start_session gave)"] * len(calls)
+    for args in (("pin", "add", "rig", "COM7"), ("session", "end")):
+        result = cortex(client, *args, env=env, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (1, ""), args
+        assert result.stderr.endswith(
+            f"error: {cut}--session-id ID (the id `cortex session start` gave)\n"
+        ), args
+    assert not (client / "spool" / "journal.jsonl").exists()  # nothing queued for no session

@@ -275,14 +275,20 @@ def test_commands_whose_writes_wait_in_the_journal_say_so_not_zeros(home: Path) 
     url = free_url()
     session = ("--session-id", "s1")
 
-    def queued(waiting: int) -> str:
+    def queued(waiting: int, what: str = "") -> str:
         return (
-            f"queued for the server {url} (not reachable now): {waiting} write(s) waiting in "
-            "the journal; `cortex sync` delivers them\n"
+            f"queued for the server {url} (not reachable now): {what}{waiting} write(s) waiting "
+            "in the journal; `cortex sync` delivers them\n"
         )
 
+    # a start says what it queued, and nothing else: not also that the session started
+    started = cortex(home, url, "session", "start", *session)
+    assert (started.returncode, started.stdout) == (0, queued(1, (
+        "the start of session s1, which exists there once delivered (no preamble could be "
+        "restored offline); "
+    )))  # fmt: skip
+    assert "started" not in started.stderr
     commands = [
-        ("session", "start", *session),
         ("pin", "add", "lab", "the rig is on COM7", *session),
         ("session", "record", "--text", "tuning the antenna", *session),
         ("session", "checkpoint", "--summary", "tuned", *session),
@@ -294,16 +300,23 @@ def test_commands_whose_writes_wait_in_the_journal_say_so_not_zeros(home: Path) 
         ("task", "done", "t-1"),
         ("session", "end", *session),
     ]
-    for waiting, command in enumerate(commands, start=1):
+    for waiting, command in enumerate(commands, start=2):
         result = cortex(home, url, *command)
         assert (result.returncode, result.stdout) == (0, queued(waiting)), (command, result)
     ended = cortex(home, url, "--json", "session", "end", *session)
     assert ended.returncode == 0
     assert json.loads(ended.stdout)["queued"] == {
-        "server": url, "writes": 1, "waiting": len(commands) + 1, "deliver": "cortex sync"
+        "server": url, "writes": 1, "waiting": len(commands) + 2, "deliver": "cortex sync"
     }  # fmt: skip
-    assert len(journal_lines(home)) == len(commands) + 1
+    fresh = cortex(home, url, "--json", "session", "start", "--session-id", "s2")
+    again = json.loads(fresh.stdout)
+    assert (again["session_id"], again["preamble"], again["queued"]["waiting"]) == (
+        "s2",
+        None,
+        len(commands) + 3,
+    )
+    assert len(journal_lines(home)) == len(commands) + 3
     with serve() as (live, peer):  # a server that takes the writes: no queued field
         answer = json.loads(cortex(home, live, "--json", "session", "start", "--session-id",
-                                   "s2").stdout)  # fmt: skip
+                                   "s3").stdout)  # fmt: skip
     assert "queued" not in answer and peer.paths() == ["/v1/sessions/start"]

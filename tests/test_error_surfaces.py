@@ -156,7 +156,8 @@ def test_service_errors_name_each_surfaces_own_parameters_and_steps(
         "start a new one with `cortex session start`",
         ("memory", "add", "x", "--scope", "project"): "scope project needs a project; "
         "pass --project NAME",
-        ("memory", "list", "--project", " "): "empty project name; pass --project NAME",
+        ("memory", "list", "--project", " "): "--project is empty; omit it for global memories "
+        "only or give a project name",
         ("key", "create", "default", "--scopes", ",", "--db", str(tmp_path / "keys.db")): "a key "
         "needs at least one scope; pass --scopes read, write or admin",
     }  # fmt: skip

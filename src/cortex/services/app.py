@@ -291,11 +291,12 @@ class Services(Service):
         )
 
 
-def queued_line(queued: Mapping[str, Any]) -> str:
-    """One line for writes the server has not taken yet (``Services.queued``)."""
+def queued_line(queued: Mapping[str, Any], what: str = "") -> str:
+    """One line for writes the server has not taken yet (``Services.queued``); ``what`` names
+    what the command queued and what that means, ending in ``; ``."""
     return (
-        f"queued for the server {queued['server']} (not reachable now): {queued['waiting']} "
-        f"write(s) waiting in the journal; `{queued['deliver']}` delivers them"
+        f"queued for the server {queued['server']} (not reachable now): {what}"
+        f"{queued['waiting']} write(s) waiting in the journal; `{queued['deliver']}` delivers them"
     )
 
 

@@ -121,7 +121,7 @@ def set_stage(path: Path, task_id: str, stage: str, at: str) -> dict[str, Any]:
     def change(doc: dict[str, Any]) -> dict[str, Any]:
         task = _find(doc, task_id)
         if task is None:
-            raise NotFoundError(f"no task {task_id!r} in {path}; see {command('task list')}")
+            raise NotFoundError(f"no task {task_id!r}; see {command('task list')}")
         task.pop("stage", None)
         task.update({"current_stage": stage, "updated_at": at})
         return task

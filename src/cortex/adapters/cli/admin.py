@@ -14,6 +14,7 @@ from cortex.adapters.cli.runtime import (
     clean,
     megabytes,
     pass_rt,
+    project_option,
 )
 from cortex.config import SETTINGS
 from cortex.core.tasks import KNOWN_STAGES, STAGES
@@ -43,9 +44,9 @@ def task() -> None:
     show_default=True,
     help="Pipeline stage; build, verify and validate count as pending.",
 )
-@click.option(
-    "--project",
-    help="Project identity the task belongs to (default: the current directory's project).",
+@project_option(
+    "Project identity the task belongs to (default: the current directory's project).",
+    "this directory's project",
 )
 @click.option("--any-project", is_flag=True, help="Pending for the sessions of every project.")
 @pass_rt
@@ -99,7 +100,7 @@ def _current_project(rt: Runtime) -> str:
 
 @task.command("list", context_settings=CONTEXT)
 @click.option("--pending", "pending_only", is_flag=True, help="Only the pending tasks.")
-@click.option("--project", help="Only this project's tasks and those of no project.")
+@project_option("Only this project's tasks and those of no project.", "every project's tasks")
 @pass_rt
 def task_list(rt: Runtime, pending_only: bool, project: str | None) -> None:
     """List the tasks and whether each is pending (in client mode, the server's).

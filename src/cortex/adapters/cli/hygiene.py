@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, clean, database, pass_rt
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    Runtime,
+    UsageLine,
+    clean,
+    database,
+    pass_rt,
+    project_option,
+)
 from cortex.core.hygiene import ConsolidationRun, Procedure
 
 if TYPE_CHECKING:
@@ -39,7 +47,7 @@ def consolidate() -> None:
 
 @consolidate.command("run", context_settings=CONTEXT)
 @click.option("--dry-run", is_flag=True, help="Shadow mode: report and record, change nothing.")
-@click.option("--project", help="Only this project's memories plus global ones.")
+@project_option("Only this project's memories plus global ones.", "every project")
 @click.option("--user", "user_id", help="Only this user's memories plus shared ones.")
 @click.option("--no-extract", is_flag=True, help="Skip candidate extraction from sessions.")
 @pass_rt
@@ -104,7 +112,7 @@ def procedure() -> None:
 @click.argument("title")
 @click.argument("steps", nargs=-1, required=True)
 @click.option("--key", "procedure_key", help="Stable key (default: a slug of the title).")
-@click.option("--project", help="Project the procedure belongs to (default: global).")
+@project_option("Project the procedure belongs to (default: global).", "a global procedure")
 @click.option("--user", "user_id", help="User the procedure belongs to.")
 @pass_rt
 def procedure_add(
@@ -129,7 +137,7 @@ def procedure_add(
 
 
 @procedure.command("list", context_settings=CONTEXT)
-@click.option("--project", help="This project's procedures plus global ones.")
+@project_option("This project's procedures plus global ones.", "global procedures only")
 @click.option("--user", "user_id", help="This user's procedures plus shared ones.")
 @click.option("--limit", default=50, show_default=True, type=int)
 @pass_rt

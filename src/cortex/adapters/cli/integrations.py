@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from cortex.adapters import HOSTS
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, megabytes, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, megabytes, pass_rt, project_option
 from cortex.config import default_home
 
 if TYPE_CHECKING:
@@ -32,11 +32,10 @@ def _scope_options(command: F) -> F:
     command = click.option(
         "--user", "user_scope", is_flag=True, help="Your user settings (the default)."
     )(command)
-    return click.option(
-        "--project",
-        "project",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="This project's settings instead of your user settings.",
+    return project_option(
+        "This project's settings instead of your user settings.",
+        "your user settings",
+        directory=True,
     )(command)
 
 
@@ -142,12 +141,12 @@ def uninstall_command(
 
 
 @click.command("doctor", context_settings=CONTEXT)
-@click.option(
-    "--project",
-    type=click.Path(file_okay=False, path_type=Path),
+@project_option(
+    "Project whose settings are checked along with your user settings.",
+    "this directory",
+    directory=True,
     default=".",
     show_default=True,
-    help="Project whose settings are checked along with your user settings.",
 )
 @pass_rt
 @click.pass_context

@@ -16,6 +16,7 @@ from cortex.adapters.cli.runtime import (
     UsageLine,
     clean,
     pass_rt,
+    project_option,
     session_option,
     text_or_stdin,
 )
@@ -38,7 +39,7 @@ def memory() -> None:
 @click.option("--layer", help="rule, working or long_term (default: long_term; rule for rules).")
 @click.option("--type", "kind", help="Memory type, e.g. rule, preference, decision, fact.")
 @click.option("--scope", help="global or project (default: project when --project is given).")
-@click.option("--project", help="Project the memory belongs to.")
+@project_option("Project the memory belongs to.", "the session's project")
 @click.option("--user", "user_id", help="User the memory belongs to.")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--upsert-key", help="Replace the live memory with this key (one current truth).")
@@ -94,7 +95,7 @@ def _scope_options(command: F) -> F:
     for option in reversed(
         [
             click.option("--layer", help="Only this layer: rule, working or long_term."),
-            click.option("--project", help="This project's memories plus global ones."),
+            project_option("This project's memories plus global ones.", "global memories only"),
             click.option("--user", "user_id", help="This user's memories plus shared ones."),
             session_option("Only memories from this session."),
             click.option("--type", "types", multiple=True, help="Only this type (repeatable)."),
@@ -179,7 +180,7 @@ def memory_search(
 )
 @click.option("--budget", "budget_tokens", type=int, help="Most tokens of memory to return.")
 @session_option("Add the session block; the session's project by default.")
-@click.option("--project", help="This project's memories plus global ones.")
+@project_option("This project's memories plus global ones.", "the session's project")
 @click.option("--user", "user_id", help="This user's memories plus shared ones.")
 @click.option("--limit", default=20, show_default=True, type=int, help="Most per layer.")
 @click.option(
@@ -359,7 +360,7 @@ def memory_embed(rt: Runtime, batch: int) -> None:
 @memory.command("stale", context_settings=CONTEXT)
 @click.option("--days", type=click.IntRange(0, 36500), help="Not confirmed for this many days "
               "(default: the stale_after_days setting).")  # fmt: skip
-@click.option("--project", help="This project's memories plus global ones.")
+@project_option("This project's memories plus global ones.", "global memories only")
 @click.option("--all-projects", is_flag=True, help="Every project's memories.")
 @click.option("--layer", help="Only this layer: rule, working or long_term.")
 @click.option("--superseded", is_flag=True, help="Also superseded and expired memories.")
@@ -391,7 +392,7 @@ def memory_stale(
 
 
 @memory.command("review", context_settings=CONTEXT)
-@click.option("--project", help="This project's memories plus global ones.")
+@project_option("This project's memories plus global ones.", "global memories only")
 @click.option("--all-projects", is_flag=True, help="Every project's memories.")
 @click.option("--keep", "keep", multiple=True, metavar="ID", help="Confirm this memory.")
 @click.option("--drop", "drop", multiple=True, metavar="ID", help="Forget this memory.")

@@ -19,6 +19,7 @@ from cortex.adapters.cli.runtime import (
     Runtime,
     clean,
     pass_rt,
+    project_option,
     session_option,
     text_or_stdin,
 )
@@ -95,7 +96,7 @@ def memory_group() -> None:
 
 @memory_group.command("sync", context_settings=CONTEXT)
 @_workspace_options
-@click.option("--project", help="Project whose memories the files hold (default: global ones).")
+@project_option("Project whose memories the files hold (default: global ones).", "global memories")
 @pass_rt
 def memory_sync(
     rt: Runtime, workspace: Path | None, layout: str | None, project: str | None
@@ -115,7 +116,7 @@ def memory_sync(
 
 @memory_group.command("bootstrap", context_settings=CONTEXT)
 @_workspace_options
-@click.option("--project", help="Project whose memories the files hold (default: global ones).")
+@project_option("Project whose memories the files hold (default: global ones).", "global memories")
 @click.option("--no-sync", is_flag=True, help="Only read the files; do not sync first.")
 @pass_rt
 def memory_bootstrap(
@@ -193,7 +194,7 @@ def memory_snapshot(
 @click.argument("content")
 @_workspace_options
 @click.option("--episodic", is_flag=True, help="An event of today: to the daily log.")
-@click.option("--project", help="Project the memory belongs to.")
+@project_option("Project the memory belongs to.", "the session's project")
 @session_option("Session the memory came from (its project is the default).")
 @pass_rt
 def memory_remember(

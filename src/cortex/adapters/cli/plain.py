@@ -181,21 +181,29 @@ class Runtime:
         the server took them all, or on a local store)."""
         return self.services.queued() if "services" in self.__dict__ else None
 
-    def emit(self, data: Any, text: str | Callable[[], str] | None) -> None:
-        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty).
+    def emit(
+        self, data: Any, text: str | Callable[[], str] | None, queued_what: str = ""
+    ) -> dict[str, Any] | None:
+        """Print ``data`` as JSON with --json, else ``text`` (nothing when it is empty); return
+        what this command left queued (``queued``).
 
         When the server did not take this command's writes (they wait in the journal), the
-        JSON object gets a ``queued`` field and the text is one line saying so instead: the
-        answer was made by the client, and its empty lists and counts are not the server's."""
+        JSON object gets a ``queued`` field and the text is one line saying so instead (naming
+        ``queued_what``, see ``queued_line``): the answer was made by the client, and its empty
+        lists and counts are not the server's."""
         queued = self.queued()
         if self.as_json:
             if queued is not None and isinstance(data, dict):
                 data = {**data, "queued": queued}
             echo(json.dumps(data, indent=2, ensure_ascii=False))
-            return
-        shown = queued_line(queued) if queued is not None else text() if callable(text) else text
+            return queued
+        if queued is not None:
+            shown: str | None = queued_line(queued, queued_what)
+        else:
+            shown = text() if callable(text) else text
         if shown:
             echo(shown)
+        return queued
 
 
 def clean(text: str | None) -> str | None:
@@ -234,8 +242,11 @@ def session_start(
                 or "  no prior session of this project in the lookback window"
             )
         )
-    rt.emit(data, "\n\n".join(lines))
-    if not rt.as_json:
+    offline = (  # client mode, the server down: the start waits in the journal
+        f"the start of session {ctx.session_id}, which exists there once delivered (no "
+        "preamble could be restored offline); "
+    )
+    if rt.emit(data, "\n\n".join(lines), offline) is None and not rt.as_json:
         echo(f"session {ctx.session_id} started", err=True)
 
 
@@ -303,7 +314,8 @@ COMMANDS: dict[tuple[str, str], tuple[Callable[..., None], dict[str, str], dict[
 
 def _value(arg: str, args: list[str], at: int) -> tuple[str, int] | None:
     """The value of the option at ``args[at]`` (``--name=value`` or ``--name value``) and the
-    index after it; None when it is missing, empty or starts with ``-`` (left to click)."""
+    index after it; None when it is missing, blank or starts with ``-`` (left to click, which
+    refuses a blank ``--project``)."""
     name, eq, inline = arg.partition("=")
     if eq:
         value, after = inline, at + 1
@@ -311,7 +323,7 @@ def _value(arg: str, args: list[str], at: int) -> tuple[str, int] | None:
         value, after = args[at + 1], at + 2
     else:
         return None
-    return (value, after) if value and not value.startswith("-") else None
+    return (value, after) if value.strip() and not value.startswith("-") else None
 
 
 def parse(

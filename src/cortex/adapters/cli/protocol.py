@@ -17,6 +17,7 @@ from cortex.adapters.cli.runtime import (
     UsageLine,
     clean,
     pass_rt,
+    project_option,
     session_option,
 )
 from cortex.core.checkpoint_schema import CHECKPOINT_TYPES
@@ -74,7 +75,10 @@ def task_init(rt: Runtime, slug: str, title: str) -> None:
 )
 @click.option("--goal", default="", help="This session's goal (logged).")
 @session_option("Run the task in this session (default: the live one).")
-@click.option("--project", help="Project (default: the working directory's, as the hooks name it).")
+@project_option(
+    "Project (default: the working directory's, as the hooks name it).",
+    "this directory's project",
+)
 @click.option("--agent-id", help="The agent working on the task.")
 @pass_rt
 @click.pass_context

@@ -14,7 +14,7 @@ import click
 from cortex.adapters.cli.plain import Runtime as Runtime
 from cortex.adapters.cli.plain import clean as clean
 from cortex.config import SETTINGS_BY_NAME, coerce
-from cortex.errors import ConfigError
+from cortex.errors import ConfigError, ValidationError, param
 from cortex.files import check_id
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -37,6 +37,33 @@ def given_id(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     if value == "":
         check_id(value)
     return value
+
+
+def project_option(
+    help: str, omitted: str, *, directory: bool = False, **kwargs: Any
+) -> Callable[[F], F]:
+    """The ``--project`` option of a command (every one of them takes it through here):
+    ``omitted`` says what leaving it out means; with ``directory`` its value is a directory
+    (a ``Path``). A value given empty or blank (``--project "$UNSET"``) is refused: only an
+    omitted one means the default, never another project (or the current directory)."""
+    instead = f"a directory ({param('project', '.')})" if directory else "a project name"
+    folder = click.Path(file_okay=False, path_type=Path)
+
+    def refuse_empty(ctx: click.Context, option: click.Parameter, value: str | None) -> Any:
+        if value is not None and not value.strip():
+            raise ValidationError(
+                f"{param('project')} is empty; omit it for {omitted} or give {instead}"
+            )
+        return folder.convert(value, option, ctx) if directory and value is not None else value
+
+    def decorate(command: F) -> F:
+        shown = "DIR" if directory else None
+        option = click.option(
+            "--project", help=help, metavar=shown, callback=refuse_empty, **kwargs
+        )
+        return option(command)
+
+    return decorate
 
 
 class UsageLine(click.ClickException):

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt
+from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt, project_option
 from cortex.config import load_config
 from cortex.errors import ConfigError
 from cortex.services.app import Services
@@ -70,10 +70,10 @@ def mcp_command(rt: Runtime, project_dir: Path | None) -> None:
     "with --profile openclaw the working memory). Default: the file_mode_workspace setting, "
     "<home>/workspace.",
 )
-@click.option(
-    "--project",
-    help="Project id of the sessions this bridge starts (a name, a path or a git: id; "
+@project_option(
+    "Project id of the sessions this bridge starts (a name, a path or a git: id; "
     "topics show its last part).",
+    "this directory's project",
 )
 @click.option("--workdir", help="Working directory of those sessions (a topic signal).")
 @click.option("--agent-id", help="Agent id recorded on those sessions.")

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from cortex.adapters.cli import plain
-from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, clean, pass_rt, session_option
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    LazyGroup,
+    Runtime,
+    clean,
+    pass_rt,
+    project_option,
+    session_option,
+)
 from cortex.core.models import Pin, SessionState
 from cortex.core.preamble import format_continue_summary
 from cortex.services.project import project_label
@@ -29,7 +37,9 @@ def session() -> None:
 @session.command("start", context_settings=CONTEXT)
 @session_option("Use this id (default: a new UUID).")
 @click.option("--channel", default="cli", show_default=True, help="Channel name.")
-@click.option("--project", help="Project this session works on (restoration stays within it).")
+@project_option(
+    "Project this session works on (restoration stays within it).", "this directory's project"
+)
 @click.option("--keywords", default="", help="Words describing the current context.")
 @click.option("--workdir", help="Working directory (its project name becomes a keyword).")
 @click.option(
@@ -146,9 +156,9 @@ def session_chain(rt: Runtime, session_id: str, depth: int) -> None:
 
 @session.command("list", context_settings=CONTEXT)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10000))
-@click.option(
-    "--project",
-    help="Only sessions of this project: its name, a path, a remote (org/repo) or its id.",
+@project_option(
+    "Only sessions of this project: its name, a path, a remote (org/repo) or its id.",
+    "every project's sessions",
 )
 @click.option("--task", "slug", help="Only sessions of this protocol task, oldest first.")
 @pass_rt

@@ -78,7 +78,11 @@ class RemoteSessions(SessionPersistenceManager):
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
         if session_id:
             return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
-        for state in self.list_sessions(20, project):
+        try:
+            listed = self.list_sessions(20, project)
+        except UnavailableError as exc:
+            raise self._no_current() from exc
+        for state in listed:
             if state.is_open:
                 return state
         raise NotFoundError(f"no active session on the server; {START_OR_NAME}")
@@ -89,13 +93,18 @@ class RemoteSessions(SessionPersistenceManager):
         try:
             data = self.client.read("GET", f"/v1/sessions?open=true&limit={OPEN_LISTED}")
         except UnavailableError as exc:
-            raise UnavailableError(
-                f"server {self.client.transport.url} is unavailable, so the current session "
-                f"is unknown; pass {param('session_id', metavar='ID')} "
-                f"(the id {command('session start')} printed)"
-            ) from exc
+            raise self._no_current() from exc
         states = (SessionState.from_dict(s) for s in data.get("sessions") or ())
         return current_of([s for s in states if s.is_open], here)
+
+    def _no_current(self) -> UnavailableError:
+        """The current session is the server's to find (its list of open sessions): while it
+        is unreachable, the caller names the session it started."""
+        return UnavailableError(
+            f"server {self.client.transport.url} is unreachable, so the current session cannot "
+            f"be found; pass {param('session_id', metavar='ID')} (the id "
+            f"{command('session start')} gave)"
+        )
 
     def list_sessions(
         self, limit: int = 20, project: str | None = None, offset: int = 0
