@@ -24,8 +24,11 @@ opened with ``sessions.resolve(None, project_identity(d).id)``.
 An event for a session that was never started, or that crash recovery closed meanwhile (its
 lease lapsed while the user was away), opens it first. A session that ended normally is only
 reopened by a start or a prompt: hosts deliver async events (a last Stop, a tool) after
-SessionEnd, and those are dropped rather than reviving it. SessionEnd does only the final
-capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd hooks.
+SessionEnd, and those are dropped rather than reviving it. In client mode with the server
+unreachable, the open session's start is journaled ahead of the event's writes (the reopen
+the server may need by the time they arrive; ``Hook.ensure_open``). SessionEnd does only
+the final capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd
+hooks.
 
 Each event is one unit of work (one transaction, ``hook.py``): its handler reads the
 session's row once and passes it along to the capture, which then need not read it again.

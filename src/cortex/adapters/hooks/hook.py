@@ -50,6 +50,8 @@ class Hook:
     _row: SessionState | None = field(default=_UNREAD, repr=False)
     offline: bool = False
     """The Cortex server (client mode) could not be asked about the session in this event."""
+    unconfirmed: bool = False
+    """The session's row is only assumed open (``_assumed``): the server may have closed it."""
     owner_pid: int | None = None
     """The harness process that ran the hook (its session's owner), when the hook could tell."""
     defer: Callable[[Callable[[], object]], None] = run_now
@@ -85,9 +87,11 @@ class Hook:
 
     def _assumed(self) -> SessionState | None:
         """The session while the server cannot be asked: open when a start went out from
-        this home (its writes wait in the journal), else unknown (the event starts it)."""
+        this home (``unconfirmed``: ``ensure_open`` journals its reopen), else unknown (the
+        event starts it)."""
         if not self.hook_state:
             return None
+        self.unconfirmed = True
         now = self.sessions.now_iso()
         return SessionState(session_id=self.session_id, start_time=now, last_activity=now)
 
@@ -106,7 +110,7 @@ class Hook:
             workdir=self.cwd,
             owner_pid=self.owner_pid,
         )
-        self._row = _UNREAD
+        self._row, self.unconfirmed = _UNREAD, False
         return restored
 
     def ensure_open(self, *, reopen_ended: bool = False) -> bool:
@@ -116,9 +120,15 @@ class Hook:
         lease lapsed while it was idle) is reopened. One that ended normally stays ended
         unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
         SessionEnd, and those must not revive it.
+
+        A session only assumed open (the server could not be asked) is started again, the
+        start going to the journal ahead of this event's writes: the server may have closed
+        it by crash recovery meanwhile, and the start reopens it there as it would have been
+        reopened online, before the writes that follow arrive. One start a stretch: while it
+        waits in the journal the session reads as open.
         """
         state = self.session()
-        if state is not None and state.is_open:
+        if state is not None and state.is_open and not self.unconfirmed:
             return True
         if state is not None and state.state == COMPLETE and not reopen_ended:
             return False

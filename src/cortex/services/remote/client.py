@@ -84,16 +84,20 @@ class RemoteClient:
             )
         return self.transport.request(method, path, {**body, "request_id": request_id()})
 
-    def waiting(self, path: str, **fields: object) -> bool:
-        """Whether a write to ``path`` whose body holds ``fields`` still waits in the journal
-        after one more attempt to deliver it (the server is unavailable)."""
+    def newest_waiting(self, *paths: str, **fields: object) -> str | None:
+        """The path of the newest write to one of ``paths`` whose body holds ``fields`` that
+        still waits in the journal after one more attempt to deliver it (the server is
+        unavailable); None when none waits."""
         report = self._catch_up()
         if report is None or (report.error is None and not report.left):
-            return False
-        return any(
-            entry.get("path") == path and all(entry["body"].get(k) == v for k, v in fields.items())
-            for entry in self.journal.entries()
-        )
+            return None
+        found = None
+        for entry in self.journal.entries():
+            if entry.get("path") in paths and all(
+                entry["body"].get(k) == v for k, v in fields.items()
+            ):
+                found = str(entry["path"])
+        return found
 
     def sync(self) -> DrainReport:
         """Deliver the journal now, waiting for a drain running elsewhere to finish; ``held``

@@ -38,6 +38,7 @@ def _compact(**fields: Any) -> dict[str, Any]:
 
 
 _START = "/v1/sessions/start"
+_END = "/v1/sessions/end"
 OPEN_LISTED = 500
 """The most open sessions a client reads to find its current one (the API's page limit)."""
 
@@ -63,17 +64,21 @@ class RemoteSessions(SessionPersistenceManager):
 
     # -- lookups -------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionState | None:
-        """The server's row; while the server is unavailable, a session whose start waits in
-        the journal is open (its writes follow the start there), any other is unknown."""
+        """The server's row; while the server is unavailable, what this home's journal says:
+        a session whose start waits there (its writes follow it) is open, one whose end waits
+        after any start is ended, any other is unknown (UnavailableError)."""
         try:
             return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
         except NotFoundError:
             return None
         except UnavailableError:
-            if not self.client.waiting(_START, session_id=session_id):
+            waiting = self.client.newest_waiting(_START, _END, session_id=session_id)
+            if waiting is None:
                 raise
-            now = self.now_iso()
-            return SessionState(session_id=session_id, start_time=now, last_activity=now)
+            state = self.assumed(session_id)
+            if waiting == _END:
+                return replace(state, end_time=state.start_time, state=COMPLETE)
+            return state
 
     def resolve(self, session_id: str | None, project: str | None = None) -> SessionState:
         if session_id:
@@ -139,8 +144,9 @@ class RemoteSessions(SessionPersistenceManager):
         ``owner_pid`` is a local process: the server keeps sessions alive by their lease.
         """
         session_id = session_id or _new_session_id()
-        if self.client.waiting(_START, session_id=session_id):
-            # Its start already waits in the journal: a second one would only start it twice.
+        if self.client.newest_waiting(_START, _END, session_id=session_id) == _START:
+            # Its start already waits in the journal (and no end after it): a second one
+            # would only start it twice.
             return RestoredSessionContext(session_id=session_id, preamble=None)
         body = _compact(
             session_id=session_id,
@@ -202,7 +208,7 @@ class RemoteSessions(SessionPersistenceManager):
 
     def on_session_end(self, session_id: str | None = None) -> SessionState:
         sid = session_id or self.resolve(None).session_id
-        answer = self.client.write("POST", "/v1/sessions/end", {"session_id": sid})
+        answer = self.client.write("POST", _END, {"session_id": sid})
         if answer is None or "start_time" not in answer:
             now = self.now_iso()
             return replace(self.assumed(sid), end_time=now, state=COMPLETE, updated_at=now)
