@@ -17,7 +17,6 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
-from cortex.errors import ConfigError  # noqa: E402
 from cortex.services.hosting import (  # noqa: E402
     BURST,
     LOCK_TIMEOUT,
@@ -191,6 +190,7 @@ def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
     good: tuple[str, ...],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``app_from_env`` (each uvicorn worker) checks every number ``cortex serve`` passes it,
     as ``cortex serve`` checks its flags: a value out of range or of another type is one line
@@ -199,11 +199,12 @@ def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
     monkeypatch.setenv("CORTEX_SERVER_DATA", str(tmp_path / "data"))
     for text in bad:
         monkeypatch.setenv(number.env, text)
-        with pytest.raises(ConfigError) as refused:
+        with pytest.raises(SystemExit) as refused:
             app_from_env()
-        assert str(refused.value) == (
-            f"{number.env}={text!r} is not {valid}; fix it, or pass "
-            f"`cortex serve {number.flag} {number.metavar}`"
+        assert refused.value.code == 1
+        assert capsys.readouterr().err == (
+            f"error: {number.env}={text!r} is not {valid}; fix it, or pass "
+            f"`cortex serve {number.flag} {number.metavar}`\n"
         )
     for text in good:
         monkeypatch.setenv(number.env, text)
