@@ -30,7 +30,7 @@ from cortex.services.hosting import (  # noqa: E402
     ServerNumber,
     ServiceHost,
 )
-from pg_helpers import waiting_or_done  # noqa: E402
+from pg_helpers import Holder, waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_bounds")
 BOUND = 0.3
@@ -64,25 +64,6 @@ def started(client: TestClient, key: str) -> str:
     answer = client.post("/v1/sessions/start", json={"project": "p"}, headers=auth(key))
     assert answer.status_code == 200, answer.text
     return str(answer.json()["session_id"])
-
-
-class Holder:
-    """A transaction of another connection (an operator's psql, a stuck request) holding one
-    session's row locked until ``release``."""
-
-    def __init__(self, url: str, tenant: str, session_id: str) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(url)
-        found = self.conn.execute(
-            "SELECT id FROM session_states WHERE tenant_id = %s AND id = %s FOR UPDATE",
-            (tenant, session_id),
-        ).fetchall()
-        assert found == [(session_id,)]
-
-    def release(self) -> None:
-        self.conn.rollback()
-        self.conn.close()
 
 
 def in_thread(send: Any) -> tuple[threading.Thread, list[Any]]:

@@ -91,6 +91,8 @@ class ServerNumber(Generic[N]):
     default: N
     unit: str
     metavar: str = "N"
+    command: str = "cortex serve"
+    """The command whose flag sets it (what an error of its variable tells to pass)."""
 
     @property
     def range_text(self) -> str:
@@ -106,7 +108,7 @@ class ServerNumber(Generic[N]):
             return self.convert(text)
         except ValueError as exc:
             raise ConfigError(
-                f"{self.env}={exc}; fix it, or pass `cortex serve {self.flag} {self.metavar}`"
+                f"{self.env}={exc}; fix it, or pass `{self.command} {self.flag} {self.metavar}`"
             ) from None
 
     def convert(self, text: str) -> N:
@@ -135,6 +137,12 @@ SERVER_NUMBERS: tuple[ServerNumber[int] | ServerNumber[float], ...] = (
     POOL, TURN_BATCHES, RATE, BURST, LOCK_TIMEOUT
 )  # fmt: skip
 """Every number ``cortex serve`` passes to its worker processes."""
+WORKER_LOCK_TIMEOUT = ServerNumber(
+    "--lock-timeout", "CORTEX_WORKER_LOCK_TIMEOUT", float, 0.05, 3600.0, LOCK_TIMEOUT_S,
+    "seconds", "SECONDS", "cortex worker",
+)  # fmt: skip
+"""How long ``cortex worker --db`` waits for a session another transaction holds before it
+passes over that session until its next pass (the server's bound: a job waits no longer)."""
 
 
 def check_secret(secret: str) -> str:

@@ -9,7 +9,9 @@ that one. So any number of stores, one per request, share a process's pool.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -182,7 +184,22 @@ def roll_back(conn: Connection) -> None:
         with contextlib.suppress(psycopg.Error):
             _execute(conn, "ROLLBACK", ())
     if status == INERROR:
+        _closed_here.add(conn)
         conn.close()
+
+
+_closed_here: weakref.WeakSet[Connection] = weakref.WeakSet()
+"""Connections ``roll_back`` closed on purpose: the pool's warning as it discards one (on
+every lapsed lock wait, a 503 or a session the worker passes over) would say nothing new."""
+
+
+def _not_closed_here(record: logging.LogRecord) -> bool:
+    """False for the pool's "discarding closed connection" of a connection closed on purpose."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return not (record.msg.startswith("discarding closed") and args and args[0] in _closed_here)
+
+
+logging.getLogger("psycopg.pool").addFilter(_not_closed_here)
 
 
 def lock_key(text: str) -> int:
