@@ -350,9 +350,7 @@ def app_from_env() -> FastAPI:
     try:
         return _app_from(os.environ)
     except ConfigError as exc:
-        from cortex.adapters.cli.plain import error_line
-
-        print(error_line(exc), file=sys.stderr, flush=True)
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # as the command line says it
         raise SystemExit(1) from None
 
 
