@@ -134,3 +134,22 @@ def waiting_or_done(thread: threading.Thread, url: str, timeout: float = 10) -> 
             time.sleep(0.01)
     assert not thread.is_alive(), "the writer neither ended nor waited for a lock"
     return False
+
+
+class Holder:
+    """A transaction of another connection (an operator's psql, a stuck request) holding one
+    session's row locked until ``release``."""
+
+    def __init__(self, url: str, tenant: str, session_id: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url)
+        found = self.conn.execute(
+            "SELECT id FROM session_states WHERE tenant_id = %s AND id = %s FOR UPDATE",
+            (tenant, session_id),
+        ).fetchall()
+        assert found == [(session_id,)]
+
+    def release(self) -> None:
+        self.conn.rollback()
+        self.conn.close()

@@ -17,9 +17,10 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
-from cortex.errors import ConfigError  # noqa: E402
+from cortex.errors import ServerConfigError  # noqa: E402
 from cortex.services.hosting import (  # noqa: E402
     BURST,
+    CONFIG_CHECK_S,
     LOCK_TIMEOUT,
     LOCK_TIMEOUT_S,
     POOL,
@@ -29,7 +30,7 @@ from cortex.services.hosting import (  # noqa: E402
     ServerNumber,
     ServiceHost,
 )
-from pg_helpers import waiting_or_done  # noqa: E402
+from pg_helpers import Holder, waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_bounds")
 BOUND = 0.3
@@ -63,25 +64,6 @@ def started(client: TestClient, key: str) -> str:
     answer = client.post("/v1/sessions/start", json={"project": "p"}, headers=auth(key))
     assert answer.status_code == 200, answer.text
     return str(answer.json()["session_id"])
-
-
-class Holder:
-    """A transaction of another connection (an operator's psql, a stuck request) holding one
-    session's row locked until ``release``."""
-
-    def __init__(self, url: str, tenant: str, session_id: str) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(url)
-        found = self.conn.execute(
-            "SELECT id FROM session_states WHERE tenant_id = %s AND id = %s FOR UPDATE",
-            (tenant, session_id),
-        ).fetchall()
-        assert found == [(session_id,)]
-
-    def release(self) -> None:
-        self.conn.rollback()
-        self.conn.close()
 
 
 def in_thread(send: Any) -> tuple[threading.Thread, list[Any]]:
@@ -191,6 +173,7 @@ def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
     good: tuple[str, ...],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``app_from_env`` (each uvicorn worker) checks every number ``cortex serve`` passes it,
     as ``cortex serve`` checks its flags: a value out of range or of another type is one line
@@ -199,11 +182,12 @@ def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
     monkeypatch.setenv("CORTEX_SERVER_DATA", str(tmp_path / "data"))
     for text in bad:
         monkeypatch.setenv(number.env, text)
-        with pytest.raises(ConfigError) as refused:
+        with pytest.raises(SystemExit) as refused:
             app_from_env()
-        assert str(refused.value) == (
-            f"{number.env}={text!r} is not {valid}; fix it, or pass "
-            f"`cortex serve {number.flag} {number.metavar}`"
+        assert refused.value.code == 1
+        assert capsys.readouterr().err == (
+            f"error: {number.env}={text!r} is not {valid}; fix it, or pass "
+            f"`cortex serve {number.flag} {number.metavar}`\n"
         )
     for text in good:
         monkeypatch.setenv(number.env, text)
@@ -340,3 +324,66 @@ def test_a_migration_waits_past_the_lock_timeout(fresh_database: str) -> None:
     thread.join(30)
     assert opened and opened[0].check_integrity() == []
     opened[0].close()
+
+
+def tenant_settings(host: ServiceHost, tenant: str, text: str) -> None:
+    """Write ``tenant``'s ``config.toml`` under ``host``'s data directory, as an operator."""
+    settings = host.data_dir / "tenants" / tenant / "config.toml"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(text)
+
+
+def test_a_tenants_settings_edited_while_served_take_effect_without_a_restart(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A valid file edited into another valid one is used from the next look at it; edited
+    into an invalid one, the tenant's requests answer 503 naming it (the old settings are no
+    longer used); fixed, they are served again."""
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=2, config_check_seconds=0)
+    try:
+        client = TestClient(create_app(pg_url, host=host))
+        tenant, key = new_tenant(host)
+        tenant_settings(host, tenant, "session_idle_close_minutes = 30\n")
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 30
+        tenant_settings(host, tenant, "session_idle_close_minutes = 120\n")
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 120
+        tenant_settings(host, tenant, "session_idle_close_minutes = 1\n")
+        refused = client.get("/v1/sessions", headers=auth(key))
+        assert refused.status_code == 503, refused.text
+        assert "session_idle_close_minutes=1" in refused.json()["error"]["message"]
+        with pytest.raises(ServerConfigError):
+            host.config(tenant)
+        tenant_settings(host, tenant, "session_idle_close_minutes = 45\n")
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 45
+    finally:
+        host.close()
+
+
+def test_a_tenants_settings_file_is_looked_at_once_a_second_not_per_request(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Within the check interval a request reads no file (an edit waits for the next look);
+    with the default interval an edit is seen a second later."""
+    slow = ServiceHost(pg_url, tmp_path / "slow", pool_size=2, config_check_seconds=3600)
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=2)
+    try:
+        tenant, key = new_tenant(slow)
+        tenant_settings(slow, tenant, "session_idle_close_minutes = 30\n")
+        assert slow.config(tenant).session_idle_close_minutes == 30
+        tenant_settings(slow, tenant, "session_idle_close_minutes = 1\n")
+        client = TestClient(create_app(pg_url, host=slow))
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert slow.config(tenant).session_idle_close_minutes == 30
+        assert host.config_check_seconds == CONFIG_CHECK_S == 1.0
+        tenant_settings(host, tenant, "session_idle_close_minutes = 30\n")
+        assert host.config(tenant).session_idle_close_minutes == 30
+        tenant_settings(host, tenant, "session_idle_close_minutes = 1\n")
+        time.sleep(CONFIG_CHECK_S + 0.05)
+        with pytest.raises(ServerConfigError):
+            host.config(tenant)
+    finally:
+        slow.close()
+        host.close()

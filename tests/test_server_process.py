@@ -147,6 +147,29 @@ def test_serve_refuses_a_server_secret_under_32_bytes(pg_url: str, tmp_path: Pat
     assert "`openssl rand -hex 32`" in refused
 
 
+def test_a_worker_started_by_uvicorn_refuses_a_short_secret_in_one_line(tmp_path: Path) -> None:
+    """A worker process started without `cortex serve` (uvicorn over the app factory, as
+    deploy.md shows) refuses a secret under 32 bytes as `cortex serve` does: one line, exit 1,
+    no traceback."""
+    env = env_for(tmp_path) | {
+        "CORTEX_SERVER_DB": str(tmp_path / "server.db"),
+        "CORTEX_SERVER_SECRET": "x" * 31,
+    }
+    factory = ["cortex.adapters.server.app:app_from_env", "--factory"]
+    done = subprocess.run(
+        [sys.executable, "-m", "uvicorn", *factory, "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        "error: CORTEX_SERVER_SECRET is 31 bytes; use at least 32, e.g. `openssl rand -hex 32` "
+        "(the same on every server)\n"
+    )
+
+
 def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
     db, port = str(tmp_path / "srv.db"), free_port()
     cli(tmp_path, "tenant", "create", "default", "--db", db)

@@ -4,7 +4,9 @@ a lease no second worker can take, and ``cortex worker`` end to end."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +173,21 @@ def test_cli_worker_once_status_and_errors(home: Path) -> None:
     )
     listed = json.loads(ok(cortex(home, "--json", "consolidate", "list")))
     assert [r["mode"] for r in listed] == ["shadow"]
+    local = cortex(home, "worker", "--once", "--lock-timeout", "2")
+    assert (local.returncode, local.stderr) == (2, (
+        "error: --lock-timeout needs --db (a local home's database has no such wait); give the "
+        "team server's database, or leave --lock-timeout out\n"))  # fmt: skip
+    assert ok(cortex(home, "worker", "--once", env={"CORTEX_WORKER_LOCK_TIMEOUT": "2"}))
+    for given in (["--lock-timeout", "nan"], ["--lock-timeout", "0"]):
+        refused = cortex(home, "worker", "--once", "--db", "postgresql://nowhere/x", *given)
+        assert refused.returncode == 2 and "--lock-timeout " in refused.stderr, refused.stderr
+        assert "is not a number of seconds in 0.05-3600" in refused.stderr
+    env = {"CORTEX_WORKER_LOCK_TIMEOUT": "ten"}
+    refused = cortex(home, "worker", "--once", "--db", "postgresql://nowhere/x", env=env)
+    assert refused.stderr == (
+        "error: CORTEX_WORKER_LOCK_TIMEOUT='ten' is not a number of seconds in 0.05-3600; fix "
+        "it, or pass `cortex worker --lock-timeout SECONDS`\n"
+    )
 
 
 def test_hosted_pass_works_for_each_tenant_apart(pg_url: str, tmp_path: Path) -> None:
@@ -288,3 +305,71 @@ def test_close_idle_leaves_a_session_whose_turn_is_being_written(
             assert app.compaction.checkpoints(sid) == []
     finally:
         host.close()
+
+
+def test_worker_db_passes_over_a_held_session_within_its_lock_timeout(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A session another transaction holds (a stuck request, an operator's open ``psql``)
+    keeps ``cortex worker --db`` waiting no longer than ``--lock-timeout``: the pass ends,
+    that session is passed over with one log line and the others are handled; the next pass
+    handles it once it is let go."""
+    import secrets
+    import threading
+    import time
+
+    from cortex.clock import SystemClock
+    from cortex.services.hosting import ServiceHost
+    from pg_helpers import Holder
+
+    home, secret = tmp_path / "home", "worker-test-secret-0123456789abcdef"
+    earlier = FixedClock(SystemClock().now() - timedelta(days=40))  # the worker's clock: now
+    host = ServiceHost(pg_url, home / "server", clock=earlier, secret=secret)
+    tenant = f"w-{secrets.token_hex(4)}"
+    try:
+        with host.registry() as registry:
+            registry.tenants.create_tenant(tenant)
+        with host.open(tenant) as app:  # two sessions ended 40 days ago, to archive
+            old = [app.sessions.on_session_end(app.sessions.on_session_start(project=p).session_id)
+                   for p in "xy"]  # fmt: skip
+            earlier.advance(hours=40 * 24 - 3)  # three sessions idle for 3 hours, to close
+            held, *others = (app.sessions.on_session_start(project=p).session_id for p in "abc")
+    finally:
+        host.close()
+    args = ["--json", "worker", "--db", pg_url, "--tenant", tenant, "--once", "--force"]
+    env = {"CORTEX_SERVER_SECRET": secret}
+
+    def close_idle(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+        runs = {r["job"]: r for r in json.loads(ok(done))}
+        assert {r["status"] for r in runs.values()} == {"ok"}, runs
+        archived.append(runs["archive"]["detail"]["archived"])
+        return dict(runs["close_idle"]["detail"])
+
+    archived: list[int] = []
+    holder, old_holder = Holder(pg_url, tenant, held), Holder(pg_url, tenant, old[0].session_id)
+    try:
+        finished: list[subprocess.CompletedProcess[str]] = []
+        worker = threading.Thread(
+            target=lambda: finished.append(cortex(home, *args, "--lock-timeout", "0.3", env=env)),
+            daemon=True,
+        )
+        began = time.monotonic()
+        worker.start()
+        worker.join(20)  # with no bound it would wait until the holder lets go
+        waited = time.monotonic() - began
+        assert finished, "the worker waited for the held session past its bound"
+    finally:
+        holder.release()
+        old_holder.release()
+        worker.join(60)
+    first = close_idle(finished[0])
+    first["session_ids"].sort()
+    assert first == {"closed": 2, "session_ids": sorted(others), "busy": 1}, waited
+    passed_over = [line for line in finished[0].stderr.splitlines() if held in line]
+    assert passed_over == [
+        f"cortex: worker close_idle: session {held} is held by another transaction past the lock "
+        "timeout; passed over until the next pass"
+    ], finished[0].stderr
+    assert "Traceback" not in finished[0].stderr and "discarding" not in finished[0].stderr
+    assert close_idle(cortex(home, *args, env=env)) == {"closed": 1, "session_ids": [held]}
+    assert archived == [1, 1]  # the held one of the two ended sessions, at the second pass

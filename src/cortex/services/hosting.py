@@ -18,7 +18,9 @@ laptop.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -66,6 +68,9 @@ CONTENTION_ATTEMPTS = 3
 (or a serialization failure) before the request gets the 503."""
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
+CONFIG_CHECK_S = 1.0
+"""How often a process looks whether a tenant's ``config.toml`` changed (one ``stat``): an
+edit takes effect within this, with no restart, and a request costs no more than a clock read."""
 LOCK_TIMEOUT_S = 5.0
 """How long a request of the team server waits for a lock (a session's row another request
 or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
@@ -86,6 +91,8 @@ class ServerNumber(Generic[N]):
     default: N
     unit: str
     metavar: str = "N"
+    command: str = "cortex serve"
+    """The command whose flag sets it (what an error of its variable tells to pass)."""
 
     @property
     def range_text(self) -> str:
@@ -101,7 +108,7 @@ class ServerNumber(Generic[N]):
             return self.convert(text)
         except ValueError as exc:
             raise ConfigError(
-                f"{self.env}={exc}; fix it, or pass `cortex serve {self.flag} {self.metavar}`"
+                f"{self.env}={exc}; fix it, or pass `{self.command} {self.flag} {self.metavar}`"
             ) from None
 
     def convert(self, text: str) -> N:
@@ -130,6 +137,12 @@ SERVER_NUMBERS: tuple[ServerNumber[int] | ServerNumber[float], ...] = (
     POOL, TURN_BATCHES, RATE, BURST, LOCK_TIMEOUT
 )  # fmt: skip
 """Every number ``cortex serve`` passes to its worker processes."""
+WORKER_LOCK_TIMEOUT = ServerNumber(
+    "--lock-timeout", "CORTEX_WORKER_LOCK_TIMEOUT", float, 0.05, 3600.0, LOCK_TIMEOUT_S,
+    "seconds", "SECONDS", "cortex worker",
+)  # fmt: skip
+"""How long ``cortex worker --db`` waits for a session another transaction holds before it
+passes over that session until its next pass (the server's bound: a job waits no longer)."""
 
 
 def check_secret(secret: str) -> str:
@@ -154,7 +167,8 @@ class ServiceHost:
         secret: the server secret each tenant's metrics key is derived from (at least
             ``MIN_SECRET_BYTES``).
         lock_timeout: on PostgreSQL, seconds a statement waits for a lock before the request
-            fails with ``BusyError``; None (a worker's, a command's) waits as long as it takes.
+            fails with ``BusyError``; None (a command's) waits as long as it takes.
+        config_check_seconds: how often a tenant's ``config.toml`` is looked at for a change.
     """
 
     def __init__(
@@ -166,8 +180,10 @@ class ServiceHost:
         clock: Clock | None = None,
         secret: str | None = None,
         lock_timeout: float | None = None,
+        config_check_seconds: float = CONFIG_CHECK_S,
     ) -> None:
         self.url = str(url)
+        self.config_check_seconds = config_check_seconds
         self.lock_timeout = lock_timeout
         self.data_dir = data_dir
         self.pool_size = pool_size
@@ -177,7 +193,7 @@ class ServiceHost:
         self._migrated = False
         self._lock = threading.Lock()
         self._secret = check_secret(secret) if secret is not None else None
-        self._configs: dict[str, Config] = {}
+        self._configs: dict[str, _Loaded] = {}
         self._own: Config | None = None
         self._invalid: dict[str, str] = {}
         """Each tenant whose settings failed to load, and the error last logged for it."""
@@ -210,25 +226,40 @@ class ServiceHost:
         return self._shared().turn_batch()
 
     def config(self, tenant: str) -> Config:
-        """``tenant``'s settings: defaults only, for a home inside the data directory; read
-        once per process and tenant (building them costs about a millisecond a request)."""
-        found = self._configs.get(tenant)
-        if found is None:
-            found = self._load_config(tenant)
-            with self._lock:
-                if len(self._configs) >= MAX_CACHED_CONFIGS:
-                    self._configs.clear()
-                self._configs[tenant] = found
-        return found
+        """``tenant``'s settings: defaults only, for a home inside the data directory. Kept
+        between requests (building them costs about a millisecond) and read again when the
+        tenant's ``config.toml`` changed (its modification time, size or inode), which is
+        looked at once every ``config_check_seconds`` at most: an edit takes effect without a
+        restart, and an invalid one makes the tenant's requests fail (the old settings are no
+        longer used) until it is fixed."""
+        now = time.monotonic()
+        kept = self._configs.get(tenant)
+        if kept is not None and now < kept.check_at:
+            return kept.config
+        mark = _file_mark(self._home(tenant) / "config.toml")
+        if kept is None or kept.mark != mark:
+            try:
+                kept = _Loaded(self._load_config(tenant), mark, 0.0)
+            except ServerConfigError:
+                self._configs.pop(tenant, None)
+                raise
+        kept = _Loaded(kept.config, mark, now + self.config_check_seconds)
+        with self._lock:
+            if len(self._configs) >= MAX_CACHED_CONFIGS:
+                self._configs.clear()
+            self._configs[tenant] = kept
+        return kept.config
+
+    def _home(self, tenant: str) -> Path:
+        return self.data_dir / "tenants" / check_tenant_id(tenant)
 
     def _load_config(self, tenant: str) -> Config:
         """``tenant``'s settings read from its home, or ``ServerConfigError`` when its
         ``config.toml`` is invalid: the operator's mistake, which no request can fix, so never
         a 4xx. Logged once per tenant and error (the file's path goes to the log only); read
         again at the tenant's next request, so fixing the file needs no restart."""
-        home = self.data_dir / "tenants" / check_tenant_id(tenant)
         try:
-            found = load_config(home, env={})
+            found = load_config(self._home(tenant), env={})
         except ConfigError as exc:
             detail = str(exc)
             if self._invalid.get(tenant) != detail:
@@ -422,6 +453,25 @@ def _apply_once(
             return change()
     except RequestReplayed:
         return None  # rolled back: whatever went with the claim is undone
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """A tenant's settings as a process keeps them: what its ``config.toml`` was when they were
+    read (``_file_mark``), and when to look at the file again (``time.monotonic``)."""
+
+    config: Config
+    mark: tuple[int, int, int] | None
+    check_at: float
+
+
+def _file_mark(path: Path) -> tuple[int, int, int] | None:
+    """What tells an edit of ``path`` (modification time, size, inode), None when absent."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_size, found.st_ino)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cortex.clock import parse_time, to_iso
 from cortex.config import Config
 from cortex.core.hygiene import JobState
-from cortex.errors import CortexError, ValidationError
+from cortex.errors import BusyError, CortexError, ValidationError
 from cortex.logs import getLogger
 from cortex.services.ids import new_uuid
 
@@ -73,32 +73,50 @@ class JobRun:
 
 def close_idle_sessions(app: Services) -> dict[str, Any]:
     """Checkpoint, then close, every open session idle past ``session_idle_close_minutes``
-    whose lease lapsed (a live neighbour is never closed)."""
-    config, now = app.config, app.clock.now()
-    idle_before = to_iso(now - timedelta(minutes=config.session_idle_close_minutes))
+    whose lease lapsed (a live neighbour is never closed). A session another transaction
+    holds past the lock timeout (``BusyError``) is passed over until the next pass, said in
+    one log line and counted as ``busy``; the others are closed."""
+    now = app.clock.now()
+    idle_before = to_iso(now - timedelta(minutes=app.config.session_idle_close_minutes))
     closed: list[str] = []
+    busy = 0
     for listed in app.sessions.open_sessions():
         if _idle_since(app, listed, idle_before) is None:
             continue
-        with app.sessions.transaction():
-            # Read again, held until the end commits (on PostgreSQL the row is locked; SQLite
-            # has one writer): a turn or pin that came since the listing, or is being written
-            # now, keeps the session open instead of being ended at its old last activity.
-            state = app.sessions.get_session(listed.session_id)
-            last = None if state is None else _idle_since(app, state, idle_before)
-            if state is None or last is None:
-                continue
-            idle = round((now - parse_time(last)).total_seconds() / 60)
-            app.compaction.checkpoint(
-                state.session_id,
-                type="interrupted",
-                summary=f"closed by the worker after {idle} idle minutes",
+        try:
+            idle = _close_idle(app, listed.session_id, idle_before)
+        except BusyError:
+            log.warning(
+                "worker close_idle: session %s is held by another transaction past the lock "
+                "timeout; passed over until the next pass",
+                listed.session_id,
             )
-            app.sessions.end_idle_session(state.session_id, last)
-        app.metrics.writer.emit("session_idle_closed", state.session_id,
+            busy += 1
+            continue
+        if idle is None:
+            continue
+        app.metrics.writer.emit("session_idle_closed", listed.session_id,
                                 {"idle_minutes": idle}, app.now_iso())  # fmt: skip
-        closed.append(state.session_id)
-    return {"closed": len(closed), "session_ids": closed}
+        closed.append(listed.session_id)
+    return {"closed": len(closed), "session_ids": closed} | ({"busy": busy} if busy else {})
+
+
+def _close_idle(app: Services, session_id: str, idle_before: str) -> int | None:
+    """End session ``session_id`` if it is still idle since before ``idle_before``, with an
+    interrupted checkpoint; its idle minutes, or None when it is not to be closed."""
+    with app.sessions.transaction():
+        # Read again, held until the end commits (on PostgreSQL the row is locked; SQLite
+        # has one writer): a turn or pin that came since the listing, or is being written
+        # now, keeps the session open instead of being ended at its old last activity.
+        state = app.sessions.get_session(session_id)
+        last = None if state is None else _idle_since(app, state, idle_before)
+        if state is None or last is None:
+            return None
+        idle = round((app.clock.now() - parse_time(last)).total_seconds() / 60)
+        summary = f"closed by the worker after {idle} idle minutes"
+        app.compaction.checkpoint(session_id, type="interrupted", summary=summary)
+        app.sessions.end_idle_session(session_id, last)
+    return idle
 
 
 def _idle_since(app: Services, state: SessionState, idle_before: str) -> str | None:

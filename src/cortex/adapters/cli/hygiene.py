@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from cortex.adapters.cli.runtime import (
     CONTEXT,
@@ -15,7 +16,9 @@ from cortex.adapters.cli.runtime import (
     pass_rt,
     project_option,
 )
+from cortex.adapters.cli.tenancy import number_option
 from cortex.core.hygiene import ConsolidationRun, Procedure
+from cortex.services.hosting import WORKER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -231,6 +234,8 @@ def register(group: click.Group) -> None:
     multiple=True,
     help="With --db: only this tenant (repeatable; default: every unrevoked one).",
 )
+@number_option(WORKER_LOCK_TIMEOUT, "With --db: how long a job waits for a session another "
+               "request or transaction holds, then passes over it until the next pass")  # fmt: skip
 @pass_rt
 def worker(
     rt: Runtime,
@@ -241,6 +246,7 @@ def worker(
     status: bool,
     db_url: str | None,
     tenants: tuple[str, ...],
+    lock_timeout: float,
 ) -> None:
     """Run the memory-lifecycle jobs on a schedule: close idle sessions, archive old ones,
     consolidate memories. Two workers never run the same job at once.
@@ -275,8 +281,14 @@ def worker(
         raise UsageLine(
             "--tenant needs --db; give the team server's database, or leave --tenant out"
         )
+    timed = click.get_current_context().get_parameter_source("lock_timeout")
+    if timed is ParameterSource.COMMANDLINE and not db_url:
+        raise UsageLine(
+            "--lock-timeout needs --db (a local home's database has no such wait); give the "
+            "team server's database, or leave --lock-timeout out"
+        )
     if db_url:
-        run_pass = _hosted(rt, db_url, chosen, tenants)
+        run_pass = _hosted(rt, db_url, chosen, tenants, lock_timeout)
     else:
         runner = Worker(rt.services, chosen)
         run_pass = runner.run_once
@@ -297,14 +309,17 @@ def worker(
 
 
 def _hosted(
-    rt: Runtime, db_url: str, jobs: list[Job], tenants: tuple[str, ...]
+    rt: Runtime, db_url: str, jobs: list[Job], tenants: tuple[str, ...], lock_timeout: float
 ) -> Callable[..., list[JobRun]]:
     """A pass over the tenants of a team server's database (the server secret from the
-    environment, as ``cortex serve`` takes it)."""
+    environment, as ``cortex serve`` takes it), each statement waiting at most
+    ``lock_timeout`` seconds for a lock."""
     from cortex.services.hosting import ServiceHost
     from cortex.services.worker import hosted_pass, worker_owner
 
-    host = ServiceHost(db_url, rt.config.home / "server", secret=rt.env.get(SECRET_VARIABLE))
+    secret = rt.env.get(SECRET_VARIABLE)
+    home = rt.config.home / "server"
+    host = ServiceHost(db_url, home, secret=secret, lock_timeout=lock_timeout)
     click.get_current_context().call_on_close(host.close)
     owner = worker_owner()
     return lambda force=False: hosted_pass(host, jobs, owner, tenants=tenants, force=force)

@@ -46,9 +46,10 @@ DB = click.option(
 ENV_SECRET = "CORTEX_SERVER_SECRET"
 
 
-def _number(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[FC], FC]:
-    """The ``cortex serve`` option of ``number``, from its variable when the flag is not
-    given, checked as its workers check it (NaN too, which click's ``FloatRange`` lets by)."""
+def number_option(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[FC], FC]:
+    """The option of ``number`` (of ``cortex serve`` or ``cortex worker``), from its variable
+    when the flag is not given, checked as a server's worker process checks that variable (NaN
+    too, which click's ``FloatRange`` lets by)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: str) -> float:
         try:
@@ -96,13 +97,13 @@ def _registry(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8077, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-@_number(POOL, "PostgreSQL connections per worker process")
-@_number(TURN_BATCHES, "Batches of captured turns a worker writes at once, each one "
+@number_option(POOL, "PostgreSQL connections per worker process")
+@number_option(TURN_BATCHES, "Batches of captured turns a worker writes at once, each one "
          "transaction (PostgreSQL; 0: a transaction per turn)")  # fmt: skip
-@_number(RATE, "Requests a second each API key may make on average, per worker process "
+@number_option(RATE, "Requests a second each API key may make on average, per worker process "
          "(the dashboard's included)")  # fmt: skip
-@_number(BURST, "Requests each API key may make at once, per worker process")
-@_number(LOCK_TIMEOUT, "How long a request waits for a session another request or "
+@number_option(BURST, "Requests each API key may make at once, per worker process")
+@number_option(LOCK_TIMEOUT, "How long a request waits for a session another request or "
          "transaction holds, then answers 503 with Retry-After (PostgreSQL)")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip

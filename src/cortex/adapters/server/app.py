@@ -10,6 +10,8 @@ commands it names left as references, which a client renders in its own terms.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -341,9 +343,19 @@ def _probes(app: FastAPI) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env); a
-    variable out of its range stops it with one line naming it (``ServerNumber.read``)."""
-    env = os.environ
+    """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env). A
+    setting it cannot take (a variable out of its range, ``ServerNumber.read``; a server
+    secret too short) stops the process with the one line ``cortex serve`` gives and exit
+    status 1, never a traceback, however the worker was started."""
+    try:
+        return _app_from(os.environ)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # as the command line says it
+        raise SystemExit(1) from None
+
+
+def _app_from(env: Mapping[str, str]) -> FastAPI:
+    """The app the ``CORTEX_SERVER_*`` variables of ``env`` describe, else ``ConfigError``."""
     url = env.get(ENV_DB)
     if not url:
         raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")

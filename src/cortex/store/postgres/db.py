@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -27,6 +28,9 @@ from cortex.errors import (
     ValidationError,
 )
 from cortex.store.records import one_line
+
+if TYPE_CHECKING:
+    import logging
 
 Pool = ConnectionPool[psycopg.Connection[Any]]
 Row = tuple[Any, ...]
@@ -132,6 +136,9 @@ def open_pool(
     Raises:
         StorageError: the server cannot be reached or refuses the connection.
     """
+    import logging  # (psycopg_pool imports it anyway)
+
+    logging.getLogger("psycopg.pool").addFilter(_not_closed_here)  # once: a filter is a set
     shown = redacted(url)
     settings: dict[str, Any] = {"autocommit": True, "application_name": "cortex"}
     with translated(shown):
@@ -182,7 +189,20 @@ def roll_back(conn: Connection) -> None:
         with contextlib.suppress(psycopg.Error):
             _execute(conn, "ROLLBACK", ())
     if status == INERROR:
+        _closed_here.add(conn)
         conn.close()
+
+
+_closed_here: weakref.WeakSet[Connection] = weakref.WeakSet()
+"""Connections ``roll_back`` closed on purpose: the pool's warning as it discards one (on
+every lapsed lock wait, a 503 or a session the worker passes over) would say nothing new."""
+
+
+def _not_closed_here(record: logging.LogRecord) -> bool:
+    """False for the pool's "discarding closed connection" of a connection closed on purpose."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    said = str(record.msg).startswith("discarding closed")
+    return not (said and args and args[0] in _closed_here)
 
 
 def lock_key(text: str) -> int:

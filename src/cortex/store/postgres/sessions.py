@@ -200,9 +200,12 @@ class SessionRepository:
         )
 
     def ended_before(self, before: str, *, limit: int) -> list[SessionState]:
-        """Completed sessions with ``end_time < before``, oldest first (for archiving)."""
+        """Completed sessions with ``end_time < before``, oldest first (for archiving). In a
+        transaction they are locked for it, and a row another transaction holds is passed
+        over (archived by a later run) rather than waited for."""
+        claim = " FOR UPDATE SKIP LOCKED" if self.db.in_transaction else ""
         return self._sessions(
-            f"{SELECT} WHERE tenant_id = %s AND end_time < %s ORDER BY end_time LIMIT %s",
+            f"{SELECT} WHERE tenant_id = %s AND end_time < %s ORDER BY end_time LIMIT %s{claim}",
             (before, limit),
         )
 
