@@ -71,6 +71,15 @@ def param(name: str, value: object = None, *, metavar: str = "") -> str:
     return f"{_MARK}p{name}{_SEP}{shown}{_SEP}{metavar}{_MARK}"
 
 
+def refuse_empty(value: str | None, named: str, omitted: str, instead: str) -> str | None:
+    """``value`` as given, where only an omitted one (None) means its default, ``omitted``: an
+    empty or blank one (an unset variable) is refused, never taken for another session, user
+    or project. ``named`` is the parameter as the message names it (``param("project")``)."""
+    if value is not None and not value.strip():
+        raise ValidationError(f"{named} is empty; omit it for {omitted} or give {instead}")
+    return value
+
+
 def command(path: str, tail: str = "") -> str:
     """The command ``cortex <path><tail>`` as a message's next step (``command("session
     list")``); a surface without commands names its own equivalent (an endpoint, a tool)."""

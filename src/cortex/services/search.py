@@ -48,7 +48,7 @@ from cortex.core.retrieval import (
     session_votes,
 )
 from cortex.core.tokens import estimate_tokens
-from cortex.errors import NotFoundError, ValidationError, command, param
+from cortex.errors import NotFoundError, ValidationError, command, param, refuse_empty
 from cortex.files import check_id
 from cortex.services.base import Service
 from cortex.services.ids import lookup, resolve_id
@@ -163,11 +163,7 @@ class MemoryReader(Service):
             ("session_id", session_id, "session"),
             ("user_id", user_id, "user"),
         ):
-            if given == "":
-                raise ValidationError(
-                    f"{param(name)} is empty; omit it for the memories of every {whole} "
-                    f"or give a {whole} id"
-                )
+            refuse_empty(given, param(name), f"the memories of every {whole}", f"a {whole} id")
         if session_id:
             session = self._session(session_id)
             session_id, project = session.session_id, project or session.project

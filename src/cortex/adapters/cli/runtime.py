@@ -14,7 +14,7 @@ import click
 from cortex.adapters.cli.plain import Runtime as Runtime
 from cortex.adapters.cli.plain import clean as clean
 from cortex.config import SETTINGS_BY_NAME, coerce
-from cortex.errors import ConfigError, ValidationError, param
+from cortex.errors import ConfigError, param, refuse_empty
 from cortex.files import check_id
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -49,18 +49,13 @@ def project_option(
     instead = f"a directory ({param('project', '.')})" if directory else "a project name"
     folder = click.Path(file_okay=False, path_type=Path)
 
-    def refuse_empty(ctx: click.Context, option: click.Parameter, value: str | None) -> Any:
-        if value is not None and not value.strip():
-            raise ValidationError(
-                f"{param('project')} is empty; omit it for {omitted} or give {instead}"
-            )
+    def checked(ctx: click.Context, option: click.Parameter, value: str | None) -> Any:
+        refuse_empty(value, param("project"), omitted, instead)
         return folder.convert(value, option, ctx) if directory and value is not None else value
 
     def decorate(command: F) -> F:
         shown = "DIR" if directory else None
-        option = click.option(
-            "--project", help=help, metavar=shown, callback=refuse_empty, **kwargs
-        )
+        option = click.option("--project", help=help, metavar=shown, callback=checked, **kwargs)
         return option(command)
 
     return decorate

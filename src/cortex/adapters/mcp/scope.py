@@ -28,7 +28,13 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from cortex.adapters.mcp.errors import MCP
-from cortex.errors import CortexError, NotFoundError, UnavailableError, ValidationError, param
+from cortex.errors import (
+    CortexError,
+    NotFoundError,
+    UnavailableError,
+    param,
+    refuse_empty,
+)
 from cortex.files import check_id
 from cortex.logs import getLogger
 from cortex.services.app import Services
@@ -70,11 +76,7 @@ def given(
     """``value`` as a tool got it. Only an omitted one means its default (the current session,
     this directory's project): an empty one (a template's unset variable) is refused, never
     taken for another session or project."""
-    if value == "":
-        raise ValidationError(
-            f"{param(argument)} is empty; omit it for {omitted} or give {instead}"
-        )
-    return value
+    return refuse_empty(value, param(argument), omitted, instead)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cortex.errors import ValidationError
+from cortex.errors import ValidationError, refuse_empty
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """A request line longer than this is refused (and skipped to its newline)."""
@@ -70,10 +70,7 @@ def given_str(
 ) -> str | None:
     """``opt_str``, where only an omitted value means its default (``omitted``): an empty one
     (a template's unset variable) is refused, never taken for another session or project."""
-    value = opt_str(params, name, limit)
-    if value == "":
-        raise ValidationError(f"{name} is empty; omit it for {omitted} or give {instead}")
-    return value
+    return refuse_empty(opt_str(params, name, limit), name, omitted, instead)
 
 
 def req_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str:
