@@ -251,8 +251,7 @@ def repair_task(
     status's gate and last session (the file replaced kept aside; all of them for a ``fresh``
     status, which is not kept: no one had it), the pending task's title with that gate, and
     their evidence lines. Returns what it did, one line each."""
-    done = _repair_files(store, folder, stamp)
-    checkpoints = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
+    checkpoints, done = _repair_files(store, folder, stamp)
     missed = unlogged(folder, checkpoints)
     done += _repair_status(config, folder, checkpoints, missed, stamp, fresh)
     for checkpoint in checkpoints:
@@ -292,8 +291,11 @@ def _repair_status(
     return [f"{folder.status_path.name}: {moves}, as the checkpoints left it{aside}"]
 
 
-def _repair_files(store: Store, folder: TaskFolder, stamp: str) -> list[str]:
-    """The checkpoint files and the index, from the store."""
+def _repair_files(
+    store: Store, folder: TaskFolder, stamp: str
+) -> tuple[list[Checkpoint], list[str]]:
+    """The checkpoint files and the index, from the store; returns the stored checkpoints it
+    read and what it did."""
     done: list[str] = []
     with folder.index_lock():  # checkpoints are published under it after their commit,
         stored = {  # so each file here belongs to a checkpoint this read sees
@@ -322,7 +324,7 @@ def _repair_files(store: Store, folder: TaskFolder, stamp: str) -> list[str]:
         if entries != wanted:
             folder.write_index(wanted)
             done.append(f"rebuilt {folder.index_path.name} from the store ({len(wanted)} entries)")
-    return done
+    return list(stored.values()), done
 
 
 def _file_matches(folder: TaskFolder, checkpoint: Checkpoint) -> bool:
