@@ -393,14 +393,14 @@ def end_task(
     new_status = _end_status(outcome, status)
     folder = protocol.folder(slug)
     task = folder.status()
-    session = _ending_session(protocol, slug, session_id)
+    session, ended = _ending_session(protocol, slug, session_id)
     if session.is_open:  # the move is checked before anything is written
         check_transition(
             session.session_id, session.state, SUSPENDED if session.state == INIT else COMPLETE
         )
     hint = next_steps[0] if next_steps else _HINTS.get(new_status, _HINTS["in-progress"])
     checkpoint = (
-        _end_checkpoint(protocol, session)
+        ended
         or protocol.create_checkpoint(
             slug,
             type="session_end",
@@ -451,20 +451,25 @@ def end_task(
     }
 
 
-def _ending_session(protocol: ProtocolService, slug: str, session_id: str | None) -> SessionState:
+def _ending_session(
+    protocol: ProtocolService, slug: str, session_id: str | None
+) -> tuple[SessionState, Checkpoint | None]:
     """The session ``task end`` ends: the named one, else the task's open one, else (a rerun
-    after an end that did not finish its folder steps) its latest, ended by ``task end``."""
+    after an end that did not finish its folder steps) its latest, ended by ``task end``; with
+    its session-end checkpoint when a run before wrote it."""
     if session_id is None and protocol.own_session(slug) is None:
         previous = protocol.sessions_of(slug)
-        if previous and _end_checkpoint(protocol, previous[-1]) is not None:
-            return previous[-1]
+        ended = _end_checkpoint(protocol, previous[-1]) if previous else None
+        if ended is not None:
+            return previous[-1], ended
     session = protocol.task_session(slug, session_id)
-    if not session.is_open and _end_checkpoint(protocol, session) is None:
+    ended = _end_checkpoint(protocol, session)
+    if not session.is_open and ended is None:
         raise ConflictError(
             f"session {session.session_id} ended without {command('task end')} "
             f"({session.state}); start the next one with {command('task start', f' {slug}')}"
         )
-    return session
+    return session, ended
 
 
 def _end_checkpoint(protocol: ProtocolService, session: SessionState) -> Checkpoint | None:
