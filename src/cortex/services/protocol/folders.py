@@ -169,7 +169,7 @@ class TaskFolder:
         """Write the checkpoint's file, then its index entry; return the entry."""
         self.require()
         entry = index_entry(checkpoint)
-        with file_lock(self.index_path):  # one lock for the file and its entry
+        with self.index_lock():  # one lock for the file and its entry
             self.write_checkpoint_file(checkpoint)
             index = self.index()
             kept = [
