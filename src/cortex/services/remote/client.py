@@ -90,6 +90,11 @@ class RemoteClient:
         unavailable); None when none waits."""
         if self._behind() is None:
             return None
+        return self.newest_queued(*paths, **fields)
+
+    def newest_queued(self, *paths: str, **fields: object) -> str | None:
+        """``newest_waiting`` without another attempt to deliver the journal (for a caller
+        whose request just made one)."""
         found = None
         for entry in self.journal.entries():
             if entry.get("path") in paths and all(
