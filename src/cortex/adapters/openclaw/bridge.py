@@ -125,6 +125,11 @@ class Bridge:
         server unreachable): the answer says so in its ``queued`` field; None when none."""
         return self.services.queued(self.since)
 
+    def offline(self) -> bool:
+        """Whether a write of this request went to the journal (``queued`` without counting
+        what waits there, a read of the journal file that the answer makes once)."""
+        return self.services.spooled() > self.since
+
     def file_trigger(self, action: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a file-mode trigger for a hook: fail open (log, go on) when it cannot."""
         try:
@@ -216,7 +221,7 @@ class Bridge:
         compaction; it carries the pins) or, unless ``with_pins`` is false, the pins."""
         preamble = self.pending_preamble.pop(session_id, None)
         files = self.pending_files.pop(session_id, None)
-        offline = self.queued() is not None  # the server has not taken this prompt: no pins
+        offline = self.offline()  # the server has not taken this prompt: no pins
         pins = "" if offline else format_pins_block(self.sessions.list_pins(session_id))
         checkpoint = None
         if session_id in self.reinject and not offline:

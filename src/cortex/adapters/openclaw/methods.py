@@ -207,7 +207,7 @@ def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _pinned(bridge: Bridge, session_id: str, pin: Pin) -> dict[str, Any]:
     """A pin method's answer: the count is the server's (null while the write waits)."""
-    count = None if bridge.queued() else len(bridge.sessions.list_pins(session_id))
+    count = None if bridge.offline() else len(bridge.sessions.list_pins(session_id))
     return {"session_id": session_id, "pin": pin.to_dict(), "count": count}
 
 

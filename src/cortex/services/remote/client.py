@@ -48,7 +48,7 @@ class RemoteClient:
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A request that changes nothing; the journal is delivered first (best effort: a
         server that the delivery found unavailable is not asked again)."""
-        report = self._catch_up()
+        report = self._behind()
         if report is not None and isinstance(report.cause, UnavailableError):
             raise report.cause
         return self.transport.request(method, path, body)
@@ -56,8 +56,8 @@ class RemoteClient:
     def write(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """A mutation: the server's answer, or None when it was kept in the journal."""
         body = {**body, "request_id": request_id()}
-        report = self._catch_up()
-        if report is not None and (report.error is not None or report.left):
+        report = self._behind()
+        if report is not None:
             self._spool(method, path, body, "older writes are still waiting")
             if isinstance(report.cause, ConfigError):
                 raise report.cause  # the key was refused: say so, the writes are all kept
@@ -74,8 +74,8 @@ class RemoteClient:
     def send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A mutation that is not kept for later: the server's answer, or UnavailableError
         (after the journal, which must reach the server first)."""
-        report = self._catch_up()
-        if report is not None and (report.error is not None or report.left):
+        report = self._behind()
+        if report is not None:
             if isinstance(report.cause, CortexError):
                 raise report.cause
             raise UnavailableError(
@@ -88,9 +88,13 @@ class RemoteClient:
         """The path of the newest write to one of ``paths`` whose body holds ``fields`` that
         still waits in the journal after one more attempt to deliver it (the server is
         unavailable); None when none waits."""
-        report = self._catch_up()
-        if report is None or (report.error is None and not report.left):
+        if self._behind() is None:
             return None
+        return self.newest_queued(*paths, **fields)
+
+    def newest_queued(self, *paths: str, **fields: object) -> str | None:
+        """``newest_waiting`` without another attempt to deliver the journal (for a caller
+        whose request just made one)."""
         found = None
         for entry in self.journal.entries():
             if entry.get("path") in paths and all(
@@ -111,11 +115,13 @@ class RemoteClient:
     def close(self) -> None:
         self.transport.close()
 
-    def _catch_up(self) -> DrainReport | None:
-        """Deliver pending journal entries; what the drain did (None: nothing was pending)."""
+    def _behind(self) -> DrainReport | None:
+        """Deliver pending journal entries; what the drain did when writes still wait after
+        it (it stopped early, or left some), None when none does."""
         if not self.journal.pending() and not self.journal.holds():
             return None
-        return self._drain(self._send, wait=False)
+        report = self._drain(self._send, wait=False)
+        return report if report.error is not None or report.left else None
 
     def _drain(self, send: Callable[[dict[str, Any]], None], *, wait: bool) -> DrainReport:
         """The entries of this server and key once set aside (they are older) first, then

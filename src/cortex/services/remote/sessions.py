@@ -72,7 +72,8 @@ class RemoteSessions(SessionPersistenceManager):
         except NotFoundError:
             return None
         except UnavailableError:
-            waiting = self.client.newest_waiting(_START, _END, session_id=session_id)
+            # (the read just tried to deliver the journal: look in it, without trying again)
+            waiting = self.client.newest_queued(_START, _END, session_id=session_id)
             if waiting is None:
                 raise
             state = self.assumed(session_id)
