@@ -3,6 +3,7 @@ DELETE retried after its success, a tenant whose settings file is invalid."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import threading
@@ -14,10 +15,13 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
+import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
-from cortex.errors import ServerConfigError  # noqa: E402
+from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
+from cortex.core.models import SessionState  # noqa: E402
+from cortex.errors import BusyError, ServerConfigError  # noqa: E402
 from cortex.services.hosting import (  # noqa: E402
     BURST,
     CONFIG_CHECK_S,
@@ -30,6 +34,7 @@ from cortex.services.hosting import (  # noqa: E402
     ServerNumber,
     ServiceHost,
 )
+from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
 from pg_helpers import Holder, waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_bounds")
@@ -98,9 +103,13 @@ def test_a_session_held_past_the_lock_timeout_answers_503_and_others_are_served(
             f"session {held} is busy (another request or transaction holds it); retry shortly"
         )
         assert answer.headers["Retry-After"] == "1"
-        # A captured turn (the direct route, in a batch, then alone) says the same.
+        # A captured turn (the direct route: its batch passes the session over, then alone)
+        # says the same, as soon: the bound once, not twice.
+        began = time.monotonic()
         turn = client.post(f"/v1/sessions/{held}/turns", json={"text": "t"}, headers=auth(key))
+        waited = time.monotonic() - began
         assert turn.status_code == 503 and f"session {held} is busy" in turn.text
+        assert turn.headers["Retry-After"] == "1" and BOUND <= waited < BOUND * 1.6, waited
         # Another session of the tenant is served meanwhile, at once.
         pinned = client.put(
             f"/v1/sessions/{other}/pins/deploy", json={"content": "y"}, headers=auth(key)
@@ -110,6 +119,99 @@ def test_a_session_held_past_the_lock_timeout_answers_503_and_others_are_served(
         holder.release()
     pins = client.get(f"/v1/sessions/{held}/pins", headers=auth(key)).json()["pins"]
     assert pins == []  # the request that gave up wrote nothing
+
+
+def in_one_batch(host: ServiceHost, turns: list[Turn]) -> list[tuple[Outcome, float]]:
+    """``turns`` sent together to a batcher of ``host`` (one batch): each one's outcome and
+    the seconds it took to come."""
+
+    async def main() -> list[tuple[Outcome, float]]:
+        batcher = TurnBatcher(host, lambda *_: None, slots=1, limiter=anyio.CapacityLimiter(1))
+        began = time.monotonic()
+
+        async def send(turn: Turn) -> tuple[Outcome, float]:
+            found = await batcher.submit(turn)
+            return found, time.monotonic() - began
+
+        return list(await asyncio.gather(*(send(turn) for turn in turns)))
+
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_batch_with_a_held_session_waits_one_bound_for_it_and_none_for_the_others(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A batch passes a held session over rather than failing after the bound: its turns
+    answer busy after one bound (a second turn of it at the same time, not another bound),
+    having changed nothing, and the batch's other turns are answered once it committed."""
+    bound = 1.0
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4, lock_timeout=bound)
+    try:
+        tenant, key = new_tenant(host)
+        with host.open(tenant) as app:
+            held, one, two = (app.sessions.on_session_start(None, "api").session_id for _ in "abc")
+            before = app.sessions.get_session(held)
+        turns = [
+            Turn(key, one, "r-one", {"text": "kafka"}),
+            Turn(key, held, "r-held", {"text": "redis"}),
+            Turn(key, two, "r-two", {"text": "kafka"}),
+            Turn(key, held, "r-held-2", {"text": "nginx"}),
+        ]
+        holder = Holder(pg_url, tenant, held)
+        try:
+            answered = in_one_batch(host, turns)
+        finally:
+            holder.release()
+        for turn, (outcome, waited) in zip(turns, answered, strict=True):
+            if turn.session_id == held:
+                assert isinstance(outcome, BusyError) and f"session {held} is busy" in str(outcome)
+                assert bound <= waited < bound * 1.6, waited
+            else:
+                assert isinstance(outcome, SessionState), outcome
+                assert waited < bound, waited
+        with host.open(tenant) as app:
+            assert app.sessions.get_session(held) == before  # nothing of its turns written
+        again = capture_turns(host, turns, lambda *_: None)
+        assert [type(found).__name__ for found in again] == [
+            "NoneType",  # replays: applied once, in the batch
+            "SessionState",  # the held session's request ids were left unused
+            "NoneType",
+            "SessionState",
+        ]
+    finally:
+        host.close()
+
+
+def test_a_turn_waiting_for_a_held_session_holds_up_no_later_turn(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The held session's turn waits in a transaction of its own, not in the batch's slot:
+    a turn of another session sent meanwhile is captured at once."""
+    bound = 1.0
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4, lock_timeout=bound)
+    try:
+        app = create_app(pg_url, host=host, turn_batches=1)
+        with TestClient(app) as client:
+            tenant, key = new_tenant(host)
+            held, other = started(client, key), started(client, key)
+            holder = Holder(pg_url, tenant, held)
+            try:
+                path = f"/v1/sessions/{held}/turns"
+                thread, answers = in_thread(
+                    lambda: client.post(path, json={"text": "t"}, headers=auth(key))
+                )
+                assert waiting_or_done(thread, pg_url)
+                began = time.monotonic()
+                path = f"/v1/sessions/{other}/turns"
+                served = client.post(path, json={"text": "kafka"}, headers=auth(key))
+                took = time.monotonic() - began
+                assert served.status_code == 200 and took < bound, (served.text, took)
+                thread.join(10)
+            finally:
+                holder.release()
+        assert answers and answers[0].status_code == 503, answers
+    finally:
+        host.close()
 
 
 def test_a_writer_that_waits_less_than_the_default_bound_is_served(

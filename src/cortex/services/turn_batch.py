@@ -9,13 +9,16 @@ Each turn keeps the answer it would get alone:
   within the batch or after it, changes nothing and answers ``None``;
 - a turn that fails (its session ended, a bad request id) gets its error and its claim is
   taken back; the others commit;
-- what the batch cannot settle on its own (a session named by a prefix or not found, a
-  second turn of one session or of one request id in the batch) is captured alone after
-  the batch commits, in order, through the same path a single request takes;
+- what the batch cannot settle on its own (a session named by a prefix or not found, one
+  another transaction holds, a second turn of one session or of one request id in the
+  batch) is captured alone after the batch commits, in order, through the same path a
+  single request takes; a held session is not waited for in the batch, so it holds up none
+  of the batch's other turns, and its turn waits the lock bound once, alone;
 - when the batch's transaction fails (PostgreSQL refused a row, a deadlock, the connection
   broke) nothing of it was committed, and every turn is captured alone.
 
-A turn is answered only after the transaction that captured it committed.
+A turn is answered only after the transaction that captured it committed; the turns the
+batch settled can be answered as soon as it committed, before those left to capture alone.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from cortex.clock import to_iso
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.sizing import fit_record
 from cortex.core.tenancy import check_request_id, parse_key
-from cortex.errors import CortexError
+from cortex.errors import BusyError, CortexError
 from cortex.logs import getLogger
 from cortex.services.hosting import ServiceHost, apply_once
 from cortex.services.sessions.capture import fold_turn
@@ -68,6 +71,16 @@ ALONE = _Alone()
 
 def capture_turns(host: ServiceHost, turns: Sequence[Turn], admit: Admit) -> list[Outcome]:
     """Capture ``turns`` (one batch of a PostgreSQL host); their outcomes, in order."""
+    written = write_batch(host, turns, admit)
+    found = dict(written.settled())
+    for i in written.left():
+        found[i] = written.alone(i)
+    return [found[i] for i in range(len(turns))]
+
+
+def write_batch(host: ServiceHost, turns: Sequence[Turn], admit: Admit) -> Written:
+    """Write ``turns`` in one transaction: committed (or rolled back) when this returns, the
+    turns it settled can be answered; the others are to be captured alone (``Written``)."""
     outcomes: list[Outcome | _Alone] = [ALONE] * len(turns)
     tenants: list[str | None] = [None] * len(turns)
     try:
@@ -76,10 +89,72 @@ def capture_turns(host: ServiceHost, turns: Sequence[Turn], admit: Admit) -> lis
     except CortexError as exc:
         log.warning("a batch of %d turns failed (%s); capturing each alone", len(turns), exc)
         outcomes = [ALONE if tenants[i] else found for i, found in enumerate(outcomes)]
-    return [
-        _alone(host, turn, tenants[i], admit) if isinstance(found, _Alone) else found
-        for i, (turn, found) in enumerate(zip(turns, outcomes, strict=True))
-    ]
+    return Written(host, turns, admit, outcomes, tenants)
+
+
+class Written:
+    """A batch after its transaction: the outcome of each turn it settled, and the capture of
+    each turn it left (``ALONE``) on its own, as a single request is, in their order.
+
+    A session another transaction holds costs one lock bound once per batch: the first turn
+    of it captured alone waits that long and gets ``BusyError``; a later one of the batch gets
+    the same answer at once (nothing of either was written, their request ids stay unused)."""
+
+    def __init__(
+        self,
+        host: ServiceHost,
+        turns: Sequence[Turn],
+        admit: Admit,
+        outcomes: Sequence[Outcome | _Alone],
+        tenants: Sequence[str | None],
+    ) -> None:
+        self.host = host
+        self.turns = turns
+        self.admit = admit
+        self._outcomes = outcomes
+        self._tenants = list(tenants)
+        self._busy: dict[TenantKey, BusyError] = {}
+
+    def settled(self) -> list[tuple[int, Outcome]]:
+        """(index, outcome) of each turn the batch settled."""
+        return [
+            (i, found) for i, found in enumerate(self._outcomes) if not isinstance(found, _Alone)
+        ]
+
+    def left(self) -> list[int]:
+        """The index of each turn to capture alone, in order."""
+        return [i for i, found in enumerate(self._outcomes) if isinstance(found, _Alone)]
+
+    def alone(self, index: int) -> Outcome:
+        """Turn ``index`` captured on its own (authenticated and admitted first unless the
+        batch did it)."""
+        turn = self.turns[index]
+        try:
+            tenant = self._tenants[index] or self._admitted(turn)
+        except Exception as exc:  # the answer of this turn only
+            return exc
+        self._tenants[index] = tenant
+        where = (tenant, turn.session_id)
+        if where in self._busy:
+            return self._busy[where]  # waited for once in this batch: not again
+        try:
+            with self.host.open(tenant) as app:
+                return apply_once(
+                    app,
+                    turn.request_id,
+                    lambda: app.sessions.record(turn.session_id, **turn.signals),
+                )
+        except BusyError as exc:
+            self._busy[where] = exc
+            return exc
+        except Exception as exc:
+            return exc
+
+    def _admitted(self, turn: Turn) -> str:
+        tenant, scopes = self.host.authenticate(turn.token)
+        parsed = parse_key(turn.token)
+        self.admit(parsed[0] if parsed else "", tenant, scopes)
+        return tenant
 
 
 def _batch(
@@ -142,22 +217,4 @@ def _fold(
     try:
         return fit_record(fold_turn(check_open(state), at, pending, **turn.signals))
     except Exception as exc:  # one turn's failure (a bug included) is that turn's answer
-        return exc
-
-
-def _alone(host: ServiceHost, turn: Turn, tenant: str | None, admit: Admit) -> Outcome:
-    """``turn`` captured on its own, as a single request is (authenticated and admitted
-    first unless the batch did it: ``tenant``)."""
-    try:
-        if tenant is None:
-            tenant, scopes = host.authenticate(turn.token)
-            parsed = parse_key(turn.token)
-            admit(parsed[0] if parsed else "", tenant, scopes)
-        with host.open(tenant) as app:
-            return apply_once(
-                app,
-                turn.request_id,
-                lambda: app.sessions.record(turn.session_id, **turn.signals),
-            )
-    except Exception as exc:  # the answer of this turn only
         return exc

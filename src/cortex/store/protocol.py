@@ -703,7 +703,8 @@ class TurnBatch(Protocol):
         """Claim the (tenant, request id) pairs of ``claims`` (distinct); read the sessions
         of ``sessions`` and every pending-stage task of their tenants. Returns the claims
         this call made (the others were claimed before), the sessions found and the pending
-        tasks of each tenant, in their order."""
+        tasks of each tenant, in their order. A session another transaction holds is not
+        waited for: it is left out, as one not found is."""
         ...
 
     def release(self, claims: Sequence[TenantKey]) -> None:

@@ -3,18 +3,21 @@ while earlier ones are being written wait, and go together in the next batch, on
 transaction (``cortex.services.turn_batch``). There is no fixed delay: a turn that finds
 a free batch slot starts a batch of its own at once; only while every slot is writing do
 turns gather, so batches grow with the load and stay single turns when the server is idle.
-Each request still waits for the commit of the batch that carries it.
+Each request still waits for the commit of the transaction that carries it: its batch's, or
+its own for a turn the batch left to capture alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from cortex.services.hosting import ServiceHost
-from cortex.services.turn_batch import Admit, Outcome, Turn, capture_turns
+from cortex.services.turn_batch import Admit, Outcome, Turn, Written, write_batch
 
 MAX_BATCH = 64
 """Most turns in one batch (one transaction); more wait for the next."""
@@ -22,7 +25,10 @@ MAX_BATCH = 64
 
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
-    worker thread that ``limiter`` admits."""
+    worker thread that ``limiter`` admits. The turns a batch leaves to be captured alone (see
+    ``turn_batch``) are captured after it, in a worker thread ``alone`` admits, while the
+    slot writes the next batch: a turn waiting for a session another transaction holds
+    holds up no other turn."""
 
     def __init__(
         self,
@@ -31,18 +37,20 @@ class TurnBatcher:
         *,
         slots: int,
         limiter: anyio.CapacityLimiter,
+        alone: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.host = host
         self.admit = admit
         self.slots = slots
         self.limiter = limiter
+        self.alone = alone or limiter
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def submit(self, turn: Turn) -> Outcome:
-        """The outcome of ``turn``, once the batch that carries it committed."""
+        """The outcome of ``turn``, once the transaction that carries it committed."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new event loop (a test client's): start afresh
             self._loop, self._waiting, self._writers = loop, [], 0
@@ -50,10 +58,13 @@ class TurnBatcher:
         self._waiting.append((turn, answer))
         if self._writers < self.slots:
             self._writers += 1
-            task = loop.create_task(self._drain())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start(loop, self._drain())
         return await answer
+
+    def _start(self, loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> None:
+        task = loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _drain(self) -> None:
         """Write batches of the waiting turns until none is left."""
@@ -69,17 +80,41 @@ class TurnBatcher:
     async def _write_all(self, loop: asyncio.AbstractEventLoop | None) -> None:
         while self._waiting and self._loop is loop:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-            turns = [turn for turn, _ in batch]
+            answers = [answer for _, answer in batch]
             try:
-                outcomes = await anyio.to_thread.run_sync(
-                    capture_turns, self.host, turns, self.admit, limiter=self.limiter
+                written = await anyio.to_thread.run_sync(
+                    write_batch, self.host, [t for t, _ in batch], self.admit, limiter=self.limiter
                 )
             except asyncio.CancelledError:  # the server is stopping
-                for _, answer in batch:
-                    answer.cancel()
+                _cancel(answers)
                 raise
             except Exception as exc:  # a bug: never leave a request waiting for ever
-                outcomes = [exc] * len(batch)
-            for (_, answer), outcome in zip(batch, outcomes, strict=True):
-                if not answer.done():  # its client went away meanwhile
-                    answer.set_result(outcome)
+                _settle(answers, [(i, exc) for i in range(len(batch))])
+                continue
+            _settle(answers, written.settled())
+            if written.left() and loop is not None:
+                self._start(loop, self._alone(written, answers))
+
+    async def _alone(self, written: Written, answers: list[asyncio.Future[Outcome]]) -> None:
+        """Capture the turns ``written`` left, one by one in their order."""
+        left = written.left()
+        for n, i in enumerate(left):
+            try:
+                outcome = await anyio.to_thread.run_sync(written.alone, i, limiter=self.alone)
+            except asyncio.CancelledError:  # the server is stopping
+                _cancel([answers[k] for k in left[n:]])
+                raise
+            except Exception as exc:  # a bug: never leave a request waiting for ever
+                outcome = exc
+            _settle(answers, [(i, outcome)])
+
+
+def _settle(answers: list[asyncio.Future[Outcome]], found: list[tuple[int, Outcome]]) -> None:
+    for i, outcome in found:
+        if not answers[i].done():  # its client went away meanwhile
+            answers[i].set_result(outcome)
+
+
+def _cancel(answers: list[asyncio.Future[Outcome]]) -> None:
+    for answer in answers:
+        answer.cancel()

@@ -95,10 +95,11 @@ class DirectRoutes:
         # Turns take at most half the pool's connections, so that a session start (a
         # restore, which someone waits for) or end finds one at once rather than queueing
         # behind every captured turn; with group commit, turns take only their batches'
-        # (one connection each). Starts and ends take the rest: together they never
-        # hold more threads than the pool has connections, so past that a request waits
-        # here, without a deadline, not in the pool, whose wait times out (a 503) when the
-        # machine falls behind.
+        # (one connection each). Starts and ends take the rest, as do the turns a batch
+        # leaves to capture alone (a held session's waits for it off the batch's slot):
+        # together they never hold more threads than the pool has connections, so past
+        # that a request waits here, without a deadline, not in the pool, whose wait times
+        # out (a 503) when the machine falls behind.
         half = max(1, host.pool_size // 2)
         batches = min(turn_batches, half) if host.postgres else 0
         turns = batches or half
@@ -110,6 +111,7 @@ class DirectRoutes:
                 lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
                 slots=batches,
                 limiter=self._queue,
+                alone=self._others,
             )
             if batches > 0
             else None

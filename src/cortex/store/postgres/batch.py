@@ -8,9 +8,12 @@ commit): three round trips for the whole batch, where one turn alone takes five.
 Every statement names the tenant of each row it reads or writes (arrays of (tenant, id)
 pairs). The sessions are read locked (``FOR UPDATE``), as a single request reads the session
 it writes: a pin or end of another request waits for the batch's commit instead of writing
-back a copy without its turn (or the batch writing back one without the pin). Rows are
-locked and written in (tenant, id) order, so that two batches of two worker processes lock
-the same rows in the same order and never deadlock each other.
+back a copy without its turn (or the batch writing back one without the pin). A session
+another transaction holds is left out (``SKIP LOCKED``) rather than waited for: its turn is
+captured alone after the batch, so one held session costs the batch's other turns nothing and
+its own turn one lock bound, not a failed batch and then a second wait. Rows are locked and
+written in (tenant, id) order, so that two batches of two worker processes lock the same rows
+in the same order and never deadlock each other.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ _CLAIM = (
 _SESSIONS = (
     f"SELECT s.tenant_id, {', '.join('s.' + c for c in SESSION_COLUMNS)} "
     f"FROM {_PAIRS} JOIN session_states s ON s.tenant_id = u.tenant_id AND s.id = u.id "
-    "ORDER BY s.tenant_id, s.id FOR UPDATE OF s"
+    "ORDER BY s.tenant_id, s.id FOR UPDATE OF s SKIP LOCKED"
 )
 _TASKS = (
     f"SELECT tenant_id, {TASK_COLUMNS} FROM tasks "
