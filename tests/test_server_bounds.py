@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
+from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.errors import BusyError, ServerConfigError  # noqa: E402
@@ -286,7 +286,7 @@ def test_a_worker_refuses_each_server_variable_out_of_range_in_one_line(
         monkeypatch.setenv(number.env, text)
         with pytest.raises(SystemExit) as refused:
             app_from_env()
-        assert refused.value.code == 1
+        assert refused.value.code == STARTUP_FAILURE
         assert capsys.readouterr().err == (
             f"error: {number.env}={text!r} is not {valid}; fix it, or pass "
             f"`cortex serve {number.flag} {number.metavar}`\n"

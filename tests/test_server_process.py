@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+from cortex.adapters.server.app import STARTUP_FAILURE  # noqa: E402
 
 CORTEX = Path(sys.executable).parent / "cortex"
 
@@ -149,8 +150,8 @@ def test_serve_refuses_a_server_secret_under_32_bytes(pg_url: str, tmp_path: Pat
 
 def test_a_worker_started_by_uvicorn_refuses_a_short_secret_in_one_line(tmp_path: Path) -> None:
     """A worker process started without `cortex serve` (uvicorn over the app factory, as
-    deploy.md shows) refuses a secret under 32 bytes as `cortex serve` does: one line, exit 1,
-    no traceback."""
+    deploy.md shows) refuses a secret under 32 bytes as `cortex serve` does: one line, no
+    traceback, and the exit status of a worker that failed to start (3, uvicorn's)."""
     env = env_for(tmp_path) | {
         "CORTEX_SERVER_DB": str(tmp_path / "server.db"),
         "CORTEX_SERVER_SECRET": "x" * 31,
@@ -163,11 +164,77 @@ def test_a_worker_started_by_uvicorn_refuses_a_short_secret_in_one_line(tmp_path
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == STARTUP_FAILURE, done.stderr
     assert done.stderr == (
         "error: CORTEX_SERVER_SECRET is 31 bytes; use at least 32, e.g. `openssl rand -hex 32` "
         "(the same on every server)\n"
     )
+
+
+def test_uvicorns_own_workers_refusing_a_setting_stop_the_server_non_zero(
+    tmp_path: Path,
+) -> None:
+    """Under uvicorn's `--workers N` (no `cortex serve` to check first) a refused worker
+    stops the whole server, exit status non-zero, within seconds: each worker says the one
+    line once; uvicorn's parent does not start them again and again."""
+    env = env_for(tmp_path) | {
+        "CORTEX_SERVER_DB": str(tmp_path / "server.db"),
+        "CORTEX_SERVER_POOL": "ten",
+    }
+    factory = ["cortex.adapters.server.app:app_from_env", "--factory", "--workers", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", *factory, "--port", str(free_port())],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _, stderr = proc.communicate(timeout=45)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stderr = proc.communicate()[1]
+        pytest.fail(f"uvicorn went on starting refused workers:\n{stderr[-2000:]}")
+    line = (
+        "error: CORTEX_SERVER_POOL='ten' is not a whole number of connections in 1-200; fix "
+        "it, or pass `cortex serve --pool-size N`"
+    )
+    said = [text for text in stderr.splitlines() if not text.startswith("INFO:")]
+    assert proc.returncode != 0, stderr
+    assert said and set(said) == {line} and len(said) <= 2, stderr  # no traceback, no loop
+    assert "died" not in stderr, stderr
+
+
+CHILD_OF_ANOTHER_PROGRAM = """
+import multiprocessing, sys
+
+def serve():
+    import uvicorn
+    uvicorn.run("cortex.adapters.server.app:app_from_env", factory=True, port=int(sys.argv[1]))
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=serve)
+    child.start()
+    child.join()
+    print("still here", child.exitcode)
+"""
+
+
+def test_a_worker_in_another_programs_child_process_signals_no_parent(tmp_path: Path) -> None:
+    """Only uvicorn's own `--workers` supervisor is stopped by a refusal: a program that runs
+    the server in a child process of its own gets the child's exit status, and lives on."""
+    script = tmp_path / "program.py"
+    script.write_text(CHILD_OF_ANOTHER_PROGRAM)
+    env = env_for(tmp_path) | {
+        "CORTEX_SERVER_DB": str(tmp_path / "server.db"),
+        "CORTEX_SERVER_POOL": "ten",
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, f"still here {STARTUP_FAILURE}\n"), done.stderr
 
 
 def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ commands it names left as references, which a client renders in its own terms.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,6 +57,9 @@ log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA"
 ENV_SECRET = "CORTEX_SERVER_SECRET"
+STARTUP_FAILURE = 3
+"""The exit status of a worker that refuses its settings: uvicorn's and gunicorn's for a
+worker that could not start, which their supervisors do not start again."""
 _CODES: tuple[tuple[type[CortexError], str], ...] = (
     (UnauthorizedError, "unauthorized"),
     (ForbiddenError, "forbidden"),
@@ -346,12 +350,36 @@ def app_from_env() -> FastAPI:
     """The app ``cortex serve`` gives uvicorn's workers (each builds its own from env). A
     setting it cannot take (a variable out of its range, ``ServerNumber.read``; a server
     secret too short) stops the process with the one line ``cortex serve`` gives and exit
-    status 1, never a traceback, however the worker was started."""
+    status ``STARTUP_FAILURE``, never a traceback, however the worker was started; and stops
+    the uvicorn ``--workers`` supervisor that started it (``_stop_supervisor``)."""
     try:
         return _app_from(os.environ)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)  # as the command line says it
-        raise SystemExit(1) from None
+        _stop_supervisor()
+        raise SystemExit(STARTUP_FAILURE) from None
+
+
+def _stop_supervisor() -> None:
+    """Kill the uvicorn ``--workers`` supervisor this process is a worker of, if it is one.
+
+    The settings are the environment every worker of it inherits, so each worker it would
+    start refuses alike: older uvicorn versions start them again for ever, newer ones stop on
+    ``STARTUP_FAILURE`` but exit with status 0, which a process manager reads as a clean stop.
+    Killed, it exits non-zero at once; its other workers refuse and exit on their own. Only a
+    parent uvicorn's supervisor spawned this process from is ever signalled (``uvicorn.run``
+    inside another program's own child process, ``--reload`` and a single worker are not)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None or parent.pid != os.getppid():
+        return  # not a spawned child, or its parent has already gone
+    spawned = getattr(multiprocessing.current_process(), "_kwargs", None) or {}
+    config = spawned.get("config")  # what uvicorn hands each process it spawns
+    if type(config).__module__ != "uvicorn.config" or getattr(config, "should_reload", True):
+        return
+    if getattr(config, "workers", 1) > 1:
+        os.kill(parent.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def _app_from(env: Mapping[str, str]) -> FastAPI:
