@@ -4,6 +4,7 @@ DELETE retried after its success, a tenant whose settings file is invalid."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import threading
@@ -460,6 +461,49 @@ def test_a_tenants_settings_edited_while_served_take_effect_without_a_restart(
         tenant_settings(host, tenant, "session_idle_close_minutes = 45\n")
         assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
         assert host.config(tenant).session_idle_close_minutes == 45
+    finally:
+        host.close()
+
+
+def openclaw_settings(host: ServiceHost, tenant: str, block: dict[str, Any] | str) -> None:
+    """Write ``tenant``'s ``openclaw.json`` (its Cortex block, or raw text), as an operator."""
+    settings = host.data_dir / "tenants" / tenant / "openclaw.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    plugin = {"plugins": {"cortex": {"session_persistence": block}}}
+    settings.write_text(block if isinstance(block, str) else json.dumps(plugin))
+
+
+def test_a_tenants_openclaw_json_edited_while_served_takes_effect_as_config_toml_does(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The OpenClaw-compatible block is read for the same settings, below ``config.toml``:
+    an edit of it is seen at the next look as an edit of ``config.toml`` is, an invalid one
+    (a value out of range, or not JSON) answers the operator's 503, and a fix is served."""
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=2, config_check_seconds=0)
+    try:
+        client = TestClient(create_app(pg_url, host=host))
+        tenant, key = new_tenant(host)
+        openclaw_settings(host, tenant, {"session_idle_close_minutes": 30})
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 30
+        openclaw_settings(host, tenant, {"session_idle_close_minutes": 120})
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 120
+        for bad, said in (
+            ({"session_idle_close_minutes": 1}, "session_idle_close_minutes=1"),
+            ("{not json", "openclaw.json is not valid JSON"),
+        ):
+            openclaw_settings(host, tenant, bad)
+            refused = client.get("/v1/sessions", headers=auth(key))
+            assert refused.status_code == 503, refused.text
+            message = refused.json()["error"]["message"]
+            assert said in message and "the server's operator must fix them" in message
+            assert [t for t in host.invalid_configs() if f"tenant {tenant!r}" in t]
+        openclaw_settings(host, tenant, {"session_idle_close_minutes": 45})
+        assert client.get("/v1/sessions", headers=auth(key)).status_code == 200
+        assert host.config(tenant).session_idle_close_minutes == 45
+        tenant_settings(host, tenant, "session_idle_close_minutes = 60\n")  # config.toml wins
+        assert host.config(tenant).session_idle_close_minutes == 60
     finally:
         host.close()
 

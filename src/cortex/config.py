@@ -600,10 +600,15 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
     return value
 
 
+CONFIG_FILES = ("config.toml", "openclaw.json")
+"""The settings files of a home, highest precedence first: what a process that keeps settings
+between uses watches for an edit."""
+
+
 def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
     """Raw values from config.toml and openclaw.json in ``home``, highest precedence first."""
     found: list[tuple[dict[str, Any], str]] = []
-    toml_path = home / "config.toml"
+    toml_path, json_path = (home / name for name in CONFIG_FILES)
     if toml_path.is_file():
         import tomllib  # only when there is a file: it costs ~20 ms of a hook's start
 
@@ -616,7 +621,6 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
         if isinstance(block, dict):
             merged.update(block)
         found.append((merged, str(toml_path)))
-    json_path = home / "openclaw.json"
     if json_path.is_file():
         try:
             data = json.loads(json_path.read_text(encoding="utf-8"))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
-from cortex.config import Config, load_config
+from cortex.config import CONFIG_FILES, Config, load_config
 from cortex.core.tenancy import check_request_id, check_tenant_id, parse_key
 from cortex.errors import (
     ConfigError,
@@ -69,8 +69,9 @@ CONTENTION_ATTEMPTS = 3
 MAX_CACHED_CONFIGS = 10_000
 """Tenants whose settings a server process keeps (then it starts over)."""
 CONFIG_CHECK_S = 1.0
-"""How often a process looks whether a tenant's ``config.toml`` changed (one ``stat``): an
-edit takes effect within this, with no restart, and a request costs no more than a clock read."""
+"""How often a process looks whether a tenant's settings files (``config.toml`` and
+``openclaw.json``) changed (a ``stat`` of each): an edit takes effect within this, with no
+restart, and a request costs no more than a clock read."""
 LOCK_TIMEOUT_S = 5.0
 """How long a request of the team server waits for a lock (a session's row another request
 or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
@@ -168,7 +169,7 @@ class ServiceHost:
             ``MIN_SECRET_BYTES``).
         lock_timeout: on PostgreSQL, seconds a statement waits for a lock before the request
             fails with ``BusyError``; None (a command's) waits as long as it takes.
-        config_check_seconds: how often a tenant's ``config.toml`` is looked at for a change.
+        config_check_seconds: how often a tenant's settings files are looked at for a change.
     """
 
     def __init__(
@@ -227,16 +228,18 @@ class ServiceHost:
 
     def config(self, tenant: str) -> Config:
         """``tenant``'s settings: defaults only, for a home inside the data directory. Kept
-        between requests (building them costs about a millisecond) and read again when the
-        tenant's ``config.toml`` changed (its modification time, size or inode), which is
-        looked at once every ``config_check_seconds`` at most: an edit takes effect without a
-        restart, and an invalid one makes the tenant's requests fail (the old settings are no
-        longer used) until it is fixed."""
+        between requests (building them costs about a millisecond) and read again when one of
+        the tenant's settings files (``CONFIG_FILES``: its ``config.toml``, its
+        ``openclaw.json``) changed (modification time, size or inode, or it came or went),
+        which is looked at once every ``config_check_seconds`` at most: an edit takes effect
+        without a restart, and an invalid one makes the tenant's requests fail (the old
+        settings are no longer used) until it is fixed."""
         now = time.monotonic()
         kept = self._configs.get(tenant)
         if kept is not None and now < kept.check_at:
             return kept.config
-        mark = _file_mark(self._home(tenant) / "config.toml")
+        home = self._home(tenant)
+        mark = tuple(_file_mark(home / name) for name in CONFIG_FILES)
         if kept is None or kept.mark != mark:
             try:
                 kept = _Loaded(self._load_config(tenant), mark, 0.0)
@@ -255,7 +258,7 @@ class ServiceHost:
 
     def _load_config(self, tenant: str) -> Config:
         """``tenant``'s settings read from its home, or ``ServerConfigError`` when its
-        ``config.toml`` is invalid: the operator's mistake, which no request can fix, so never
+        settings files are invalid: the operator's mistake, which no request can fix, so never
         a 4xx. Logged once per tenant and error (the file's path goes to the log only); read
         again at the tenant's next request, so fixing the file needs no restart."""
         try:
@@ -276,12 +279,14 @@ class ServiceHost:
     def invalid_configs(self) -> list[str]:
         """Why each tenant with a home under the data directory cannot be served, if its
         settings are invalid (what ``cortex serve`` warns of as it starts)."""
+        tenants = self.data_dir / "tenants"
+        homes = {found.parent for name in CONFIG_FILES for found in tenants.glob(f"*/{name}")}
         found = []
-        for config in sorted((self.data_dir / "tenants").glob("*/config.toml")):
+        for home in sorted(homes):
             try:
-                load_config(config.parent, env={})
+                load_config(home, env={})
             except ConfigError as exc:
-                found.append(f"tenant {config.parent.name!r}: {exc}")
+                found.append(f"tenant {home.name!r}: {exc}")
         return found
 
     def check_served(self, tenant: str) -> None:
@@ -314,7 +319,7 @@ class ServiceHost:
 
     def own_config(self) -> Config:
         """The server's own settings: defaults only, for the data directory, whatever a
-        tenant's ``config.toml`` says (tenant ``default``'s included)."""
+        tenant's settings files say (tenant ``default``'s included)."""
         if self._own is None:
             self._own = load_config(self.data_dir, env={}, files=False)
         return self._own
@@ -457,11 +462,12 @@ def _apply_once(
 
 @dataclass(frozen=True)
 class _Loaded:
-    """A tenant's settings as a process keeps them: what its ``config.toml`` was when they were
-    read (``_file_mark``), and when to look at the file again (``time.monotonic``)."""
+    """A tenant's settings as a process keeps them: what its settings files were when they
+    were read (``_file_mark`` of each of ``CONFIG_FILES``), and when to look at them again
+    (``time.monotonic``)."""
 
     config: Config
-    mark: tuple[int, int, int] | None
+    mark: tuple[tuple[int, int, int] | None, ...]
     check_at: float
 
 
