@@ -17,10 +17,8 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import app_from_env, create_app  # noqa: E402
-from cortex.errors import ServerConfigError  # noqa: E402
-from cortex.services.hosting import (  # noqa: E402
+from cortex.core.server_numbers import (  # noqa: E402
     BURST,
-    CONFIG_CHECK_S,
     LOCK_TIMEOUT,
     LOCK_TIMEOUT_S,
     POOL,
@@ -28,8 +26,9 @@ from cortex.services.hosting import (  # noqa: E402
     SERVER_NUMBERS,
     TURN_BATCHES,
     ServerNumber,
-    ServiceHost,
 )
+from cortex.errors import ServerConfigError  # noqa: E402
+from cortex.services.hosting import CONFIG_CHECK_S, ServiceHost  # noqa: E402
 from pg_helpers import Holder, waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_bounds")

@@ -13,12 +13,12 @@ from cortex.adapters.cli.runtime import (
     UsageLine,
     clean,
     database,
+    number_option,
     pass_rt,
     project_option,
 )
-from cortex.adapters.cli.tenancy import number_option
 from cortex.core.hygiene import ConsolidationRun, Procedure
-from cortex.services.hosting import WORKER_LOCK_TIMEOUT
+from cortex.core.server_numbers import WORKER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
