@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import cortex, ok
+from cli_helpers import T0, cortex, ok
 from cortex.clock import FixedClock, to_iso
 from cortex.config import Config
 from cortex.errors import StorageError, ValidationError
@@ -318,12 +318,11 @@ def test_worker_db_passes_over_a_held_session_within_its_lock_timeout(
     import threading
     import time
 
-    from cortex.clock import SystemClock
     from cortex.services.hosting import ServiceHost
     from pg_helpers import Holder
 
     home, secret = tmp_path / "home", "worker-test-secret-0123456789abcdef"
-    earlier = FixedClock(SystemClock().now() - timedelta(days=40))  # the worker's clock: now
+    earlier = FixedClock(FixedClock(T0).now() - timedelta(days=40))  # the worker's clock: T0
     host = ServiceHost(pg_url, home / "server", clock=earlier, secret=secret)
     tenant = f"w-{secrets.token_hex(4)}"
     try:
@@ -391,8 +390,7 @@ def test_worker_db_runs_at_the_time_now_gives(
         url, tenant = request.getfixturevalue("pg_url"), f"w-{secrets.token_hex(4)}"
     else:
         url, tenant = str(tmp_path / "server.db"), "default"
-    started = "2026-02-16T09:00:00Z"
-    host = ServiceHost(url, home / "server", clock=FixedClock(started), secret=secret)
+    host = ServiceHost(url, home / "server", clock=FixedClock(T0), secret=secret)
     try:
         if backend == "postgres":
             with host.registry() as registry:
