@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from cortex.adapters.cli.main import cli
-from cortex.services.hosting import SERVER_NUMBERS, ServerNumber, ServiceHost
+from cortex.core.server_numbers import SERVER_NUMBERS, ServerNumber
+from cortex.services.hosting import ServiceHost
 
 CORTEX = Path(sys.executable).parent / "cortex"
 

@@ -157,3 +157,38 @@ def test_modules_that_stand_in_are_imported_at_their_first_use_and_whole() -> No
         "True",  # until a warning was issued
     ]
     assert "UserWarning: a notice from C code" in done.stderr
+
+
+HELP_MODULES = """
+import contextlib, io, sys
+from cortex.entry import main
+for command in sys.argv[1:]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([command, "--help"]) == 0, command
+print(" ".join(sorted(sys.modules)))
+"""
+SERVER_ONLY = (
+    "cortex.services.hosting",  # the team server's composition root
+    "cortex.adapters.cli.tenancy",  # `serve`, `tenant`, `key`: the server's commands
+    "cortex.store",  # the store factory and its backends
+    "cortex.store.migrations",
+    "cortex.services.metrics",
+)
+"""What only a command that opens a team server's database (or any database) needs."""
+
+
+def test_the_hygiene_commands_load_no_server_code() -> None:
+    # `consolidate`, `procedure` and `worker` share one module; the worker's --lock-timeout
+    # option is a team server's number, and its definition must not bring the server's
+    # composition root (and through it the store and the metrics chain) into every run of
+    # the three: only `worker --db` opens a team server's database, and imports it then.
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_MODULES, "consolidate", "procedure", "worker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = set(done.stdout.split())
+    assert "cortex.adapters.cli.hygiene" in imported  # the commands' module itself did load
+    assert [name for name in SERVER_ONLY if name in imported] == []

@@ -67,10 +67,22 @@ def test_a_killed_gate_transition_moves_the_gate_only_with_its_checkpoint(
     assert "Checkpoint created" not in log.read_text()  # killed before it, after the store
     (cid,) = [c["checkpoint_id"] for c in stored_checkpoints(home, repo)]
     line = f"[cortex] Checkpoint created: {cid}"
+    # Killed between the status and the pending task's title: the title still names G0.
+    assert "[t1] t1 [G0] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    stale = "pipeline state.json: the pending task t1 reads 't1 [G0]', not 't1 [G7]' as "
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert verify.returncode == 1
+    assert verify.stdout.splitlines()[1:3] == [
+        f"  {cid}: no 'Checkpoint created' line in sessions.log",
+        f"  {stale}task-status.json gives it",
+    ]
     assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)) == (
-        f"repaired: {cid}: logged '{line}' in sessions.log\nok: 1 checkpoints agree\n"
-    )  # the status already had its gate: nothing else to do
+        "repaired: pipeline state.json: retitled the pending task t1 't1 [G0]' -> 't1 [G7]', "
+        f"as task-status.json gives it\nrepaired: {cid}: logged '{line}' in sessions.log\n"
+        "ok: 1 checkpoints agree\n"
+    )  # the status already had its gate: the title and the line were what it lacked
     assert log.read_text().count(line) == 1
+    assert "[t1] t1 [G7] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
     # A status file deleted by hand is made anew, where the task's checkpoints left it.
     (home / "tasks" / "t1" / "json" / "task-status.json").unlink()
     lost = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
@@ -222,6 +234,8 @@ def test_a_gate_transition_killed_after_its_commit_is_repaired_gate_and_line_inc
         "repaired: rebuilt checkpoint-index.json from the store (2 entries)",
         f"repaired: task-status.json: current_gate G3 -> G7, as the checkpoints left it "
         f"(the file it replaces kept as {kept})",
+        "repaired: pipeline state.json: retitled the pending task t1 't1 [G3]' -> 't1 [G7]', "
+        "as task-status.json gives it",
         f"repaired: {second}: logged '[cortex] Checkpoint created: {second}' in sessions.log",
         "ok: 2 checkpoints agree",
     ]
@@ -250,3 +264,32 @@ def test_a_gate_transition_killed_after_its_commit_is_repaired_gate_and_line_inc
         f"2026-02-16T09:10:00.000000Z [cortex] Checkpoint created: {second}",
     ]
     assert status_of(home)["current_gate"] == "G5"
+    assert "[t1] t1 [G5] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+
+
+def test_a_repair_killed_before_its_retitle_is_finished_by_the_next(home: Path, repo: Path) -> None:
+    """A repair moves the status, then the title: killed between the two, the next
+    ``verify`` sees the title behind the status and the next repair rewrites it."""
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.write_checkpoint", "before",
+           "checkpoint", "create", "--task", "t1", "--type", "gate_transition", "--gate", "G3",
+           "--summary", "to G3", "--state-json", '{"decisions": []}')  # fmt: skip
+    (cid,) = [c["checkpoint_id"] for c in stored_checkpoints(home, repo)]
+    assert status_of(home)["current_gate"] == "G0"  # stored only
+    killed(home, repo, "cortex.services.pipeline:retitle_task", "before",
+           "checkpoint", "verify", "--task", "t1", "--repair")  # fmt: skip
+    assert status_of(home)["current_gate"] == "G3"
+    assert "[t1] t1 [G0] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert verify.returncode == 1
+    assert verify.stdout.splitlines()[1:3] == [
+        f"  {cid}: no 'Checkpoint created' line in sessions.log",
+        "  pipeline state.json: the pending task t1 reads 't1 [G0]', not 't1 [G3]' as "
+        "task-status.json gives it",
+    ]
+    assert ok(cortex(home, "checkpoint", "verify", "--task", "t1", "--repair", cwd=repo)) == (
+        "repaired: pipeline state.json: retitled the pending task t1 't1 [G0]' -> 't1 [G3]', "
+        f"as task-status.json gives it\nrepaired: {cid}: logged '[cortex] Checkpoint created: "
+        f"{cid}' in sessions.log\nok: 1 checkpoints agree\n"
+    )
+    assert "[t1] t1 [G3] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))

@@ -22,10 +22,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
-from cortex.errors import BusyError, ServerConfigError  # noqa: E402
-from cortex.services.hosting import (  # noqa: E402
+from cortex.core.server_numbers import (  # noqa: E402
     BURST,
-    CONFIG_CHECK_S,
     LOCK_TIMEOUT,
     LOCK_TIMEOUT_S,
     POOL,
@@ -33,8 +31,9 @@ from cortex.services.hosting import (  # noqa: E402
     SERVER_NUMBERS,
     TURN_BATCHES,
     ServerNumber,
-    ServiceHost,
 )
+from cortex.errors import BusyError, ServerConfigError  # noqa: E402
+from cortex.services.hosting import CONFIG_CHECK_S, ServiceHost  # noqa: E402
 from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
 from pg_helpers import Holder, waiting_or_done  # noqa: E402
 

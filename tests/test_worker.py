@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import cortex, ok
+from cli_helpers import T0, cortex, ok
 from cortex.clock import FixedClock, to_iso
 from cortex.config import Config
 from cortex.errors import StorageError, ValidationError
@@ -318,12 +318,11 @@ def test_worker_db_passes_over_a_held_session_within_its_lock_timeout(
     import threading
     import time
 
-    from cortex.clock import SystemClock
     from cortex.services.hosting import ServiceHost
     from pg_helpers import Holder
 
     home, secret = tmp_path / "home", "worker-test-secret-0123456789abcdef"
-    earlier = FixedClock(SystemClock().now() - timedelta(days=40))  # the worker's clock: now
+    earlier = FixedClock(FixedClock(T0).now() - timedelta(days=40))  # the worker's clock: T0
     host = ServiceHost(pg_url, home / "server", clock=earlier, secret=secret)
     tenant = f"w-{secrets.token_hex(4)}"
     try:
@@ -373,3 +372,47 @@ def test_worker_db_passes_over_a_held_session_within_its_lock_timeout(
     assert "Traceback" not in finished[0].stderr and "discarding" not in finished[0].stderr
     assert close_idle(cortex(home, *args, env=env)) == {"closed": 1, "session_ids": [held]}
     assert archived == [1, 1]  # the held one of the two ended sessions, at the second pass
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_worker_db_runs_at_the_time_now_gives(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``cortex --now T worker --db ...`` works at T, as ``cortex --now T worker`` does on a
+    home: which sessions are idle, which jobs are due and the time each run records all
+    follow the fixed clock, on a SQLite server database and on PostgreSQL."""
+    import secrets
+
+    from cortex.services.hosting import ServiceHost
+
+    home, secret = tmp_path / "home", "worker-test-secret-0123456789abcdef"
+    if backend == "postgres":
+        url, tenant = request.getfixturevalue("pg_url"), f"w-{secrets.token_hex(4)}"
+    else:
+        url, tenant = str(tmp_path / "server.db"), "default"
+    host = ServiceHost(url, home / "server", clock=FixedClock(T0), secret=secret)
+    try:
+        if backend == "postgres":
+            with host.registry() as registry:
+                registry.tenants.create_tenant(tenant)
+        with host.open(tenant) as app:
+            sid = app.sessions.on_session_start(project="api").session_id
+    finally:
+        host.close()
+    env = {"CORTEX_SERVER_SECRET": secret}
+    args = ["--json", "worker", "--db", url, "--tenant", tenant, "--once", "--job", "close_idle"]
+
+    def close_idle(now: str) -> tuple[str, str, dict[str, Any]]:
+        (run,) = json.loads(ok(cortex(home, "--now", now, *args, env=env)))
+        return run["at"], run["status"], run["detail"]
+
+    # Half an hour on, the session is not idle yet (whatever the system clock says today); a
+    # minute later the job is not due again; three hours on it closes the session.
+    half_hour, a_minute_later = "2026-02-16T09:30:00Z", "2026-02-16T09:30:30Z"
+    assert close_idle(half_hour) == (
+        "2026-02-16T09:30:00.000000Z", "ok", {"closed": 0, "session_ids": []}
+    )  # fmt: skip
+    assert close_idle(a_minute_later)[1] == "not_due"
+    assert close_idle("2026-02-16T12:00:00Z") == (
+        "2026-02-16T12:00:00.000000Z", "ok", {"closed": 1, "session_ids": [sid]}
+    )  # fmt: skip

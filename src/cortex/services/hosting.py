@@ -21,14 +21,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import CONFIG_FILES, Config, load_config
+from cortex.core.server_numbers import POOL
 from cortex.core.tenancy import check_request_id, check_tenant_id, parse_key
 from cortex.errors import (
     ConfigError,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from cortex.store.protocol import SharedStore, Store, TurnBatch
 
 T = TypeVar("T")
-N = TypeVar("N", int, float)
 _POSTGRES = ("postgresql://", "postgres://")
 log = getLogger("cortex.server")
 
@@ -72,78 +72,6 @@ CONFIG_CHECK_S = 1.0
 """How often a process looks whether a tenant's settings files (``config.toml`` and
 ``openclaw.json``) changed (a ``stat`` of each): an edit takes effect within this, with no
 restart, and a request costs no more than a clock read."""
-LOCK_TIMEOUT_S = 5.0
-"""How long a request of the team server waits for a lock (a session's row another request
-or an operator's transaction holds) before it answers 503 ``unavailable``: far above the
-milliseconds writers of one session wait for each other, far below the pool's wait."""
-
-
-@dataclass(frozen=True)
-class ServerNumber(Generic[N]):
-    """A number of the server's processes: the ``cortex serve`` flag that sets it, the
-    variable that takes it to each worker process (``app_from_env``), its range and default.
-    Both read it through this, so a value the flag refuses never reaches a worker."""
-
-    flag: str
-    env: str
-    kind: Callable[[str], N]
-    low: N
-    high: N
-    default: N
-    unit: str
-    metavar: str = "N"
-    command: str = "cortex serve"
-    """The command whose flag sets it (what an error of its variable tells to pass)."""
-
-    @property
-    def range_text(self) -> str:
-        return f"{self.low:.15g}-{self.high:.15g}"
-
-    def read(self, env: Mapping[str, str]) -> N:
-        """The value ``env`` gives (the default when unset or empty), or ``ConfigError``
-        naming the variable and the range."""
-        text = env.get(self.env)
-        if not text:
-            return self.default
-        try:
-            return self.convert(text)
-        except ValueError as exc:
-            raise ConfigError(
-                f"{self.env}={exc}; fix it, or pass `{self.command} {self.flag} {self.metavar}`"
-            ) from None
-
-    def convert(self, text: str) -> N:
-        """``text`` as a value in range, else ``ValueError`` saying what it must be."""
-        try:
-            value: N | None = self.kind(text)
-        except ValueError:
-            value = None
-        if value is None or not self.low <= value <= self.high:  # NaN is in no range
-            whole = "a whole number" if self.kind is int else "a number"
-            raise ValueError(f"{text!r} is not {whole} of {self.unit} in {self.range_text}")
-        return value
-
-
-POOL = ServerNumber("--pool-size", "CORTEX_SERVER_POOL", int, 1, 200, 10, "connections")
-TURN_BATCHES = ServerNumber(
-    "--turn-batches", "CORTEX_SERVER_TURN_BATCHES", int, 0, 16, 1, "batches"
-)
-RATE = ServerNumber("--rate", "CORTEX_SERVER_RATE", float, 0.01, 1e6, 50.0, "requests a second")
-BURST = ServerNumber("--burst", "CORTEX_SERVER_BURST", int, 1, 1_000_000, 100, "requests")
-LOCK_TIMEOUT = ServerNumber(
-    "--lock-timeout", "CORTEX_SERVER_LOCK_TIMEOUT", float, 0.05, 3600.0, LOCK_TIMEOUT_S,
-    "seconds", "SECONDS",
-)  # fmt: skip
-SERVER_NUMBERS: tuple[ServerNumber[int] | ServerNumber[float], ...] = (
-    POOL, TURN_BATCHES, RATE, BURST, LOCK_TIMEOUT
-)  # fmt: skip
-"""Every number ``cortex serve`` passes to its worker processes."""
-WORKER_LOCK_TIMEOUT = ServerNumber(
-    "--lock-timeout", "CORTEX_WORKER_LOCK_TIMEOUT", float, 0.05, 3600.0, LOCK_TIMEOUT_S,
-    "seconds", "SECONDS", "cortex worker",
-)  # fmt: skip
-"""How long ``cortex worker --db`` waits for a session another transaction holds before it
-passes over that session until its next pass (the server's bound: a job waits no longer)."""
 
 
 def check_secret(secret: str) -> str:

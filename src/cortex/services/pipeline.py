@@ -25,6 +25,12 @@ def load_pipeline(path: Path) -> dict[str, dict[str, Any]] | None:
 
     Raises ValidationError (one line, naming the file) when it is not a pipeline document.
     """
+    read = _read(path)
+    return None if read is None else read[1]
+
+
+def _read(path: Path) -> tuple[Any, dict[str, dict[str, Any]]] | None:
+    """The file's document as it is and its tasks by id; None if the file does not exist."""
     try:
         data = read_json(path)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -35,7 +41,7 @@ def load_pipeline(path: Path) -> dict[str, dict[str, Any]] | None:
     if data is None:
         return None
     try:
-        return pipeline_tasks(data)
+        return data, pipeline_tasks(data)
     except ValidationError as exc:
         raise ValidationError(f"pipeline state file {path}: {exc}") from exc
 
@@ -103,16 +109,33 @@ def task_title(title: str, gate: str) -> str:
 def retitle_task(path: Path, task_id: str, title: str, at: str) -> None:
     """Give ``title`` to the task, when the pipeline holds it pending; nothing otherwise (no
     pipeline file is made, a task done keeps its last title)."""
-    from cortex.core.tasks import PENDING_STAGES
 
     def change(doc: dict[str, Any]) -> dict[str, Any]:
         task = _find(doc, task_id)
-        if task is not None and task.get("current_stage", task.get("stage")) in PENDING_STAGES:
+        if task is not None and _pending(task):
             task.update({"title": redact(title), "updated_at": at})
         return task or {}
 
     if path.is_file():
         _edit(path, change)
+
+
+def pending_title(path: Path, task_id: str) -> str | None:
+    """The title of the task as the pipeline holds it pending (what ``retitle_task`` would
+    replace); None when the file, the task or its pending stage is not there.
+
+    Raises ValidationError (one line, naming the file) when it is not a pipeline document.
+    """
+    read = _read(path)
+    task = None if read is None else _find(read[0], task_id)
+    return str(task.get("title") or "") if task is not None and _pending(task) else None
+
+
+def _pending(task: dict[str, Any]) -> bool:
+    """Whether the file's entry is at a pending stage."""
+    from cortex.core.tasks import PENDING_STAGES
+
+    return task.get("current_stage", task.get("stage")) in PENDING_STAGES
 
 
 def set_stage(path: Path, task_id: str, stage: str, at: str) -> dict[str, Any]:

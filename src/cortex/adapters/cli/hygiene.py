@@ -13,12 +13,12 @@ from cortex.adapters.cli.runtime import (
     UsageLine,
     clean,
     database,
+    number_option,
     pass_rt,
     project_option,
 )
-from cortex.adapters.cli.tenancy import number_option
 from cortex.core.hygiene import ConsolidationRun, Procedure
-from cortex.services.hosting import WORKER_LOCK_TIMEOUT
+from cortex.core.server_numbers import WORKER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -313,13 +313,13 @@ def _hosted(
 ) -> Callable[..., list[JobRun]]:
     """A pass over the tenants of a team server's database (the server secret from the
     environment, as ``cortex serve`` takes it), each statement waiting at most
-    ``lock_timeout`` seconds for a lock."""
+    ``lock_timeout`` seconds for a lock, at the command's time (``--now``, as on a home)."""
     from cortex.services.hosting import ServiceHost
     from cortex.services.worker import hosted_pass, worker_owner
 
     secret = rt.env.get(SECRET_VARIABLE)
     home = rt.config.home / "server"
-    host = ServiceHost(db_url, home, secret=secret, lock_timeout=lock_timeout)
+    host = ServiceHost(db_url, home, clock=rt.clock, secret=secret, lock_timeout=lock_timeout)
     click.get_current_context().call_on_close(host.close)
     owner = worker_owner()
     return lambda force=False: hosted_pass(host, jobs, owner, tenants=tenants, force=force)

@@ -430,12 +430,13 @@ def checkpoint_show(rt: Runtime, checkpoint_id: str) -> None:
     is_flag=True,
     help="First make the folder agree with the store: write missing or differing files from "
     "it, rebuild the index, move files it does not hold aside, give the status the gate its "
-    "unfinished checkpoints moved it to and log their missing lines.",
+    "unfinished checkpoints moved it to, retitle the pending task with the status's gate and "
+    "log their missing lines.",
 )
 @pass_rt
 @click.pass_context
 def checkpoint_verify(ctx: click.Context, rt: Runtime, slug: str, repair: bool) -> None:
-    """Check that files, index, store, status and log agree on the checkpoints (exit 1 if not).
+    """Check that files, index, store, status, log and pending title agree (exit 1 if not).
 
     \b
     Example:

@@ -7,15 +7,19 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from cortex.adapters.cli.plain import Runtime as Runtime
 from cortex.adapters.cli.plain import clean as clean
 from cortex.config import SETTINGS_BY_NAME, coerce
 from cortex.errors import ConfigError, param, refuse_empty
 from cortex.files import check_id
+
+if TYPE_CHECKING:
+    from cortex.core.server_numbers import ServerNumber
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SESSION_HELP = "Session (default: the current active one)."
@@ -76,6 +80,33 @@ def database(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     if value is not None and not value.strip():
         raise UsageLine("--db is empty; give a postgresql:// URL or a SQLite path")
     return value
+
+
+def number_option(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[F], F]:
+    """The option of ``number`` (of ``cortex serve`` or ``cortex worker``), from its variable
+    when the flag is not given, checked as a server's worker process checks that variable (NaN
+    too, which click's ``FloatRange`` lets by)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> float:
+        try:
+            if ctx.get_parameter_source(param.name or "") is ParameterSource.ENVIRONMENT:
+                return number.read({number.env: value})  # said as a worker would say it
+            return number.convert(value)
+        except ConfigError as exc:
+            raise UsageLine(str(exc)) from None
+        except ValueError as exc:
+            raise UsageLine(f"{number.flag} {exc}; give a value in that range") from None
+
+    return click.option(
+        number.flag,
+        default=str(number.default),
+        show_default=True,
+        callback=check,
+        envvar=number.env,
+        show_envvar=True,
+        metavar=number.metavar,
+        help=f"{help}, {number.range_text}.",
+    )
 
 
 def check_assignments(overrides: Mapping[str, str]) -> None:

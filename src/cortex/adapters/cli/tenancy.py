@@ -9,29 +9,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-from click.core import ParameterSource
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, UsageLine, database, pass_rt
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    Runtime,
+    database,
+    number_option,
+    pass_rt,
+)
+from cortex.core.server_numbers import BURST, LOCK_TIMEOUT, POOL, RATE, TURN_BATCHES
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import (
-    BURST,
-    LOCK_TIMEOUT,
-    POOL,
-    RATE,
-    TURN_BATCHES,
-    ServerNumber,
-    ServiceHost,
-    check_secret,
-)
-
-if TYPE_CHECKING:
-    from click.decorators import FC
+from cortex.services.hosting import ServiceHost, check_secret
 
 DB = click.option(
     "--db",
@@ -44,33 +36,6 @@ DB = click.option(
 
 
 ENV_SECRET = "CORTEX_SERVER_SECRET"
-
-
-def number_option(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[FC], FC]:
-    """The option of ``number`` (of ``cortex serve`` or ``cortex worker``), from its variable
-    when the flag is not given, checked as a server's worker process checks that variable (NaN
-    too, which click's ``FloatRange`` lets by)."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: str) -> float:
-        try:
-            if ctx.get_parameter_source(param.name or "") is ParameterSource.ENVIRONMENT:
-                return number.read({number.env: value})  # said as a worker would say it
-            return number.convert(value)
-        except ConfigError as exc:
-            raise UsageLine(str(exc)) from None
-        except ValueError as exc:
-            raise UsageLine(f"{number.flag} {exc}; give a value in that range") from None
-
-    return click.option(
-        number.flag,
-        default=str(number.default),
-        show_default=True,
-        callback=check,
-        envvar=number.env,
-        show_envvar=True,
-        metavar=number.metavar,
-        help=f"{help}, {number.range_text}.",
-    )
 
 
 def _registry(

@@ -28,6 +28,7 @@ from cortex.adapters.server.direct import DirectRoutes
 from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
+from cortex.core.server_numbers import BURST, LOCK_TIMEOUT, POOL, RATE, TURN_BATCHES
 from cortex.errors import (
     BusyError,
     ConfigError,
@@ -43,15 +44,7 @@ from cortex.errors import (
     parts,
 )
 from cortex.logs import getLogger
-from cortex.services.hosting import (
-    BURST,
-    LOCK_TIMEOUT,
-    POOL,
-    RATE,
-    TURN_BATCHES,
-    UNAVAILABLE,
-    ServiceHost,
-)
+from cortex.services.hosting import UNAVAILABLE, ServiceHost
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024

@@ -16,6 +16,7 @@ from cortex.core.checkpoint_schema import checkpoint_problems
 from cortex.core.history_models import Checkpoint
 from cortex.core.lifecycle import checkpoint_line
 from cortex.core.models import SessionState
+from cortex.core.redaction import redact
 from cortex.errors import CortexError, StorageError, ValidationError
 from cortex.logs import getLogger
 from cortex.services.protocol.folders import TaskFolder, content_hash, index_entry
@@ -117,15 +118,38 @@ def moved_by(status: dict[str, Any], checkpoint: Checkpoint, at: str) -> None:
 
 def show_gate(config: Config, slug: str, status: dict[str, Any], at: str) -> None:
     """The task's pending pipeline entry titled with the gate ``status`` holds now (a
-    checkpoint or a repair moved it), so the next preamble lists the task at its current gate;
-    a pipeline file that cannot be edited is logged, and the checkpoint stands."""
-    from cortex.services.pipeline import retitle_task, task_title
+    checkpoint moved it), so the next preamble lists the task at its current gate; a pipeline
+    file that cannot be edited is logged, and the checkpoint stands. It is written after the
+    status: a command killed between the two leaves a title ``title_gap`` finds and
+    ``cortex checkpoint verify --repair`` rewrites."""
+    from cortex.services.pipeline import retitle_task
 
-    title = task_title(str(status.get("title") or slug), str(status.get("current_gate") or "G0"))
     try:
-        retitle_task(config.pipeline_state_path, slug, title, at)
+        retitle_task(config.pipeline_state_path, slug, gate_title(slug, status), at)
     except CortexError as exc:
         getLogger("cortex").warning("task %s keeps its pipeline title: %s", slug, exc)
+
+
+def gate_title(slug: str, status: dict[str, Any]) -> str:
+    """The pending task's title as ``status`` gives it: its title with its current gate."""
+    from cortex.services.pipeline import task_title
+
+    title = task_title(str(status.get("title") or slug), str(status.get("current_gate") or "G0"))
+    return redact(title)  # as the pipeline file keeps it
+
+
+def title_gap(config: Config, slug: str, status: dict[str, Any]) -> tuple[str, str] | None:
+    """(the title the pipeline holds the task pending under, the one ``status`` gives it)
+    when they differ; None when they agree, the task is not pending or the pipeline file
+    cannot be read (every command reading it says so; its titles are checked once it can)."""
+    from cortex.services.pipeline import pending_title
+
+    try:
+        shown = pending_title(config.pipeline_state_path, slug)
+    except ValidationError:
+        return None
+    wanted = gate_title(slug, status)
+    return None if shown is None or shown == wanted else (shown, wanted)
 
 
 def unlogged(folder: TaskFolder, stored: list[Checkpoint]) -> list[str]:
@@ -207,9 +231,10 @@ class VerifyReport:
         }
 
 
-def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
+def verify_task(store: Store, config: Config, folder: TaskFolder) -> VerifyReport:
     """Files, index and store hold the same checkpoints with the same content; the evidence
-    log has each one's line and the status what they wrote."""
+    log has each one's line, the status what they wrote, and the pending task the title with
+    the status's gate."""
     checkpoints = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
     stored = {c.checkpoint_id: c.to_dict() for c in checkpoints}
     files = folder.checkpoint_files()
@@ -238,6 +263,12 @@ def verify_task(store: Store, folder: TaskFolder) -> VerifyReport:
             status, status_after(status, checkpoints, missed, str(status.get("last_activity")))
         )
     ]
+    gap = title_gap(config, folder.slug, status)
+    if gap is not None:
+        report.problems.append(
+            f"pipeline {config.pipeline_state_path.name}: the pending task {folder.slug} reads "
+            f"{gap[0]!r}, not {gap[1]!r} as {folder.status_path.name} gives it"
+        )
     return report
 
 
@@ -249,11 +280,13 @@ def repair_task(
     no stored record, or one replaced, and an unreadable index are moved aside, never
     deleted. Then what the checkpoints whose publishing stopped short did not write: the
     status's gate and last session (the file replaced kept aside; all of them for a ``fresh``
-    status, which is not kept: no one had it), the pending task's title with that gate, and
-    their evidence lines. Returns what it did, one line each."""
+    status, which is not kept: no one had it), the pending task's title with the status's
+    gate (a checkpoint killed between its status and its title left the old one), and their
+    evidence lines. Returns what it did, one line each."""
     checkpoints, done = _repair_files(store, folder, stamp)
     missed = unlogged(folder, checkpoints)
-    done += _repair_status(config, folder, checkpoints, missed, stamp, fresh)
+    status, moved = _repair_status(folder, checkpoints, missed, stamp, fresh)
+    done += moved + _repair_title(config, folder, status, stamp)
     for checkpoint in checkpoints:
         if checkpoint.checkpoint_id in missed:
             line = checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id)
@@ -263,15 +296,14 @@ def repair_task(
 
 
 def _repair_status(
-    config: Config,
     folder: TaskFolder,
     stored: list[Checkpoint],
     missed: list[str],
     stamp: str,
     fresh: bool,
-) -> list[str]:
+) -> tuple[dict[str, Any], list[str]]:
     """The status with what the checkpoints moved, the one replaced kept aside (not a
-    ``fresh`` one: the repair just made it)."""
+    ``fresh`` one: the repair just made it); returns it and what was done."""
     gaps: list[tuple[str, Any, Any]] = []
 
     def change(status: dict[str, Any]) -> None:
@@ -282,13 +314,27 @@ def _repair_status(
 
     status = folder.update_status(change, set_aside=None if fresh else stamp)
     if not gaps:
-        return []
-    if any(name == "current_gate" for name, *_ in gaps):
-        show_gate(config, folder.slug, status, stamp)
+        return status, []
     moves = ", ".join(f"{name} {now or 'unset'} -> {wanted}" for name, now, wanted in gaps)
     kept = folder.set_aside_path(folder.status_path, stamp).name
     aside = "" if fresh else f" (the file it replaces kept as {kept})"
-    return [f"{folder.status_path.name}: {moves}, as the checkpoints left it{aside}"]
+    return status, [f"{folder.status_path.name}: {moves}, as the checkpoints left it{aside}"]
+
+
+def _repair_title(
+    config: Config, folder: TaskFolder, status: dict[str, Any], stamp: str
+) -> list[str]:
+    """The pending task retitled with the gate ``status`` holds, when its title differs."""
+    from cortex.services.pipeline import retitle_task
+
+    gap = title_gap(config, folder.slug, status)
+    if gap is None:
+        return []
+    retitle_task(config.pipeline_state_path, folder.slug, gap[1], stamp)
+    return [
+        f"pipeline {config.pipeline_state_path.name}: retitled the pending task {folder.slug} "
+        f"{gap[0]!r} -> {gap[1]!r}, as {folder.status_path.name} gives it"
+    ]
 
 
 def _repair_files(

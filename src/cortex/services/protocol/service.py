@@ -342,7 +342,7 @@ class ProtocolService(Service):
         folder.status()
         if repair:
             repaired += repair_task(self.store, self.config, folder, self.now_iso(), fresh=fresh)
-        report = verify_task(self.store, folder)
+        report = verify_task(self.store, self.config, folder)
         report.repaired = repaired
         return report
 
