@@ -38,6 +38,14 @@ def test_hooks_with_the_server_down_exit_0_fast_spool_then_sync_delivers(
         began = time.monotonic()
         result = run_hook(home, payload, env=client_env(url), cwd=tmp_path)
         assert result.returncode == 0 and time.monotonic() - began < 8
+        assert result.stderr == b""
+    # hooks.log says it once for the outage (the first write, which found the journal
+    # empty), naming the next step; not once an event, nor once a write.
+    (logged,) = (home / "logs/hooks.log").read_text().splitlines()
+    said = logged.split("engine: ", 1)[1]
+    assert said.startswith(f"server {url} is unavailable (") and said.endswith(
+        "writes are kept in the local journal until `cortex sync` or the next call delivers them"
+    )
     spooled = [json.loads(line) for line in (home / "spool/journal.jsonl").read_text().splitlines()]
     assert [e["path"] for e in spooled] == [
         "/v1/sessions/start",
