@@ -1,8 +1,9 @@
-"""A client home's offline turns survive the team server crash-recovering their session: the
-real server (stopped while the laptop is away), the real Claude Code hooks in client mode, the
-worker's orphan sweep on the server's database past the session's lease, the server restarted
-and `cortex sync`. The turns land in the reopened session, in order, and nothing is rejected;
-a late event after a normal end is still refused."""
+"""A client home's offline writes replay as online: the real server (stopped while the laptop
+is away), the real Claude Code hooks and command line in client mode, the worker's orphan
+sweep on the server's database past the session's lease, the server restarted and `cortex
+sync`. Offline turns land in the session crash recovery closed meanwhile, in order, and
+nothing is rejected; a late event after a normal end is still refused; and starts and ends
+typed offline leave the session as the same commands would online."""
 
 from __future__ import annotations
 
@@ -106,6 +107,18 @@ def sync(home: Path, server: Server) -> dict[str, object]:
     return dict(json.loads(done.stdout))
 
 
+def cli(home: Path, server: Server, now: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cortex ARGS`` in client mode of ``server`` (a real process)."""
+    env = child_env(home, now, CORTEX_SERVER=server.url, CORTEX_API_KEY=server.key,
+                    CORTEX_SERVER_TIMEOUT_SECONDS="3")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def journal(home: Path) -> list[dict[str, object]]:
     path = home / "spool/journal.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -168,3 +181,28 @@ def test_a_late_event_after_a_normal_end_stays_refused_offline(
         state = app.sessions.get_session("s1")
         assert state is not None and state.state == COMPLETE and not state.is_open
         assert "dipole" not in state.hot_topics and "coaxial" not in state.hot_topics
+
+
+def test_starts_and_ends_typed_offline_leave_the_session_as_online(
+    server: Server, home: Path, tmp_path: Path
+) -> None:
+    """start, end, start, start: offline (s1, each queued, then synced) and online (s2)."""
+    steps = [("start",), ("end",), ("start",), ("start",)]
+    for step in steps:
+        done = cli(home, server, AWAY, "session", *step, "--session-id", "s1")
+        # each write is queued and says so, the repeated start too (it is not the server's)
+        assert done.stdout.startswith(f"queued for the server {server.url} "), (step, done)
+        assert done.stderr == "", (step, done)
+    assert [str(e["path"]).rsplit("/", 1)[-1] for e in journal(home)] == [
+        "start", "end", "start", "start"
+    ]  # fmt: skip
+    with server.up(BACK):
+        report = sync(home, server)
+        for step in steps:
+            cli(tmp_path / "online-home", server, BACK, "session", *step, "--session-id", "s2")
+    assert (report["sent"], report["left"], report["rejected"]) == (4, 0, 0), report
+    with server.host.open(server.tenant) as app:
+        offline, online = app.sessions.get_session("s1"), app.sessions.get_session("s2")
+        assert offline is not None and online is not None
+        assert offline.is_open and online.is_open
+        assert (offline.state, offline.end_time) == (online.state, online.end_time)

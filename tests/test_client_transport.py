@@ -71,14 +71,16 @@ def test_server_down_spools_and_a_start_is_cold(home: Path) -> None:
     assert (home / "spool" / "journal.jsonl").stat().st_mode & 0o777 == 0o600
 
 
-def test_a_start_waiting_in_the_journal_means_open_and_is_not_spooled_twice(home: Path) -> None:
+def test_a_start_waiting_in_the_journal_means_open_and_a_second_is_spooled_too(
+    home: Path,
+) -> None:
     app = client(home, free_url())
     app.sessions.on_session_start("s1", "cli")
-    again = app.sessions.on_session_start("s1", "cli")  # e.g. a prompt-aware second pass
+    again = app.sessions.on_session_start("s1", "cli")  # a resume: sent online, so kept
     state = app.sessions.get_session("s1")
     assert again.preamble is None
     assert state is not None and state.is_open and state.session_id == "s1"
-    assert [line["path"] for line in journal_lines(home)] == ["/v1/sessions/start"]
+    assert [line["path"] for line in journal_lines(home)] == ["/v1/sessions/start"] * 2
     with pytest.raises(UnavailableError):
         app.sessions.get_session("never-started")
 

@@ -142,13 +142,12 @@ class RemoteSessions(SessionPersistenceManager):
     ) -> RestoredSessionContext:
         """Start on the server; a cold start (no preamble) while it is unavailable.
 
-        ``owner_pid`` is a local process: the server keeps sessions alive by their lease.
+        Every start is sent (or journaled) as asked, as online: the server applies them in
+        order, so a start after an end waiting in the journal reopens the session, and one
+        while a start waits is a resume. ``owner_pid`` is a local process: the server keeps
+        sessions alive by their lease.
         """
         session_id = session_id or _new_session_id()
-        if self.client.newest_waiting(_START, _END, session_id=session_id) == _START:
-            # Its start already waits in the journal (and no end after it): a second one
-            # would only start it twice.
-            return RestoredSessionContext(session_id=session_id, preamble=None)
         body = _compact(
             session_id=session_id,
             channel=channel,
