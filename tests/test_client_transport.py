@@ -85,6 +85,26 @@ def test_a_start_waiting_in_the_journal_means_open_and_a_second_is_spooled_too(
         app.sessions.get_session("never-started")
 
 
+def test_a_hooks_reopen_waiting_in_the_journal_is_the_servers_to_decide(home: Path) -> None:
+    """A reopen with ``keep_ended`` (a hook's, offline) is kept once a stretch, and the
+    session it names reads as unknown (the server decides) until a start or an end follows."""
+    app = client(home, free_url())
+    for _ in range(2):
+        app.sessions.on_session_start("s1", "claude-code", keep_ended=True)
+    assert [line["body"].get("keep_ended") for line in journal_lines(home)] == [True]
+    with pytest.raises(UnavailableError):
+        app.sessions.get_session("s1")
+    app.sessions.on_session_start("s1", "cli")  # an explicit start is never folded into it
+    state = app.sessions.get_session("s1")
+    assert state is not None and state.is_open
+    app.sessions.on_session_end("s1")
+    ended = app.sessions.get_session("s1")
+    assert ended is not None and ended.ended_normally
+    assert [line["path"].rsplit("/", 1)[-1] for line in journal_lines(home)] == [
+        "start", "start", "end"
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("mode", ["500", "429"])
 def test_5xx_and_429_spool(home: Path, mode: str) -> None:
     with serve(Peer(mode=mode)) as (url, _):

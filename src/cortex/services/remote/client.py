@@ -91,15 +91,15 @@ class RemoteClient:
             )
         return self.transport.request(method, path, {**body, "request_id": request_id()})
 
-    def newest_waiting(self, *paths: str, **fields: object) -> str | None:
-        """The path of the newest write to one of ``paths`` whose body holds ``fields`` that
-        still waits in the journal after one more attempt to deliver it (the server is
-        unavailable); None when none waits."""
+    def newest_waiting(self, *paths: str, **fields: object) -> dict[str, Any] | None:
+        """The newest journal entry of a write to one of ``paths`` whose body holds
+        ``fields`` that still waits after one more attempt to deliver the journal (the server
+        is unavailable); None when none waits."""
         if self._behind() is None:
             return None
         return self.newest_queued(*paths, **fields)
 
-    def newest_queued(self, *paths: str, **fields: object) -> str | None:
+    def newest_queued(self, *paths: str, **fields: object) -> dict[str, Any] | None:
         """``newest_waiting`` without another attempt to deliver the journal (for a caller
         whose request just made one)."""
         found = None
@@ -107,7 +107,7 @@ class RemoteClient:
             if entry.get("path") in paths and all(
                 entry["body"].get(k) == v for k, v in fields.items()
             ):
-                found = str(entry["path"])
+                found = entry
         return found
 
     def sync(self) -> DrainReport:
