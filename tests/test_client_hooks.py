@@ -38,13 +38,24 @@ def test_hooks_with_the_server_down_exit_0_fast_spool_then_sync_delivers(
         began = time.monotonic()
         result = run_hook(home, payload, env=client_env(url), cwd=tmp_path)
         assert result.returncode == 0 and time.monotonic() - began < 8
+        assert result.stderr == b""
+    # hooks.log says it once for the outage (the first write, which found the journal
+    # empty), naming the next step; not once an event, nor once a write.
+    (logged,) = (home / "logs/hooks.log").read_text().splitlines()
+    said = logged.split("engine: ", 1)[1]
+    assert said.startswith(f"server {url} is unavailable (") and said.endswith(
+        "writes are kept in the local journal until `cortex sync` or the next call delivers them"
+    )
     spooled = [json.loads(line) for line in (home / "spool/journal.jsonl").read_text().splitlines()]
+    # The start, the prompt's restore pass (a start with its words, as online), the turn.
     assert [e["path"] for e in spooled] == [
+        "/v1/sessions/start",
         "/v1/sessions/start",
         "/v1/sessions/s1/turns",
         "/v1/sessions/end",
     ]
-    assert spooled[1]["body"]["text"] == "fix the login bug"
+    assert "fix the login bug" in spooled[1]["body"]["keywords"]
+    assert spooled[2]["body"]["text"] == "fix the login bug"
     port = int(url.rsplit(":", 1)[1])
     with serve(port=port) as (live, peer):
         synced = subprocess.run(
@@ -55,7 +66,7 @@ def test_hooks_with_the_server_down_exit_0_fast_spool_then_sync_delivers(
             timeout=60,
         )
     assert synced.returncode == 0, synced.stderr
-    assert json.loads(synced.stdout)["sent"] == 3
+    assert json.loads(synced.stdout)["sent"] == 4
     assert peer.paths() == [e["path"] for e in spooled]
     assert peer.applied == [e["body"]["request_id"] for e in spooled]
 
@@ -74,7 +85,7 @@ def test_a_silent_server_costs_a_hook_one_timeout_at_most(home: Path, tmp_path: 
     finally:
         listener.close()
     lines = (home / "spool/journal.jsonl").read_text().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3  # the start, the prompt's restore pass and its turn
 
 
 def test_sync_with_the_server_still_down_exits_1_in_one_line(home: Path, tmp_path: Path) -> None:

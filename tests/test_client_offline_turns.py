@@ -1,8 +1,10 @@
-"""A client home's offline turns survive the team server crash-recovering their session: the
-real server (stopped while the laptop is away), the real Claude Code hooks in client mode, the
-worker's orphan sweep on the server's database past the session's lease, the server restarted
-and `cortex sync`. The turns land in the reopened session, in order, and nothing is rejected;
-a late event after a normal end is still refused."""
+"""A client home's offline writes replay as online: the real server (stopped while the laptop
+is away), the real Claude Code hooks and command line in client mode, the worker's orphan
+sweep on the server's database past the session's lease, the server restarted and `cortex
+sync`. Offline turns land in the session crash recovery closed meanwhile, in order, and
+nothing is rejected; a session that ended normally (here, or from another home) is not
+revived by a late tool or reply, only by a prompt or a start; and starts and ends typed
+offline leave the session as the same commands would online."""
 
 from __future__ import annotations
 
@@ -106,6 +108,18 @@ def sync(home: Path, server: Server) -> dict[str, object]:
     return dict(json.loads(done.stdout))
 
 
+def cli(home: Path, server: Server, now: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cortex ARGS`` in client mode of ``server`` (a real process)."""
+    env = child_env(home, now, CORTEX_SERVER=server.url, CORTEX_API_KEY=server.key,
+                    CORTEX_SERVER_TIMEOUT_SECONDS="3")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", *args],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def journal(home: Path) -> list[dict[str, object]]:
     path = home / "spool/journal.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -126,6 +140,10 @@ def test_offline_turns_reach_the_session_the_server_crash_recovered(
     spooled = journal(home)
     turns = [e for e in spooled if str(e["path"]).endswith("/turns")]
     assert len(turns) == 1 + 2 * len(WORDS)
+    # The tool's reopen continues only a session crash recovery closed (``keep_ended``);
+    # the first prompt's reopens whatever the server holds, as a prompt does online.
+    starts = [e["body"] for e in spooled if str(e["path"]).endswith("/start")]
+    assert [b.get("keep_ended") for b in starts if isinstance(b, dict)] == [True, None]
     # Meanwhile the server's worker finds the session's lease lapsed and recovers it.
     assert server.sweep(AWAY)["suspended"] == 1
     with server.host.open(server.tenant) as app:
@@ -168,3 +186,97 @@ def test_a_late_event_after_a_normal_end_stays_refused_offline(
         state = app.sessions.get_session("s1")
         assert state is not None and state.state == COMPLETE and not state.is_open
         assert "dipole" not in state.hot_topics and "coaxial" not in state.hot_topics
+
+
+def test_a_session_ended_from_another_home_is_not_revived_by_an_offline_tool_or_reply(
+    server: Server, home: Path, tmp_path: Path
+) -> None:
+    begin(home, server, tmp_path, "tune the balun")  # this home keeps its hook state for s1
+    with server.up(T1):  # ended online from another home, while this one still has it open
+        cli(tmp_path / "other-home", server, T1, "session", "end", "--session-id", "s1")
+    with server.host.open(server.tenant) as app:
+        ended = app.sessions.get_session("s1")
+        assert ended is not None and ended.ended_normally
+    # Offline here: a tool and a reply. Online the hooks would find s1 ended and drop both.
+    hook(home, server, tmp_path, AWAY, hook_event_name="PostToolUse", session_id="s1",
+         tool_name="Bash", tool_input={"command": "make coaxial"})  # fmt: skip
+    hook(home, server, tmp_path, AWAY, hook_event_name="Stop", session_id="s1",
+         last_assistant_message="done with the dipole")  # fmt: skip
+    spooled = journal(home)
+    assert [str(e["path"]).rsplit("/", 1)[-1] for e in spooled] == ["start", "turns", "turns"]
+    with server.up(BACK):
+        report = sync(home, server)
+    # The reopen is refused as a write to an ended session is (409), and so are the writes
+    # behind it: kept in spool/rejected.jsonl with the server's message, nothing revived.
+    assert (report["sent"], report["left"], report["rejected"]) == (0, 0, 3), report
+    rejected = [json.loads(x) for x in (home / "spool/rejected.jsonl").read_text().splitlines()]
+    assert [r["entry"]["path"] for r in rejected] == [e["path"] for e in spooled]
+    assert all(f"session s1 ended at {ended.end_time}" in r["error"] for r in rejected)
+    with server.host.open(server.tenant) as app:
+        state = app.sessions.get_session("s1")
+        assert state is not None and (state.state, state.end_time) == (COMPLETE, ended.end_time)
+        assert "coaxial" not in state.hot_topics and "dipole" not in state.hot_topics
+        for entry in spooled:  # refused: none of their request ids was used up
+            body = entry["body"]
+            assert isinstance(body, dict)
+            assert app.store.claim_request(body["request_id"], BACK) is True
+    # A prompt is the conversation going on: online it reopens s1, and offline it does too.
+    hook(home, server, tmp_path, AWAY, hook_event_name="UserPromptSubmit", session_id="s1",
+         prompt="back to the antenna")  # fmt: skip
+    with server.up(BACK):
+        report = sync(home, server)
+    assert (report["left"], report["rejected"]) == (0, 0), report
+    with server.host.open(server.tenant) as app:
+        state = app.sessions.get_session("s1")
+        assert state is not None and state.is_open and "antenna" in state.hot_topics
+
+
+def test_starts_and_ends_typed_offline_leave_the_session_as_online(
+    server: Server, home: Path, tmp_path: Path
+) -> None:
+    """start, end, start, start: offline (s1, each queued, then synced) and online (s2)."""
+    steps = [("start",), ("end",), ("start",), ("start",)]
+    for step in steps:
+        done = cli(home, server, AWAY, "session", *step, "--session-id", "s1")
+        # each write is queued and says so, the repeated start too (it is not the server's)
+        assert done.stdout.startswith(f"queued for the server {server.url} "), (step, done)
+        assert done.stderr == "", (step, done)
+    assert [str(e["path"]).rsplit("/", 1)[-1] for e in journal(home)] == [
+        "start", "end", "start", "start"
+    ]  # fmt: skip
+    with server.up(BACK):
+        report = sync(home, server)
+        for step in steps:
+            cli(tmp_path / "online-home", server, BACK, "session", *step, "--session-id", "s2")
+    assert (report["sent"], report["left"], report["rejected"]) == (4, 0, 0), report
+    with server.host.open(server.tenant) as app:
+        offline, online = app.sessions.get_session("s1"), app.sessions.get_session("s2")
+        assert offline is not None and online is not None
+        assert offline.is_open and online.is_open
+        assert (offline.state, offline.end_time) == (online.state, online.end_time)
+
+
+def test_an_explicit_start_offline_reopens_what_a_hooks_reopen_would_not(
+    server: Server, home: Path, tmp_path: Path
+) -> None:
+    """s1 ended from another home; offline here, a tool journals the hook's reopen (which
+    leaves an ended session ended), then `cortex session start --session-id s1` reopens it,
+    as it would online, and the reply after it lands."""
+    begin(home, server, tmp_path, "tune the balun")
+    with server.up(T1):
+        cli(tmp_path / "other-home", server, T1, "session", "end", "--session-id", "s1")
+    hook(home, server, tmp_path, AWAY, hook_event_name="PostToolUse", session_id="s1",
+         tool_name="Bash", tool_input={"command": "make coaxial"})  # fmt: skip
+    cli(home, server, AWAY, "session", "start", "--session-id", "s1")
+    hook(home, server, tmp_path, AWAY, hook_event_name="Stop", session_id="s1",
+         last_assistant_message="done with the dipole")  # fmt: skip
+    assert [str(e["path"]).rsplit("/", 1)[-1] for e in journal(home)] == [
+        "start", "turns", "start", "turns"
+    ]  # fmt: skip
+    with server.up(BACK):
+        report = sync(home, server)
+    assert (report["sent"], report["rejected"]) == (2, 2), report  # the tool's, as online
+    with server.host.open(server.tenant) as app:
+        state = app.sessions.get_session("s1")
+        assert state is not None and state.is_open
+        assert "dipole" in state.hot_topics and "coaxial" not in state.hot_topics

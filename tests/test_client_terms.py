@@ -154,10 +154,14 @@ def test_a_service_error_body_carries_its_parts_and_the_document_declares_them(
     host.close()
 
 
-def test_mcp_writes_queued_while_the_server_is_down_say_so_per_call(tmp_path: Path) -> None:
+def test_mcp_writes_queued_while_the_server_is_down_say_so_per_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A closed port: each write tool's result has a ``queued`` field with that call's writes
-    (the process is long-lived: not the process's count) instead of passing guesses as data;
-    a read still fails with one line."""
+    (the process is long-lived: not the process's count) instead of passing guesses as data,
+    and is the one report (no log line to the server's stderr beside it); a read still fails
+    with one line."""
+    caplog.set_level("WARNING", logger="cortex")
     url = f"http://127.0.0.1:{free_port()}"
     calls: list[tuple[str, dict[str, Any]]] = [
         ("start_session", {}),
@@ -183,11 +187,16 @@ def test_mcp_writes_queued_while_the_server_is_down_say_so_per_call(tmp_path: Pa
     assert results[4].structured_content["summary"].startswith(f"queued for the server {url} ")
     assert results[-1].is_error and results[-1].content[0].text.startswith(f"server {url} ")
     assert len((tmp_path / "client-home" / "spool" / "journal.jsonl").read_text().splitlines()) == 8
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("cortex")] == []
 
 
-def test_bridge_answers_say_which_writes_wait_in_the_journal(tmp_path: Path) -> None:
+def test_bridge_answers_say_which_writes_wait_in_the_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The OpenClaw bridge in a client home whose server is down: each answer whose request
-    queued writes carries ``queued`` with that request's count; a read-only one does not."""
+    queued writes carries ``queued`` with that request's count (the one report: no log line
+    beside it); a read-only one does not."""
+    caplog.set_level("WARNING", logger="cortex")
     from cortex.adapters.openclaw.bridge import Bridge
 
     url = f"http://127.0.0.1:{free_port()}"
@@ -214,6 +223,7 @@ def test_bridge_answers_say_which_writes_wait_in_the_journal(tmp_path: Path) -> 
             assert response["result"].get("queued") == expected, method
             if method == "pin":
                 assert response["result"]["count"] is None  # the server's to count
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("cortex")] == []
 
 
 def test_a_snapshot_while_the_server_is_down_is_one_line_and_never_queued(

@@ -105,6 +105,36 @@ def test_writes_to_an_ended_session_are_a_409_and_change_nothing(
     assert event["content"] == "late"
 
 
+def test_a_start_with_keep_ended_leaves_a_session_that_ended_ended(
+    served: tuple[TestClient, str],
+) -> None:
+    """The reopen a client's hook journals offline for a tool or a reply: refused (409) by a
+    session that ended normally, changing nothing and using up no request id; an open
+    session takes it as a resume, an unknown id is started. (A session crash recovery
+    closed is reopened: ``tests/test_client_offline_turns.py``, after the worker's sweep.)"""
+    client, key = served
+
+    def start(**body: object) -> Any:
+        return call(client, key, "POST", "/v1/sessions/start", body)
+
+    def end_time(sid: str) -> Any:
+        return call(client, key, "GET", f"/v1/sessions/{sid}")["end_time"]
+
+    sid = start(project="api")["session_id"]
+    assert start(session_id=sid, keep_ended=True)["session_id"] == sid  # open: a resume
+    ended = call(client, key, "POST", "/v1/sessions/end", {"session_id": sid})
+    before = recorded(client, key, sid)
+    body = {"session_id": sid, "keep_ended": True, "request_id": "reopen-1"}
+    message = refused(client, key, "POST", "/v1/sessions/start", body)
+    assert message == f"session {sid} ended at {ended['end_time']}; {HTTP_NEXT_STEP}"
+    assert recorded(client, key, sid) == before
+    # a plain start reopens it, and the refused request id was not used up
+    assert "duplicate" not in start(session_id=sid, request_id="reopen-1")
+    assert end_time(sid) is None
+    start(session_id="never-seen", keep_ended=True)
+    assert end_time("never-seen") is None
+
+
 def test_the_command_line_refuses_events_and_checkpoints_of_an_ended_session(
     home: Path,
 ) -> None:

@@ -254,6 +254,13 @@ class SessionState:
         return self.end_time is None
 
     @property
+    def ended_normally(self) -> bool:
+        """Whether it ended by an end (a harness's, a command's, the worker's idle close)
+        rather than being closed by crash recovery: only a start or a prompt reopens it, and
+        an ordinary write (a tool, a reply) never does."""
+        return not self.is_open and self.state == COMPLETE
+
+    @property
     def crashed(self) -> bool:
         """Whether a restore reports it as recovered after a crash: crash recovery closed it
         and a harness ran it. A session the task commands opened has no harness turn to lose:

@@ -257,6 +257,13 @@ class Services(Service):
         long-lived process asks before each call, and ``queued`` counts that call's."""
         return 0
 
+    def answers_queued(self) -> Services:
+        """Say that the caller reports every queued write in its answers (``queued``), as the
+        command line, the MCP tools and the bridge do; these services, for chaining. In client
+        mode the first write of an outage then logs nothing: the answer is the one report.
+        Nothing to do here, on the local store."""
+        return self
+
     def health(self) -> DatabaseHealth:
         """The database's integrity problems, its applied and pending migrations, its free
         pages and its search index's segments."""

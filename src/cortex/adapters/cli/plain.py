@@ -136,8 +136,9 @@ class Runtime:
     @cached_property
     def services(self) -> Services:
         """The services over the home's database, opened on first use, closed with the command
-        (by click's context, or by ``run``)."""
-        services = Services.open(self.config, self.clock)
+        (by click's context, or by ``run``). A write queued for a server is said by the
+        command's answer (``emit``), not by a log line too."""
+        services = Services.open(self.config, self.clock).answers_queued()
         click = sys.modules.get("click")
         ctx = click.get_current_context(silent=True) if click is not None else None
         if ctx is not None:

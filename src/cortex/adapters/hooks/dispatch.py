@@ -26,9 +26,10 @@ lease lapsed while the user was away), opens it first. A session that ended norm
 reopened by a start or a prompt: hosts deliver async events (a last Stop, a tool) after
 SessionEnd, and those are dropped rather than reviving it. In client mode with the server
 unreachable, the open session's start is journaled ahead of the event's writes (the reopen
-the server may need by the time they arrive; ``Hook.ensure_open``). SessionEnd does only
-the final capture (milliseconds), well inside Claude Code's 1.5 s budget for all SessionEnd
-hooks.
+the server may need by the time they arrive; a tool's or a reply's with ``keep_ended``, so
+that a session ended normally meanwhile stays ended, as online: ``Hook.ensure_open``).
+SessionEnd does only the final capture (milliseconds), well inside Claude Code's 1.5 s
+budget for all SessionEnd hooks.
 
 Each event is one unit of work (one transaction, ``hook.py``): its handler reads the
 session's row once and passes it along to the capture, which then need not read it again.

@@ -16,8 +16,13 @@ from cortex.adapters.hooks.events import HookEvent
 from cortex.adapters.hooks.state import read_small_json, session_state_path, write_small_json
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.models import COMPLETE, RestoredSessionContext, SessionState
-from cortex.errors import CortexError, MigrationDeferredError, UnavailableError
+from cortex.core.models import RestoredSessionContext, SessionState
+from cortex.errors import (
+    ConflictError,
+    CortexError,
+    MigrationDeferredError,
+    UnavailableError,
+)
 from cortex.services.app import Services
 from cortex.services.project import ProjectIdentity
 
@@ -99,8 +104,11 @@ class Hook:
         """Capture this turn's signals into the open session, passing along the row read."""
         self._row = self.sessions.capture.record(self.session_id, current=self.session(), **signals)
 
-    def start(self, extra_keywords: tuple[str, ...] = ()) -> RestoredSessionContext:
-        """``on_session_start`` for this session (a new one, or reopening this id)."""
+    def start(
+        self, extra_keywords: tuple[str, ...] = (), *, keep_ended: bool = False
+    ) -> RestoredSessionContext:
+        """``on_session_start`` for this session (a new one, or reopening this id; with
+        ``keep_ended``, not one that ended normally)."""
         restored = self.sessions.on_session_start(
             self.session_id,
             self.event.host,
@@ -109,6 +117,7 @@ class Hook:
             keywords=[*_keywords(self.identity), *extra_keywords],
             workdir=self.cwd,
             owner_pid=self.owner_pid,
+            keep_ended=keep_ended,
         )
         self._row, self.unconfirmed = _UNREAD, False
         return restored
@@ -121,18 +130,29 @@ class Hook:
         unless ``reopen_ended``: hosts deliver async events (a last Stop or tool) after
         SessionEnd, and those must not revive it.
 
-        A session only assumed open (the server could not be asked) is started again, the
-        start going to the journal ahead of this event's writes: the server may have closed
-        it by crash recovery meanwhile, and the start reopens it there as it would have been
-        reopened online, before the writes that follow arrive. One start a stretch: while it
-        waits in the journal the session reads as open.
+        A session the server could not be asked about (``offline``), only assumed open or
+        unknown, is started, the start going to the journal ahead of this event's writes:
+        the server may have closed it meanwhile, and the start decides there what this
+        method decides online, before the writes that follow arrive. Without
+        ``reopen_ended`` it is a start with ``keep_ended``: it opens a session the server
+        does not have, continues one crash recovery closed, and leaves one that ended
+        normally (elsewhere: another home's ``cortex session end``) ended, refused with the
+        writes after it (409), as online. One such start a stretch: another adds nothing
+        while it waits in the journal. A prompt's (``reopen_ended``) reopens whatever the
+        server holds, as online, and then the session reads as open.
         """
         state = self.session()
         if state is not None and state.is_open and not self.unconfirmed:
             return True
-        if state is not None and state.state == COMPLETE and not reopen_ended:
+        if state is not None and state.ended_normally and not reopen_ended:
             return False
-        self.start()
+        keep_ended = self.offline and not reopen_ended
+        try:
+            self.start(keep_ended=keep_ended)
+        except ConflictError:
+            if not keep_ended:
+                raise
+            return False  # (the server answered meanwhile: it ended normally, as online)
         return True
 
 

@@ -153,8 +153,8 @@ class ToolContext:
 
     @property
     def services(self) -> Services:
-        if self._services is None:
-            self._services = self._open_services()
+        if self._services is None:  # (each result says what it queued: ``queued``)
+            self._services = self._open_services().answers_queued()
         return self._services
 
     @property

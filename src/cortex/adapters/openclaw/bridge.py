@@ -99,6 +99,9 @@ class Bridge:
     since: int = 0
     """The writes the journal held for a server before this request (client mode)."""
 
+    def __post_init__(self) -> None:
+        self.services.answers_queued()  # each answer says what it queued (``queued``)
+
     @property
     def sessions(self) -> SessionPersistenceManager:
         return self.services.sessions

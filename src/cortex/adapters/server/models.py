@@ -123,6 +123,9 @@ class StartIn(Mutation):
     task_slug: Short | None = None
     parent_session: Id | None = None
     explain: bool = False
+    keep_ended: bool = False
+    """A session that ended normally stays ended (409) instead of reopening; one crash
+    recovery closed is reopened (a client's hook journals this reopen offline)."""
 
 
 class TurnIn(Mutation):

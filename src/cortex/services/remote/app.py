@@ -111,6 +111,10 @@ class RemoteServices(Services):
     def spooled(self) -> int:
         return self.client.spooled
 
+    def answers_queued(self) -> Services:
+        self.client.announce = False
+        return self
+
     def health(self) -> DatabaseHealth:
         """The server's readiness, in the shape of a database diagnosis."""
         answer = self.client.transport.request("GET", "/readyz")
@@ -123,7 +127,8 @@ class RemoteServices(Services):
         if not config.server_url:
             return Services.open(config, clock)
         same = self.client.transport.same_server(config.server_url, config.api_key)
-        return RemoteServices(config, clock, self.client if same else None)
+        services = RemoteServices(config, clock, self.client if same else None)
+        return services if self.client.announce else services.answers_queued()
 
     def close(self) -> None:
         self.client.close()

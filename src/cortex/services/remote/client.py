@@ -5,6 +5,11 @@ the journal still holds (order is kept: while older entries wait, a new one wait
 them). When the server is unavailable the mutation goes to the journal and ``write`` returns
 None, as if accepted; the caller answers with what it knows locally. ``read`` delivers the
 journal first too, then asks.
+
+A write kept in the journal is reported once, by whoever can: the command line, the MCP tools
+and the bridge answer it themselves (their ``queued`` field and line, ``announce`` off), and
+elsewhere (a hook's ``hooks.log``, a Python caller's logging) the first write of an outage,
+the one that finds the journal empty, logs one line naming the next step.
 """
 
 from __future__ import annotations
@@ -40,10 +45,12 @@ class RemoteClient:
         self.transport = Transport(config.server_url, config.api_key, config.server_timeout_seconds)
         self.journal = Journal(config.home, self.transport.target())
         self.clock = clock
-        self._warned = False
         self._warned_held = False
         self.spooled = 0
         """How many writes this client kept in the journal instead of sending them."""
+        self.announce = True
+        """Whether the first write of an outage logs a line: False where the caller answers
+        every write the journal kept itself (``RemoteServices.answers_queued``)."""
 
     def read(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A request that changes nothing; the journal is delivered first (best effort: a
@@ -58,17 +65,17 @@ class RemoteClient:
         body = {**body, "request_id": request_id()}
         report = self._behind()
         if report is not None:
-            self._spool(method, path, body, "older writes are still waiting")
+            self._spool(method, path, body, report.cause)
             if isinstance(report.cause, ConfigError):
                 raise report.cause  # the key was refused: say so, the writes are all kept
             return None
         try:
             return self.transport.request(method, path, body)
         except UnavailableError as exc:
-            self._spool(method, path, body, str(exc))
+            self._spool(method, path, body, exc)
             return None
         except ConfigError:
-            self._spool(method, path, body, "the server refused the API key")
+            self._spool(method, path, body, None)
             raise  # kept for when the key is fixed, and said at once
 
     def send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -84,15 +91,15 @@ class RemoteClient:
             )
         return self.transport.request(method, path, {**body, "request_id": request_id()})
 
-    def newest_waiting(self, *paths: str, **fields: object) -> str | None:
-        """The path of the newest write to one of ``paths`` whose body holds ``fields`` that
-        still waits in the journal after one more attempt to deliver it (the server is
-        unavailable); None when none waits."""
+    def newest_waiting(self, *paths: str, **fields: object) -> dict[str, Any] | None:
+        """The newest journal entry of a write to one of ``paths`` whose body holds
+        ``fields`` that still waits after one more attempt to deliver the journal (the server
+        is unavailable); None when none waits."""
         if self._behind() is None:
             return None
         return self.newest_queued(*paths, **fields)
 
-    def newest_queued(self, *paths: str, **fields: object) -> str | None:
+    def newest_queued(self, *paths: str, **fields: object) -> dict[str, Any] | None:
         """``newest_waiting`` without another attempt to deliver the journal (for a caller
         whose request just made one)."""
         found = None
@@ -100,7 +107,7 @@ class RemoteClient:
             if entry.get("path") in paths and all(
                 entry["body"].get(k) == v for k, v in fields.items()
             ):
-                found = str(entry["path"])
+                found = entry
         return found
 
     def sync(self) -> DrainReport:
@@ -170,9 +177,11 @@ class RemoteClient:
             )
             raise Rejected(self.transport.refusal(exc.status, str(exc))) from exc
 
-    def _spool(self, method: str, path: str, body: dict[str, Any], why: str) -> None:
+    def _spool(self, method: str, path: str, body: dict[str, Any], cause: Exception | None) -> None:
+        """Keep a write the server did not take; ``cause``: why (an unavailable server says
+        so in one line when nothing waited before this write and no answer reports it)."""
+        first = self.announce and isinstance(cause, UnavailableError) and not self.journal.pending()
         self.journal.append(method, path, body, to_iso(self.clock.now()))
         self.spooled += 1
-        if not self._warned:
-            self._warned = True
-            log.warning("spooled %s %s to the local journal: %s", method, path, why)
+        if first:
+            log.warning("%s", cause)

@@ -66,7 +66,8 @@ class RemoteSessions(SessionPersistenceManager):
     def get_session(self, session_id: str) -> SessionState | None:
         """The server's row; while the server is unavailable, what this home's journal says:
         a session whose start waits there (its writes follow it) is open, one whose end waits
-        after any start is ended, any other is unknown (UnavailableError)."""
+        after any start is ended, any other is unknown (UnavailableError), as is one whose
+        newest waiting start is a reopen with ``keep_ended`` (the server decides)."""
         try:
             return SessionState.from_dict(self.client.read("GET", session_path(session_id)))
         except NotFoundError:
@@ -74,10 +75,10 @@ class RemoteSessions(SessionPersistenceManager):
         except UnavailableError:
             # (the read just tried to deliver the journal: look in it, without trying again)
             waiting = self.client.newest_queued(_START, _END, session_id=session_id)
-            if waiting is None:
+            if waiting is None or waiting["body"].get("keep_ended"):
                 raise
             state = self.assumed(session_id)
-            if waiting == _END:
+            if waiting["path"] == _END:
                 return replace(state, end_time=state.start_time, state=COMPLETE)
             return state
 
@@ -139,16 +140,22 @@ class RemoteSessions(SessionPersistenceManager):
         owner_pid: int | None = None,
         parent_session: str | None = None,
         explain: bool = False,
+        keep_ended: bool = False,
     ) -> RestoredSessionContext:
         """Start on the server; a cold start (no preamble) while it is unavailable.
 
-        ``owner_pid`` is a local process: the server keeps sessions alive by their lease.
+        Every start is sent (or journaled) as asked, as online: the server applies them in
+        order, so a start after an end waiting in the journal reopens the session, and one
+        while a start waits is a resume. Only a reopen with ``keep_ended`` (a hook's,
+        offline) is not journaled again while a start of the session is the newest of its
+        starts and ends waiting there: it would add nothing. ``owner_pid`` is a local
+        process: the server keeps sessions alive by their lease.
         """
         session_id = session_id or _new_session_id()
-        if self.client.newest_waiting(_START, _END, session_id=session_id) == _START:
-            # Its start already waits in the journal (and no end after it): a second one
-            # would only start it twice.
-            return RestoredSessionContext(session_id=session_id, preamble=None)
+        if keep_ended:
+            waiting = self.client.newest_waiting(_START, _END, session_id=session_id)
+            if waiting is not None and waiting["path"] == _START:
+                return RestoredSessionContext(session_id=session_id, preamble=None)
         body = _compact(
             session_id=session_id,
             channel=channel,
@@ -161,6 +168,7 @@ class RemoteSessions(SessionPersistenceManager):
             task_slug=task_slug,
             parent_session=parent_session,
             explain=explain or None,
+            keep_ended=keep_ended or None,
         )
         answer = self.client.write("POST", _START, body)
         if answer is None:

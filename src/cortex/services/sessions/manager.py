@@ -204,6 +204,7 @@ class SessionPersistenceManager(Service):
         owner_pid: int | None = None,
         parent_session: str | None = None,
         explain: bool = False,
+        keep_ended: bool = False,
     ) -> RestoredSessionContext:
         """Recover lapsed sessions, open this one and restore what is relevant.
 
@@ -211,7 +212,9 @@ class SessionPersistenceManager(Service):
         ``project_name`` is how the project appears in topics and keywords (default: the
         readable part of ``project``, e.g. ``radio`` for ``git:github.com/org/radio#1a2b``).
         ``explain`` records the score breakdown of every candidate. Starting an existing id
-        again (a resume) reopens it and restores idempotently.
+        again (a resume) reopens it and restores idempotently; with ``keep_ended`` a session
+        that ended normally (``SessionState.ended_normally``) stays ended and the start is a
+        ``ConflictError``, as a write to it is, while one crash recovery closed is reopened.
         """
         return self.starts.on_session_start(
             session_id,
@@ -226,6 +229,7 @@ class SessionPersistenceManager(Service):
             owner_pid=owner_pid,
             parent_session=parent_session,
             explain=explain,
+            keep_ended=keep_ended,
         )
 
     # -- capture -------------------------------------------------------------------------------

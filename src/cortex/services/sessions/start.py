@@ -1,6 +1,8 @@
 """Start: recover lapsed sessions, open this one and restore what is relevant.
 
-Starting an existing id again (a resume) reopens it and restores idempotently. The new
+Starting an existing id again (a resume) reopens it and restores idempotently; with
+``keep_ended``, a session that ended normally is refused instead (the reopen a client's hook
+journaled offline: it continues only a session crash recovery closed). The new
 session's "current context" is what the harness knows at start: the
 project's name, the working directory and any keywords (a first prompt, a branch).
 """
@@ -22,7 +24,7 @@ from cortex.core.topics import (
 from cortex.files import check_id
 from cortex.services.ids import new_uuid
 from cortex.services.restoration import RestorePlan
-from cortex.services.sessions.context import SessionContext
+from cortex.services.sessions.context import SessionContext, check_open
 from cortex.services.sessions.recovery import HOST, CrashRecovery
 from cortex.services.sessions.restore import CANDIDATE_LIMIT, EPOCH, Restorer
 from cortex.store.records import StartReads
@@ -53,6 +55,7 @@ class SessionStart:
         owner_pid: int | None = None,
         parent_session: str | None = None,
         explain: bool = False,
+        keep_ended: bool = False,
     ) -> RestoredSessionContext:
         """See ``SessionPersistenceManager.on_session_start``."""
         ctx = self.context
@@ -77,6 +80,8 @@ class SessionStart:
         with ctx.tx():
             # A new random id names no stored session: one round trip fewer per fresh start.
             existing = ctx.store.get_session(sid) if session_id is not None else None
+            if keep_ended and existing is not None and existing.ended_normally:
+                check_open(existing)  # the 409 of a write to it: nothing changes
             recovered = self.recovery.detect_and_recover_crashed(sid, now)
             previous = ctx.store.latest_session_id(project) if existing is None else None
             state = existing or SessionState(
