@@ -229,7 +229,7 @@ def session_start(
         session_id,
         channel,
         project=clean(project),
-        keywords=[clean(keywords) or ""],
+        keywords=[given] if (given := clean(keywords)) else [],
         workdir=clean(workdir),
         explain=explain,
     )
