@@ -293,3 +293,32 @@ def test_a_repair_killed_before_its_retitle_is_finished_by_the_next(home: Path, 
         f"{cid}' in sessions.log\nok: 1 checkpoints agree\n"
     )
     assert "[t1] t1 [G3] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+
+
+def test_a_title_a_killed_checkpoint_left_behind_is_fixed_by_the_next_checkpoint(
+    home: Path, repo: Path
+) -> None:
+    """A gate transition killed between its status and its title leaves the pending task at
+    the old gate; the task's next checkpoint, one that moves no gate, titles it with the
+    status's gate, and a checkpoint that finds the title right does not write the file."""
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.update_status", "after",
+           "checkpoint", "create", "--task", "t1", "--type", "gate_transition", "--gate", "G7",
+           "--summary", "to G7", "--state-json", '{"decisions": []}')  # fmt: skip
+    assert status_of(home)["current_gate"] == "G7"
+    assert "[t1] t1 [G0] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    made = cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "next step",
+                  cwd=repo, now="2026-02-16T09:05:00Z")  # fmt: skip
+    assert made.returncode == 0 and made.stderr == "", made.stderr
+    assert "[t1] t1 [G7] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    pipeline = home / "pipeline" / "state.json"
+    (entry,) = json.loads(pipeline.read_text())["active_tasks"]
+    assert (entry["title"], entry["updated_at"]) == ("t1 [G7]", "2026-02-16T09:05:00.000000Z")
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert "pipeline state.json" not in verify.stdout  # only the killed one's line is missing
+    # The title is right now: the next checkpoint leaves the pipeline file as it is.
+    before = pipeline.stat()
+    ok(cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "one more", cwd=repo,
+              now="2026-02-16T09:10:00Z"))  # fmt: skip
+    after = pipeline.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

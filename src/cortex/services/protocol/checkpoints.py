@@ -80,7 +80,8 @@ def publish_checkpoint(
     config: Config, clock: Clock, state: SessionState, checkpoint: Checkpoint
 ) -> dict[str, Any]:
     """Once the store committed a task-bound session's checkpoint: its file and index entry,
-    the task's status (gate, last session) and the evidence line; return the index entry.
+    the task's status (gate, last session), the pending task's title (with the status's gate)
+    and the evidence line; return the index entry.
 
     Runs after the commit, so a kill or failure before it leaves nothing in the folder for a
     checkpoint the store does not hold; one after it leaves a stored checkpoint missing from
@@ -94,15 +95,8 @@ def publish_checkpoint(
     if not folder.exists():
         folder.init(state.task_slug, at)
     entry = folder.write_checkpoint(checkpoint)
-    gates: list[object] = []
-
-    def move(status: dict[str, Any]) -> None:
-        gates.append(status.get("current_gate"))
-        moved_by(status, checkpoint, at)
-
-    status = folder.update_status(move)
-    if status.get("current_gate") != gates[0]:
-        show_gate(config, folder.slug, status, at)
+    status = folder.update_status(lambda current: moved_by(current, checkpoint, at))
+    show_gate(config, folder.slug, status, at)
     folder.evidence(at, checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id))
     return entry
 
@@ -117,15 +111,19 @@ def moved_by(status: dict[str, Any], checkpoint: Checkpoint, at: str) -> None:
 
 
 def show_gate(config: Config, slug: str, status: dict[str, Any], at: str) -> None:
-    """The task's pending pipeline entry titled with the gate ``status`` holds now (a
-    checkpoint moved it), so the next preamble lists the task at its current gate; a pipeline
-    file that cannot be edited is logged, and the checkpoint stands. It is written after the
-    status: a command killed between the two leaves a title ``title_gap`` finds and
-    ``cortex checkpoint verify --repair`` rewrites."""
+    """The task's pending pipeline entry titled with the gate ``status`` holds now, so the next
+    preamble lists the task at its current gate: rewritten when it reads otherwise (a
+    checkpoint moved the gate, or an earlier one was killed between its status and its
+    title), left alone (no write) when it is right; a pipeline file that cannot be read or
+    edited is logged, and the checkpoint stands. It is written after the status: a command
+    killed between the two leaves a title the task's next checkpoint rewrites, as
+    ``cortex checkpoint verify --repair`` does."""
     from cortex.services.pipeline import retitle_task
 
     try:
-        retitle_task(config.pipeline_state_path, slug, gate_title(slug, status), at)
+        gap = _title_gap(config, slug, status)
+        if gap is not None:
+            retitle_task(config.pipeline_state_path, slug, gap[1], at)
     except CortexError as exc:
         getLogger("cortex").warning("task %s keeps its pipeline title: %s", slug, exc)
 
@@ -142,12 +140,17 @@ def title_gap(config: Config, slug: str, status: dict[str, Any]) -> tuple[str, s
     """(the title the pipeline holds the task pending under, the one ``status`` gives it)
     when they differ; None when they agree, the task is not pending or the pipeline file
     cannot be read (every command reading it says so; its titles are checked once it can)."""
-    from cortex.services.pipeline import pending_title
-
     try:
-        shown = pending_title(config.pipeline_state_path, slug)
+        return _title_gap(config, slug, status)
     except ValidationError:
         return None
+
+
+def _title_gap(config: Config, slug: str, status: dict[str, Any]) -> tuple[str, str] | None:
+    """``title_gap``, raising ``ValidationError`` when the pipeline file cannot be read."""
+    from cortex.services.pipeline import pending_title
+
+    shown = pending_title(config.pipeline_state_path, slug)
     wanted = gate_title(slug, status)
     return None if shown is None or shown == wanted else (shown, wanted)
 
