@@ -367,7 +367,9 @@ def test_a_status_file_made_anew_keeps_the_title_that_survives_it(home: Path, re
     ok(cortex(home, "compact", "run", "--session-id", started["session_id"], cwd=repo))
     newest = str(stored_checkpoints(home, repo, "feat-auth")[-1]["checkpoint_id"])
     assert made_anew() == f"'User auth' as checkpoint {newest} has it"
-    # A copy of the status a repair kept comes before the checkpoints.
+    # A copy of the status a repair kept comes before the checkpoints (one that cannot be
+    # read is passed over, however new).
     kept = json_dir / "task-status.json.set-aside-20260216T080000000000Z"
     kept.write_text(json.dumps(status_of(home, "feat-auth")))
+    (json_dir / "task-status.json.set-aside-20260216T090000000000Z").mkdir()
     assert made_anew() == f"'User auth' as {kept.name} has it"

@@ -209,7 +209,7 @@ def _surviving_titles(
     slug = folder.slug
     try:
         entry = (load_pipeline(config.pipeline_state_path) or {}).get(slug)
-    except ValidationError:  # every command reading the file says so
+    except CortexError:  # not a pipeline document, unreadable: every command reading it says so
         entry = None
     if entry is not None:
         yield _without_gate(entry.get("title")), f"the pipeline's task {slug}"

@@ -204,7 +204,7 @@ class TaskFolder:
         for path in sorted(aside, reverse=True):  # the names end in their time
             try:
                 data = read_json(path)
-            except (OSError, ValueError, UnicodeDecodeError):
+            except (StorageError, ValueError, UnicodeDecodeError):  # unreadable, not JSON
                 continue
             if isinstance(data, dict) and data.get("task_slug") == self.slug:
                 copies.append((path.name, data))
