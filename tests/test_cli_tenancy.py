@@ -9,11 +9,15 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import cortex as real_cortex
+from cli_helpers import ok
 from cortex.adapters.cli.main import cli
+from cortex.clock import FixedClock
 from cortex.core.server_numbers import SERVER_NUMBERS, ServerNumber
 from cortex.services.hosting import ServiceHost
 
@@ -133,3 +137,53 @@ def test_key_create_prints_the_key_alone_on_stdout(tmp_path: Path) -> None:
     assert run.stdout.count("\n") == 1 and key.startswith("ctx_")
     assert run.stderr == "(shown once; store it now)\n"
     assert ServiceHost(db, tmp_path).authenticate(key) == ("default", ("read", "write"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_tenant_key_and_import_record_the_time_now_gives(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``cortex --now T tenant ...``, ``key ...`` and ``server import`` record T, not the
+    system clock's time (nor the CORTEX_NOW the helper sets, which the flag overrides): a
+    tenant's and a key's creation and revocation, and an imported task that carries no time
+    of its own."""
+    if backend == "postgres":
+        url, name = request.getfixturevalue("pg_url"), f"now-{secrets.token_hex(4)}"
+    else:
+        url, name = str(tmp_path / "srv.db"), "default"
+    home, secret = tmp_path / "home", "now-test-secret-0123456789abcdefghij"
+
+    def run(now: str, *args: str) -> Any:
+        done = real_cortex(
+            home, "--now", now, "--json", *args, "--db", url,
+            env={"CORTEX_SERVER_SECRET": secret},
+        )  # fmt: skip
+        return json.loads(ok(done))
+
+    assert run("2026-02-16T09:00:00Z", "tenant", "create", name)["created_at"] == (
+        "2026-02-16T09:00:00.000000Z"
+    )
+    made = run("2026-02-16T10:00:00Z", "key", "create", name)
+    assert made["created_at"] == "2026-02-16T10:00:00.000000Z"
+    listed = run("2026-02-16T10:30:00Z", "key", "list", "--tenant", name)
+    assert [k["created_at"] for k in listed] == ["2026-02-16T10:00:00.000000Z"]
+    revoked = run("2026-02-16T11:00:00Z", "key", "revoke", made["key_id"])
+    assert revoked["revoked_at"] == "2026-02-16T11:00:00.000000Z"
+
+    source = tmp_path / "laptop"
+    ok(real_cortex(source, "session", "start", "--project", "api"))  # makes its brain.db
+    pipeline = tmp_path / "state.json"
+    pipeline.write_text(json.dumps({"active_tasks": [{"task_id": "t1", "stage": "build"}]}))
+    brain = str(source / "brain.db")
+    run("2026-02-16T12:00:00Z", "server", "import", brain, "--tenant", name, "--pipeline",
+        str(pipeline))  # fmt: skip
+    host = ServiceHost(url, tmp_path / "reader", clock=FixedClock("2030-01-01T00:00:00Z"))
+    try:
+        with host.open(name) as app:
+            (task,) = app.store.list_tasks()
+    finally:
+        host.close()
+    assert (task.task_id, task.created_at) == ("t1", "2026-02-16T12:00:00.000000Z")
+
+    revoked_tenant = run("2026-02-16T13:00:00Z", "tenant", "revoke", name)
+    assert revoked_tenant["revoked_at"] == "2026-02-16T13:00:00.000000Z"

@@ -293,3 +293,83 @@ def test_a_repair_killed_before_its_retitle_is_finished_by_the_next(home: Path, 
         f"{cid}' in sessions.log\nok: 1 checkpoints agree\n"
     )
     assert "[t1] t1 [G3] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+
+
+def test_a_title_a_killed_checkpoint_left_behind_is_fixed_by_the_next_checkpoint(
+    home: Path, repo: Path
+) -> None:
+    """A gate transition killed between its status and its title leaves the pending task at
+    the old gate; the task's next checkpoint, one that moves no gate, titles it with the
+    status's gate, and a checkpoint that finds the title right does not write the file."""
+    started(home, repo)
+    killed(home, repo, f"{FOLDER}.update_status", "after",
+           "checkpoint", "create", "--task", "t1", "--type", "gate_transition", "--gate", "G7",
+           "--summary", "to G7", "--state-json", '{"decisions": []}')  # fmt: skip
+    assert status_of(home)["current_gate"] == "G7"
+    assert "[t1] t1 [G0] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    made = cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "next step",
+                  cwd=repo, now="2026-02-16T09:05:00Z")  # fmt: skip
+    assert made.returncode == 0 and made.stderr == "", made.stderr
+    assert "[t1] t1 [G7] (stage: build" in ok(cortex(home, "task", "list", cwd=repo))
+    pipeline = home / "pipeline" / "state.json"
+    (entry,) = json.loads(pipeline.read_text())["active_tasks"]
+    assert (entry["title"], entry["updated_at"]) == ("t1 [G7]", "2026-02-16T09:05:00.000000Z")
+    verify = cortex(home, "checkpoint", "verify", "--task", "t1", cwd=repo)
+    assert "pipeline state.json" not in verify.stdout  # only the killed one's line is missing
+    # The title is right now: the next checkpoint leaves the pipeline file as it is.
+    before = pipeline.stat()
+    ok(cortex(home, "checkpoint", "create", "--task", "t1", "--summary", "one more", cwd=repo,
+              now="2026-02-16T09:10:00Z"))  # fmt: skip
+    after = pipeline.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_status_file_made_anew_keeps_the_title_that_survives_it(home: Path, repo: Path) -> None:
+    """A repair that makes a deleted status file anew takes the task's title from what
+    outlives it: the pipeline's entry less its gate, else a status copy a repair kept, else
+    the pending tasks the task's checkpoints and sessions carried (newest first); never the
+    slug while one has it. A compaction that finds the file gone makes it the same way."""
+    ok(cortex(home, "task", "init", "feat-auth", "--title", "User auth", cwd=repo))
+    started = json.loads(ok(cortex(home, "--json", "task", "start", "feat-auth", cwd=repo)))
+    ok(cortex(home, "checkpoint", "create", "--task", "feat-auth", "--type", "gate_transition",
+              "--gate", "G7", "--summary", "to G7", "--state-json", '{"decisions": []}',
+              cwd=repo))  # fmt: skip
+    json_dir = home / "tasks" / "feat-auth" / "json"
+    status_file, pipeline = json_dir / "task-status.json", home / "pipeline" / "state.json"
+    listed = "[feat-auth] User auth [G7] (stage: build"
+    assert listed in ok(cortex(home, "task", "list", cwd=repo))
+    repair = ("checkpoint", "verify", "--task", "feat-auth", "--repair")
+
+    def stands() -> tuple[object, object]:
+        status = status_of(home, "feat-auth")
+        return status["title"], status["current_gate"]
+
+    def made_anew() -> str:
+        """Where the repair that makes the deleted status anew found its title."""
+        status_file.unlink()
+        line = ok(cortex(home, *repair, cwd=repo)).splitlines()[0]
+        assert stands() == ("User auth", "G7")
+        return line.removeprefix("repaired: task-status.json: missing; made anew, titled ")
+
+    assert made_anew() == "'User auth' as the pipeline's task feat-auth has it"
+    assert listed in ok(cortex(home, "task", "list", cwd=repo))
+    # A compaction that finds the status file gone makes it at the gate the checkpoints left.
+    status_file.unlink()
+    ok(cortex(home, "compact", "run", "--session-id", started["session_id"], cwd=repo))
+    assert stands() == ("User auth", "G7")
+    assert listed in ok(cortex(home, "task", "list", cwd=repo))
+    # A turn puts the pending task in the session's record; with the pipeline file gone, it
+    # is what has the title (that compaction's checkpoint carried no pending task yet).
+    ok(cortex(home, "session", "record", "--text", "login form", cwd=repo))
+    pipeline.unlink()
+    assert made_anew() == f"'User auth' as session {started['session_id']} has it"
+    # A later compaction's checkpoint carries it, and is newer than the session's record.
+    ok(cortex(home, "compact", "run", "--session-id", started["session_id"], cwd=repo))
+    newest = str(stored_checkpoints(home, repo, "feat-auth")[-1]["checkpoint_id"])
+    assert made_anew() == f"'User auth' as checkpoint {newest} has it"
+    # A copy of the status a repair kept comes before the checkpoints (one that cannot be
+    # read is passed over, however new).
+    kept = json_dir / "task-status.json.set-aside-20260216T080000000000Z"
+    kept.write_text(json.dumps(status_of(home, "feat-auth")))
+    (json_dir / "task-status.json.set-aside-20260216T090000000000Z").mkdir()
+    assert made_anew() == f"'User auth' as {kept.name} has it"

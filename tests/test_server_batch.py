@@ -32,7 +32,7 @@ from cortex.errors import (  # noqa: E402
     ValidationError,
 )
 from cortex.services.hosting import ServiceHost  # noqa: E402
-from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
+from cortex.services.turn_batch import ALONE, Outcome, Turn, Written, capture_turns  # noqa: E402
 from pg_helpers import waiting_or_done  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_batch")
@@ -332,3 +332,25 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
     assert all(isinstance(found, SessionState) for found in together + one_by_one)
     assert len(sizes) == 9  # each turn admitted once
     assert all("kafka" in stored(host, tenant, sid).hot_topics for sid in sessions)
+
+
+def test_the_turns_a_batch_leaves_go_in_chains_of_one_session_or_one_request_id() -> None:
+    """Turns left to be written alone that name one session id, or one request id, keep
+    their order in one chain (each must see what the one before did); the others are
+    chains of their own, written at the same time."""
+    turns = [
+        Turn("k", "s1", "r1"),
+        Turn("k", "s2", None),
+        Turn("k", "s1", "r2"),
+        Turn("k", "s3", "r2"),  # another session, the request id of the third: its chain
+        Turn("k", "s4", "r4"),  # settled by the batch: in no chain
+        Turn("k", "s5", None),
+        Turn("k", "s2", "r1"),  # joins the chains of s2 and of r1 (s1's)
+    ]
+    outcomes: list[Any] = [ALONE] * len(turns)
+    outcomes[4] = None
+    written = Written(host=None, turns=turns, admit=lambda *_: None, outcomes=outcomes,
+                      tenants=[None] * len(turns))  # type: ignore[arg-type]  # fmt: skip
+    assert written.chains() == [[0, 1, 2, 3, 6], [5]]
+    outcomes[6] = None
+    assert written.chains() == [[0, 2, 3], [1], [5]]

@@ -20,7 +20,9 @@ import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app  # noqa: E402
+from cortex.adapters.server.auth import RateLimiter  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
+from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.server_numbers import (  # noqa: E402
     BURST,
@@ -121,12 +123,17 @@ def test_a_session_held_past_the_lock_timeout_answers_503_and_others_are_served(
     assert pins == []  # the request that gave up wrote nothing
 
 
-def in_one_batch(host: ServiceHost, turns: list[Turn]) -> list[tuple[Outcome, float]]:
-    """``turns`` sent together to a batcher of ``host`` (one batch): each one's outcome and
-    the seconds it took to come."""
+def in_one_batch(
+    host: ServiceHost, turns: list[Turn], batcher: TurnBatcher | None = None
+) -> list[tuple[Outcome, float]]:
+    """``turns`` sent together to a batcher of ``host`` (one batch; by default one of a single
+    thread): each one's outcome and the seconds it took to come."""
 
     async def main() -> list[tuple[Outcome, float]]:
-        batcher = TurnBatcher(host, lambda *_: None, slots=1, limiter=anyio.CapacityLimiter(1))
+        nonlocal batcher
+        if batcher is None:
+            limiter = anyio.CapacityLimiter(1)
+            batcher = TurnBatcher(host, lambda *_: None, slots=1, limiter=limiter)
         began = time.monotonic()
 
         async def send(turn: Turn) -> tuple[Outcome, float]:
@@ -178,6 +185,59 @@ def test_a_batch_with_a_held_session_waits_one_bound_for_it_and_none_for_the_oth
             "NoneType",
             "SessionState",
         ]
+    finally:
+        host.close()
+
+
+def served_batcher(host: ServiceHost) -> TurnBatcher:
+    """The batcher of a server over ``host`` with one batch slot (``--turn-batches 1``), with
+    the share of the pool it writes the turns a batch leaves in."""
+    direct = DirectRoutes(
+        lambda *_: None,  # type: ignore[arg-type,return-value]
+        host=host,
+        limiter=RateLimiter(10_000, 10_000),
+        render=lambda *_: None,  # type: ignore[arg-type,return-value]
+        turn_batches=1,
+    )
+    assert direct._batches is not None
+    return direct._batches
+
+
+def test_turns_of_two_held_sessions_in_one_batch_each_wait_one_bound(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two sessions held by other transactions: the batch leaves their turns to be written
+    alone, and they wait their bounds side by side, so each answers busy after about one
+    bound (the second not after two), the batch's other turn at once."""
+    bound = 1.0
+    host = ServiceHost(pg_url, tmp_path / "data", pool_size=4, lock_timeout=bound)
+    try:
+        tenant, key = new_tenant(host)
+        with host.open(tenant) as app:
+            first, free, second = (app.sessions.on_session_start(None, "api").session_id
+                                   for _ in "abc")  # fmt: skip
+            before = [app.sessions.get_session(sid) for sid in (first, second)]
+        turns = [
+            Turn(key, first, "h-1", {"text": "redis"}),
+            Turn(key, free, "f-1", {"text": "kafka"}),
+            Turn(key, second, "h-2", {"text": "nginx"}),
+        ]
+        holders = [Holder(pg_url, tenant, sid) for sid in (first, second)]
+        try:
+            answered = in_one_batch(host, turns, served_batcher(host))
+        finally:
+            for holder in holders:
+                holder.release()
+        for turn, (outcome, waited) in zip(turns, answered, strict=True):
+            if turn.session_id == free:
+                assert isinstance(outcome, SessionState), outcome
+                assert waited < bound, waited
+            else:
+                assert isinstance(outcome, BusyError), outcome
+                assert f"session {turn.session_id} is busy" in str(outcome)
+                assert bound <= waited < bound * 1.6, (turn.session_id, waited)
+        with host.open(tenant) as app:
+            assert [app.sessions.get_session(sid) for sid in (first, second)] == before
     finally:
         host.close()
 

@@ -14,6 +14,10 @@ from typing import Generic, TypeVar
 
 from cortex.errors import ConfigError
 
+SECRET_ENV = "CORTEX_SERVER_SECRET"
+"""The variable holding the servers' secret (every tenant's metrics key derives from it), read
+by `cortex serve`'s workers and by the commands that work on a server database."""
+
 N = TypeVar("N", int, float)
 
 

@@ -318,7 +318,7 @@ class CompactionService(Service):
         from cortex.services.protocol.checkpoints import publish_checkpoint
 
         try:
-            publish_checkpoint(self.config, self.clock, state, checkpoint)
+            publish_checkpoint(self.store, self.config, self.clock, state, checkpoint)
         except CortexError as exc:
             log.warning("checkpoint %s kept in the store only: %s", checkpoint.checkpoint_id, exc)
             if strict:

@@ -11,9 +11,11 @@ Each turn keeps the answer it would get alone:
   taken back; the others commit;
 - what the batch cannot settle on its own (a session named by a prefix or not found, one
   another transaction holds, a second turn of one session or of one request id in the
-  batch) is captured alone after the batch commits, in order, through the same path a
-  single request takes; a held session is not waited for in the batch, so it holds up none
-  of the batch's other turns, and its turn waits the lock bound once, alone;
+  batch) is captured alone after the batch commits, through the same path a single request
+  takes, in chains that may go at once (``Written.chains``: the turns of one session or one
+  request id in their order); a held session is not waited for in the batch, so it holds up
+  none of the batch's other turns, and its turn waits the lock bound once, alone, beside
+  (not after) the turns of other held sessions;
 - when the batch's transaction fails (PostgreSQL refused a row, a deadlock, the connection
   broke) nothing of it was committed, and every turn is captured alone.
 
@@ -98,7 +100,8 @@ class Written:
 
     A session another transaction holds costs one lock bound once per batch: the first turn
     of it captured alone waits that long and gets ``BusyError``; a later one of the batch gets
-    the same answer at once (nothing of either was written, their request ids stay unused)."""
+    the same answer at once (nothing of either was written, their request ids stay unused).
+    Turns of different chains (``chains``) may be captured alone in threads at the same time."""
 
     def __init__(
         self,
@@ -124,6 +127,33 @@ class Written:
     def left(self) -> list[int]:
         """The index of each turn to capture alone, in order."""
         return [i for i, found in enumerate(self._outcomes) if isinstance(found, _Alone)]
+
+    def chains(self) -> list[list[int]]:
+        """The turns to capture alone (``left``) in chains that may be captured at the same
+        time: the turns that name one session id or one request id (whatever their tenants)
+        are in one chain, in their order, since each must see what the one before it did (its
+        write, its claim, its wait for a held session); two chains share neither."""
+        left = self.left()
+        root = {i: i for i in left}
+
+        def find(i: int) -> int:
+            while root[i] != i:
+                i = root[i]
+            return i
+
+        first: dict[tuple[str, str], int] = {}  # the first turn that names each id
+        for i in left:
+            turn = self.turns[i]
+            named = [("session", turn.session_id)]
+            named += [("request", turn.request_id)] if turn.request_id is not None else []
+            for key in named:
+                if key in first:
+                    root[find(i)] = find(first[key])
+                first.setdefault(key, i)
+        chains: dict[int, list[int]] = {}
+        for i in left:
+            chains.setdefault(find(i), []).append(i)
+        return list(chains.values())
 
     def alone(self, index: int) -> Outcome:
         """Turn ``index`` captured on its own (authenticated and admitted first unless the

@@ -16,16 +16,15 @@ from cortex.adapters.cli.runtime import (
     number_option,
     pass_rt,
     project_option,
+    server_host,
 )
 from cortex.core.hygiene import ConsolidationRun, Procedure
-from cortex.core.server_numbers import WORKER_LOCK_TIMEOUT
+from cortex.core.server_numbers import SECRET_ENV, WORKER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cortex.services.worker import Job, JobRun
-
-SECRET_VARIABLE = "CORTEX_SERVER_SECRET"
 
 
 def format_run(run: ConsolidationRun) -> str:
@@ -314,13 +313,10 @@ def _hosted(
     """A pass over the tenants of a team server's database (the server secret from the
     environment, as ``cortex serve`` takes it), each statement waiting at most
     ``lock_timeout`` seconds for a lock, at the command's time (``--now``, as on a home)."""
-    from cortex.services.hosting import ServiceHost
     from cortex.services.worker import hosted_pass, worker_owner
 
-    secret = rt.env.get(SECRET_VARIABLE)
-    home = rt.config.home / "server"
-    host = ServiceHost(db_url, home, clock=rt.clock, secret=secret, lock_timeout=lock_timeout)
-    click.get_current_context().call_on_close(host.close)
+    secret = rt.env.get(SECRET_ENV)
+    host = server_host(rt, db_url, secret=secret, lock_timeout=lock_timeout)
     owner = worker_owner()
     return lambda force=False: hosted_pass(host, jobs, owner, tenants=tenants, force=force)
 

@@ -20,6 +20,7 @@ from cortex.files import check_id
 
 if TYPE_CHECKING:
     from cortex.core.server_numbers import ServerNumber
+    from cortex.services.hosting import ServiceHost
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 SESSION_HELP = "Session (default: the current active one)."
@@ -80,6 +81,18 @@ def database(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     if value is not None and not value.strip():
         raise UsageLine("--db is empty; give a postgresql:// URL or a SQLite path")
     return value
+
+
+def server_host(rt: Runtime, db_url: str, **options: Any) -> ServiceHost:
+    """The team server's database ``db_url`` as this command's ``ServiceHost`` (``serve``,
+    ``tenant``, ``key``, ``server import``, ``worker --db``): the tenants' homes under the
+    home's ``server`` directory, the command's clock (``--now``, as on a home), closed with
+    the command. ``options`` go to ``ServiceHost`` (``secret``, ``lock_timeout``)."""
+    from cortex.services.hosting import ServiceHost
+
+    host = ServiceHost(db_url, rt.config.home / "server", clock=rt.clock, **options)
+    click.get_current_context().call_on_close(host.close)
+    return host
 
 
 def number_option(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[F], F]:

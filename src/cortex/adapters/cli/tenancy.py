@@ -19,11 +19,19 @@ from cortex.adapters.cli.runtime import (
     database,
     number_option,
     pass_rt,
+    server_host,
 )
-from cortex.core.server_numbers import BURST, LOCK_TIMEOUT, POOL, RATE, TURN_BATCHES
+from cortex.core.server_numbers import (
+    BURST,
+    LOCK_TIMEOUT,
+    POOL,
+    RATE,
+    SECRET_ENV,
+    TURN_BATCHES,
+)
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import ServiceHost, check_secret
+from cortex.services.hosting import check_secret
 
 DB = click.option(
     "--db",
@@ -35,15 +43,13 @@ DB = click.option(
 )
 
 
-ENV_SECRET = "CORTEX_SERVER_SECRET"
-
-
 def _registry(
     rt: Runtime, db_url: str, *, tenant: str | None = None, read: bool = False
 ) -> Services:
     """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
-    to ``read`` only, once the database exists (a listing never creates one)."""
-    host = ServiceHost(db_url, rt.config.home / "server")
+    to ``read`` only, once the database exists (a listing never creates one); at the
+    command's time (the times of a creation or revocation follow ``--now``)."""
+    host = server_host(rt, db_url)
     if tenant is not None:
         host.check_served(tenant)
     if read and not host.postgres and not Path(db_url).exists():
@@ -51,9 +57,7 @@ def _registry(
             f"no database at {db_url}; check the path (`cortex tenant create` makes one)"
         )
     app = host.registry()
-    ctx = click.get_current_context()
-    ctx.call_on_close(host.close)
-    ctx.call_on_close(app.close)
+    click.get_current_context().call_on_close(app.close)
     return app
 
 
@@ -98,15 +102,15 @@ def serve(
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
       cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
     """
-    secret = rt.env.get(ENV_SECRET)
+    secret = rt.env.get(SECRET_ENV)
     if db_url.startswith(("postgresql://", "postgres://")) and not secret:
         raise ConfigError(
-            f"{ENV_SECRET} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
+            f"{SECRET_ENV} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
             "the same on every server) before `cortex serve`"
         )
     if secret:
         check_secret(secret)  # here, as one line: a worker process would print a traceback
-    check = ServiceHost(db_url, rt.config.home / "server")
+    check = server_host(rt, db_url)
     try:
         check.check_database()  # as one line too: uvicorn would start and fail every request
         for problem in check.invalid_configs():  # served 503 until fixed; the others serve
@@ -296,14 +300,13 @@ def server_import(
     """
     from cortex.services.transfer import import_file
 
-    secret = rt.env.get(ENV_SECRET)
+    secret = rt.env.get(SECRET_ENV)
     if not secret:
         raise ConfigError(
-            f"{ENV_SECRET} is not set; export the servers' secret (metrics are re-chained "
+            f"{SECRET_ENV} is not set; export the servers' secret (metrics are re-chained "
             "under the tenant's key derived from it)"
         )
-    host = ServiceHost(db_url, rt.config.home / "server", secret=secret)
-    click.get_current_context().call_on_close(host.close)
+    host = server_host(rt, db_url, secret=secret)
 
     def progress(table: str, done: int) -> None:
         click.echo(f"import: {table}: {done} rows", err=True)

@@ -28,7 +28,14 @@ from cortex.adapters.server.direct import DirectRoutes
 from cortex.adapters.server.models import ERROR_RESPONSES
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
-from cortex.core.server_numbers import BURST, LOCK_TIMEOUT, POOL, RATE, TURN_BATCHES
+from cortex.core.server_numbers import (
+    BURST,
+    LOCK_TIMEOUT,
+    POOL,
+    RATE,
+    SECRET_ENV,
+    TURN_BATCHES,
+)
 from cortex.errors import (
     BusyError,
     ConfigError,
@@ -49,7 +56,6 @@ from cortex.services.hosting import UNAVAILABLE, ServiceHost
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
 ENV_DB, ENV_DATA = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA"
-ENV_SECRET = "CORTEX_SERVER_SECRET"
 STARTUP_FAILURE = 3
 """The exit status of a worker that refuses its settings: uvicorn's and gunicorn's for a
 worker that could not start, which their supervisors do not start again."""
@@ -380,9 +386,9 @@ def _app_from(env: Mapping[str, str]) -> FastAPI:
     url = env.get(ENV_DB)
     if not url:
         raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")
-    secret = env.get(ENV_SECRET) or None
+    secret = env.get(SECRET_ENV) or None
     if secret is None and url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"{ENV_SECRET} is not set; export the server secret and restart")
+        raise ConfigError(f"{SECRET_ENV} is not set; export the server secret and restart")
     home = Path(env.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
     return create_app(
         url,

@@ -26,9 +26,13 @@ MAX_BATCH = 64
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
     worker thread that ``limiter`` admits. The turns a batch leaves to be captured alone (see
-    ``turn_batch``) are captured after it, in a worker thread ``alone`` admits, while the
-    slot writes the next batch: a turn waiting for a session another transaction holds
-    holds up no other turn."""
+    ``turn_batch``) are captured after it, while the slot writes the next batch, each in a
+    worker thread ``alone`` admits: its chains (``Written.chains``) at the same time, so a
+    turn waiting for a session another transaction holds holds up no other turn, and turns
+    of several held sessions wait their bounds side by side rather than one after another.
+    They take at most all but one of ``alone``'s threads, whatever the batches: ``alone`` is
+    the share of the pool session starts and ends take too, and a start (someone waits for
+    its restore) always finds a thread within one lock bound."""
 
     def __init__(
         self,
@@ -44,6 +48,8 @@ class TurnBatcher:
         self.slots = slots
         self.limiter = limiter
         self.alone = alone or limiter
+        self._held = anyio.CapacityLimiter(max(1, int(self.alone.total_tokens) - 1))
+        """How many turns are captured alone at once (one thread of ``alone`` left over)."""
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
@@ -96,13 +102,19 @@ class TurnBatcher:
                 self._start(loop, self._alone(written, answers))
 
     async def _alone(self, written: Written, answers: list[asyncio.Future[Outcome]]) -> None:
-        """Capture the turns ``written`` left, one by one in their order."""
-        left = written.left()
-        for n, i in enumerate(left):
+        """Capture the turns ``written`` left: its chains at the same time."""
+        await asyncio.gather(*(self._chain(written, c, answers) for c in written.chains()))
+
+    async def _chain(
+        self, written: Written, chain: list[int], answers: list[asyncio.Future[Outcome]]
+    ) -> None:
+        """Capture the turns of one chain, one by one in their order."""
+        for n, i in enumerate(chain):
             try:
-                outcome = await anyio.to_thread.run_sync(written.alone, i, limiter=self.alone)
+                async with self._held:
+                    outcome = await anyio.to_thread.run_sync(written.alone, i, limiter=self.alone)
             except asyncio.CancelledError:  # the server is stopping
-                _cancel([answers[k] for k in left[n:]])
+                _cancel([answers[k] for k in chain[n:]])
                 raise
             except Exception as exc:  # a bug: never leave a request waiting for ever
                 outcome = exc

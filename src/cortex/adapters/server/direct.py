@@ -96,7 +96,8 @@ class DirectRoutes:
         # restore, which someone waits for) or end finds one at once rather than queueing
         # behind every captured turn; with group commit, turns take only their batches'
         # (one connection each). Starts and ends take the rest, as do the turns a batch
-        # leaves to capture alone (a held session's waits for it off the batch's slot):
+        # leaves to capture alone (a held session's waits for it off the batch's slot, beside
+        # other held sessions' turns, leaving a start at least one thread of the rest):
         # together they never hold more threads than the pool has connections, so past
         # that a request waits here, without a deadline, not in the pool, whose wait times
         # out (a 503) when the machine falls behind.

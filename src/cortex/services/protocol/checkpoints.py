@@ -5,6 +5,7 @@ memory mirror (so checkpoints are searchable); and the check that files, index a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from cortex.clock import Clock, parse_time
 from cortex.config import Config
 from cortex.core.checkpoint_schema import checkpoint_problems
 from cortex.core.history_models import Checkpoint
-from cortex.core.lifecycle import checkpoint_line
+from cortex.core.lifecycle import GATE_IDS, checkpoint_line
 from cortex.core.models import SessionState
 from cortex.core.redaction import redact
 from cortex.errors import CortexError, StorageError, ValidationError
@@ -77,10 +78,11 @@ def mirror_memory(
 
 
 def publish_checkpoint(
-    config: Config, clock: Clock, state: SessionState, checkpoint: Checkpoint
+    store: Store, config: Config, clock: Clock, state: SessionState, checkpoint: Checkpoint
 ) -> dict[str, Any]:
     """Once the store committed a task-bound session's checkpoint: its file and index entry,
-    the task's status (gate, last session) and the evidence line; return the index entry.
+    the task's status (gate, last session), the pending task's title (with the status's gate)
+    and the evidence line; return the index entry.
 
     Runs after the commit, so a kill or failure before it leaves nothing in the folder for a
     checkpoint the store does not hold; one after it leaves a stored checkpoint missing from
@@ -91,18 +93,18 @@ def publish_checkpoint(
     assert state.task_slug is not None
     at = to_iso(clock.now())
     folder = folder_of(config, state.task_slug)
-    if not folder.exists():
-        folder.init(state.task_slug, at)
+    fresh: list[Checkpoint] = []
+    if not folder.exists():  # gone: made anew as a repair makes it, where the checkpoints left it
+        fresh = store.task_checkpoints(folder.slug, limit=VERIFY_LIMIT)
+        remake_status(config, folder, fresh, store.task_sessions(folder.slug), at)
     entry = folder.write_checkpoint(checkpoint)
-    gates: list[object] = []
 
     def move(status: dict[str, Any]) -> None:
-        gates.append(status.get("current_gate"))
-        moved_by(status, checkpoint, at)
+        for each in [*fresh, checkpoint]:  # (``fresh`` holds it too: it is committed)
+            moved_by(status, each, at)
 
     status = folder.update_status(move)
-    if status.get("current_gate") != gates[0]:
-        show_gate(config, folder.slug, status, at)
+    show_gate(config, folder.slug, status, at)
     folder.evidence(at, checkpoint_line(config.protocol_service_name, checkpoint.checkpoint_id))
     return entry
 
@@ -117,15 +119,19 @@ def moved_by(status: dict[str, Any], checkpoint: Checkpoint, at: str) -> None:
 
 
 def show_gate(config: Config, slug: str, status: dict[str, Any], at: str) -> None:
-    """The task's pending pipeline entry titled with the gate ``status`` holds now (a
-    checkpoint moved it), so the next preamble lists the task at its current gate; a pipeline
-    file that cannot be edited is logged, and the checkpoint stands. It is written after the
-    status: a command killed between the two leaves a title ``title_gap`` finds and
-    ``cortex checkpoint verify --repair`` rewrites."""
+    """The task's pending pipeline entry titled with the gate ``status`` holds now, so the next
+    preamble lists the task at its current gate: rewritten when it reads otherwise (a
+    checkpoint moved the gate, or an earlier one was killed between its status and its
+    title), left alone (no write) when it is right; a pipeline file that cannot be read or
+    edited is logged, and the checkpoint stands. It is written after the status: a command
+    killed between the two leaves a title the task's next checkpoint rewrites, as
+    ``cortex checkpoint verify --repair`` does."""
     from cortex.services.pipeline import retitle_task
 
     try:
-        retitle_task(config.pipeline_state_path, slug, gate_title(slug, status), at)
+        gap = _title_gap(config, slug, status)
+        if gap is not None:
+            retitle_task(config.pipeline_state_path, slug, gap[1], at)
     except CortexError as exc:
         getLogger("cortex").warning("task %s keeps its pipeline title: %s", slug, exc)
 
@@ -142,14 +148,89 @@ def title_gap(config: Config, slug: str, status: dict[str, Any]) -> tuple[str, s
     """(the title the pipeline holds the task pending under, the one ``status`` gives it)
     when they differ; None when they agree, the task is not pending or the pipeline file
     cannot be read (every command reading it says so; its titles are checked once it can)."""
-    from cortex.services.pipeline import pending_title
-
     try:
-        shown = pending_title(config.pipeline_state_path, slug)
+        return _title_gap(config, slug, status)
     except ValidationError:
         return None
+
+
+def _title_gap(config: Config, slug: str, status: dict[str, Any]) -> tuple[str, str] | None:
+    """``title_gap``, raising ``ValidationError`` when the pipeline file cannot be read."""
+    from cortex.services.pipeline import pending_title
+
+    shown = pending_title(config.pipeline_state_path, slug)
     wanted = gate_title(slug, status)
     return None if shown is None or shown == wanted else (shown, wanted)
+
+
+def remake_status(
+    config: Config,
+    folder: TaskFolder,
+    stored: Sequence[Checkpoint],
+    sessions: Sequence[SessionState],
+    at: str,
+) -> tuple[str, str] | None:
+    """Make the task's missing status file anew (``init``), titled as what outlives it has
+    the title (``surviving_title`` over the task's ``stored`` checkpoints and its
+    ``sessions``), else with the slug; the caller moves it as the checkpoints did. Returns the
+    title found and where, or None."""
+    found = surviving_title(config, folder, stored, sessions)
+    folder.init(found[0] if found else folder.slug, at)
+    return found
+
+
+def surviving_title(
+    config: Config,
+    folder: TaskFolder,
+    checkpoints: Sequence[Checkpoint] = (),
+    sessions: Sequence[SessionState] = (),
+) -> tuple[str, str] | None:
+    """The title of a task whose status file is gone, from what outlives it, and where it was
+    found: the pipeline's entry of the task (its title less the gate the protocol appends to
+    it), a copy of the status a repair kept, then the pending tasks the task's
+    ``checkpoints`` and ``sessions`` carried, newest first. None when none has it: the slug
+    stands in."""
+    for title, where in _surviving_titles(config, folder, checkpoints, sessions):
+        if title:
+            return title, where
+    return None
+
+
+def _surviving_titles(
+    config: Config,
+    folder: TaskFolder,
+    checkpoints: Sequence[Checkpoint],
+    sessions: Sequence[SessionState],
+) -> Iterator[tuple[str | None, str]]:
+    """Each title a source holds for the task (None where it holds none the protocol wrote),
+    with the source, in the order ``surviving_title`` trusts them."""
+    from cortex.services.pipeline import load_pipeline
+
+    slug = folder.slug
+    try:
+        entry = (load_pipeline(config.pipeline_state_path) or {}).get(slug)
+    except CortexError:  # not a pipeline document, unreadable: every command reading it says so
+        entry = None
+    if entry is not None:
+        yield _without_gate(entry.get("title")), f"the pipeline's task {slug}"
+    for name, copy in folder.status_copies():
+        yield (copy["title"] if isinstance(copy.get("title"), str) else None), name
+    for checkpoint in reversed(checkpoints):  # a compaction's carries the pending tasks
+        carried = checkpoint.state.get("pending_tasks")
+        for task in carried if isinstance(carried, list) else ():
+            if isinstance(task, dict) and task.get("task_id") == slug:
+                yield _without_gate(task.get("title")), f"checkpoint {checkpoint.checkpoint_id}"
+    for session in reversed(sessions):
+        for pending in session.pending_tasks:
+            if pending.task_id == slug:
+                yield _without_gate(pending.title), f"session {session.session_id}"
+
+
+def _without_gate(title: object) -> str | None:
+    """The title ``task_title`` was given to make ``title``: the text before its ``[G<n>]``;
+    None when it ends with no gate (not a title the protocol wrote)."""
+    text, _, gate = str(title or "").rpartition(" [")
+    return text if gate.endswith("]") and gate[:-1] in GATE_IDS else None
 
 
 def unlogged(folder: TaskFolder, stored: list[Checkpoint]) -> list[str]:

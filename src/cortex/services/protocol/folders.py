@@ -195,6 +195,21 @@ class TaskFolder:
         """Where ``set_aside`` moves ``path`` (or a copy of it is kept)."""
         return aside_path(path, stamp, "set-aside")
 
+    def status_copies(self) -> list[tuple[str, dict[str, Any]]]:
+        """The copies of this task's status that repairs kept (``set_aside_path``), newest
+        first, each with its file's name; one that is not this task's readable status is left
+        out."""
+        copies = []
+        aside = self.status_path.parent.glob(f"{STATUS_FILE}.set-aside-*")
+        for path in sorted(aside, reverse=True):  # the names end in their time
+            try:
+                data = read_json(path)
+            except (StorageError, ValueError, UnicodeDecodeError):  # unreadable, not JSON
+                continue
+            if isinstance(data, dict) and data.get("task_slug") == self.slug:
+                copies.append((path.name, data))
+        return copies
+
     def set_aside(self, path: Path, stamp: str) -> Path:
         """Move a file (or whatever stands at ``path``) aside, never deleting it."""
         moved = quarantine(path, stamp, "set-aside")

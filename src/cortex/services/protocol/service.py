@@ -46,6 +46,7 @@ from cortex.services.protocol import commands
 from cortex.services.protocol.checkpoints import (
     VerifyReport,
     folder_of,
+    remake_status,
     repair_task,
     verify_task,
 )
@@ -335,9 +336,13 @@ class ProtocolService(Service):
         with the store (``repair_task``; a missing status file is made anew from the task's
         checkpoints)."""
         folder, repaired, fresh = self.folder(slug), [], False
-        if repair and not folder.exists() and self.list_checkpoints(slug):
-            folder.init(slug, self.now_iso())  # its checkpoints say where the task stands
-            repaired.append(f"{folder.status_path.name}: missing; made anew")
+        stored = self.list_checkpoints(slug) if repair and not folder.exists() else []
+        if stored:  # its checkpoints say where the task stands, what survives what it is
+            sessions = self.store.task_sessions(slug)
+            found = remake_status(self.config, folder, stored, sessions, self.now_iso())
+            title, where = found or (slug, "")
+            titled = f", titled {title!r} as {where} has it" if title != slug else ""
+            repaired.append(f"{folder.status_path.name}: missing; made anew{titled}")
             fresh = True
         folder.status()
         if repair:
