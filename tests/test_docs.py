@@ -224,3 +224,13 @@ def test_exit_codes_are_as_documented(tmp_path: Path) -> None:
     assert run("session", "show", "nope") == 1
     assert run("session", "start", "--no-such-option") == 2
     assert run("pin", "add") == 2
+
+
+def test_each_decision_has_one_row_numbered_in_order() -> None:
+    """Rows of the decisions table are cited by number from code and docs: each number is used
+    once and the numbers rise down the table (57 was never used), so a merged row cannot shadow
+    another and no row is left unnumbered."""
+    rows = re.findall(r"^\| (\w+) \|", (DOCS / "spec-decisions.md").read_text(), re.M)
+    numbers = [int(row) for row in rows if row.isdigit()]
+    assert len(numbers) > 100 and "NN" not in rows
+    assert numbers == sorted(set(numbers))
