@@ -38,7 +38,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from compare import floor_sample  # noqa: E402 - bench/compare.py: one floor process
 from core import make_session  # noqa: E402 - bench/core.py: the realistic session record
-from cortex.adapters.server.ui.local import local_app  # noqa: E402
+from cortex.adapters.server.ui.local import COOKIE, install_token, local_app  # noqa: E402
 from cortex.clock import FixedClock, to_iso  # noqa: E402
 from cortex.config import load_config  # noqa: E402
 from cortex.core.history_models import SessionEvent  # noqa: E402
@@ -101,6 +101,7 @@ def populate(home: Path, sessions: int, memories: int) -> None:
 def measure(home: Path, runs: int) -> dict[str, dict[str, float]]:
     app = local_app(load_config(home, {}), FixedClock(NOW))
     client = TestClient(app, base_url="http://127.0.0.1")
+    client.cookies.set(COOKIE, install_token(home))  # as the address `cortex ui` prints does
     with Services.open(load_config(home, {}), FixedClock(NOW)) as services:
         newest = services.sessions.list_sessions(limit=1)[0].session_id
         memory = services.memory.list(limit=1, all_projects=True)[0].id

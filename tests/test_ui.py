@@ -20,7 +20,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from cli_helpers import T0, cortex, ok
-from cortex.adapters.server.ui.local import TOKEN_FILE, install_token, local_app
+from cortex.adapters.server.ui.local import (
+    COOKIE,
+    TOKEN_FILE,
+    install_token,
+    local_app,
+    opener_file,
+)
 from cortex.clock import FixedClock
 from cortex.config import load_config
 from cortex.services.app import Services
@@ -70,7 +76,13 @@ def add_memory(home: Path, content: str, *options: str) -> dict[str, Any]:
 @pytest.fixture
 def client(home: Path, populated: dict[str, str]) -> TestClient:
     app = local_app(load_config(home, env={}), FixedClock(LATER))
-    return TestClient(app, base_url="http://127.0.0.1:8765")
+    return signed_in(TestClient(app, base_url="http://127.0.0.1:8765"), home)
+
+
+def signed_in(client: TestClient, home: Path) -> TestClient:
+    """``client`` with the cookie the address ``cortex ui`` prints sets."""
+    client.cookies.set(COOKIE, token(home))
+    return client
 
 
 def token(home: Path) -> str:
@@ -286,6 +298,32 @@ def test_a_foreign_host_header_is_refused(home: Path, populated: dict[str, str])
     assert evil.get("/sessions").status_code == 400
 
 
+def test_another_local_user_without_the_token_reads_nothing(
+    home: Path, populated: dict[str, str]
+) -> None:
+    """127.0.0.1 is open to every user of the machine, the home is not: a request without the
+    home's token gets a 401 naming the way in, whatever page it asks for."""
+    stranger = TestClient(local_app(load_config(home, env={}), FixedClock(LATER)),
+                          base_url="http://127.0.0.1:8765", follow_redirects=False)  # fmt: skip
+    for path in ("/", "/sessions", "/sessions/s-two", f"/memory/{populated['memory']}",
+                 "/memory?q=deploy", "/health", "/next?project=api", "/live"):  # fmt: skip
+        answer = stranger.get(path)
+        assert answer.status_code == 401, path
+        assert "eu-west-1" not in answer.text and "s-two" not in answer.text
+        assert answer.text.startswith("this dashboard needs its token: open the address")
+    assert stranger.get("/sessions?token=" + "0" * 64).status_code == 401
+    assert stranger.get("/static/ui.css").status_code == 200  # no data in it
+    entered = stranger.get(f"/sessions?project=api&token={token(home)}")
+    assert entered.status_code == 303 and entered.headers["location"] == "/sessions?project=api"
+    cookie = entered.headers["set-cookie"]
+    assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    assert stranger.get("/sessions").status_code == 200  # the cookie signs it in
+    header = TestClient(stranger.app, base_url="http://127.0.0.1:8765")
+    assert header.get("/sessions", headers={"X-Cortex-Token": token(home)}).status_code == 200
+    opener = opener_file(home, f"http://127.0.0.1:8765/?token={token(home)}")  # `cortex ui --open`
+    assert stat.S_IMODE(opener.stat().st_mode) == 0o600 and token(home) in opener.read_text()
+
+
 def test_the_install_token_is_private_and_stable(home: Path) -> None:
     first = install_token(home)
     assert re.fullmatch(r"[0-9a-f]{64}", first)
@@ -387,6 +425,7 @@ def test_the_health_check_runs_doctor_when_the_launcher_gives_it(
         return diagnose(config, FixedClock(LATER), user_home, tmp_path).to_dict()
 
     client = TestClient(local_app(config, FixedClock(LATER), doctor), base_url="http://127.0.0.1")
+    signed_in(client, home)
     assert 'id="doctor">Runs with the check above.' in client.get("/health").text
     checked = client.get("/health?check=1").text
     problems = diagnose(config, FixedClock(LATER), user_home, tmp_path).problems
@@ -394,4 +433,5 @@ def test_the_health_check_runs_doctor_when_the_launcher_gives_it(
     for problem in problems:
         assert html.escape(problem, quote=False) in checked
     plain = TestClient(local_app(config, FixedClock(LATER)), base_url="http://127.0.0.1")
+    signed_in(plain, home)
     assert 'id="doctor"' not in plain.get("/health?check=1").text  # a team server has none

@@ -153,8 +153,10 @@ def browser(site: dict[str, Any]) -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, site: dict[str, Any]) -> Iterator[Any]:
     context = browser.new_context()
+    token = (site["home"] / "ui.token").read_text().strip()  # as the printed address sets it
+    context.add_cookies([{"name": "cortex_ui_token", "value": token, "url": site["base"]}])
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))

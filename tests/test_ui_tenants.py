@@ -59,6 +59,19 @@ def signed_in(host: ServiceHost, key: str) -> TestClient:
     return client
 
 
+def test_the_key_cookie_is_secure_over_https(host: ServiceHost) -> None:
+    """Signed in over HTTPS (directly, or behind a proxy uvicorn trusts), the cookie holding
+    the API key is never sent over plain HTTP, where anyone on the path would read the key."""
+    _tenant, key = tenant_with_key(host, "read")
+    app = create_app(host.url, host=host, burst=10_000, rate_per_second=10_000)
+    secure = TestClient(app, base_url="https://testserver")
+    response = secure.post("/ui/login", data={"key": key}, follow_redirects=False)
+    assert response.status_code == 303
+    assert "secure" in response.headers["set-cookie"].lower()
+    plain = browser(host).post("/ui/login", data={"key": key}, follow_redirects=False)
+    assert "secure" not in plain.headers["set-cookie"].lower()  # a plain-HTTP test server
+
+
 def test_each_key_sees_its_own_tenant_only(host: ServiceHost) -> None:
     a, key_a = tenant_with_key(host)
     b, key_b = tenant_with_key(host)

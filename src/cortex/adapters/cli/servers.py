@@ -122,8 +122,9 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
     """Serve the web dashboard of this home on 127.0.0.1 until Ctrl-C.
 
     Sessions over time, the next start explained, memory search and edits, health; pages
-    update live as turns are captured. Changes need the per-install token in
-    <home>/ui.token, which the pages carry.
+    update live as turns are captured. The address it prints carries the per-install
+    token in <home>/ui.token, which every request needs (127.0.0.1 is open to every user
+    of the machine); the pages carry it for changes.
 
     \b
     Examples:
@@ -136,7 +137,12 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
     try:
         import uvicorn
 
-        from cortex.adapters.server.ui.local import local_app
+        from cortex.adapters.server.ui.local import (
+            install_token,
+            local_app,
+            opener_file,
+            signed_in_url,
+        )
     except ImportError as exc:
         raise ConfigError(
             f"the dashboard needs the server extra ({exc}); pip install 'cortex-continuity[server]'"
@@ -148,12 +154,12 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
         return diagnose(rt.config, rt.clock, Path.home(), Path.cwd()).to_dict()
 
     app = local_app(rt.config, rt.clock if rt.now else None, doctor)
-    url = f"http://127.0.0.1:{port}/"
+    url = signed_in_url(port, install_token(rt.config.home))
     rt.emit({"url": url, "home": str(rt.config.home)}, f"Cortex dashboard on {url} (Ctrl-C stops)")
     if open_browser:
         import webbrowser
 
-        webbrowser.open(url)
+        webbrowser.open(opener_file(rt.config.home, url).as_uri())
     # Open pages hold a live stream each: stop waiting for them after two seconds on Ctrl-C.
     uvicorn.run(
         app,

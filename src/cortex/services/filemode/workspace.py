@@ -59,7 +59,18 @@ class Workspace:
         self.layout = layout
 
     def path(self, rel: str) -> Path:
-        return self.root.joinpath(*rel.split("/"))
+        """``rel`` under the root, refused when a link in it leads outside the workspace (an
+        agent that may write only its workspace could plant one to make Cortex append to, or
+        import, a file elsewhere); a link that stays inside is followed."""
+        path = self.root.joinpath(*rel.split("/"))
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise StorageError(
+                f"{path} leads outside the workspace {self.root} (a symbolic link to {real}); "
+                "Cortex reads and writes only inside it: replace the link with the file itself"
+            )
+        return path
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -90,7 +101,7 @@ class Workspace:
     def lock(self, *, wait: bool = True) -> Iterator[None]:
         """Hold the workspace's sync lock: one sync, append or rewrite at a time."""
         try:
-            with file_lock(self.root / LOCK_NAME, wait=wait):
+            with file_lock(self.path(LOCK_NAME), wait=wait):
                 yield
         except BlockingIOError as exc:
             raise ConflictError(
@@ -101,7 +112,7 @@ class Workspace:
         """The sync state; an empty one when it is missing or unreadable (the next sync
         rebuilds it: it holds no memory, only what the files held when Cortex wrote them)."""
         try:
-            data = read_json(self.root / STATE_NAME)
+            data = read_json(self.path(STATE_NAME))
         except (ValueError, UnicodeDecodeError):
             data = None
         if not isinstance(data, dict):
@@ -111,7 +122,7 @@ class Workspace:
         return data
 
     def write_state(self, state: dict[str, Any]) -> None:
-        write_json(self.root / STATE_NAME, state)
+        write_json(self.path(STATE_NAME), state)
 
     # -- reading -------------------------------------------------------------------------------
     def read_lines(self, rel: str, notes: ReadNotes) -> Iterator[str]:
@@ -180,7 +191,9 @@ class Workspace:
         try:
             text = source.read_bytes().decode("utf-8", errors="surrogateescape")
             data = clean(text).encode("utf-8", errors="surrogateescape")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with contextlib.suppress(FileNotFoundError):  # a crashed run's, or a planted link
+                os.unlink(tmp)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 os.fchmod(fd, 0o600)  # whatever the umask
                 handle.write(data)

@@ -117,8 +117,13 @@ def _login(
                 failed = failed.split(";")[0] + "; paste a live key from `cortex key create`"
             return ui.render(request, "login.html", {"failed": failed}, exc.status)
         response = RedirectResponse(ui.base(request) + "/sessions", status_code=303)
-        response.set_cookie(
-            COOKIE, key, httponly=True, samesite="strict", path=ui.base(request) or "/"
+        response.set_cookie(  # Secure over HTTPS, so the browser never sends it in clear
+            COOKIE,
+            key,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path=ui.base(request) or "/",
         )
         return response
 
