@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 from starlette.routing import compile_path  # noqa: E402
 
+from cortex.clock import FixedClock  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 from test_client_server import free_port, running  # noqa: E402
 
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.xdist_group("test_server_schema")
 
 EXAMPLES = 6
 """Generated requests per operation and run (each a fixed one: the runs are derandomized)."""
+T1 = "2026-02-16T09:00:00Z"
 
 
 def fuzz_settings(examples: int = EXAMPLES) -> Any:
@@ -251,3 +254,38 @@ def test_a_405_allows_every_method_of_its_path(served: Served) -> None:
         for method in {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} - served_here:
             status, _, headers = http(served.url, method, path, key=served.key())
             assert (status, headers["Allow"]) == (405, allowed), (method, path)
+
+
+@pytest.fixture
+def clocked(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, str, FixedClock]]:
+    """A server on PostgreSQL whose clock the test moves: its URL, a key, the clock."""
+    clock = FixedClock(T1)
+    host = ServiceHost(pg_url, tmp_path / "server", pool_size=4, clock=clock)
+    tenant = f"fuzz-{secrets.token_hex(4)}"
+    with host.registry() as app:
+        app.tenants.create_tenant(tenant)
+        key = app.tenants.create_key(tenant, "write")[1]
+    try:
+        with running(host, free_port()) as url:
+            yield url, key, clock
+    finally:
+        host.close()
+
+
+def test_a_start_postgresql_cannot_store_is_refused_whole(
+    clocked: tuple[str, str, FixedClock],
+) -> None:
+    """A NUL in the start's agent id failed its session's write, which went with the metrics
+    write: the error was taken for the metrics' (best effort, logged), and the transaction
+    committed the rest (a lapsed session's crash recovery) without the session, answering
+    200 with the id of a session that was never stored."""
+    url, key, clock = clocked
+    ok(url, "POST", "/v1/sessions/start", {"session_id": "lapsed", "project": "api"}, key)
+    clock.advance(hours=1)  # its lease lapsed: the next start recovers it
+    start = {"session_id": "nul-agent", "project": "api", "agent_id": "x\u0000y"}
+    status, answer, _ = http(url, "POST", "/v1/sessions/start", start, key)
+    assert (status, answer["error"]["code"]) == (400, "validation_error")
+    assert answer["error"]["message"].startswith("PostgreSQL cannot store this value")
+    assert http(url, "GET", "/v1/sessions/nul-agent", key=key)[0] == 404
+    lapsed = ok(url, "GET", "/v1/sessions/lapsed", key=key)
+    assert (lapsed["state"], lapsed["end_time"]) == ("ACTIVE", None)  # not half recovered
