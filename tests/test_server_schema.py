@@ -289,3 +289,17 @@ def test_a_start_postgresql_cannot_store_is_refused_whole(
     assert http(url, "GET", "/v1/sessions/nul-agent", key=key)[0] == 404
     lapsed = ok(url, "GET", "/v1/sessions/lapsed", key=key)
     assert (lapsed["state"], lapsed["end_time"]) == ("ACTIVE", None)  # not half recovered
+
+
+def test_a_start_with_a_task_slug_no_folder_can_take_is_refused(served: Served) -> None:
+    """A start took any text as its task slug, stored it, and every checkpoint of that
+    session (crash recovery's too) then failed to reach the task's folder, a warning each
+    time in the server's log."""
+    for slug, status in (("a/b", 422), ("a..b", 400)):
+        start = {"session_id": "slugged", "task_slug": slug}
+        code, answer, _ = http(served.url, "POST", "/v1/sessions/start", start, served.key())
+        assert (code, answer["error"]["code"]) == (status, "validation_error")
+        assert re.search("task[_ ]slug", answer["error"]["message"]), answer
+        assert http(served.url, "GET", "/v1/sessions/slugged", key=served.key())[0] == 404
+    start = {"session_id": "slugged", "task_slug": "feat-user-auth"}
+    assert ok(served.url, "POST", "/v1/sessions/start", start, served.key())
