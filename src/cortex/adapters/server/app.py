@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import memory, sessions, tasks
@@ -140,7 +141,7 @@ def _invalid(_: Request, exc: Exception) -> JSONResponse:
     return error(422, "validation_error", f"{text}; fix the request (see /openapi.json)")
 
 
-def _http(_: Request | None, exc: Exception) -> JSONResponse:
+def _http(request: Request | None, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400 and exc.detail == UNREADABLE:  # as a syntax error is answered
         return error(
@@ -152,12 +153,27 @@ def _http(_: Request | None, exc: Exception) -> JSONResponse:
     code = _HTTP_CODES.get(
         exc.status_code, "validation_error" if exc.status_code < 500 else "internal"
     )
+    headers = dict(exc.headers or {})  # a 405's Allow
+    if exc.status_code == 405 and request is not None:
+        headers["Allow"] = _allowed(request) or headers.get("Allow", "")
     return error(
-        exc.status_code,
-        code,
-        f"{exc.detail}; see /openapi.json for the endpoints",
-        **(exc.headers or {}),  # a 405's Allow
+        exc.status_code, code, f"{exc.detail}; see /openapi.json for the endpoints", **headers
     )
+
+
+def _allowed(request: Request) -> str | None:
+    """The methods the OpenAPI document gives the request's path, for a 405's ``Allow`` (RFC
+    9110); None for a path it does not list. Starlette's own names those of the path's first
+    route only, where this API has a route per method (a memory's ``GET`` and ``DELETE``). A
+    path two templates match is the concrete one's, as OpenAPI matches paths
+    (``/v1/sessions/start``, not ``/v1/sessions/{session_id}``)."""
+    path = request.scope["path"]
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    found = [template for template in paths if compile_path(template)[0].match(path)]
+    if not found:
+        return None
+    template = min(found, key=lambda t: t.count("{"))
+    return ", ".join(sorted(method.upper() for method in paths[template]))
 
 
 def _answer(request: Request | None, exc: Exception) -> JSONResponse:

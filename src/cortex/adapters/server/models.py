@@ -40,6 +40,14 @@ MAX_OFFSET = 1_000_000
 hold)."""
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), INTEGRAL]
 RequestId = Annotated[str | None, Field(default=None, pattern=f"^{REQUEST_ID_PATTERN}$")]
+TaskSlug = Annotated[
+    str,
+    Field(
+        pattern=r"^([a-z0-9][a-z0-9._-]{0,79})?$",
+        description="The task's folder name (e.g. feat-user-auth); '..' inside one is refused "
+        'with 400 (the pattern cannot say it), and "" is none.',
+    ),
+]
 
 
 class ParamPart(BaseModel):
@@ -120,7 +128,7 @@ class StartIn(Mutation):
     workdir: Annotated[str, Field(max_length=4096)] | None = None
     agent_id: Short | None = None
     user_id: Short | None = None
-    task_slug: Short | None = None
+    task_slug: TaskSlug | None = None
     parent_session: Id | None = None
     explain: bool = False
     keep_ended: bool = False

@@ -63,6 +63,7 @@ class SessionStart:
         project = redact(project) if project else project  # (the hooks' ids come redacted)
         for value, what in ((user_id, "user id"), (agent_id, "agent id"), (task_slug, "task")):
             refuse_secret(value, what)
+        task_slug = _task_slug(task_slug)
         now = ctx.clock.now()
         at = to_iso(now)
         # Stored as topics and active projects: a typed name or directory may hold a credential.
@@ -143,6 +144,16 @@ class SessionStart:
         if plan is not None and warm and record:
             self.restorer.record(state, plan)
         return state
+
+
+def _task_slug(slug: str | None) -> str | None:
+    """The task a session works on as its folder's name, or None (also for ""): refused here,
+    before anything is stored, rather than at each checkpoint the folder could not take."""
+    if not slug:
+        return None
+    from cortex.core.lifecycle import check_slug  # (a hook's start names no task)
+
+    return check_slug(slug)
 
 
 def _seeded_topics(

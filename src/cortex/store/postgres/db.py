@@ -233,6 +233,9 @@ class Runner:
         self._serial = 0
         self._ahead: dict[tuple[str, tuple[Any, ...]], list[Row]] = {}
         self._after: list[Callable[[], object]] = []
+        self._failed: CortexError | None = None
+        """The error a statement of the open transaction met: that transaction commits nothing,
+        whoever caught the error (see ``_statements``)."""
 
     @property
     def in_transaction(self) -> bool:
@@ -249,7 +252,7 @@ class Runner:
         """The open transaction's connection, or one checked out for this call only."""
         self._ahead.clear()  # what the caller runs on it may change what was read ahead
         if self._conn is not None:
-            with translated(self.url):
+            with self._statements():
                 self._send_queued(self._conn)
                 yield self._conn
             return
@@ -276,6 +279,8 @@ class Runner:
             self._serial += 1
             try:
                 yield
+                if self._failed is not None:  # caught and passed over: nothing of it commits
+                    raise self._failed
                 if self._checks:  # settled before anything commits with it
                     self._send_queued(conn)
                 if self._begun or len(self._queued) > 1:  # more than BEGIN waits
@@ -284,7 +289,7 @@ class Runner:
                 roll_back(conn)
                 raise
             finally:
-                self._conn, self._queued = None, []
+                self._conn, self._queued, self._failed = None, [], None
                 self._checks.clear()
                 self._locks.clear()
                 self._ahead.clear()
@@ -299,6 +304,21 @@ class Runner:
             self._after.append(step)
         else:
             step()
+
+    @contextlib.contextmanager
+    def _statements(self) -> Iterator[None]:
+        """``translated``, and the error of a statement of the open transaction kept for its
+        end. A statement that fails ends a PostgreSQL transaction: the server ignores what
+        follows it (its ``COMMIT`` rolls back), and the writes waiting to go with it were never
+        sent. So one who catches the error (a metrics write is best effort) must not see the
+        rest commit as if only that statement were lost: the transaction raises it again."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            error = cortex_error(exc, self.url)
+            if self._conn is not None and self._failed is None:
+                self._failed = error
+            raise error from exc
 
     def _send(self, conn: Connection, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
         """``read`` of the cursor that ran ``sql`` after the statements waiting to be sent."""
@@ -330,7 +350,7 @@ class Runner:
             return
         for sql, _ in reads:
             _check_tenant(sql)
-        with translated(self.url):
+        with self._statements():
             cursors = self._sent(self._conn, reads)
             for (sql, params), cursor in zip(reads, cursors, strict=True):
                 self._ahead[(sql, tuple(params))] = _fetched(cursor)
@@ -354,7 +374,7 @@ class Runner:
     def _run(self, sql: str, params: Sequence[Any], read: Reader[T]) -> T:
         """``read`` of the cursor that ran ``sql``, in the open transaction or on a connection
         checked out for this call."""
-        with translated(self.url):
+        with self._statements():
             if self._conn is not None:
                 return self._send(self._conn, sql, params, read)
             with self.pool.connection() as conn:
