@@ -45,6 +45,11 @@ from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
 from cortex.store.migrations import migration_names
+from cortex.store.records import (
+    SERVER_DECODED_CHARS,
+    SERVER_DECODED_SESSIONS,
+    keep_decoded_sessions,
+)
 
 if TYPE_CHECKING:
     from cortex.core.tenancy import ApiKeyRecord
@@ -199,6 +204,8 @@ class ServiceHost:
         """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
+        if self.postgres:  # many tenants' restore candidates, each read at every start
+            keep_decoded_sessions(SERVER_DECODED_SESSIONS, SERVER_DECODED_CHARS)
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""

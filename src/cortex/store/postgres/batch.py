@@ -23,8 +23,8 @@ from cortex.core.models import SessionState
 from cortex.core.tasks import PENDING_STAGES, TaskRecord
 from cortex.core.tenancy import ApiKeyRecord
 from cortex.store.postgres.db import Connection, Pool, roll_back, translated
-from cortex.store.postgres.sessions import UPSERT, session_row
-from cortex.store.records import SESSION_COLUMNS, session_from_row
+from cortex.store.postgres.sessions import JSON_TEXT, UPSERT, session_row
+from cortex.store.records import SESSION_COLUMNS, session_column, session_from_row
 from cortex.store.registry import KEYS, key_from_row
 from cortex.store.tasks import TASK_COLUMNS, task_from_row
 
@@ -38,7 +38,7 @@ _CLAIM = (
     "ON CONFLICT DO NOTHING RETURNING tenant_id, request_id"
 )
 _SESSIONS = (
-    f"SELECT s.tenant_id, {', '.join('s.' + c for c in SESSION_COLUMNS)} "
+    f"SELECT s.tenant_id, {', '.join(session_column(c, JSON_TEXT, 's.') for c in SESSION_COLUMNS)} "
     f"FROM {_PAIRS} JOIN session_states s ON s.tenant_id = u.tenant_id AND s.id = u.id "
     "ORDER BY s.tenant_id, s.id FOR UPDATE OF s"
 )
@@ -87,7 +87,7 @@ class PostgresTurnBatch:
             pending = self._conn.execute(_TASKS, (tenants, list(PENDING_STAGES)))
         states: dict[TenantKey, SessionState] = {}
         for row in found.fetchall():
-            state = session_from_row(row[1:])
+            state = session_from_row(row[1:], keep=False)  # about to change: never read again
             if state is not None:  # an unreadable row: the item is retried alone, which says so
                 states[(str(row[0]), state.session_id)] = state
         tasks: dict[str, list[TaskRecord]] = {tenant: [] for tenant in tenants}
