@@ -5,6 +5,7 @@ a replay's None, its own error) and never loses or duplicates one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
 from collections.abc import Iterator
@@ -332,3 +333,107 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
     assert all(isinstance(found, SessionState) for found in together + one_by_one)
     assert len(sizes) == 9  # each turn admitted once
     assert all("kafka" in stored(host, tenant, sid).hot_topics for sid in sessions)
+
+
+@contextlib.contextmanager
+def round_trips() -> Iterator[list[int]]:
+    """Round trips to PostgreSQL made in the block (a statement outside a pipeline is one, a
+    pipeline however many statements it sends is one), counted on psycopg's connections."""
+    import psycopg
+
+    counted = [0]
+    execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+
+    def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        counted[0] += getattr(conn, "_pipeline", None) is None
+        return execute(conn, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def counted_pipeline(conn: Any) -> Iterator[Any]:
+        outermost = getattr(conn, "_pipeline", None) is None
+        with pipeline(conn) as open_pipeline:
+            yield open_pipeline
+        counted[0] += outermost
+
+    psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
+    psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
+    try:
+        yield counted
+    finally:
+        psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+
+
+def test_a_batch_of_keys_the_process_knows_reads_them_with_its_sessions(
+    host: ServiceHost,
+) -> None:
+    """Two round trips, not three, once every caller's key was authenticated before."""
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    with round_trips() as first:
+        assert isinstance(
+            capture(host, [Turn(key, sid, "k-1", {"text": "kafka"})])[0], SessionState
+        )
+    with round_trips() as known:
+        assert isinstance(
+            capture(host, [Turn(key, sid, "k-2", {"text": "redis"})])[0], SessionState
+        )
+    assert (first[0], known[0]) == (3, 2)
+    assert {"kafka", "redis"} <= set(stored(host, tenant, sid).hot_topics)
+
+
+def test_a_known_key_revoked_or_forged_stops_its_turn_and_takes_its_claim_back(
+    host: ServiceHost,
+) -> None:
+    (tenant, key), (other, revoked) = tenant_key(host), tenant_key(host)
+    sid, mine, theirs = started(host, tenant), started(host, tenant), started(host, other)
+    capture(host, [Turn(key, sid, None, {}), Turn(revoked, theirs, None, {})])  # known now
+    forged = key[: key.rindex("_") + 1] + "0" * len(key.rsplit("_", 1)[1])
+    parsed = parse_key(revoked)
+    assert parsed is not None and host.known_key(parsed[0]) is not None
+    with host.registry() as app:
+        assert app.store.revoke_api_key(parsed[0], "2026-01-01T00:00:00Z")
+    with round_trips() as trips:
+        outcomes = capture(
+            host,
+            [
+                Turn(revoked, theirs, "r-revoked", {"text": "grafana"}),
+                Turn(forged, mine, "r-forged", {"text": "prometheus"}),
+                Turn(key, sid, "r-fine", {"text": "loki"}),
+            ],
+        )
+    assert trips[0] == 2  # read with the claims and sessions, in one round trip
+    assert isinstance(outcomes[0], UnauthorizedError) and "revoked" in str(outcomes[0])
+    assert isinstance(outcomes[1], UnauthorizedError) and "unknown API key" in str(outcomes[1])
+    assert isinstance(outcomes[2], SessionState)
+    assert "grafana" not in stored(host, other, theirs).hot_topics
+    assert "loki" in stored(host, tenant, sid).hot_topics
+    assert "prometheus" not in stored(host, tenant, mine).hot_topics
+    with host.open(other) as app:  # the refused turns' request ids were not used up
+        assert app.store.claim_request("r-revoked", "2026-01-01T00:00:00Z")
+    with host.open(tenant) as app:
+        assert app.store.claim_request("r-forged", "2026-01-01T00:00:00Z")
+        assert not app.store.claim_request("r-fine", "2026-01-01T00:00:00Z")
+
+
+def test_a_known_key_that_reads_as_another_tenants_is_captured_alone_in_its_own(
+    host: ServiceHost,
+) -> None:
+    """Were the process's note of a key wrong, the batch would ask for the claim and the
+    session in the noted tenant: the turn is then captured alone, in the key's tenant."""
+    (tenant, key), (other, _) = tenant_key(host), tenant_key(host)
+    sid = started(host, tenant)
+    with host.open(other) as app:  # a session of the same id in the noted tenant
+        app.sessions.on_session_start(sid, "api")
+    parsed = parse_key(key)
+    assert parsed is not None
+    host.remember_key(parsed[0], (other, ("write",)))
+    [outcome] = capture(host, [Turn(key, sid, "r-noted", {"text": "cassandra"})])
+    assert isinstance(outcome, SessionState) and outcome.session_id == sid
+    assert "cassandra" in stored(host, tenant, sid).hot_topics
+    assert "cassandra" not in stored(host, other, sid).hot_topics
+    with host.open(other) as app:
+        assert app.store.claim_request("r-noted", "2026-01-01T00:00:00Z")
+    with host.open(tenant) as app:
+        assert not app.store.claim_request("r-noted", "2026-01-01T00:00:00Z")
+    assert host.known_key(parsed[0]) == (tenant, ("write",))  # authenticated again

@@ -337,7 +337,9 @@ class ServiceHost:
             with self.registry() as app:
                 return app.tenants.authenticate(plaintext)
         found = self._key_reader().authenticate(plaintext)
-        self._remember(plaintext, found)
+        parsed = parse_key(plaintext)
+        if parsed is not None:
+            self.remember_key(parsed[0], found)
         return found
 
     def key_check(
@@ -346,17 +348,21 @@ class ServiceHost:
         """On PostgreSQL, for a key this process authenticated before, its check to send with
         the request's first statement (its tenant and scopes, which never change for a key
         id, known beforehand); None when the key must be authenticated first."""
-        parsed = parse_key(plaintext) if self.postgres else None
-        known = self._known_keys.get(parsed[0]) if parsed else None
+        parsed = parse_key(plaintext)
+        known = self.known_key(parsed[0]) if parsed else None
         return KeyCheck(plaintext, known, admit) if known is not None else None
 
-    def _remember(self, plaintext: str, found: tuple[str, tuple[str, ...]]) -> None:
-        parsed = parse_key(plaintext)
-        if parsed is not None:
-            with self._lock:
-                if len(self._known_keys) >= MAX_CACHED_CONFIGS:
-                    self._known_keys.clear()
-                self._known_keys[parsed[0]] = found
+    def known_key(self, key_id: str) -> tuple[str, tuple[str, ...]] | None:
+        """On PostgreSQL, (tenant, scopes) of key ``key_id`` as this process authenticated it
+        before (the registry is still read with the request, never skipped); else None."""
+        return self._known_keys.get(key_id) if self.postgres else None
+
+    def remember_key(self, key_id: str, found: tuple[str, tuple[str, ...]]) -> None:
+        """Note (tenant, scopes) of key ``key_id``, just authenticated (``known_key``)."""
+        with self._lock:
+            if len(self._known_keys) >= MAX_CACHED_CONFIGS:
+                self._known_keys.clear()
+            self._known_keys[key_id] = found
 
     def _key_reader(self) -> TenantService:
         """The key registry on the shared pool, built once per process (not per request):

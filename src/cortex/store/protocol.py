@@ -690,7 +690,9 @@ class TurnBatch(Protocol):
     """The reads and writes of a batch of captured turns of many tenants, in one transaction.
 
     Every row named carries its tenant. The reads go to the database in two round trips
-    (``api_keys``, then ``claim_and_read``); the writes wait for the commit and go with it.
+    (``api_keys``, then ``claim_and_read``), or in one when the callers' tenants are known
+    beforehand (``claim_and_read`` reads the keys too); the writes wait for the commit and
+    go with it.
     """
 
     def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
@@ -698,12 +700,22 @@ class TurnBatch(Protocol):
         ...
 
     def claim_and_read(
-        self, claims: Sequence[TenantKey], at: str, sessions: Sequence[TenantKey]
-    ) -> tuple[set[TenantKey], dict[TenantKey, SessionState], dict[str, list[TaskRecord]]]:
+        self,
+        claims: Sequence[TenantKey],
+        at: str,
+        sessions: Sequence[TenantKey],
+        key_ids: Sequence[str] = (),
+    ) -> tuple[
+        set[TenantKey],
+        dict[TenantKey, SessionState],
+        dict[str, list[TaskRecord]],
+        dict[str, ApiKeyRecord],
+    ]:
         """Claim the (tenant, request id) pairs of ``claims`` (distinct); read the sessions
-        of ``sessions`` and every pending-stage task of their tenants. Returns the claims
-        this call made (the others were claimed before), the sessions found and the pending
-        tasks of each tenant, in their order."""
+        of ``sessions``, every pending-stage task of their tenants and the keys of
+        ``key_ids`` (as ``api_keys``). Returns the claims this call made (the others were
+        claimed before), the sessions found, the pending tasks of each tenant, in their
+        order, and the keys found."""
         ...
 
     def release(self, claims: Sequence[TenantKey]) -> None:
