@@ -32,7 +32,7 @@ from cortex.errors import (  # noqa: E402
     UnauthorizedError,
     ValidationError,
 )
-from cortex.services.hosting import ServiceHost  # noqa: E402
+from cortex.services.hosting import ServiceHost, apply_once  # noqa: E402
 from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
 from pg_helpers import waiting_or_done  # noqa: E402
 
@@ -437,3 +437,21 @@ def test_a_known_key_that_reads_as_another_tenants_is_captured_alone_in_its_own(
     with host.open(tenant) as app:
         assert not app.store.claim_request("r-noted", "2026-01-01T00:00:00Z")
     assert host.known_key(parsed[0]) == (tenant, ("write",))  # authenticated again
+
+
+def test_an_end_reads_its_session_and_learnings_with_its_first_round_trip(
+    host: ServiceHost,
+) -> None:
+    """An end of a known key's session: its key, claim, session, learnings and pending tasks
+    in one round trip, then the write with the metrics chain's head, then the commit."""
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    host.authenticate(key)
+    check = host.key_check(key, lambda _: None)
+    with host.open(tenant) as app, round_trips() as trips:
+        ended = apply_once(
+            app, "end-1", lambda: app.sessions.on_session_end(sid), ahead=True, key=check
+        )
+    assert trips[0] == 3
+    assert ended is not None and ended.end_time is not None
+    assert stored(host, tenant, sid).end_time == ended.end_time

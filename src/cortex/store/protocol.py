@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
-    from cortex.store.records import StartReads
+    from cortex.store.records import EndReads, StartReads
 
     MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
     """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
@@ -104,6 +104,10 @@ class SessionStore(Protocol):
         (``StartReads`` names them): the same calls later in the transaction read nothing
         again, unless a write came between. A backend with no round trips to save (SQLite)
         does nothing; outside a transaction nothing is read ahead."""
+        ...
+
+    def read_ahead_end(self, end: EndReads) -> None:
+        """As ``read_ahead_start``, for the reads a session end makes next (``EndReads``)."""
         ...
 
     def list_sessions(

@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
-    from cortex.core.memory_models import Memory
+    from cortex.core.memory_models import Memory, MemoryFilter
     from cortex.core.models import SessionState
 
 # The session models (``cortex.core.models``) and the memory records
@@ -522,3 +522,18 @@ class StartReads:
     """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
     all_pins=False)``: the last session however old, read by a start with no candidates
     (None: not read ahead)."""
+
+
+@dataclass(frozen=True)
+class EndReads:
+    """The reads a session end makes, with the arguments it makes them with."""
+
+    session_id: str
+    """``get_session(session_id)``: the session, read locked in a transaction."""
+    learned: MemoryFilter
+    now: str
+    limit: int
+    """``list_memories(learned, now, limit=limit, offset=0)``: the memories it added."""
+    pending_tasks: bool
+    """``list_tasks(stages=PENDING_STAGES)``: the tenant's pending tasks (a server's task
+    source)."""
