@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
-import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
@@ -299,7 +298,7 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
             render=lambda *_: None,  # type: ignore[arg-type,return-value]
             turn_batches=batches,
         )
-        return direct._queue.total_tokens, direct._others.total_tokens
+        return direct._queue._max_workers, direct._others._max_workers  # type: ignore[attr-defined]
 
     assert host.pool_size == 4
     assert split(1) == (1, 3)
@@ -318,7 +317,7 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
         sizes.append(1)
 
     async def main() -> tuple[list[Outcome], list[Outcome]]:
-        batcher = TurnBatcher(host, admit, slots=1, limiter=anyio.CapacityLimiter(1))
+        batcher = TurnBatcher(host, admit, slots=1, threads=ThreadPoolExecutor(1))
         together = await asyncio.gather(
             *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
         )

@@ -9,9 +9,7 @@ Each request still waits for the commit of the batch that carries it.
 from __future__ import annotations
 
 import asyncio
-
-import anyio
-import anyio.to_thread
+from concurrent.futures import Executor
 
 from cortex.services.hosting import ServiceHost
 from cortex.services.turn_batch import Admit, Outcome, Turn, capture_turns
@@ -22,7 +20,7 @@ MAX_BATCH = 64
 
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
-    worker thread that ``limiter`` admits."""
+    thread of ``threads``."""
 
     def __init__(
         self,
@@ -30,12 +28,12 @@ class TurnBatcher:
         admit: Admit,
         *,
         slots: int,
-        limiter: anyio.CapacityLimiter,
+        threads: Executor,
     ) -> None:
         self.host = host
         self.admit = admit
         self.slots = slots
-        self.limiter = limiter
+        self.threads = threads
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
@@ -71,8 +69,8 @@ class TurnBatcher:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
             turns = [turn for turn, _ in batch]
             try:
-                outcomes = await anyio.to_thread.run_sync(
-                    capture_turns, self.host, turns, self.admit, limiter=self.limiter
+                outcomes = await asyncio.get_running_loop().run_in_executor(
+                    self.threads, capture_turns, self.host, turns, self.admit
                 )
             except asyncio.CancelledError:  # the server is stopping
                 for _, answer in batch:
