@@ -195,8 +195,9 @@ async def _round(server: Server, agents: int, sessions: int, turns: int) -> dict
 @dataclass
 class Counts:
     """What a proxy saw the server send PostgreSQL: statements (each ``Execute`` or simple
-    ``Query``), round trips (each time the server sent after PostgreSQL had answered), and
-    the statements by their SQL's first words."""
+    ``Query``), round trips (each ``Sync`` or simple ``Query``: where the sender waits for
+    the answer; a pipeline of statements is one) and the statements by their SQL's first
+    words."""
 
     statements: int = 0
     trips: int = 0
@@ -229,32 +230,25 @@ class Proxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
-        answered = [True]  # PostgreSQL answered since the server last sent
 
         async def down() -> None:
             while data := await up_reader.read(65536):
-                answered[0] = True
                 writer.write(data)
                 await writer.drain()
             writer.close()
 
         task = asyncio.create_task(down())
         try:
-            await self._up(reader, up_writer, answered)
+            await self._up(reader, up_writer)
         finally:
             up_writer.close()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _up(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answered: list[bool]
-    ) -> None:
+    async def _up(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         buffer, started = b"", False
         statements: dict[bytes, str] = {}  # prepared statement name -> SQL
         bound = ""
         while data := await reader.read(65536):
-            if answered[0]:
-                self.counts.trips += 1
-                answered[0] = False
             writer.write(data)
             await writer.drain()
             buffer += data
@@ -269,15 +263,21 @@ class Proxy:
                     break
                 size = struct.unpack("!I", buffer[1:5])[0]
                 kind, body, buffer = buffer[:1], buffer[5 : 1 + size], buffer[1 + size :]
-                if kind == b"P":  # Parse: name, SQL
-                    name, sql = body.split(b"\0", 2)[:2]
-                    statements[name] = sql.decode(errors="replace")
-                elif kind == b"B":  # Bind: portal, statement name
+                self._count(kind, body, statements)
+                if kind == b"B":  # Bind: portal, statement name
                     bound = statements.get(body.split(b"\0", 2)[1], "?")
                 elif kind == b"E":
                     self.counts.statement(bound)
-                elif kind == b"Q":
-                    self.counts.statement(body.rstrip(b"\0").decode(errors="replace"))
+
+    def _count(self, kind: bytes, body: bytes, statements: dict[bytes, str]) -> None:
+        if kind == b"P":  # Parse: name, SQL
+            name, sql = body.split(b"\0", 2)[:2]
+            statements[name] = sql.decode(errors="replace")
+        elif kind == b"Q":
+            self.counts.trips += 1
+            self.counts.statement(body.rstrip(b"\0").decode(errors="replace"))
+        elif kind == b"S":
+            self.counts.trips += 1
 
 
 async def _statements(server: Server, workers: int, sessions: int, turns: int) -> dict[str, Any]:
