@@ -5,8 +5,8 @@ a replay's None, its own error) and never loses or duplicates one."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +34,9 @@ from cortex.errors import (  # noqa: E402
 from cortex.services.hosting import ServiceHost, apply_once  # noqa: E402
 from cortex.services.turn_batch import Outcome, Turn, capture_turns  # noqa: E402
 from pg_helpers import waiting_or_done  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from server_path import counted_round_trips as round_trips  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_batch")
 
@@ -332,35 +335,6 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
     assert all(isinstance(found, SessionState) for found in together + one_by_one)
     assert len(sizes) == 9  # each turn admitted once
     assert all("kafka" in stored(host, tenant, sid).hot_topics for sid in sessions)
-
-
-@contextlib.contextmanager
-def round_trips() -> Iterator[list[int]]:
-    """Round trips to PostgreSQL made in the block (a statement outside a pipeline is one, a
-    pipeline however many statements it sends is one), counted on psycopg's connections."""
-    import psycopg
-
-    counted = [0]
-    execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
-
-    def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
-        counted[0] += getattr(conn, "_pipeline", None) is None
-        return execute(conn, *args, **kwargs)
-
-    @contextlib.contextmanager
-    def counted_pipeline(conn: Any) -> Iterator[Any]:
-        outermost = getattr(conn, "_pipeline", None) is None
-        with pipeline(conn) as open_pipeline:
-            yield open_pipeline
-        counted[0] += outermost
-
-    psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
-    psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
-    try:
-        yield counted
-    finally:
-        psycopg.Connection.execute = execute  # type: ignore[method-assign]
-        psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
 
 
 def test_a_batch_of_keys_the_process_knows_reads_them_with_its_sessions(
