@@ -129,15 +129,25 @@ def batched(host: ServiceHost, key: str, size: int, runs: int) -> dict[str, floa
 
 
 def round_trips(action: Callable[[int], object], runs: int) -> float:
-    """Round trips to PostgreSQL per call of ``action`` (median): a statement run outside a
-    pipeline is one, a pipeline (however many statements it sends) is one. Counted on its
-    own pass, after the timed ones."""
+    """Round trips to PostgreSQL per call of ``action`` (median), counted on its own pass,
+    after the timed ones (see ``counted_round_trips``)."""
     counts: list[int] = []
+    for i in range(runs):
+        with counted_round_trips() as counted:
+            action(10_000 + i)
+        counts.append(counted[0])
+    return statistics.median(counts)
+
+
+@contextlib.contextmanager
+def counted_round_trips() -> Iterator[list[int]]:
+    """Round trips to PostgreSQL made in the block, in its list's one item: a statement run
+    outside a pipeline is one, a pipeline (however many statements it sends) is one."""
+    counted = [0]
     execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
 
     def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(conn, "_pipeline", None) is None:
-            counts[-1] += 1
+        counted[0] += getattr(conn, "_pipeline", None) is None
         return execute(conn, *args, **kwargs)
 
     @contextlib.contextmanager
@@ -145,18 +155,15 @@ def round_trips(action: Callable[[int], object], runs: int) -> float:
         outermost = getattr(conn, "_pipeline", None) is None
         with pipeline(conn) as open_pipeline:
             yield open_pipeline
-        counts[-1] += outermost
+        counted[0] += outermost
 
     psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
     psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
     try:
-        for i in range(runs):
-            counts.append(0)
-            action(10_000 + i)
+        yield counted
     finally:
         psycopg.Connection.execute = execute  # type: ignore[method-assign]
         psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
-    return statistics.median(counts)
 
 
 def backends_cpu_s(url: str) -> float:

@@ -26,7 +26,7 @@ from cortex.core.models import (
 )
 from cortex.core.tasks import TaskRecord
 from cortex.store.protocol import Store
-from cortex.store.records import StartReads
+from cortex.store.records import EndReads, StartReads
 
 
 def t(day: int, hour: int = 0, minute: int = 0) -> str:
@@ -151,6 +151,28 @@ class StoreContract:
         store.save_session(session("later", t(8), t(9)))
         assert [s.session_id for s in store.completed_sessions_since(
             t(0), None, limit=50, exclude_id="new", all_pins=False)][:1] == ["later"]  # fmt: skip
+
+    def test_reads_ahead_of_an_end_answer_as_the_reads_would(self, store: Store) -> None:
+        """An end's reads sent ahead (its session, its learnings, the pending tasks) give
+        what the calls would read; a write made after them is seen by the calls after it."""
+        from cortex.core.memory_models import Memory, MemoryFilter
+        from cortex.core.tasks import PENDING_STAGES
+
+        store.save_session(session("ending", t(1)))
+        store.add_memories([Memory(id="m1", content="learned", created_at=t(2),
+                                   updated_at=t(2), source_session_id="ending")])  # fmt: skip
+        learned = MemoryFilter(session_id="ending", all_projects=True)
+        reads = EndReads("ending", learned, t(3), 500, pending_tasks=True)
+        with store.transaction():
+            store.read_ahead_end(reads)
+            assert store.list_tasks(stages=PENDING_STAGES) == []
+            assert store.get_session("ending") == session("ending", t(1))
+            assert [m.id for m in store.list_memories(learned, t(3), limit=500)] == ["m1"]
+        with store.transaction():
+            store.read_ahead_end(reads)
+            store.save_session(session("ending", t(1), t(4)))
+            found = store.get_session("ending")
+            assert found is not None and found.end_time == t(4)
 
     def test_get_sessions_in_the_order_asked_missing_left_out(self, store: Store) -> None:
         for sid in ("g1", "g2", "g3"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
-import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
@@ -31,9 +31,12 @@ from cortex.errors import (  # noqa: E402
     UnauthorizedError,
     ValidationError,
 )
-from cortex.services.hosting import ServiceHost  # noqa: E402
+from cortex.services.hosting import ServiceHost, apply_once  # noqa: E402
 from cortex.services.turn_batch import ALONE, Outcome, Turn, Written, capture_turns  # noqa: E402
 from pg_helpers import waiting_or_done  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from server_path import counted_round_trips as round_trips  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("test_server_batch")
 
@@ -298,7 +301,7 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
             render=lambda *_: None,  # type: ignore[arg-type,return-value]
             turn_batches=batches,
         )
-        return direct._queue.total_tokens, direct._others.total_tokens
+        return direct._queue._max_workers, direct._others._max_workers  # type: ignore[attr-defined]
 
     assert host.pool_size == 4
     assert split(1) == (1, 3)
@@ -317,7 +320,7 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
         sizes.append(1)
 
     async def main() -> tuple[list[Outcome], list[Outcome]]:
-        batcher = TurnBatcher(host, admit, slots=1, limiter=anyio.CapacityLimiter(1))
+        batcher = TurnBatcher(host, admit, slots=1, threads=ThreadPoolExecutor(1))
         together = await asyncio.gather(
             *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
         )
@@ -354,3 +357,96 @@ def test_the_turns_a_batch_leaves_go_in_chains_of_one_session_or_one_request_id(
     assert written.chains() == [[0, 1, 2, 3, 6], [5]]
     outcomes[6] = None
     assert written.chains() == [[0, 2, 3], [1], [5]]
+
+
+def test_a_batch_of_keys_the_process_knows_reads_them_with_its_sessions(
+    host: ServiceHost,
+) -> None:
+    """Two round trips, not three, once every caller's key was authenticated before."""
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    with round_trips() as first:
+        assert isinstance(
+            capture(host, [Turn(key, sid, "k-1", {"text": "kafka"})])[0], SessionState
+        )
+    with round_trips() as known:
+        assert isinstance(
+            capture(host, [Turn(key, sid, "k-2", {"text": "redis"})])[0], SessionState
+        )
+    assert (first[0], known[0]) == (3, 2)
+    assert {"kafka", "redis"} <= set(stored(host, tenant, sid).hot_topics)
+
+
+def test_a_known_key_revoked_or_forged_stops_its_turn_and_takes_its_claim_back(
+    host: ServiceHost,
+) -> None:
+    (tenant, key), (other, revoked) = tenant_key(host), tenant_key(host)
+    sid, mine, theirs = started(host, tenant), started(host, tenant), started(host, other)
+    capture(host, [Turn(key, sid, None, {}), Turn(revoked, theirs, None, {})])  # known now
+    forged = key[: key.rindex("_") + 1] + "0" * len(key.rsplit("_", 1)[1])
+    parsed = parse_key(revoked)
+    assert parsed is not None and host.known_key(parsed[0]) is not None
+    with host.registry() as app:
+        assert app.store.revoke_api_key(parsed[0], "2026-01-01T00:00:00Z")
+    with round_trips() as trips:
+        outcomes = capture(
+            host,
+            [
+                Turn(revoked, theirs, "r-revoked", {"text": "grafana"}),
+                Turn(forged, mine, "r-forged", {"text": "prometheus"}),
+                Turn(key, sid, "r-fine", {"text": "loki"}),
+            ],
+        )
+    assert trips[0] == 2  # read with the claims and sessions, in one round trip
+    assert isinstance(outcomes[0], UnauthorizedError) and "revoked" in str(outcomes[0])
+    assert isinstance(outcomes[1], UnauthorizedError) and "unknown API key" in str(outcomes[1])
+    assert isinstance(outcomes[2], SessionState)
+    assert "grafana" not in stored(host, other, theirs).hot_topics
+    assert "loki" in stored(host, tenant, sid).hot_topics
+    assert "prometheus" not in stored(host, tenant, mine).hot_topics
+    with host.open(other) as app:  # the refused turns' request ids were not used up
+        assert app.store.claim_request("r-revoked", "2026-01-01T00:00:00Z")
+    with host.open(tenant) as app:
+        assert app.store.claim_request("r-forged", "2026-01-01T00:00:00Z")
+        assert not app.store.claim_request("r-fine", "2026-01-01T00:00:00Z")
+
+
+def test_a_known_key_that_reads_as_another_tenants_is_captured_alone_in_its_own(
+    host: ServiceHost,
+) -> None:
+    """Were the process's note of a key wrong, the batch would ask for the claim and the
+    session in the noted tenant: the turn is then captured alone, in the key's tenant."""
+    (tenant, key), (other, _) = tenant_key(host), tenant_key(host)
+    sid = started(host, tenant)
+    with host.open(other) as app:  # a session of the same id in the noted tenant
+        app.sessions.on_session_start(sid, "api")
+    parsed = parse_key(key)
+    assert parsed is not None
+    host.remember_key(parsed[0], (other, ("write",)))
+    [outcome] = capture(host, [Turn(key, sid, "r-noted", {"text": "cassandra"})])
+    assert isinstance(outcome, SessionState) and outcome.session_id == sid
+    assert "cassandra" in stored(host, tenant, sid).hot_topics
+    assert "cassandra" not in stored(host, other, sid).hot_topics
+    with host.open(other) as app:
+        assert app.store.claim_request("r-noted", "2026-01-01T00:00:00Z")
+    with host.open(tenant) as app:
+        assert not app.store.claim_request("r-noted", "2026-01-01T00:00:00Z")
+    assert host.known_key(parsed[0]) == (tenant, ("write",))  # authenticated again
+
+
+def test_an_end_reads_its_session_and_learnings_with_its_first_round_trip(
+    host: ServiceHost,
+) -> None:
+    """An end of a known key's session: its key, claim, session, learnings and pending tasks
+    in one round trip, then the write with the metrics chain's head, then the commit."""
+    tenant, key = tenant_key(host)
+    sid = started(host, tenant)
+    host.authenticate(key)
+    check = host.key_check(key, lambda _: None)
+    with host.open(tenant) as app, round_trips() as trips:
+        ended = apply_once(
+            app, "end-1", lambda: app.sessions.on_session_end(sid), ahead=True, key=check
+        )
+    assert trips[0] == 3
+    assert ended is not None and ended.end_time is not None
+    assert stored(host, tenant, sid).end_time == ended.end_time

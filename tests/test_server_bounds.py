@@ -10,13 +10,13 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi")
-import anyio  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app  # noqa: E402
@@ -132,8 +132,7 @@ def in_one_batch(
     async def main() -> list[tuple[Outcome, float]]:
         nonlocal batcher
         if batcher is None:
-            limiter = anyio.CapacityLimiter(1)
-            batcher = TurnBatcher(host, lambda *_: None, slots=1, limiter=limiter)
+            batcher = TurnBatcher(host, lambda *_: None, slots=1, threads=ThreadPoolExecutor(1))
         began = time.monotonic()
 
         async def send(turn: Turn) -> tuple[Outcome, float]:

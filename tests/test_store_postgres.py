@@ -197,6 +197,22 @@ def test_restore_reads_pins_only_of_sessions_with_a_critical_one(pg_store: Any) 
     assert light[0].topic_state == {} and light[0].recent_learnings == ()
 
 
+def test_a_decoded_session_row_is_reused_until_the_row_changes(pg_store: Any) -> None:
+    """JSON columns come back as text, so a row read before (a restore reads the same
+    candidates at every start) is not decoded again; a changed row is."""
+    from dataclasses import replace
+
+    pg_store.save_session(full_session("memo"))
+    first = pg_store.get_session("memo")
+    assert first is not None and pg_store.get_session("memo") is first
+    light = pg_store.completed_sessions_since(t(1), "cortex", limit=5, all_pins=False)
+    assert pg_store.completed_sessions_since(t(1), "cortex", limit=5, all_pins=False)[0] is light[0]
+    changed = replace(first, hot_topics=(*first.hot_topics, "antenna"))
+    pg_store.save_session(changed)
+    again = pg_store.get_session("memo")
+    assert again == changed and again is not first
+
+
 # -- full-text search --------------------------------------------------------------------------
 def _ids(found: list[tuple[Memory, float]]) -> list[str]:
     return [m.id for m, _ in found]
@@ -679,3 +695,20 @@ def test_m024_moves_the_supersedes_links_the_rows_can_hold(fresh_database: str) 
         with store.pool.connection() as conn:
             links = conn.execute("SELECT from_id, to_id FROM memory_links ORDER BY 2").fetchall()
     assert links == [("b", "c"), ("b", "x")]
+
+
+def test_a_team_server_keeps_every_tenants_restore_candidates_decoded(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A start reads its tenant's ~50 candidates: a server of many tenants keeps more rows
+    than a laptop, or the tenants' starts would push one another's rows out."""
+    from cortex.services.hosting import ServiceHost
+    from cortex.store import records
+
+    limits = list(records._limits)
+    try:
+        ServiceHost(pg_url, tmp_path).close()
+        assert records._limits == [records.SERVER_DECODED_SESSIONS, records.SERVER_DECODED_CHARS]
+        assert records.SERVER_DECODED_SESSIONS >= 50 * 50  # fifty tenants' windows
+    finally:
+        records.keep_decoded_sessions(*limits)

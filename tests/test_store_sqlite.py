@@ -363,6 +363,19 @@ def test_killed_writer_leaves_a_readable_database(tmp_path: Path) -> None:
         store.save_session(session("after", t(2)))
 
 
+@pytest.fixture
+def laptop_cache() -> Iterator[None]:
+    """The decoded-row cache at a laptop's size (a team server's host, built by an earlier
+    test of this process, made it larger)."""
+    from cortex.store import records
+
+    limits = list(records._limits)
+    records.keep_decoded_sessions(records.DECODED_SESSIONS, records.DECODED_CHARS)
+    yield
+    records.keep_decoded_sessions(*limits)
+
+
+@pytest.mark.usefixtures("laptop_cache")
 def test_a_decoded_session_row_is_reused_until_the_row_changes(sqlite_store: SQLiteStore) -> None:
     from dataclasses import replace
 
@@ -569,3 +582,35 @@ def test_the_memory_and_history_methods_are_bound_at_their_first_use(tmp_path: P
             store.no_such_method  # type: ignore[attr-defined]  # noqa: B018
     finally:
         store.close()
+
+
+def test_decoded_rows_are_kept_within_a_row_count_and_a_text_budget() -> None:
+    """A team server keeps more rows than a laptop (``keep_decoded_sessions``), but never
+    more text than its budget: the least recently used rows go first."""
+    from cortex.store import records
+
+    def row(sid: str, topics: str) -> tuple[object, ...]:
+        values = dict.fromkeys(records.SESSION_COLUMNS)
+        values.update(id=sid, start_time=t(10, 9), created_at=t(10, 9), hot_topics=topics)
+        return tuple(values[c] for c in records.SESSION_COLUMNS)
+
+    limits = list(records._limits)
+    records._decoded.clear()
+    records._versions.clear()
+    try:
+        records.keep_decoded_sessions(3, 10_000)
+        for n in range(5):
+            records.session_from_row(row(f"s{n}", '["antenna"]'))
+        assert [key[0] for key in records._decoded] == ["s2", "s3", "s4"]
+        records.keep_decoded_sessions(100, 300)  # s4 and wide: 67 + 212 characters
+        wide = '["' + "x" * 150 + '"]'
+        records.session_from_row(row("wide", wide))
+        assert [key[0] for key in records._decoded] == ["s4", "wide"]
+        first = records.session_from_row(row("s4", '["antenna"]'))
+        assert records.session_from_row(row("s4", '["antenna"]')) is first
+        assert records.session_from_row(row("gone", "[]"), keep=False) is not None
+        assert "gone" not in {key[0] for key in records._decoded}
+    finally:
+        records.keep_decoded_sessions(*limits)
+        records._decoded.clear()
+        records._versions.clear()

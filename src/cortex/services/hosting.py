@@ -46,6 +46,11 @@ from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
 from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
 from cortex.store.migrations import migration_names
+from cortex.store.records import (
+    SERVER_DECODED_CHARS,
+    SERVER_DECODED_SESSIONS,
+    keep_decoded_sessions,
+)
 
 if TYPE_CHECKING:
     from cortex.core.tenancy import ApiKeyRecord
@@ -128,6 +133,8 @@ class ServiceHost:
         """Each tenant whose settings failed to load, and the error last logged for it."""
         self._keys: TenantService | None = None
         self._known_keys: dict[str, tuple[str, tuple[str, ...]]] = {}
+        if self.postgres:  # many tenants' restore candidates, each read at every start
+            keep_decoded_sessions(SERVER_DECODED_SESSIONS, SERVER_DECODED_CHARS)
 
     def _store(self, tenant: str) -> Store:
         """A store of ``tenant``: on the shared pool, or a fresh SQLite connection."""
@@ -263,7 +270,9 @@ class ServiceHost:
             with self.registry() as app:
                 return app.tenants.authenticate(plaintext)
         found = self._key_reader().authenticate(plaintext)
-        self._remember(plaintext, found)
+        parsed = parse_key(plaintext)
+        if parsed is not None:
+            self.remember_key(parsed[0], found)
         return found
 
     def key_check(
@@ -272,17 +281,21 @@ class ServiceHost:
         """On PostgreSQL, for a key this process authenticated before, its check to send with
         the request's first statement (its tenant and scopes, which never change for a key
         id, known beforehand); None when the key must be authenticated first."""
-        parsed = parse_key(plaintext) if self.postgres else None
-        known = self._known_keys.get(parsed[0]) if parsed else None
+        parsed = parse_key(plaintext)
+        known = self.known_key(parsed[0]) if parsed else None
         return KeyCheck(plaintext, known, admit) if known is not None else None
 
-    def _remember(self, plaintext: str, found: tuple[str, tuple[str, ...]]) -> None:
-        parsed = parse_key(plaintext)
-        if parsed is not None:
-            with self._lock:
-                if len(self._known_keys) >= MAX_CACHED_CONFIGS:
-                    self._known_keys.clear()
-                self._known_keys[parsed[0]] = found
+    def known_key(self, key_id: str) -> tuple[str, tuple[str, ...]] | None:
+        """On PostgreSQL, (tenant, scopes) of key ``key_id`` as this process authenticated it
+        before (the registry is still read with the request, never skipped); else None."""
+        return self._known_keys.get(key_id) if self.postgres else None
+
+    def remember_key(self, key_id: str, found: tuple[str, tuple[str, ...]]) -> None:
+        """Note (tenant, scopes) of key ``key_id``, just authenticated (``known_key``)."""
+        with self._lock:
+            if len(self._known_keys) >= MAX_CACHED_CONFIGS:
+                self._known_keys.clear()
+            self._known_keys[key_id] = found
 
     def _key_reader(self) -> TenantService:
         """The key registry on the shared pool, built once per process (not per request):

@@ -1,10 +1,12 @@
 """Group commit of captured turns: the turns a server process received at the same time,
-of any tenants, captured in one transaction of three round trips (a turn alone takes five).
+of any tenants, captured in one transaction of two round trips once the process knows the
+callers' keys (three before; a turn alone takes five).
 
 Each turn keeps the answer it would get alone:
 
-- its key is read in the batch's transaction, so a key revoked before the batch stops it;
-  then ``admit`` (the server's rate limit and scope check) runs for it, once;
+- its key is read in the batch's transaction, so a key revoked before the batch stops it
+  (its claim taken back, its session left as it was); then ``admit`` (the server's rate
+  limit and scope check) runs for it, once;
 - its request id is claimed in the same transaction as its session's write: a replay,
   within the batch or after it, changes nothing and answers ``None``;
 - a turn that fails (its session ended, a bad request id) gets its error and its claim is
@@ -25,7 +27,7 @@ batch settled can be answered as soon as it committed, before those left to capt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,7 @@ from cortex.services.sessions.context import check_open, pending_tasks
 from cortex.services.tenants import verify_key
 
 if TYPE_CHECKING:
+    from cortex.core.tenancy import ApiKeyRecord
     from cortex.store.protocol import TenantKey, TurnBatch
 
 log = getLogger("cortex.server")
@@ -87,7 +90,7 @@ def write_batch(host: ServiceHost, turns: Sequence[Turn], admit: Admit) -> Writt
     tenants: list[str | None] = [None] * len(turns)
     try:
         with host.turn_batch() as batch:
-            _batch(batch, to_iso(host.clock.now()), turns, admit, outcomes, tenants)
+            _batch(host, batch, to_iso(host.clock.now()), turns, admit, outcomes, tenants)
     except CortexError as exc:
         log.warning("a batch of %d turns failed (%s); capturing each alone", len(turns), exc)
         outcomes = [ALONE if tenants[i] else found for i, found in enumerate(outcomes)]
@@ -188,6 +191,7 @@ class Written:
 
 
 def _batch(
+    host: ServiceHost,
     batch: TurnBatch,
     at: str,
     turns: Sequence[Turn],
@@ -195,42 +199,107 @@ def _batch(
     outcomes: list[Outcome | _Alone],
     tenants: list[str | None],
 ) -> None:
-    """Fill ``outcomes`` (and ``tenants``, of the admitted turns) from one batch."""
+    """Fill ``outcomes`` (and ``tenants``, of the admitted turns) from one batch.
+
+    When this process authenticated every caller's key before, their tenants are known:
+    the claims and sessions are asked for with the keys, in one round trip, and a turn
+    whose key is then refused has its claim taken back and its session left as it was.
+    Otherwise the keys are read first, and only the admitted turns' claims and sessions.
+    """
     key_ids = [parsed[0] if (parsed := parse_key(t.token)) else "" for t in turns]
-    records = batch.api_keys(sorted({k for k in key_ids if k}))
-    chosen: dict[TenantKey, int] = {}  # the turn each session of the batch takes
-    claims: dict[TenantKey, int] = {}
-    for i, turn in enumerate(turns):
-        try:
-            tenant, scopes = verify_key(turn.token, records.get(key_ids[i]))
-            admit(key_ids[i], tenant, scopes)
-            if turn.request_id is not None:
-                check_request_id(turn.request_id)
-        except CortexError as exc:
-            outcomes[i] = exc
-            continue
-        tenants[i] = tenant
-        request = (tenant, turn.request_id) if turn.request_id is not None else None
-        if (tenant, turn.session_id) in chosen or request in claims:
-            continue  # after the batch, alone: it must see the first one's outcome
-        chosen[(tenant, turn.session_id)] = i
-        if request is not None:
-            claims[request] = i
-    taken, states, tasks = batch.claim_and_read(list(claims), at, list(chosen))
+    wanted = sorted({k for k in key_ids if k})
+    known = {k: host.known_key(k) for k in wanted}
+    if all(found is not None for found in known.values()):
+        expected = [known[k] if k else None for k in key_ids]
+        planned = [
+            found[0] if found is not None and _valid_request(turn) else None
+            for found, turn in zip(expected, turns, strict=True)
+        ]
+        chosen, claims = _plan(turns, planned)
+        taken, states, tasks, records = batch.claim_and_read(list(claims), at, list(chosen), wanted)
+        _admit(host, turns, key_ids, records, admit, outcomes, tenants, expected)
+    else:
+        _admit(host, turns, key_ids, batch.api_keys(wanted), admit, outcomes, tenants, None)
+        chosen, claims = _plan(turns, tenants)
+        taken, states, tasks, _ = batch.claim_and_read(list(claims), at, list(chosen))
     pipelines = {t: {task.task_id: task.to_dict() for task in found} for t, found in tasks.items()}
     saved: list[tuple[str, SessionState]] = []
     for (tenant, session_id), i in chosen.items():
         request_id = turns[i].request_id
-        if request_id is not None and (tenant, request_id) not in taken:
+        claimed = request_id is not None and (tenant, request_id) in taken
+        if tenants[i] != tenant:  # refused once its key was read, or of another tenant
+            if claimed:
+                batch.release([(tenant, str(request_id))])
+            continue
+        if request_id is not None and not claimed:
             outcomes[i] = None  # a replay: claimed before
             continue
         found = _fold(states.get((tenant, session_id)), at, pipelines[tenant], turns[i])
         outcomes[i] = found
         if isinstance(found, SessionState):
             saved.append((tenant, found))
-        elif request_id is not None:
-            batch.release([(tenant, request_id)])
+        elif claimed:
+            batch.release([(tenant, str(request_id))])
     batch.save_sessions(saved)
+
+
+def _valid_request(turn: Turn) -> bool:
+    try:
+        if turn.request_id is not None:
+            check_request_id(turn.request_id)
+    except CortexError:
+        return False
+    return True
+
+
+def _admit(
+    host: ServiceHost,
+    turns: Sequence[Turn],
+    key_ids: Sequence[str],
+    records: Mapping[str, ApiKeyRecord],
+    admit: Admit,
+    outcomes: list[Outcome | _Alone],
+    tenants: list[str | None],
+    expected: Sequence[tuple[str, tuple[str, ...]] | None] | None,
+) -> None:
+    """Set ``tenants[i]`` of each turn whose key is live and admitted, else its error; a
+    turn whose key reads otherwise than ``expected`` (the tenant and scopes it was planned
+    with) is left to be captured alone."""
+    for i, turn in enumerate(turns):
+        try:
+            found = verify_key(turn.token, records.get(key_ids[i]))
+            if expected is None:
+                host.remember_key(key_ids[i], found)  # the next batch reads it ahead
+            elif found != expected[i]:
+                continue  # ALONE: authenticated again on its own
+            admit(key_ids[i], *found)
+            if turn.request_id is not None:
+                check_request_id(turn.request_id)
+        except CortexError as exc:
+            outcomes[i] = exc
+            continue
+        tenants[i] = found[0]
+
+
+def _plan(
+    turns: Sequence[Turn], tenants: Sequence[str | None]
+) -> tuple[dict[TenantKey, int], dict[TenantKey, int]]:
+    """The turn each session of the batch takes, and the request id each claims (the turns
+    of a ``None`` tenant take none). A second turn of a session or of a request id is left
+    to be captured alone after the batch: it must see the first one's outcome."""
+    chosen: dict[TenantKey, int] = {}
+    claims: dict[TenantKey, int] = {}
+    for i, turn in enumerate(turns):
+        tenant = tenants[i]
+        if tenant is None:
+            continue
+        request = (tenant, turn.request_id) if turn.request_id is not None else None
+        if (tenant, turn.session_id) in chosen or request in claims:
+            continue
+        chosen[(tenant, turn.session_id)] = i
+        if request is not None:
+            claims[request] = i
+    return chosen, claims
 
 
 def _fold(

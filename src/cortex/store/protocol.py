@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # annotations only: a session command need not import the mem
     from cortex.core.models import AuditEntry, MetricEvent, SessionState
     from cortex.core.tasks import TaskRecord
     from cortex.core.tenancy import ApiKeyRecord, TenantRecord
-    from cortex.store.records import StartReads
+    from cortex.store.records import EndReads, StartReads
 
     MetricRow = tuple[str, str | None, dict[str, Any], str, str, str]
     """A metrics row to append: (event, session_id, payload, created_at, prev_hash, hash)."""
@@ -104,6 +104,10 @@ class SessionStore(Protocol):
         (``StartReads`` names them): the same calls later in the transaction read nothing
         again, unless a write came between. A backend with no round trips to save (SQLite)
         does nothing; outside a transaction nothing is read ahead."""
+        ...
+
+    def read_ahead_end(self, end: EndReads) -> None:
+        """As ``read_ahead_start``, for the reads a session end makes next (``EndReads``)."""
         ...
 
     def list_sessions(
@@ -690,7 +694,9 @@ class TurnBatch(Protocol):
     """The reads and writes of a batch of captured turns of many tenants, in one transaction.
 
     Every row named carries its tenant. The reads go to the database in two round trips
-    (``api_keys``, then ``claim_and_read``); the writes wait for the commit and go with it.
+    (``api_keys``, then ``claim_and_read``), or in one when the callers' tenants are known
+    beforehand (``claim_and_read`` reads the keys too); the writes wait for the commit and
+    go with it.
     """
 
     def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
@@ -698,13 +704,23 @@ class TurnBatch(Protocol):
         ...
 
     def claim_and_read(
-        self, claims: Sequence[TenantKey], at: str, sessions: Sequence[TenantKey]
-    ) -> tuple[set[TenantKey], dict[TenantKey, SessionState], dict[str, list[TaskRecord]]]:
+        self,
+        claims: Sequence[TenantKey],
+        at: str,
+        sessions: Sequence[TenantKey],
+        key_ids: Sequence[str] = (),
+    ) -> tuple[
+        set[TenantKey],
+        dict[TenantKey, SessionState],
+        dict[str, list[TaskRecord]],
+        dict[str, ApiKeyRecord],
+    ]:
         """Claim the (tenant, request id) pairs of ``claims`` (distinct); read the sessions
-        of ``sessions`` and every pending-stage task of their tenants. Returns the claims
-        this call made (the others were claimed before), the sessions found and the pending
-        tasks of each tenant, in their order. A session another transaction holds is not
-        waited for: it is left out, as one not found is."""
+        of ``sessions``, every pending-stage task of their tenants and the keys of
+        ``key_ids`` (as ``api_keys``). Returns the claims this call made (the others were
+        claimed before), the sessions found, the pending tasks of each tenant, in their
+        order, and the keys found. A session another transaction holds is not waited for:
+        it is left out, as one not found is."""
         ...
 
     def release(self, claims: Sequence[TenantKey]) -> None:

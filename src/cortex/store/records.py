@@ -11,6 +11,7 @@ hides the rest of a session.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -22,7 +23,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
-    from cortex.core.memory_models import Memory
+    from cortex.core.memory_models import Memory, MemoryFilter
     from cortex.core.models import SessionState
 
 # The session models (``cortex.core.models``) and the memory records
@@ -68,6 +69,7 @@ SESSION_COLUMNS = (
     "owner_host",
 )
 """Named, never ``SELECT *``: a legacy SQLite file may carry extra columns in another order."""
+SESSION_JSON_COLUMNS = frozenset((*SESSION_JSON_LISTS, "topic_state"))
 
 
 @cache
@@ -108,15 +110,20 @@ def json_value(value: Any, kind: type, where: str) -> Any:
     return value
 
 
-def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str, str]:
+def session_selects(
+    empty_json: str, critical_pins_only: str, json_column: str = "{}"
+) -> tuple[str, str, str]:
     """The three SELECTs of ``session_states`` every backend runs, in its own SQL: every
     column; for restoration, without the columns it never reads (``empty_json`` formats an
     empty JSON literal, e.g. ``"'{}'"``, or is ``NULL``: both read as empty); and the same
     with only CRITICAL pins decoded (``critical_pins_only`` is the backend's expression for
-    ``working_memory``; SQLite's selects it whole and tests it in Python)."""
+    ``working_memory``; SQLite's selects it whole and tests it in Python). ``json_column``
+    formats a JSON column selected whole (PostgreSQL's casts it to text)."""
 
     def select(replaced: dict[str, str]) -> str:
-        columns = ", ".join(replaced.get(c, c) for c in SESSION_COLUMNS)
+        columns = ", ".join(
+            replaced.get(c) or session_column(c, json_column) for c in SESSION_COLUMNS
+        )
         return f"SELECT {columns} FROM session_states"
 
     # Restoration reads many rows and never uses these columns: skip sending and decoding them.
@@ -129,6 +136,12 @@ def session_selects(empty_json: str, critical_pins_only: str) -> tuple[str, str,
     # Pins are most of a row's decoding; only sessions holding a CRITICAL pin need theirs.
     light = skipped | {"working_memory": critical_pins_only}
     return select({}), select(skipped), select(light)
+
+
+def session_column(name: str, json_column: str = "{}", table: str = "") -> str:
+    """Column ``name`` of ``SESSION_COLUMNS`` as a SELECT lists it (``table``: a prefix such
+    as ``"s."``): a JSON column formatted by ``json_column`` (e.g. ``"{}::text"``)."""
+    return json_column.format(table + name) if name in SESSION_JSON_COLUMNS else table + name
 
 
 @dataclass(frozen=True)
@@ -190,25 +203,42 @@ def _salvage(data: dict[str, Any]) -> dict[str, Any]:
 DECODED_SESSIONS = 128
 """How many decoded session rows a process keeps (``session_from_row``): a restore reads the
 same ~50 completed sessions at every start, and decoding them was a quarter of its CPU."""
+DECODED_CHARS = 4_000_000
+"""How much text those rows may hold in all (their decoded states take about as much again):
+a record may hold up to 50 KB."""
 VERSIONS_PER_SESSION = 2
 """How many of those rows may be of one session: a restore reads a candidate's row without
 its standard pins and then with them; an open session's older rows (one per event that
 changed it) are never read again, and a long-lived hook server would keep them all."""
+SERVER_DECODED_SESSIONS = 4096
+SERVER_DECODED_CHARS = 16_000_000
+"""What a team server process keeps (``keep_decoded_sessions``): the restore candidates of
+the tenants it serves, 50 each, would push one another out of ``DECODED_SESSIONS``."""
 _decoded: dict[tuple[Any, ...], SessionState] = {}
 _versions: dict[Any, list[tuple[Any, ...]]] = {}
+_limits = [DECODED_SESSIONS, DECODED_CHARS]
+_kept_chars = 0
+_lock = threading.Lock()
 _CONTINUED_BY = SESSION_COLUMNS.index("continued_by")
 _UPDATED_AT = SESSION_COLUMNS.index("updated_at")
 _FIRST, _SECOND = sorted((_CONTINUED_BY, _UPDATED_AT))
 
 
-def session_from_row(row: Sequence[Any]) -> SessionState | None:
+def keep_decoded_sessions(rows: int, chars: int) -> None:
+    """Keep up to ``rows`` decoded session rows holding ``chars`` of text in all, in this
+    process (from the next row kept on)."""
+    _limits[:] = [rows, chars]
+
+
+def session_from_row(row: Sequence[Any], *, keep: bool = True) -> SessionState | None:
     """A row of ``SESSION_COLUMNS`` as a ``SessionState``; None if it cannot be read at all.
 
     Decoding is a pure function of the row, so a row seen before (every value equal) gives
     back the same frozen state; nobody mutates a decoded state (``topic_state`` is only read).
     A row that differs from one seen before only in ``continued_by`` and ``updated_at`` (what
     a restore changes in each session it continues) is that state with those two values.
-    Rows with unhashable values (PostgreSQL's decoded JSON) are decoded each time.
+    Rows with unhashable values (JSON decoded by the driver) are decoded each time, and so are
+    rows read with ``keep=False`` (a row about to be changed, never read again).
     """
     row = tuple(row)
     key = row[:_FIRST] + row[_FIRST + 1 : _SECOND] + row[_SECOND + 1 :]
@@ -216,39 +246,62 @@ def session_from_row(row: Sequence[Any]) -> SessionState | None:
         hash(key)  # (``pop`` on an empty dict would not find out)
     except TypeError:
         return _decode_session(row)
-    state = _decoded.pop(key, None)
-    if state is None:
-        state = _decode_session(row)
-        if state is None:
-            return None
-        _make_room(key)
-    elif state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
-        from cortex.core.models import evolve
+    with _lock:
+        state = _decoded.pop(key, None)
+        if state is not None:
+            if state.continued_by != row[_CONTINUED_BY] or state.updated_at != row[_UPDATED_AT]:
+                from cortex.core.models import evolve
 
-        state = evolve(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
-    _decoded[key] = state  # (again) the most recently used
+                state = evolve(state, continued_by=row[_CONTINUED_BY], updated_at=row[_UPDATED_AT])
+            _decoded[key] = state  # again, the most recently used
+            return state
+    state = _decode_session(row)
+    if state is not None and keep:
+        with _lock:
+            if key not in _decoded:
+                _make_room(key)
+                _decoded[key] = state
     return state
 
 
 def _make_room(key: tuple[Any, ...]) -> None:
-    """Before keeping the new row ``key``: drop its session's oldest kept row beyond
-    ``VERSIONS_PER_SESSION``, and the least recently used row when the cache is full."""
+    """Before keeping the new row ``key`` (under ``_lock``): drop its session's oldest kept row
+    beyond ``VERSIONS_PER_SESSION``, and the least recently used rows while the cache is
+    full (``_limits``: rows, and their text)."""
+    global _kept_chars
+    size = _chars(key)
+    rows, chars = _limits
+    if not _decoded:
+        _kept_chars = 0  # (emptied behind the lock, by a test)
     try:
         versions = _versions.setdefault(key[0], [])  # key[0]: the session id
         versions.append(key)
         if len(versions) > VERSIONS_PER_SESSION:
-            _decoded.pop(versions.pop(0), None)
-        if len(_decoded) >= DECODED_SESSIONS:
+            _drop(versions.pop(0))
+        while _decoded and (len(_decoded) >= rows or _kept_chars + size > chars):
             oldest = next(iter(_decoded))
-            del _decoded[oldest]
+            _drop(oldest)
             kept = _versions[oldest[0]]
             kept.remove(oldest)
             if not kept:
                 del _versions[oldest[0]]
     except (KeyError, ValueError, RuntimeError, StopIteration):
-        _decoded.clear()  # another thread changed it meanwhile: start over
+        _decoded.clear()  # changed behind the lock (a test's clear): start over
         _versions.clear()
         _versions[key[0]] = [key]
+        _kept_chars = 0
+    _kept_chars += size
+
+
+def _drop(key: tuple[Any, ...]) -> None:
+    global _kept_chars
+    if _decoded.pop(key, None) is not None:
+        _kept_chars -= _chars(key)
+
+
+def _chars(key: tuple[Any, ...]) -> int:
+    """The text a kept row holds (its JSON columns most of it)."""
+    return sum(len(value) for value in key if isinstance(value, str))
 
 
 def _decode_session(row: Sequence[Any]) -> SessionState | None:
@@ -469,3 +522,18 @@ class StartReads:
     """``completed_sessions_since(before, project, limit=1, exclude_id=session_id,
     all_pins=False)``: the last session however old, read by a start with no candidates
     (None: not read ahead)."""
+
+
+@dataclass(frozen=True)
+class EndReads:
+    """The reads a session end makes, with the arguments it makes them with."""
+
+    session_id: str
+    """``get_session(session_id)``: the session, read locked in a transaction."""
+    learned: MemoryFilter
+    now: str
+    limit: int
+    """``list_memories(learned, now, limit=limit, offset=0)``: the memories it added."""
+    pending_tasks: bool
+    """``list_tasks(stages=PENDING_STAGES)``: the tenant's pending tasks (a server's task
+    source)."""

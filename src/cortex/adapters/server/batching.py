@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from concurrent.futures import Executor
 from typing import Any
-
-import anyio
-import anyio.to_thread
 
 from cortex.services.hosting import ServiceHost
 from cortex.services.turn_batch import Admit, Outcome, Turn, Written, write_batch
@@ -25,9 +23,9 @@ MAX_BATCH = 64
 
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
-    worker thread that ``limiter`` admits. The turns a batch leaves to be captured alone (see
-    ``turn_batch``) are captured after it, while the slot writes the next batch, each in a
-    worker thread ``alone`` admits: its chains (``Written.chains``) at the same time, so a
+    thread of ``threads``. The turns a batch leaves to be captured alone (see ``turn_batch``)
+    are captured after it, while the slot writes the next batch, each in a thread of
+    ``alone`` (``alone_threads`` of them): its chains (``Written.chains``) at the same time, so a
     turn waiting for a session another transaction holds holds up no other turn, and turns
     of several held sessions wait their bounds side by side rather than one after another.
     They take at most all but one of ``alone``'s threads, whatever the batches: ``alone`` is
@@ -40,16 +38,18 @@ class TurnBatcher:
         admit: Admit,
         *,
         slots: int,
-        limiter: anyio.CapacityLimiter,
-        alone: anyio.CapacityLimiter | None = None,
+        threads: Executor,
+        alone: Executor | None = None,
+        alone_threads: int = 1,
     ) -> None:
         self.host = host
         self.admit = admit
         self.slots = slots
-        self.limiter = limiter
-        self.alone = alone or limiter
-        self._held = anyio.CapacityLimiter(max(1, int(self.alone.total_tokens) - 1))
+        self.threads = threads
+        self.alone = alone or threads
+        self.held_at_once = max(1, alone_threads - 1)
         """How many turns are captured alone at once (one thread of ``alone`` left over)."""
+        self._held = asyncio.Semaphore(self.held_at_once)
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
@@ -60,6 +60,7 @@ class TurnBatcher:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new event loop (a test client's): start afresh
             self._loop, self._waiting, self._writers = loop, [], 0
+            self._held = asyncio.Semaphore(self.held_at_once)
         answer: asyncio.Future[Outcome] = loop.create_future()
         self._waiting.append((turn, answer))
         if self._writers < self.slots:
@@ -88,8 +89,8 @@ class TurnBatcher:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
             answers = [answer for _, answer in batch]
             try:
-                written = await anyio.to_thread.run_sync(
-                    write_batch, self.host, [t for t, _ in batch], self.admit, limiter=self.limiter
+                written = await asyncio.get_running_loop().run_in_executor(
+                    self.threads, write_batch, self.host, [t for t, _ in batch], self.admit
                 )
             except asyncio.CancelledError:  # the server is stopping
                 _cancel(answers)
@@ -112,7 +113,9 @@ class TurnBatcher:
         for n, i in enumerate(chain):
             try:
                 async with self._held:
-                    outcome = await anyio.to_thread.run_sync(written.alone, i, limiter=self.alone)
+                    outcome = await asyncio.get_running_loop().run_in_executor(
+                        self.alone, written.alone, i
+                    )
             except asyncio.CancelledError:  # the server is stopping
                 _cancel([answers[k] for k in chain[n:]])
                 raise

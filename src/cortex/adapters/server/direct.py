@@ -10,20 +10,21 @@ request gets the same 4xx body either way, and the Cortex errors raised here (40
 of two worker-thread hops, FastAPI's routing, dependency solving and response validation
 (see "Team server under load" in docs/benchmarks.md).
 
-Turns queue for as many worker threads as half the pool's connections, starts and ends for
-the other half: under load a restore, which someone waits for, is not queued behind every
-turn, and these routes never wait in the pool for a connection (that wait times out).
+Turns queue for as many threads as half the pool's connections, starts and ends for the
+other half (each its own threads): under load a restore, which someone waits for, is not
+queued behind every turn, and these routes never wait in the pool for a connection (that
+wait times out).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import anyio.to_thread
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelError
 from starlette.exceptions import HTTPException
@@ -104,15 +105,19 @@ class DirectRoutes:
         half = max(1, host.pool_size // 2)
         batches = min(turn_batches, half) if host.postgres else 0
         turns = batches or half
-        self._queue = anyio.CapacityLimiter(turns)
-        self._others = anyio.CapacityLimiter(max(1, host.pool_size - turns))
+        # Threads of their own rather than anyio's: a call costs one trip through the event
+        # loop, not three (checkpoints, a limiter), on every request of these routes.
+        self._queue = ThreadPoolExecutor(turns, thread_name_prefix="cortex-turns")
+        others = max(1, host.pool_size - turns)
+        self._others = ThreadPoolExecutor(others, thread_name_prefix="cortex-sessions")
         self._batches = (
             TurnBatcher(
                 host,
                 lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
                 slots=batches,
-                limiter=self._queue,
+                threads=self._queue,
                 alone=self._others,
+                alone_threads=others,
             )
             if batches > 0
             else None
@@ -148,8 +153,8 @@ class DirectRoutes:
             return route.call(*params, parsed, who)
 
         try:
-            limiter = self._queue if route.queue else self._others
-            answer = await anyio.to_thread.run_sync(work, limiter=limiter)
+            threads = self._queue if route.queue else self._others
+            answer = await asyncio.get_running_loop().run_in_executor(threads, work)
         except (CortexError, HTTPException) as exc:
             response = self.render(None, exc)
         else:

@@ -15,12 +15,16 @@ from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionSta
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError, command
+from cortex.files import check_id
 from cortex.services.sessions.context import SessionContext, check_open, with_topics
 from cortex.services.working_memory import load_working_memory
+from cortex.store.records import EndReads
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
     from typing import Any, Protocol
+
+    from cortex.core.memory_models import MemoryFilter
 else:
     Protocol = object  # a protocol is for mypy only; nothing checks one at run time
 
@@ -90,6 +94,16 @@ class SessionCapture:
         ctx = self.context
         now = ctx.now_iso()
         at = ended_at or now
+        if session_id is not None:  # on a server's PostgreSQL: with the first round trip
+            ctx.store.read_ahead_end(
+                EndReads(
+                    check_id(session_id),
+                    _learned_filter(session_id),
+                    now,
+                    MAX_LEARNING_IDS,
+                    pending_tasks=ctx.tasks_in_store,
+                )
+            )
         with ctx.tx():
             state = ctx.resolve(session_id)
             if not state.is_open:
@@ -121,9 +135,7 @@ class SessionCapture:
 
     def _learned(self, session_id: str, now: str) -> list[str]:
         """Ids of the live memories this session added, oldest first (its learnings)."""
-        from cortex.core.memory_models import MemoryFilter  # (an end's: a start needs none)
-
-        flt = MemoryFilter(session_id=session_id, all_projects=True)
+        flt = _learned_filter(session_id)
         found = self.context.store.list_memories(flt, now, limit=MAX_LEARNING_IDS, offset=0)
         return [m.id for m in reversed(found)]
 
@@ -136,6 +148,13 @@ class SessionCapture:
         if mirror is not None and mirror.session_id == state.session_id:
             pins = mirror.edits_onto(pins)
         return tuple(replace(p, label=redact(p.label), content=redact(p.content)) for p in pins)
+
+
+def _learned_filter(session_id: str) -> MemoryFilter:
+    """The live memories session ``session_id`` added, of any project."""
+    from cortex.core.memory_models import MemoryFilter  # (an end's: a start needs none)
+
+    return MemoryFilter(session_id=session_id, all_projects=True)
 
 
 def fold_turn(

@@ -132,13 +132,19 @@ class MemoryRepository:
 
     def listing(self, flt: MemoryFilter, now: str, *, limit: int, offset: int) -> list[Memory]:
         """Memories ``flt`` sees at ``now``, newest first."""
+        rows = self.db.rows(*self.listing_query(flt, now, limit=limit, offset=offset))
+        return [memory_from_row(r) for r in rows]
+
+    def listing_query(
+        self, flt: MemoryFilter, now: str, *, limit: int, offset: int
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The SELECT of ``listing`` (a store may send it ahead of the call)."""
         where, params = filter_sql(flt, now)
-        rows = self.db.rows(
+        return (
             f"SELECT {SELECT} FROM memories m WHERE m.tenant_id = %s AND {where} "
             "ORDER BY m.seq DESC LIMIT %s OFFSET %s",
             (self.db.tenant, *params, limit, offset),
         )
-        return [memory_from_row(r) for r in rows]
 
     def by_id(self, memory_ids: Sequence[str], flt: MemoryFilter, now: str) -> list[Memory]:
         """Those of ``memory_ids`` that ``flt`` sees at ``now``, by ``seq``."""

@@ -13,6 +13,7 @@ from cortex.errors import BusyError
 from cortex.store.postgres.db import Runner
 from cortex.store.records import (
     SESSION_COLUMNS,
+    SESSION_JSON_COLUMNS,
     SESSION_JSON_LISTS,
     SessionNarrowing,
     in_order,
@@ -23,13 +24,17 @@ from cortex.store.records import (
     sessions_from_rows,
 )
 
-_JSON_COLUMNS = frozenset((*SESSION_JSON_LISTS, "topic_state"))
-
+JSON_TEXT = "{}::text"
+"""How a JSON column of a session is read: as its text, which ``session_from_row`` parses.
+Decoded by psycopg the row would hold lists and dicts, which cannot key the cache of decoded
+rows; as text, a row read before (a restore reads the same ~50 sessions at every start) is
+not parsed again."""
 
 SELECT, _SELECT_FOR_RESTORE, _SELECT_FOR_RESTORE_LIGHT = session_selects(
-    "'{}'::jsonb",
+    "'{}'::text",
     'CASE WHEN working_memory @> \'[{"importance": "CRITICAL"}]\' '
-    "THEN working_memory ELSE '[]'::jsonb END",
+    "THEN working_memory::text ELSE '[]' END",
+    JSON_TEXT,
 )
 UPSERT = (
     f"INSERT INTO session_states (tenant_id, {', '.join(SESSION_COLUMNS)}) "
@@ -43,7 +48,10 @@ UPSERT = (
 def session_row(tenant: str, state: SessionState) -> tuple[Any, ...]:
     """The parameters of ``UPSERT`` for ``tenant``'s session ``state``."""
     data = session_values(state)
-    return (tenant, *(Jsonb(data[c]) if c in _JSON_COLUMNS else data[c] for c in SESSION_COLUMNS))
+    return (
+        tenant,
+        *(Jsonb(data[c]) if c in SESSION_JSON_COLUMNS else data[c] for c in SESSION_COLUMNS),
+    )
 
 
 def held(db: Runner) -> str:

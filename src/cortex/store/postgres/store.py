@@ -25,6 +25,7 @@ from cortex.core.history_models import (
 )
 from cortex.core.memory_models import Memory, MemoryFilter, MemoryLink
 from cortex.core.models import AuditEntry, MetricEvent, SessionState
+from cortex.core.tasks import PENDING_STAGES
 from cortex.errors import ConfigError, RequestReplayed, ValidationError
 from cortex.store import DEFAULT_TENANT
 from cortex.store.hygiene_sql import Dialect, HygieneRepository
@@ -53,7 +54,7 @@ from cortex.store.tasks import TaskRepository
 if TYPE_CHECKING:
     from cortex.core.tenancy import ApiKeyRecord
     from cortex.store.protocol import AuditRow, MetricRow
-    from cortex.store.records import StartReads
+    from cortex.store.records import EndReads, StartReads
 
 MAX_TENANT_CHARS = 128
 
@@ -279,6 +280,17 @@ class PostgresStore(RegistryMethods, HygieneMethods, TaskMethods):
             ),
         ]
         with busy(f"session {sid}"):  # the only read that waits: a resumed session's
+            self._db.read_ahead([read for read in reads if read is not None])
+
+    def read_ahead_end(self, end: EndReads) -> None:
+        """See ``Store.read_ahead_end``: the session and its learnings (and the pending tasks)
+        with an end's first round trip (its key's check, its request id's claim)."""
+        reads = [
+            self.task_rows.tasks_query(stages=PENDING_STAGES) if end.pending_tasks else None,
+            self._sessions.get_query(end.session_id),
+            self._memories.listing_query(end.learned, end.now, limit=end.limit, offset=0),
+        ]
+        with busy(f"session {end.session_id}"):  # the session's row is read locked
             self._db.read_ahead([read for read in reads if read is not None])
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:

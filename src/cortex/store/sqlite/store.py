@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cortex.store.hygiene_sql import HygieneRepository
-    from cortex.store.records import StartReads
+    from cortex.store.records import EndReads, StartReads
     from cortex.store.registry import Registry
     from cortex.store.sqlite.embeddings import EmbeddingRepository
     from cortex.store.sqlite.history import HistoryRepository
@@ -230,6 +230,9 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
 
     def read_ahead_start(self, start: StartReads) -> None:
         """See ``Store.read_ahead_start``: nothing to do, SQLite has no round trips."""
+
+    def read_ahead_end(self, end: EndReads) -> None:
+        """See ``Store.read_ahead_end``: nothing to do, SQLite has no round trips."""
 
     def ids_with_prefix(self, kind: str, prefix: str, *, limit: int = 10) -> list[str]:
         """See ``Store.ids_with_prefix``."""
