@@ -149,26 +149,11 @@ def test_a_memory_filter_finds_what_a_memory_stored(app: Services, bad: str) -> 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from cortex.adapters.server.app import create_app  # noqa: E402
-from test_server import lite_host, new_key  # noqa: E402
+import test_server_ended  # noqa: E402
 
 Served = tuple[TestClient, str]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
-    """The app over a SQLite file (its one tenant) or PostgreSQL (a fresh tenant), and a key."""
-    from cortex.services.hosting import ServiceHost
-
-    if request.param == "postgres":
-        host = ServiceHost(request.getfixturevalue("pg_url"), tmp_path / "data", pool_size=4)
-        key = new_key(host)
-    else:
-        host, key = lite_host(tmp_path)
-    try:
-        yield TestClient(create_app(host.url, host=host, burst=10_000)), key
-    finally:
-        host.close()
+served = test_server_ended.served
+"""The app over a SQLite file or a fresh PostgreSQL tenant, and a key (each test runs on both)."""
 
 
 REFUSED = [
