@@ -34,8 +34,9 @@ class SessionPins:
         """Pin a note in the session's working memory (same label replaces; 10 at most)."""
         ctx = self.context
         at = ctx.now_iso()
-        label, content = plain(label, "label"), storable(content)
-        pin = make_pin(redact(label), redact(content), at, critical=critical, confidence=confidence)
+        pin = make_pin(redact(label), redact(storable(content)), at, critical=critical,
+                       confidence=confidence)  # fmt: skip
+        plain(label, "label")  # (a NUL is a control character, which make_pin refuses)
         with ctx.tx():
             state = ctx.resolve_open(session_id)
             extractor = HotTopicExtractor.from_dict(state.topic_state)
