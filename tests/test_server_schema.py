@@ -285,7 +285,7 @@ def test_a_start_postgresql_cannot_store_is_refused_whole(
     start = {"session_id": "nul-agent", "project": "api", "agent_id": "x\u0000y"}
     status, answer, _ = http(url, "POST", "/v1/sessions/start", start, key)
     assert (status, answer["error"]["code"]) == (400, "validation_error")
-    assert answer["error"]["message"].startswith("PostgreSQL cannot store this value")
+    assert answer["error"]["message"].startswith('"agent_id" holds a NUL')  # (decision NN)
     assert http(url, "GET", "/v1/sessions/nul-agent", key=key)[0] == 404
     lapsed = ok(url, "GET", "/v1/sessions/lapsed", key=key)
     assert (lapsed["state"], lapsed["end_time"]) == ("ACTIVE", None)  # not half recovered

@@ -26,6 +26,7 @@ from cortex.core.checkpoint_schema import CHECKPOINT_TYPES, validated_checkpoint
 from cortex.core.history_models import Checkpoint, CompactionEvent, SessionEvent, SessionSnapshot
 from cortex.core.memory_models import RULE, WORKING, Memory, MemoryFilter, SessionBlock
 from cortex.core.models import SessionState
+from cortex.core.plaintext import storable, storable_value
 from cortex.core.redaction import redact, redact_value
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import extract_decisions, format_checkpoint
@@ -269,6 +270,11 @@ class CompactionService(Service):
             raise ValidationError(
                 f"unknown checkpoint type {type!r}; use one of {', '.join(CHECKPOINT_TYPES)}"
             )
+        # Free text, made storable (see cortex.core.plaintext) before anything is written.
+        summary, resume_instructions = storable(summary), storable(resume_instructions)
+        next_steps, decisions = storable_value(list(next_steps)), storable_value(list(decisions))
+        files_changed = storable_value(list(files_changed))
+        extra_state = storable_value(dict(extra_state)) if extra_state else extra_state
         with self.store.transaction():
             state = self.events.writable(session_id, ending=ending)
             session_id = state.session_id

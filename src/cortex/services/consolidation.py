@@ -49,6 +49,7 @@ from cortex.core.memory_models import (
     MemoryFilter,
     MemoryLink,
 )
+from cortex.core.plaintext import plain, storable
 from cortex.errors import ConfigError, CortexError, ValidationError
 from cortex.services.base import Service
 from cortex.services.ids import new_uuid
@@ -172,6 +173,7 @@ class ConsolidationService(Service):
             raise ConfigError(
                 "consolidation is off (memory_consolidation_enabled=false); set it to true"
             )
+        project, user_id = storable(project) if project else project, plain(user_id, "user_id")
         model, extractor = load_extractor(self.config.consolidation_extractor)
         now = self.now_iso()
         flt = MemoryFilter(

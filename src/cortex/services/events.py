@@ -16,6 +16,7 @@ from cortex.core.history_models import (
     SessionSnapshot,
 )
 from cortex.core.models import SessionState
+from cortex.core.plaintext import storable
 from cortex.core.redaction import redact
 from cortex.core.tokens import estimate_tokens
 from cortex.core.transcripts import slugify, transcript_markdown
@@ -96,7 +97,7 @@ class EventLog(Service):
                 session_id=session_id,
                 role=role,
                 kind=kind,
-                content=_capped(redact(content)),
+                content=_capped(redact(storable(content))),
                 token_count=estimate_tokens(content) if token_count is None else token_count,
                 turn_index=turn_index,
                 is_meaningful=meaningful,

@@ -27,6 +27,7 @@ from cortex.core.memory_models import (
     WORKING,
     Memory,
 )
+from cortex.core.plaintext import storable
 from cortex.errors import ConfigError, ConflictError, NotFoundError, ValidationError, command, param
 from cortex.services.ids import batch_ids
 from cortex.services.memory_checks import (
@@ -40,7 +41,6 @@ from cortex.services.memory_checks import (
     check_new_type,
     check_tags,
     check_user,
-    storable,
 )
 from cortex.services.search import MemoryReader
 

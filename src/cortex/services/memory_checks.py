@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cortex.core.memory_models import INTENTS, LAYERS, MODES
+from cortex.core.plaintext import storable
 from cortex.core.retrieval import normalize_tags
 from cortex.errors import ValidationError, param
 
@@ -50,20 +51,6 @@ def check_content(content: object, what: str = "memory content") -> str:
     from cortex.core.redaction import redact  # (what writes needs: a search imports none)
 
     return truncate_content(redact(storable(content.strip())))
-
-
-def storable(text: str) -> str:
-    """``text`` as every store can hold it: a surrogate pair (``"\\ud83d\\ude00"``, as a JSON
-    escape gives it) joined into its character, and a lone surrogate (which UTF-8 cannot
-    encode) or a NUL (which PostgreSQL refuses) made U+FFFD, so that one such item never
-    fails a batch."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def truncate_content(text: str, limit: int = MAX_CONTENT_BYTES) -> str:

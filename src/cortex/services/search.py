@@ -31,6 +31,7 @@ from cortex.core.memory_models import (
     ScoredMemory,
     SessionSummary,
 )
+from cortex.core.plaintext import plain, storable, storable_value
 from cortex.core.retrieval import (
     VOTE_POOL,
     asks_when,
@@ -164,6 +165,10 @@ class MemoryReader(Service):
             ("user_id", user_id, "user"),
         ):
             refuse_empty(given, param(name), f"the memories of every {whole}", f"a {whole} id")
+            plain(given, name)
+        # A memory's project and tags were stored storable: a filter finds them the same way.
+        project = storable(project) if project else project
+        tags = storable_value(tags) if tags else tags
         if session_id:
             session = self._session(session_id)
             session_id, project = session.session_id, project or session.project
@@ -397,6 +402,8 @@ class MemoryReader(Service):
                 f"{param('budget_tokens', budget_tokens)} is negative; give 0 or more, e.g. 4000"
             )
         block = summary = None
+        project, user_id = storable(project) if project else project, plain(user_id, "user_id")
+        plain(session_id, "session_id")
         if session_id is not None:
             from cortex.services.compaction import session_block
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cortex.clock import Clock
 from cortex.config import Config
+from cortex.core.plaintext import plain, storable
 from cortex.core.redaction import redact, redact_value, refuse_secret
 from cortex.core.tasks import (
     DONE_STAGES,
@@ -232,6 +233,7 @@ class TaskService(Service):
     ) -> list[dict[str, Any]]:
         """Tasks in order with their ``pending`` flag; of ``project`` (and of no project)
         when it is given; only pending ones with ``pending_only``."""
+        plain(project, "project")
         read = self.source.pending() if pending_only else self.source.tasks()
         views = [task_view(task) for task in (read or {}).values()]
         return [
@@ -257,6 +259,8 @@ class TaskService(Service):
         directory does not move it; a task moved to another project says where it was
         (``moved_from``, ``""`` for every project). An id that holds a credential is refused:
         ids are stored and shown as they are."""
+        plain(task_id, "task_id")
+        project, new_project = plain(project, "project"), plain(new_project, "project")
         tid = check_id(refuse_secret(task_id, "task id") or "", "task id")
         project = redact(project) if project else project
         new_project = redact(new_project) if new_project else new_project
@@ -266,7 +270,7 @@ class TaskService(Service):
         if project is None and before is None:
             project = new_project
         task = self.source.upsert(
-            tid, redact(check_title(title)), check_stage(stage), self.now_iso(), project
+            tid, redact(storable(check_title(title))), check_stage(stage), self.now_iso(), project
         )
         view = task_view(task)
         was = before.get("project") or "" if before is not None else None
@@ -277,5 +281,7 @@ class TaskService(Service):
     def done(self, task_id: str) -> dict[str, Any]:
         """Mark ``task_id`` done: later preambles leave it out."""
         return task_view(
-            self.source.set_stage(check_id(task_id, "task id"), DONE_STAGES[0], self.now_iso())
+            self.source.set_stage(
+                check_id(plain(task_id, "task_id"), "task id"), DONE_STAGES[0], self.now_iso()
+            )
         )

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from cortex.clock import parse_time
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
+from cortex.core.plaintext import plain, storable, storable_value
 from cortex.core.redaction import redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError, command
@@ -175,19 +176,21 @@ def fold_turn(
     or written: ``record`` and the server's batches of turns share it). ``pending`` gives
     the pending tasks of a session's pins and project."""
     extractor = HotTopicExtractor.from_dict(state.topic_state)
-    # Redacted here, where signals enter: topics, topic_state and projects derive from them.
-    if text:
-        extractor.record_text(redact(text[:MAX_TURN_TEXT]), weight)
-    if workdir:
-        extractor.record_exec_workdir(redact(workdir))
-    if categories:
-        extractor.record_memory_access([redact(c) for c in categories])
+    # Made storable and redacted here, where signals enter: topics, topic_state and projects
+    # derive from them. A learning id names a memory: one no store holds as given is refused.
     if learning_id:
-        extractor.record_learning_id(redact(learning_id))
+        extractor.record_learning_id(redact(plain(learning_id, "learning_id")))
+    if text:
+        extractor.record_text(redact(storable(text[:MAX_TURN_TEXT])), weight)
+    if workdir:
+        extractor.record_exec_workdir(redact(storable(workdir)))
+    if categories:
+        extractor.record_memory_access([redact(storable(c)) for c in categories])
     if tool_name:
-        extractor.record_tool_call(tool_name, redact_value(dict(tool_input or {})))
+        tool_input = storable_value(dict(tool_input or {}))
+        extractor.record_tool_call(storable(tool_name), redact_value(tool_input))
     for path in files:
-        extractor.record_file_path(redact(path))
+        extractor.record_file_path(redact(storable(path)))
     return with_topics(
         state,
         extractor,

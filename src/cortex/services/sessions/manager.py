@@ -17,6 +17,7 @@ from datetime import timedelta
 from cortex.clock import Clock, to_iso
 from cortex.config import Config
 from cortex.core.models import PendingTask, Pin, RestoredSessionContext, SessionState
+from cortex.core.plaintext import plain
 from cortex.services.base import Service
 from cortex.services.sessions.capture import SessionCapture
 from cortex.services.sessions.context import SessionContext
@@ -115,6 +116,7 @@ class SessionPersistenceManager(Service):
         it: a name, a path, a remote or the id itself; see ``projects_matching``)."""
         if project is None:
             return self.store.list_sessions(limit=limit, offset=offset, any_project=True)
+        plain(project, "project")
         found = [
             state
             for matched in self.projects_matching(project)

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from cortex.core.models import Pin
 from cortex.core.pins import make_pin, remove_pin, upsert_pin
+from cortex.core.plaintext import plain, storable
 from cortex.core.redaction import redact
 from cortex.core.topics import HotTopicExtractor
 from cortex.errors import NotFoundError, command
@@ -33,7 +34,9 @@ class SessionPins:
         """Pin a note in the session's working memory (same label replaces; 10 at most)."""
         ctx = self.context
         at = ctx.now_iso()
-        pin = make_pin(redact(label), redact(content), at, critical=critical, confidence=confidence)
+        pin = make_pin(redact(label), redact(storable(content)), at, critical=critical,
+                       confidence=confidence)  # fmt: skip
+        plain(label, "label")  # (a NUL is a control character, which make_pin refuses)
         with ctx.tx():
             state = ctx.resolve_open(session_id)
             extractor = HotTopicExtractor.from_dict(state.topic_state)
@@ -53,7 +56,9 @@ class SessionPins:
     def remove_pin(self, label: str, session_id: str | None = None) -> Pin:
         """Remove the pin labelled ``label`` (provenance suffix and case ignored)."""
         ctx = self.context
-        label = redact(label)  # as it was stored: a pin is unpinned by the label it was given
+        label = redact(
+            plain(label, "label")
+        )  # as it was stored: a pin is unpinned by the label it was given
         with ctx.tx():
             state = ctx.resolve_open(session_id)
             pins, removed = remove_pin(state.working_memory, label)

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from cortex.clock import to_iso
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
+from cortex.core.plaintext import plain, storable
 from cortex.core.redaction import redact, refuse_secret
 from cortex.core.topics import (
     HotTopicExtractor,
@@ -59,6 +60,17 @@ class SessionStart:
     ) -> RestoredSessionContext:
         """See ``SessionPersistenceManager.on_session_start``."""
         ctx = self.context
+        for given, field in (
+            (session_id, "session_id"),
+            (channel, "channel"),
+            (project, "project"),
+            (project_name, "project_name"),
+            (user_id, "user_id"),
+            (agent_id, "agent_id"),
+            (task_slug, "task_slug"),
+            (parent_session, "parent_session"),
+        ):
+            plain(given, field)  # names: refused whole, before anything is read or written
         sid = check_id(session_id) if session_id is not None else _new_id()
         project = redact(project) if project else project  # (the hooks' ids come redacted)
         for value, what in ((user_id, "user id"), (agent_id, "agent id"), (task_slug, "task")):
@@ -69,8 +81,8 @@ class SessionStart:
         # Stored as topics and active projects: a typed name or directory may hold a credential.
         name = project_name or display_name(project)
         name = redact(name) if name else name
-        workdir = redact(workdir) if workdir else workdir
-        keywords = tuple(redact(k) for k in keywords if isinstance(k, str))
+        workdir = redact(storable(workdir)) if workdir else workdir
+        keywords = tuple(redact(storable(k)) for k in keywords if isinstance(k, str))
         words = context_keywords(name, workdir, keywords)
         extractor = _seeded_topics(name, workdir, keywords)
         self._read_ahead(sid, session_id is not None, project, now)
