@@ -8,6 +8,7 @@ per test. Tenant isolation and the races between server processes are in
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import sys
 import threading
@@ -326,6 +327,26 @@ def test_a_failed_statement_rolls_the_transaction_back(pg_store: Any) -> None:
             pg_store.save_snapshot(SessionSnapshot("dup", "s1", "x", "manual", "# u\n", 1, t(2)))
     assert pg_store.count_sessions() == 0
     pg_store.save_session(session("s1", t(1)))
+    assert pg_store.count_sessions() == 1
+
+
+def test_a_failed_statement_caught_inside_the_transaction_still_rolls_it_back(
+    pg_store: Any,
+) -> None:
+    """A caller that catches a statement's error and goes on (a metrics write is best effort)
+    does not commit the rest: PostgreSQL ended the transaction at the failed statement, so
+    the transaction raises that error again at its end and nothing of it is stored."""
+    pg_store.save_snapshot(SessionSnapshot("dup", "s1", "x", "manual", "# t\n", 1, t(1)))
+    with pytest.raises(ConflictError, match="^write conflicts with a stored record"):
+        with pg_store.transaction():
+            pg_store.save_session(session("s1", t(1)))
+            with contextlib.suppress(ConflictError):  # caught and passed over
+                pg_store.save_snapshot(
+                    SessionSnapshot("dup", "s1", "x", "manual", "# u\n", 1, t(2))
+                )
+            pg_store.save_session(session("s2", t(2)))
+    assert pg_store.count_sessions() == 0
+    pg_store.save_session(session("s3", t(3)))  # the store goes on as before
     assert pg_store.count_sessions() == 1
 
 
