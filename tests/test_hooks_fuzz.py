@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortex.adapters.hooks.dispatch import handle
-from cortex.adapters.hooks.events import KINDS
+from cortex.adapters.hooks.events import KINDS, normalize
 from cortex.adapters.hooks.hook import ServicesCache
 from cortex.config import load_config
 from cortex.services.sessions.manager import SessionPersistenceManager
@@ -213,3 +213,5 @@ def test_a_lone_surrogate_in_host_input_is_replaced_not_a_crash(
     ):
         check_answer("claude-code", handle("claude-code", json.dumps(data).encode(), env, cwd))
     check_intact(home)
+    prompt = {"hook_event_name": "UserPromptSubmit", "prompt": "a\ud800b\udfff"}
+    assert normalize("claude-code", prompt).text == "a\ufffdb\ufffd"  # as the services do

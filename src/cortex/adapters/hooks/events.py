@@ -113,8 +113,13 @@ class HookEvent:
 
 
 def _utf8(text: str) -> str:
-    """``text`` with lone surrogates (valid in JSON, not in UTF-8) replaced by ``?``."""
-    return text.encode("utf-8", "replace").decode("utf-8")
+    """``text`` with lone surrogates (valid in JSON, not in UTF-8) replaced by U+FFFD, as the
+    services replace them in free text (``core/plaintext``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def _str(data: Mapping[str, Any], key: str, limit: int = MAX_FIELD_CHARS) -> str | None:
