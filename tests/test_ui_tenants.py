@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
-from cortex.adapters.server.ui.tenant import form_token  # noqa: E402
+from cortex.adapters.server.ui.tenant import COOKIE, form_token  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 
 # One worker runs this module under pytest-xdist: its module-scoped fixtures are set up once.
@@ -57,6 +57,38 @@ def signed_in(host: ServiceHost, key: str) -> TestClient:
     assert response.status_code == 303 and response.headers["location"] == "/ui/sessions"
     assert "httponly" in response.headers["set-cookie"].lower()
     return client
+
+
+def test_another_sites_page_cannot_sign_a_visitor_in_or_out(host: ServiceHost) -> None:
+    """Sign-in and sign-out come before any form token: a hostile page posting the
+    attacker's key would sign its visitor into the attacker's tenant (notes the visitor then
+    writes land there). A browser says where a request came from; another site's is refused."""
+    _tenant, key = tenant_with_key(host, "read")
+    client = browser(host)
+    for headers in (
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},  # a sibling subdomain is another site's page too
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},  # a sandboxed frame
+    ):
+        refused = client.post(
+            "/ui/login", data={"key": key}, headers=headers, follow_redirects=False
+        )
+        assert refused.status_code == 403 and "set-cookie" not in refused.headers
+        assert "may not sign in or out here" in refused.text
+        out = client.post("/ui/logout", headers=headers, follow_redirects=False)
+        assert out.status_code == 403 and "set-cookie" not in out.headers
+    for headers in (
+        {"Sec-Fetch-Site": "same-origin"},
+        {"Origin": "http://testserver"},
+        {},  # a script, or a browser that sends neither
+    ):
+        response = client.post(
+            "/ui/login", data={"key": key}, headers=headers, follow_redirects=False
+        )
+        assert response.status_code == 303 and COOKIE in response.headers["set-cookie"]
+    out = client.post("/ui/logout", headers={"Sec-Fetch-Site": "same-origin"})
+    assert out.status_code == 200 and "/ui/login" in str(out.url)
 
 
 def test_the_key_cookie_is_secure_over_https(host: ServiceHost) -> None:

@@ -7,7 +7,10 @@ the key's rate limit, as an API request does, and opens that tenant's services o
 stream, one long request, authenticates its key again at every poll and ends once it is
 revoked. Sign-in attempts spend tokens of a bucket per client address. The form token is an
 HMAC of the key, so every server process agrees on it without storing anything, and a page of
-one key is useless with another. Changes need a key with the ``write`` scope.
+one key is useless with another. Changes need a key with the ``write`` scope. Signing in and
+out come before any form token exists, so a browser's request from another site (what its
+``Sec-Fetch-Site`` or, lacking it, its ``Origin`` says) is refused there: a hostile page
+cannot sign its visitor into another tenant, or out.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -103,6 +106,7 @@ def _login(
     async def login(request: Request) -> Response:
         client = request.client.host if request.client else ""
         try:
+            _same_site_only(request)
             limiter.take(f"login:{client}")  # a bucket per address: keys are not guessed fast
         except CortexError as exc:
             return ui.error(request, exc)
@@ -130,7 +134,27 @@ def _login(
     return login
 
 
+def _same_site_only(request: Request) -> None:
+    """Refuse a browser's request another site's page sent: by ``Sec-Fetch-Site`` where the
+    browser sends it, else by an ``Origin`` whose host and port are not this request's. A
+    request with neither (a script, an older browser's same-origin POST) goes on."""
+    fetched = request.headers.get("sec-fetch-site")
+    if fetched is not None:
+        crossed = fetched not in ("same-origin", "none")
+    else:
+        origin = request.headers.get("origin")
+        crossed = origin is not None and urlsplit(origin).netloc != request.headers.get("host")
+    if crossed:
+        raise ForbiddenError(
+            "another site's page may not sign in or out here; open the dashboard's own page"
+        )
+
+
 async def _logout(request: Request) -> Response:
+    try:
+        _same_site_only(request)
+    except ForbiddenError as exc:
+        return Response(f"error: {exc}\n", status_code=exc.status, media_type="text/plain")
     base = str(request.scope.get("root_path", "")).rstrip("/")
     response = RedirectResponse(base + "/login", status_code=303)
     response.delete_cookie(COOKIE, path=base or "/")
