@@ -10,8 +10,8 @@ hides the rest of a session.
 
 from __future__ import annotations
 
+import _thread
 import json
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -218,7 +218,8 @@ _decoded: dict[tuple[Any, ...], SessionState] = {}
 _versions: dict[Any, list[tuple[Any, ...]]] = {}
 _limits = [DECODED_SESSIONS, DECODED_CHARS]
 _kept_chars = 0
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
+"""(``_thread``'s lock, which ``threading`` wraps: a hook process imports no ``threading``.)"""
 _CONTINUED_BY = SESSION_COLUMNS.index("continued_by")
 _UPDATED_AT = SESSION_COLUMNS.index("updated_at")
 _FIRST, _SECOND = sorted((_CONTINUED_BY, _UPDATED_AT))
