@@ -69,6 +69,12 @@ REDACTED_CASES = [
     # generic base64-looking runs that mix upper, lower and digits
     ("secret material " + ALNUM + "==", f"secret material {R}"),
     ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", R),
+    # cookies: a header's name=value pairs (a session cookie logs its holder in), whole
+    ("Cookie: session=abc123; theme=dark", f"Cookie: {R}"),
+    ('curl -H "Cookie: sid=9f8e7d" https://x', f'curl -H "Cookie: {R}" https://x'),
+    ("Set-Cookie: sid=abc; Path=/; HttpOnly", f"Set-Cookie: {R}"),
+    ('{"Cookie": "sid=abc"}', f'{{"Cookie": "{R}"}}'),
+    ('curl --cookie "sid=abc" https://x', f'curl --cookie "{R}" https://x'),
 ]
 
 
@@ -98,6 +104,9 @@ KEPT_CASES = [
     "pg_dump --password-file ~/.pgpass app",
     "see mysql docs for -p and --host",
     "Ticket ABC-1234: SKU SK-42 shipped",
+    "I like a cookie: chocolate chip",
+    "cookie: the jar is empty, set-cookie: see the docs",
+    "the cookie banner asks for consent",
 ]
 
 

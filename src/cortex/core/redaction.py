@@ -8,7 +8,9 @@ What is recognised:
   other ``*key``/``*hmac``/``*signature`` name (``SIGNING_KEY``, ``AccountKey``) counts when
   its value looks like key material: 16+ characters of letters, digits and ``+/=_-`` with
   both letters and digits.
-- Command lines: ``--password VALUE`` (and ``--token``, ``--secret``, ``--api-key``...),
+- ``Cookie:`` and ``Set-Cookie:`` headers: their ``name=value`` pairs, whole.
+- Command lines: ``--password VALUE`` (and ``--token``, ``--secret``, ``--api-key``,
+  ``--cookie``...),
   ``mysql ... -pVALUE``, ``sshpass -p VALUE``, ``curl -u user:VALUE``.
 - Connection strings: the password of ``scheme://user:password@host``, with or without a user.
 - Provider formats with a distinctive prefix (about fifty: OpenAI and Anthropic ``sk-``,
@@ -126,7 +128,7 @@ _KEY_STEMS = (
     "access[_-]?key",
     "credentials?",
 )
-_FLAG_NAMES = r"(?:[a-z]+-)*(?:password|passwd|pass|token|secret|api-?key|credentials?)"
+_FLAG_NAMES = r"(?:[a-z]+-)*(?:password|passwd|pass|token|secret|api-?key|credentials?|cookie)"
 _FLAG_VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|(?![-\[])[^\s\"']+)"
 _KEY_MATERIAL = r"(?P<s>(?=[a-z0-9+/_-]*\d)(?=[a-z0-9+/_-]*[a-z])[a-z0-9+/_-]{16,}={0,2})"
 _FOLDED = (
@@ -140,6 +142,11 @@ _FOLDED = (
         ("bearer",),
         r"bearer(?<![a-z0-9_]bearer)[ \t]+"
         r"(?P<s>(?=[a-z._~+/-]*\d)[a-z0-9._~+/-]{16,}=*)",
+    ),
+    (
+        ("cookie",),  # a Cookie or Set-Cookie header's name=value pairs: session secrets
+        r"(?<![a-z0-9_-])(?:set-)?cookie[\"']?[ \t]*:[ \t]*[\"']?"
+        r"(?!\[redacted\])(?P<s>[^\s=;,\"']+=[^\n\"']*)",
     ),
     (("--",), rf"(?<![\w-])--{_FLAG_NAMES}[ \t]+{_FLAG_VALUE}"),
     (
