@@ -637,3 +637,25 @@ def test_verify_reports_a_checkpoint_path_that_is_a_directory_and_goes_on(
         "ckpt-extra: the file fails the checkpoint schema (missing key 'checkpoint_id')",
     ])  # fmt: skip
     assert app.protocol.verify("feat-auth", repair=True).ok
+
+
+def test_a_task_log_replaced_by_a_link_is_never_written_through(tmp_path: Path) -> None:
+    """A link planted where a task's log is (a ``tasks_root`` inside a repository others
+    write) would send the task's text wherever it points: the append is refused, naming the
+    link, and the file it points to is unchanged; the log's other files still append."""
+    from cortex.errors import StorageError
+    from cortex.services.protocol.folders import TaskFolder
+
+    folder = TaskFolder(tmp_path / "tasks", "t1")
+    assert folder.append_log("first entry")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    folder.log_path.unlink()
+    folder.log_path.symlink_to(outside)
+    with pytest.raises(StorageError, match="is a symbolic link.*remove the link"):
+        folder.append_log("second entry")
+    assert outside.read_text() == "mine\n"
+    assert folder.evidence("2026-01-01T00:00:00Z", "still logged")
+    folder.log_path.unlink()
+    assert folder.append_log("third entry")  # the next entry starts the file again
+    assert folder.read_log().strip() == "third entry"

@@ -277,14 +277,25 @@ class TaskFolder:
             if once is not None and once in _tail(path, LOG_TAIL_BYTES):
                 return False
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                # Never through a link: a log a link replaced would send the task's text to
+                # wherever it points (a tasks_root inside a repository is another's to write).
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW, 0o600)
                 with os.fdopen(fd, "a", encoding="utf-8") as handle:
                     handle.write(text)
             except OSError as exc:
+                if path.is_symlink():
+                    raise StorageError(
+                        f"{path} is a symbolic link, and a task's log is never written through "
+                        "one; remove the link (the next entry starts the file again)"
+                    ) from exc
                 raise StorageError(
                     f"cannot append to {path} ({exc.strerror}); check free space and permissions"
                 ) from exc
         return True
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Refuse a link at the file's own name (POSIX; where the flag is missing, nothing is added)."""
 
 
 def _tail(path: Path, size: int | None) -> str:
