@@ -14,6 +14,9 @@ from typing import Generic, TypeVar
 
 from cortex.errors import ConfigError
 
+DB_ENV, DATA_ENV = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA"
+"""The variables that carry `cortex serve --db` and the server's data folder to its worker
+processes (and give the server commands their `--db`)."""
 SECRET_ENV = "CORTEX_SERVER_SECRET"
 """The variable holding the servers' secret (every tenant's metrics key derives from it), read
 by `cortex serve`'s workers and by the commands that work on a server database."""

@@ -185,8 +185,7 @@ class Written:
 
     def _admitted(self, turn: Turn) -> str:
         tenant, scopes = self.host.authenticate(turn.token)
-        parsed = parse_key(turn.token)
-        self.admit(parsed[0] if parsed else "", tenant, scopes)
+        self.admit(_key_id(turn.token), tenant, scopes)
         return tenant
 
 
@@ -206,7 +205,7 @@ def _batch(
     whose key is then refused has its claim taken back and its session left as it was.
     Otherwise the keys are read first, and only the admitted turns' claims and sessions.
     """
-    key_ids = [parsed[0] if (parsed := parse_key(t.token)) else "" for t in turns]
+    key_ids = [_key_id(t.token) for t in turns]
     wanted = sorted({k for k in key_ids if k})
     known = {k: host.known_key(k) for k in wanted}
     if all(found is not None for found in known.values()):
@@ -317,3 +316,9 @@ def _fold(
         return fit_record(fold_turn(check_open(state), at, pending, **turn.signals))
     except Exception as exc:  # one turn's failure (a bug included) is that turn's answer
         return exc
+
+
+def _key_id(token: str) -> str:
+    """The key id a bearer token names ("" for one that is not a key)."""
+    parsed = parse_key(token)
+    return parsed[0] if parsed else ""

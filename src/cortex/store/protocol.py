@@ -688,6 +688,15 @@ class SharedStore(Store, Protocol):
 
 TenantKey = tuple[str, str]
 """(tenant, id): a session or request id is unique within its tenant only."""
+if TYPE_CHECKING:
+    BatchReads = tuple[
+        set[TenantKey],
+        dict[TenantKey, SessionState],
+        dict[str, list[TaskRecord]],
+        dict[str, ApiKeyRecord],
+    ]
+    """What ``TurnBatch.claim_and_read`` returns: the claims it made, the sessions found, each
+    tenant's pending tasks and the keys found."""
 
 
 class TurnBatch(Protocol):
@@ -709,12 +718,7 @@ class TurnBatch(Protocol):
         at: str,
         sessions: Sequence[TenantKey],
         key_ids: Sequence[str] = (),
-    ) -> tuple[
-        set[TenantKey],
-        dict[TenantKey, SessionState],
-        dict[str, list[TaskRecord]],
-        dict[str, ApiKeyRecord],
-    ]:
+    ) -> BatchReads:
         """Claim the (tenant, request id) pairs of ``claims`` (distinct); read the sessions
         of ``sessions``, every pending-stage task of their tenants and the keys of
         ``key_ids`` (as ``api_keys``). Returns the claims this call made (the others were

@@ -19,7 +19,7 @@ from cortex.adapters.cli.runtime import (
     server_host,
 )
 from cortex.core.hygiene import ConsolidationRun, Procedure
-from cortex.core.server_numbers import SECRET_ENV, WORKER_LOCK_TIMEOUT
+from cortex.core.server_numbers import DB_ENV, SECRET_ENV, WORKER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -223,7 +223,7 @@ def register(group: click.Group) -> None:
 @click.option(
     "--db",
     "db_url",
-    envvar="CORTEX_SERVER_DB",
+    envvar=DB_ENV,
     callback=database,
     help="A team server's database (postgresql://...): work for its tenants.",
 )

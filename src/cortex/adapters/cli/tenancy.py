@@ -23,6 +23,8 @@ from cortex.adapters.cli.runtime import (
 )
 from cortex.core.server_numbers import (
     BURST,
+    DATA_ENV,
+    DB_ENV,
     LOCK_TIMEOUT,
     POOL,
     RATE,
@@ -37,7 +39,7 @@ DB = click.option(
     "--db",
     "db_url",
     required=True,
-    envvar="CORTEX_SERVER_DB",
+    envvar=DB_ENV,
     callback=database,
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
@@ -118,8 +120,8 @@ def serve(
     finally:
         check.close()
     env = dict(rt.env) | {
-        "CORTEX_SERVER_DB": db_url,
-        "CORTEX_SERVER_DATA": str(rt.config.home / "server"),
+        DB_ENV: db_url,
+        DATA_ENV: str(rt.config.home / "server"),
         POOL.env: str(pool_size),
         TURN_BATCHES.env: str(turn_batches),
         RATE.env: repr(rate),

@@ -31,6 +31,8 @@ from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
 from cortex.core.server_numbers import (
     BURST,
+    DATA_ENV,
+    DB_ENV,
     LOCK_TIMEOUT,
     POOL,
     RATE,
@@ -56,7 +58,6 @@ from cortex.services.hosting import UNAVAILABLE, ServiceHost
 
 log = getLogger("cortex.server")
 MAX_BODY_BYTES = 1024 * 1024
-ENV_DB, ENV_DATA = "CORTEX_SERVER_DB", "CORTEX_SERVER_DATA"
 STARTUP_FAILURE = 3
 """The exit status of a worker that refuses its settings: uvicorn's and gunicorn's for a
 worker that could not start, which their supervisors do not start again."""
@@ -399,16 +400,16 @@ def _stop_supervisor() -> None:
 
 def _app_from(env: Mapping[str, str]) -> FastAPI:
     """The app the ``CORTEX_SERVER_*`` variables of ``env`` describe, else ``ConfigError``."""
-    url = env.get(ENV_DB)
+    url = env.get(DB_ENV)
     if not url:
-        raise ConfigError(f"{ENV_DB} is not set; start the server with `cortex serve --db URL`")
+        raise ConfigError(f"{DB_ENV} is not set; start the server with `cortex serve --db URL`")
     secret = env.get(SECRET_ENV) or None
     if secret is None and url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(f"{SECRET_ENV} is not set; export the server secret and restart")
     home = Path(env.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
     return create_app(
         url,
-        data_dir=Path(env.get(ENV_DATA) or home / "server"),
+        data_dir=Path(env.get(DATA_ENV) or home / "server"),
         pool_size=POOL.read(env),
         secret=secret,
         turn_batches=TURN_BATCHES.read(env),

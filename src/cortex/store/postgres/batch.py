@@ -35,7 +35,7 @@ from cortex.store.registry import KEYS, key_from_row
 from cortex.store.tasks import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
-    from cortex.store.protocol import TenantKey
+    from cortex.store.protocol import BatchReads, TenantKey
 
 _PAIRS = "unnest(%s::text[], %s::text[]) AS u(tenant_id, id)"
 _CLAIM = (
@@ -95,12 +95,7 @@ class PostgresTurnBatch:
         at: str,
         sessions: Sequence[TenantKey],
         key_ids: Sequence[str] = (),
-    ) -> tuple[
-        set[TenantKey],
-        dict[TenantKey, SessionState],
-        dict[str, list[TaskRecord]],
-        dict[str, ApiKeyRecord],
-    ]:
+    ) -> BatchReads:
         tenants = sorted({tenant for tenant, _ in sessions})
         with self._conn.pipeline():
             self._begin()
