@@ -376,10 +376,21 @@ def test_openapi_declares_bearer_auth_and_every_error_status_answered(
     for path, operations in schema["paths"].items():
         for operation in operations.values():
             assert (operation.get("security") == [{"bearer": []}]) == path.startswith("/v1/")
-            assert {"405", "415"} <= set(operation["responses"])
+            # a probe takes no body: never a 415
+            assert "405" in operation["responses"]
+            assert ("415" in operation["responses"]) == path.startswith("/v1/")
     wrong = client.patch("/v1/tasks/t-1", headers=auth(new_key(host)))
     assert wrong.status_code == 405 and wrong.headers["allow"] == "PUT"
     assert wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_every_error_code_the_server_gives_is_in_the_documented_enum(client: TestClient) -> None:
+    from cortex.adapters.server import app
+
+    enum = client.get("/openapi.json").json()["components"]["schemas"]["ErrorDetail"]
+    given = {code for _, code in app._CODES} | set(app._HTTP_CODES.values()) | {"internal"}
+    assert given == set(enum["properties"]["code"]["enum"])
+    assert enum["additionalProperties"] is False
 
 
 def test_401_names_the_bearer_token_in_words_redaction_keeps(client: TestClient) -> None:

@@ -24,7 +24,12 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    positive_data_acceptance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from starlette.routing import compile_path  # noqa: E402
 
 from cortex.clock import FixedClock  # noqa: E402
@@ -37,6 +42,9 @@ pytestmark = pytest.mark.xdist_group("test_server_schema")
 EXAMPLES = 6
 """Generated requests per operation and run (each a fixed one: the runs are derandomized)."""
 T1 = "2026-02-16T09:00:00Z"
+CONFORMANCE = (status_code_conformance, content_type_conformance, response_schema_conformance)
+"""The status is one the operation documents, and the body is of its content type and in its
+schema (the success body's as much as an error's)."""
 
 
 def fuzz_settings(examples: int = EXAMPLES) -> Any:
@@ -140,8 +148,10 @@ def test_generated_requests_never_fail_the_server(served: Served) -> None:
     def check(case: Any) -> None:
         if (pick := next(picks)) % 2:  # every other case on records that exist
             name_records(case, ids, pick)
-        # A body the schema allows may still be refused with a documented 400 (an unknown
-        # session, '..' in an id, a type the service refuses): not a failure.
+        # Every check Schemathesis has (the status, content type and body of each answer
+        # against the document's, success and error alike, among them) but one: a body the
+        # schema allows may still be refused with a documented 400 (an unknown session, '..'
+        # in an id, a type the service refuses), which is not a failure.
         case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
     assert (failures := each_operation(served, check)) == {}, report(failures)
@@ -234,6 +244,119 @@ def test_another_tenants_generated_requests_see_and_change_nothing(served: Serve
 
     assert (failures := each_operation(served, check, examples=4)) == {}, report(failures)
     assert snapshot_of(served, key_a, ids) == before
+
+
+@dataclass
+class Success:
+    """Successful requests, each checked against the document: the operations they covered
+    and the answers (by operation) they got."""
+
+    served: Served
+    schema: Any
+    key: str
+    seen: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __call__(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
+        """The answer of ``method path`` (a concrete path), once its status, content type
+        and body are held to the document's 200; the path template is the concrete one's
+        (``/v1/sessions/start``, not ``/v1/sessions/{session_id}``)."""
+        operation, params = self.operation(method, path)
+        sent = {} if body is None else {"body": body, "media_type": "application/json"}
+        case = operation.Case(path_parameters=params, query=query or None, **sent)
+        response = case.call_and_validate(
+            headers={"Authorization": f"Bearer {self.key}"}, checks=list(CONFORMANCE)
+        )
+        assert response.status_code == 200, (method, path, response.text)
+        answer = response.json()
+        self.seen.setdefault(operation.label, []).append(answer)
+        return answer
+
+    def operation(self, method: str, path: str) -> tuple[Any, dict[str, str]]:
+        found = []
+        for template in self.schema.raw_schema["paths"]:
+            match = compile_path(template)[0].match(path)
+            if match is not None and method.lower() in self.schema.raw_schema["paths"][template]:
+                found.append((template.count("{"), template, match.groupdict()))
+        assert found, f"{method} {path} is not in the document"
+        _, template, params = min(found)
+        return self.schema[template][method.upper()], params
+
+
+def test_every_operation_answers_its_documented_success_body(served: Served) -> None:
+    """Each operation's 200, with its optional parts (an inherited pin, a session block, a
+    moved task, links), and each change's replay of its ``request_id``, in the shape the
+    document declares: every field, none more, of its type."""
+    schema = schemathesis.openapi.from_url(f"{served.url}/openapi.json")
+    call = Success(served, schema, served.key())
+    first = call("POST", "/v1/sessions/start", {"project": "api", "keywords": ["deploy"]})
+    sid = first["session_id"]
+    call("POST", f"/v1/sessions/{sid}/turns", {"text": "deploy fix", "request_id": "t1"})
+    call("PUT", f"/v1/sessions/{sid}/pins/deploy", {"content": "make deploy", "critical": True})
+    call("POST", "/v1/sessions/checkpoint", {"session_id": sid, "reason": "r", "decisions": ["d"]})
+    call("POST", f"/v1/sessions/{sid}/events", {"content": "hello", "role": "assistant"})
+    call("POST", f"/v1/sessions/{sid}/precompact", {"summary": "so far"})
+    call("POST", f"/v1/sessions/{sid}/postcompact", {"summary": "compacted"})
+    call("POST", f"/v1/sessions/{sid}/snapshots", {"slug": "kept"})
+    call("POST", "/v1/memories/add", {"content": "Deploys go to eu-west-1", "upsert_key": "rg"})
+    added = call("POST", "/v1/memories/add", {"content": "Deploys go to us-east-1",
+                                               "upsert_key": "rg", "tags": ["ops"]})  # fmt: skip
+    assert added["superseded_id"]
+    mid = added["id"]
+    rule = call("POST", "/v1/memories/add", {"content": "Never force-push main", "layer": "rule"})
+    call("POST", "/v1/memories/edit", {"id": mid, "tags": ["ops", "deploy"]})
+    call("PUT", "/v1/tasks/task-1", {"title": "Rotate keys", "project": "api"})
+    moved = call("PUT", "/v1/tasks/task-1", {"title": "Rotate keys", "project": "web"})
+    assert moved["moved_from"] == "api"
+    call("POST", "/v1/sessions/end", {"session_id": sid})
+    second = call("POST", "/v1/sessions/start", {"project": "api", "keywords": ["deploy"],
+                                                 "explain": True})  # fmt: skip
+    assert second["explain"] and second["inherited_pins"][0]["sourceSessionId"] == sid
+    sid2 = second["session_id"]
+    call("POST", f"/v1/sessions/{sid2}/continue", {"target_session_id": sid})
+    context = call("POST", "/v1/context/get", {"session_id": sid, "query": "deploy",
+                                               "include_session_summary": True})  # fmt: skip
+    assert context["session"] and context["session_summary"] and context["rules"]
+    assert call("POST", "/v1/memories/search", {"query": "deploys"})["results"]
+    call("POST", "/v1/memories/list", {"include_history": True})
+    assert call("GET", f"/v1/memories/{mid}")["links"]
+    call("POST", "/v1/memories/consolidate", {"dry_run": True})
+    for path in ("", "/checkpoints", "/snapshot", "/snapshots", "/events", "/chain", "/pins"):
+        call("GET", f"/v1/sessions/{sid}{path}")
+    call("GET", "/v1/sessions", project="api")
+    call("GET", "/v1/sessions", open="true")
+    call("GET", "/v1/tasks")
+    call("POST", "/v1/tasks/task-1/done")
+    call("GET", "/v1/metrics/verify")
+    call("DELETE", f"/v1/sessions/{sid2}/pins/deploy")
+    call("DELETE", f"/v1/memories/{mid}", {"request_id": "forget-1"})
+    call("GET", "/healthz")
+    call("GET", "/readyz")
+    replays = [  # each change's second request of one request_id: {"duplicate": true}
+        ("POST", "/v1/sessions/start", {"project": "api"}),
+        ("POST", f"/v1/sessions/{sid2}/turns", {"text": "again"}),
+        ("PUT", f"/v1/sessions/{sid2}/pins/p", {"content": "c"}),
+        ("DELETE", f"/v1/sessions/{sid2}/pins/p", {}),
+        ("POST", "/v1/sessions/checkpoint", {"session_id": sid2}),
+        ("POST", f"/v1/sessions/{sid2}/events", {"content": "e"}),
+        ("POST", f"/v1/sessions/{sid2}/precompact", {}),
+        ("POST", f"/v1/sessions/{sid2}/postcompact", {}),
+        ("POST", f"/v1/sessions/{sid2}/snapshots", {}),
+        ("POST", f"/v1/sessions/{sid2}/continue", {"target_session_id": sid}),
+        ("POST", "/v1/memories/add", {"content": "m"}),
+        ("POST", "/v1/memories/edit", {"id": rule["id"], "content": "Never push main"}),
+        ("POST", "/v1/memories/consolidate", {"dry_run": True}),
+        ("PUT", "/v1/tasks/task-2", {"title": "t"}),
+        ("POST", "/v1/tasks/task-2/done", {}),
+        ("POST", "/v1/sessions/end", {"session_id": sid2}),
+    ]
+    for number, (method, path, body) in enumerate(replays):
+        body = body | {"request_id": f"replay-{number}"}
+        call(method, path, body)
+        assert call(method, path, body)["duplicate"] is True, (method, path)
+    forget = {"request_id": "forget-1"}  # forgotten above
+    assert call("DELETE", f"/v1/memories/{mid}", forget) == {"duplicate": True}
+    operations = {o.ok().label for o in schema.get_all_operations()}
+    assert operations == set(call.seen), operations ^ set(call.seen)
 
 
 # -- the exact requests of what fuzzing found ----------------------------------------------------

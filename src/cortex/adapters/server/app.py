@@ -24,9 +24,10 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import memory, sessions, tasks
+from cortex.adapters.server.answers import Health, Ready, answers, only_documented_answers
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
 from cortex.adapters.server.direct import DirectRoutes
-from cortex.adapters.server.models import ERROR_RESPONSES
+from cortex.adapters.server.models import ERROR_RESPONSES, PROBE_ERRORS
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
 from cortex.core.server_numbers import (
@@ -312,7 +313,6 @@ def create_app(
         title="Cortex",
         version="1",
         summary="Session continuity and memory over HTTP",
-        responses=ERROR_RESPONSES,
     )
     app.state.host = host or ServiceHost(
         db_url, data_dir, pool_size=pool_size, secret=secret, lock_timeout=lock_timeout
@@ -333,24 +333,29 @@ def create_app(
     )
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to all
-    app.include_router(sessions.router)
-    app.include_router(memory.router)
-    app.include_router(tasks.router)
+    for router in (sessions.router, memory.router, tasks.router):
+        app.include_router(router, responses=ERROR_RESPONSES)
     # The dashboard, per API key's tenant, within the same rate limit as the API.
     app.mount(UI_PREFIX, tenant_ui(app.state.host, app.state.limiter))
     _probes(app)
     _bearer_openapi(app)
+    only_documented_answers(app)
     app.router.on_shutdown.append(app.state.host.close)
     return app
 
 
 def _probes(app: FastAPI) -> None:
-    @app.get("/healthz", tags=["probes"])
+    @app.get("/healthz", tags=["probes"], responses=PROBE_ERRORS | answers(Health))
     def healthz() -> dict[str, Any]:
         """The process answers (the database is not asked)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["probes"], response_model=None)
+    @app.get(
+        "/readyz",
+        tags=["probes"],
+        response_model=None,
+        responses=PROBE_ERRORS | {503: ERROR_RESPONSES[503]} | answers(Ready),
+    )
     def readyz() -> dict[str, Any] | JSONResponse:
         """The database answers and is migrated: 200, else 503."""
         try:

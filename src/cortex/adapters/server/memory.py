@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from cortex.adapters.server.answers import (
+    AddedOut,
+    ConsolidationOut,
+    ContextOut,
+    ForgottenOut,
+    Memories,
+    MemoryOut,
+    MemoryShown,
+    Results,
+    VerifyOut,
+    answers,
+    once,
+)
 from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
 from cortex.adapters.server.models import (
     ConsolidateIn,
@@ -50,7 +63,7 @@ def context_out(result: ContextResult) -> Json:
     }
 
 
-@router.post("/context/get")
+@router.post("/context/get", responses=answers(ContextOut))
 def get_context(body: ContextIn, caller: Reader) -> Json:
     """Rules, then working, then long-term memories relevant to the work, within a budget."""
     with caller.services() as app:
@@ -67,7 +80,7 @@ def get_context(body: ContextIn, caller: Reader) -> Json:
     return context_out(result)
 
 
-@router.post("/memories/add")
+@router.post("/memories/add", responses=once(AddedOut))
 def add(body: MemoryAddIn, caller: Writer) -> Json:
     """Add a memory; with ``upsert_key`` it supersedes the live one of that key."""
     with caller.services() as app:
@@ -89,7 +102,7 @@ def _by_key(app: Services, upsert_key: str, project: str | None) -> str:
     raise NotFoundError(f"no live memory with upsert_key {upsert_key!r}; add one first")
 
 
-@router.post("/memories/edit")
+@router.post("/memories/edit", responses=once(MemoryOut))
 def edit(body: MemoryEditIn, caller: Writer) -> Json:
     """Edit a live memory in place (audited), named by ``id`` or by ``upsert_key``."""
     if not body.id and not body.upsert_key:
@@ -103,7 +116,7 @@ def edit(body: MemoryEditIn, caller: Writer) -> Json:
     return DUPLICATE if edited is None else edited.to_dict()
 
 
-@router.post("/memories/search")
+@router.post("/memories/search", responses=answers(Results))
 def search(body: MemorySearchIn, caller: Reader) -> Json:
     """Memories best matching ``query`` (the same ranking as ``cortex memory search``)."""
     scope = body.model_dump(exclude={"query", "limit", "expand"})
@@ -112,7 +125,7 @@ def search(body: MemorySearchIn, caller: Reader) -> Json:
     return {"results": [h.to_dict() for h in hits]}
 
 
-@router.post("/memories/list")
+@router.post("/memories/list", responses=answers(Memories))
 def list_memories(body: MemoryListIn, caller: Reader) -> Json:
     """Live memories newest first (with ``include_history``, superseded and expired too)."""
     scope = body.model_dump(exclude={"limit", "offset"})
@@ -121,7 +134,7 @@ def list_memories(body: MemoryListIn, caller: Reader) -> Json:
     return {"memories": [m.to_dict() for m in found]}
 
 
-@router.post("/memories/consolidate")
+@router.post("/memories/consolidate", responses=once(ConsolidationOut))
 def consolidate(body: ConsolidateIn, caller: Writer) -> Json:
     """One consolidation run over the tenant's memories (``dry_run``: shadow mode, nothing
     changes); the run's audit row and its actions."""
@@ -140,14 +153,14 @@ def consolidate(body: ConsolidateIn, caller: Writer) -> Json:
     return DUPLICATE if report is None else report.to_dict()
 
 
-@router.get("/memories/{memory_id}")
+@router.get("/memories/{memory_id}", responses=answers(MemoryShown))
 def show(memory_id: Id, caller: Reader) -> Json:
     with caller.services() as app:
         found = app.memory.get(memory_id)
         return found.to_dict() | {"links": [vars(link) for link in app.memory.links(memory_id)]}
 
 
-@router.delete("/memories/{memory_id}")
+@router.delete("/memories/{memory_id}", responses=once(ForgottenOut, "The memory forgotten"))
 def forget(memory_id: Id, caller: Writer, body: DeleteIn | None = None) -> Json:
     """Forget a memory: never returned again; the row stays for the audit trail (the body,
     with its ``request_id``, is optional)."""
@@ -157,7 +170,7 @@ def forget(memory_id: Id, caller: Writer, body: DeleteIn | None = None) -> Json:
     return DUPLICATE if gone is None else gone.to_dict() | {"deleted": True}
 
 
-@router.get("/metrics/verify", tags=["metrics"])
+@router.get("/metrics/verify", tags=["metrics"], responses=answers(VerifyOut))
 def verify(caller: Reader) -> Json:
     """Check the tenant's metrics hash chain."""
     with caller.services() as app:

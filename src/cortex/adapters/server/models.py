@@ -50,7 +50,13 @@ TaskSlug = Annotated[
 ]
 
 
-class ParamPart(BaseModel):
+class Strict(BaseModel):
+    """An answer's model: every field it carries, no other (``additionalProperties: false``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParamPart(Strict):
     """A parameter an error names: its name as the services' keyword (this API's field or
     query parameter), an example ``value`` and the command line's placeholder (``metavar``)."""
 
@@ -59,7 +65,7 @@ class ParamPart(BaseModel):
     metavar: str | None = None
 
 
-class CommandPart(BaseModel):
+class CommandPart(Strict):
     """A next step an error names: a ``cortex`` command (``session start``) and what follows
     it (``args``); this API's message names the endpoint that does the same."""
 
@@ -67,11 +73,24 @@ class CommandPart(BaseModel):
     args: str | None = None
 
 
-class ErrorDetail(BaseModel):
-    code: str = Field(
-        description="Stable: unauthorized, forbidden, not_found, method_not_allowed, conflict, "
-        "validation_error, payload_too_large, unsupported_media_type, rate_limited, "
-        "unavailable, internal."
+ErrorCode = Literal[
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "method_not_allowed",
+    "conflict",
+    "validation_error",
+    "payload_too_large",
+    "unsupported_media_type",
+    "rate_limited",
+    "unavailable",
+    "internal",
+]
+
+
+class ErrorDetail(Strict):
+    code: ErrorCode = Field(
+        description="Stable, for a program to branch on (the message is for people)."
     )
     message: str = Field(description="One line naming the next step.")
     parts: list[str | ParamPart | CommandPart] | None = Field(
@@ -82,7 +101,7 @@ class ErrorDetail(BaseModel):
     )
 
 
-class ErrorOut(BaseModel):
+class ErrorOut(Strict):
     """Every error's body."""
 
     error: ErrorDetail
@@ -101,9 +120,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (415, "The body is not sent as Content-Type: application/json"),
         (422, "The body or a parameter fails the schema"),
         (429, "Rate limited: wait Retry-After seconds"),
-        (503, "The database is unavailable"),
+        (503, "The database is unavailable or busy, or the tenant's settings are invalid"),
+        (500, "A fault of the server (its log has the traceback)"),
     )
 }  # fmt: skip
+PROBE_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: ERROR_RESPONSES[status] for status in (405, 413, 500)
+}
+"""What a probe (``/healthz``, ``/readyz``) may answer besides its 200: no key, no body."""
 
 
 class Body(BaseModel):

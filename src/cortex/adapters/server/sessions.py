@@ -8,6 +8,23 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query
 
+from cortex.adapters.server.answers import (
+    CheckpointOut,
+    Checkpoints,
+    CompactionOut,
+    EventOut,
+    Events,
+    PinOut,
+    Pins,
+    RestoredOut,
+    SessionOut,
+    Sessions,
+    SnapshotOut,
+    Snapshots,
+    TurnOut,
+    answers,
+    once,
+)
 from cortex.adapters.server.auth import DUPLICATE, Caller, Id, Json, Label, Reader, Writer
 from cortex.adapters.server.models import (
     MAX_OFFSET,
@@ -34,7 +51,7 @@ class Record(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-@router.post("/sessions/start")
+@router.post("/sessions/start", responses=once(RestoredOut))
 def start(body: StartIn, caller: Writer) -> Json:
     """Open a session (or resume one) and restore what is relevant from earlier ones."""
     with caller.services() as app:
@@ -51,7 +68,7 @@ def start(body: StartIn, caller: Writer) -> Json:
     return ctx.to_dict() | ({"explain": list(ctx.explain)} if body.explain else {})
 
 
-@router.post("/sessions/{session_id}/turns")
+@router.post("/sessions/{session_id}/turns", responses=answers(TurnOut))
 def turn(session_id: Id, body: TurnIn, caller: Writer) -> Json:
     """Per-turn capture: fold this turn's signals into the stored session."""
     with caller.services() as app:
@@ -73,7 +90,7 @@ def turn_answer(session_id: str, state: SessionState | None) -> Json:
     return {"session_id": session_id, "duplicate": state is None}
 
 
-@router.post("/sessions/end")
+@router.post("/sessions/end", responses=once(SessionOut, "Its final record"))
 def end(body: EndIn, caller: Writer) -> Json:
     """End a session: its final record, with redacted pins, tasks and topics."""
     with caller.services() as app:
@@ -87,7 +104,7 @@ def end(body: EndIn, caller: Writer) -> Json:
     return DUPLICATE if state is None else state.to_dict()
 
 
-@router.post("/sessions/checkpoint")
+@router.post("/sessions/checkpoint", responses=once(CheckpointOut))
 def checkpoint(body: CheckpointIn, caller: Writer) -> Json:
     """Write a checkpoint of what must survive a compaction."""
     return _once(caller, body, lambda app: app.compaction.checkpoint(
@@ -95,7 +112,7 @@ def checkpoint(body: CheckpointIn, caller: Writer) -> Json:
         next_steps=body.next_steps))  # fmt: skip
 
 
-@router.get("/sessions/{session_id}/checkpoints")
+@router.get("/sessions/{session_id}/checkpoints", responses=answers(Checkpoints))
 def checkpoints(
     session_id: Id, caller: Reader, limit: Annotated[int, Query(ge=1, le=100)] = 20
 ) -> Json:
@@ -105,14 +122,14 @@ def checkpoints(
     return {"checkpoints": [c.to_dict() for c in found]}
 
 
-@router.post("/sessions/{session_id}/precompact")
+@router.post("/sessions/{session_id}/precompact", responses=once(CheckpointOut))
 def precompact(session_id: Id, body: CompactionIn, caller: Writer) -> Json:
     """Write-ahead before the harness compacts: checkpoint, snapshot and compaction event."""
     return _once(caller, body, lambda app: app.compaction.pre_compact(
         session_id, body.trigger, body.summary))  # fmt: skip
 
 
-@router.post("/sessions/{session_id}/postcompact")
+@router.post("/sessions/{session_id}/postcompact", responses=once(CompactionOut))
 def postcompact(session_id: Id, body: CompactionIn, caller: Writer) -> Json:
     """The harness's compaction summary: completes the compaction event, joins the log."""
     return _once(caller, body, lambda app: app.compaction.post_compact(
@@ -126,21 +143,21 @@ def _once(caller: Caller, body: Mutation, work: Callable[[Services], Record]) ->
     return DUPLICATE if done is None else done.to_dict()
 
 
-@router.get("/sessions/{session_id}/snapshot")
+@router.get("/sessions/{session_id}/snapshot", responses=answers(SnapshotOut))
 def snapshot(session_id: Id, caller: Reader) -> Json:
     """A markdown transcript of the session's meaningful events (kept as a manual snapshot)."""
     with caller.services() as app:
         return app.events.snapshot(session_id, "manual").to_dict()
 
 
-@router.post("/sessions/{session_id}/snapshots")
+@router.post("/sessions/{session_id}/snapshots", responses=once(SnapshotOut))
 def take_snapshot(session_id: Id, body: SnapshotIn, caller: Writer) -> Json:
     """Keep a markdown transcript of the session's meaningful events (``trigger`` says why)."""
     return _once(caller, body, lambda app: app.events.snapshot(
         session_id, body.trigger, slug=body.slug))  # fmt: skip
 
 
-@router.get("/sessions/{session_id}/snapshots")
+@router.get("/sessions/{session_id}/snapshots", responses=answers(Snapshots))
 def snapshots(
     session_id: Id, caller: Reader, limit: Annotated[int, Query(ge=1, le=100)] = 20
 ) -> Json:
@@ -150,7 +167,7 @@ def snapshots(
     return {"snapshots": [s.to_dict() for s in found]}
 
 
-@router.post("/sessions/{session_id}/events")
+@router.post("/sessions/{session_id}/events", responses=once(EventOut))
 def append_event(session_id: Id, body: EventIn, caller: Writer) -> Json:
     """Append one event (a message, checkpoint note or summary) to the session's log."""
     return _once(caller, body, lambda app: app.events.append(
@@ -158,7 +175,7 @@ def append_event(session_id: Id, body: EventIn, caller: Writer) -> Json:
         meaningful=body.meaningful))  # fmt: skip
 
 
-@router.get("/sessions/{session_id}/events")
+@router.get("/sessions/{session_id}/events", responses=answers(Events))
 def list_events(
     session_id: Id,
     caller: Reader,
@@ -171,7 +188,7 @@ def list_events(
     return {"events": [e.to_dict() for e in found]}
 
 
-@router.get("/sessions")
+@router.get("/sessions", responses=answers(Sessions))
 def listing(
     caller: Reader,
     project: Annotated[str | None, Query(max_length=200)] = None,
@@ -191,13 +208,13 @@ def listing(
     return {"sessions": [s.to_dict() for s in states]}
 
 
-@router.get("/sessions/{session_id}")
+@router.get("/sessions/{session_id}", responses=answers(SessionOut))
 def show(session_id: Id, caller: Reader) -> Json:
     with caller.services() as app:
         return app.sessions.resolve(session_id).to_dict()
 
 
-@router.post("/sessions/{session_id}/continue")
+@router.post("/sessions/{session_id}/continue", responses=once(RestoredOut))
 def continue_(session_id: Id, body: ContinueIn, caller: Writer) -> Json:
     """Inherit everything from ``target_session_id`` whatever its age or score (audited)."""
     with caller.services() as app:
@@ -211,7 +228,7 @@ def continue_(session_id: Id, body: ContinueIn, caller: Writer) -> Json:
     return DUPLICATE if ctx is None else ctx.to_dict()
 
 
-@router.get("/sessions/{session_id}/chain")
+@router.get("/sessions/{session_id}/chain", responses=answers(Sessions))
 def chain(session_id: Id, caller: Reader, depth: Annotated[int, Query(ge=1, le=50)] = 5) -> Json:
     with caller.services() as app:
         return {
@@ -219,13 +236,13 @@ def chain(session_id: Id, caller: Reader, depth: Annotated[int, Query(ge=1, le=5
         }
 
 
-@router.get("/sessions/{session_id}/pins")
+@router.get("/sessions/{session_id}/pins", responses=answers(Pins))
 def pins(session_id: Id, caller: Reader) -> Json:
     with caller.services() as app:
         return {"pins": [p.to_dict() for p in app.sessions.list_pins(session_id)]}
 
 
-@router.put("/sessions/{session_id}/pins/{label}")
+@router.put("/sessions/{session_id}/pins/{label}", responses=once(PinOut))
 def pin(session_id: Id, label: Label, body: PinIn, caller: Writer) -> Json:
     """Pin a note in the session's working memory (the same label replaces it)."""
     with caller.services() as app:
@@ -239,7 +256,7 @@ def pin(session_id: Id, label: Label, body: PinIn, caller: Writer) -> Json:
     return DUPLICATE if added is None else added.to_dict()
 
 
-@router.delete("/sessions/{session_id}/pins/{label}")
+@router.delete("/sessions/{session_id}/pins/{label}", responses=once(PinOut, "The pin removed"))
 def unpin(session_id: Id, label: Label, caller: Writer, body: DeleteIn | None = None) -> Json:
     """Unpin a note (the body, with its ``request_id``, is optional)."""
     return _once(caller, body or DeleteIn(), lambda app: app.sessions.remove_pin(

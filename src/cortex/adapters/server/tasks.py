@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import Field
 
+from cortex.adapters.server.answers import TaskOut, TaskPut, Tasks, answers, once
 from cortex.adapters.server.auth import DUPLICATE, Id, Json, Reader, Writer
 from cortex.adapters.server.models import Mutation, Short
 from cortex.core.tasks import STAGES
@@ -42,7 +43,7 @@ class TaskDoneIn(Mutation):
     pass
 
 
-@router.get("/tasks")
+@router.get("/tasks", responses=answers(Tasks))
 def listing(
     caller: Reader,
     pending: bool = False,
@@ -55,7 +56,7 @@ def listing(
     return {"tasks": found}
 
 
-@router.put("/tasks/{task_id}")
+@router.put("/tasks/{task_id}", responses=once(TaskPut))
 def put(task_id: Id, body: TaskIn, caller: Writer) -> Json:
     """Add a task, or update its title and stage (its title is redacted)."""
     with caller.services() as app:
@@ -69,7 +70,7 @@ def put(task_id: Id, body: TaskIn, caller: Writer) -> Json:
     return DUPLICATE if task is None else task
 
 
-@router.post("/tasks/{task_id}/done")
+@router.post("/tasks/{task_id}/done", responses=once(TaskOut))
 def done(task_id: Id, caller: Writer, body: TaskDoneIn | None = None) -> Json:
     """Mark a task done: later preambles leave it out (the body, with its ``request_id``, is
     optional)."""
