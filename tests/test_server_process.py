@@ -9,10 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from cortex.adapters.server.app import STARTUP_FAILURE  # noqa: E402
+from cortex.services.hosting import ServiceHost  # noqa: E402
 
 CORTEX = Path(sys.executable).parent / "cortex"
 
@@ -76,8 +79,17 @@ def group_alive(pgid: int) -> bool:
 
 @pytest.fixture
 def server(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+    with serving(pg_url, tmp_path, "--pool-size", "2") as served:
+        yield served
+
+
+@contextmanager
+def serving(
+    pg_url: str, tmp_path: Path, *options: str, workers: int = 2
+) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+    """``cortex serve`` with ``workers`` and ``options``: its URL, home and process."""
     home, port = tmp_path / "home", free_port()
-    args = ["serve", "--db", pg_url, "--port", str(port), "--workers", "2", "--pool-size", "2"]
+    args = ["serve", "--db", pg_url, "--port", str(port), "--workers", str(workers), *options]
     proc = subprocess.Popen(
         [str(CORTEX), *args],
         env=env_for(home),
@@ -98,9 +110,7 @@ def test_serve_runs_a_session_over_http_and_stops_on_sigterm(
 ) -> None:
     base, home, proc = server
     wait_ready(base, proc)
-    tenant = f"proc-{os.getpid()}-{time.monotonic_ns() % 100000}"
-    cli(home, "tenant", "create", tenant, "--db", pg_url)
-    key = cli(home, "key", "create", tenant, "--scopes", "write", "--db", pg_url)["key"]
+    key = new_tenant_key(home, pg_url)[1]
 
     start = {"project": "api", "keywords": ["auth", "refactor"]}
     first = http(base, "POST", "/v1/sessions/start", start, key)
@@ -123,6 +133,129 @@ def test_serve_runs_a_session_over_http_and_stops_on_sigterm(
     while group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not group_alive(proc.pid), "a uvicorn worker outlived its server"
+
+
+def new_tenant_key(home: Path, pg_url: str) -> tuple[str, str]:
+    """A new tenant of the server's database and a ``write`` key of it, made by the CLI."""
+    tenant = f"proc-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    cli(home, "tenant", "create", tenant, "--db", pg_url)
+    return tenant, cli(home, "key", "create", tenant, "--scopes", "write", "--db", pg_url)["key"]
+
+
+WAITING = ("turn", "pin", "end")
+
+
+def requests_waiting_on_a_held_session(
+    base: str, pg_url: str, key: str, sid: str, blocker: Any, answers: dict[str, Any]
+) -> list[threading.Thread]:
+    """A turn, a pin and an end of ``sid`` sent while ``blocker`` (a transaction) holds its
+    row, once all three wait for that lock; their answers (status, body) go to ``answers``."""
+    import psycopg
+
+    blocker.execute("SELECT id FROM session_states WHERE id = %s FOR UPDATE", (sid,))
+    sent = {
+        "turn": ("POST", f"/v1/sessions/{sid}/turns", {"text": "kubernetes rollout"}),
+        "pin": ("PUT", f"/v1/sessions/{sid}/pins/later", {"content": "pinned in shutdown"}),
+        "end": ("POST", "/v1/sessions/end", {"session_id": sid}),
+    }
+
+    def send(name: str) -> None:
+        try:
+            answers[name] = (200, http(base, *sent[name][:2], sent[name][2], key))
+        except urllib.error.HTTPError as exc:
+            answers[name] = (exc.code, json.loads(exc.read()))
+
+    threads = [threading.Thread(target=send, args=(name,)) for name in WAITING]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 20
+    with psycopg.connect(pg_url, autocommit=True) as look:
+        while time.monotonic() < deadline:
+            count = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            if look.execute(count).fetchone() == (len(WAITING),):
+                return threads
+            time.sleep(0.05)
+    raise AssertionError("the requests did not come to wait for the session's lock")
+
+
+def stop_accepting(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to a one-process server, then wait until it takes no new connection (it has
+    closed its socket and waits for the requests it holds)."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server still took connections after SIGTERM")
+
+
+def test_a_sigterm_ends_the_server_while_a_transaction_still_holds_its_requests_session(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Shutdown waits for the requests in flight, and a request waits for a held session at
+    most the lock timeout (twice, for the second in its queue): the server is gone while
+    the holder still holds it, each request answered 503 busy, and the session unchanged."""
+    import psycopg
+
+    with serving(pg_url, tmp_path, "--lock-timeout", "1") as (base, home, proc):
+        wait_ready(base, proc)
+        tenant, key = new_tenant_key(home, pg_url)
+        sid = http(base, "POST", "/v1/sessions/start", {"project": "api"}, key)["session_id"]
+        http(base, "POST", f"/v1/sessions/{sid}/turns", {"text": "auth refactor"}, key)
+        before = http(base, "GET", f"/v1/sessions/{sid}", key=key)
+        answers: dict[str, Any] = {}
+        with psycopg.connect(pg_url) as blocker:
+            threads = requests_waiting_on_a_held_session(base, pg_url, key, sid, blocker, answers)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)  # with the session still held
+            for thread in threads:
+                thread.join(10)
+        for name in WAITING:
+            status, body = answers[name]
+            assert (status, body["error"]["code"]) == (503, "unavailable"), name
+            assert "is busy" in body["error"]["message"]
+    host = ServiceHost(pg_url, tmp_path / "check")
+    try:
+        with host.open(tenant) as app:
+            assert app.sessions.resolve(sid).to_dict() == before
+    finally:
+        host.close()
+
+
+def test_requests_in_flight_at_a_sigterm_are_answered_and_written_whole(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The server stops taking connections at SIGTERM and finishes the requests it holds:
+    once the session is released they are answered and their writes are whole."""
+    import psycopg
+
+    with serving(pg_url, tmp_path, "--lock-timeout", "60", workers=1) as (base, home, proc):
+        wait_ready(base, proc)
+        tenant, key = new_tenant_key(home, pg_url)
+        sid = http(base, "POST", "/v1/sessions/start", {"project": "api"}, key)["session_id"]
+        answers: dict[str, Any] = {}
+        with psycopg.connect(pg_url) as blocker:
+            threads = requests_waiting_on_a_held_session(base, pg_url, key, sid, blocker, answers)
+            stop_accepting(int(base.rpartition(":")[2]), proc)
+        proc.wait(60)
+        for thread in threads:
+            thread.join(10)
+    assert answers["end"][0] == 200
+    host = ServiceHost(pg_url, tmp_path / "check")
+    try:
+        with host.open(tenant) as app:
+            state = app.sessions.resolve(sid)
+    finally:
+        host.close()
+    assert state.end_time == answers["end"][1]["end_time"]
+    # A turn or pin before the end is written whole (in the final record), one after it is
+    # refused (409) and leaves nothing.
+    assert {answers["turn"][0], answers["pin"][0]} <= {200, 409}
+    assert ("kubernetes" in state.hot_topics) == (answers["turn"][0] == 200)
+    assert [p.label for p in state.working_memory] == ["later"] * (answers["pin"][0] == 200)
 
 
 def serve_refused(home: Path, *args: str, secret: str = "s3cret" * 8) -> str:
