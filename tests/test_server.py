@@ -384,6 +384,26 @@ def test_openapi_declares_bearer_auth_and_every_error_status_answered(
     assert wrong.json()["error"]["code"] == "method_not_allowed"
 
 
+def test_every_operation_documents_its_200_body_field_by_field(client: TestClient) -> None:
+    """Each 200 is a model (or a change's model or duplicate) whose fields are all declared and
+    no other allowed: not FastAPI's ``object`` of anything a ``dict`` return gives."""
+    schema = client.get("/openapi.json").json()
+    models = schema["components"]["schemas"]
+
+    def resolved(ref: dict[str, Any]) -> dict[str, Any]:
+        return dict(models[ref["$ref"].rpartition("/")[2]])
+
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            body = operation["responses"]["200"]["content"]["application/json"]["schema"]
+            choices = body.get("anyOf", [body])
+            assert all(set(c) == {"$ref"} for c in choices), (method, path, body)
+            for model in map(resolved, choices):
+                assert model["additionalProperties"] is False, (method, path)
+                assert model["required"] and set(model["required"]) <= set(model["properties"])
+    assert resolved({"$ref": "Duplicate"})["properties"]["duplicate"]["const"] is True
+
+
 def test_every_error_code_the_server_gives_is_in_the_documented_enum(client: TestClient) -> None:
     from cortex.adapters.server import app
 

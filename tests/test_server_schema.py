@@ -303,11 +303,16 @@ def test_every_operation_answers_its_documented_success_body(served: Served) -> 
     assert added["superseded_id"]
     mid = added["id"]
     rule = call("POST", "/v1/memories/add", {"content": "Never force-push main", "layer": "rule"})
+    for _ in "ab":  # twins: a consolidation merges them
+        call("POST", "/v1/memories/add", {"content": "The staging database is db-stage-2"})
+    with served.host.open(list(served.keys)[0]) as app:  # no endpoint adds a procedure
+        app.procedures.add("Deploy the API", ["run make deploy", "watch the deploy dashboard"])
     call("POST", "/v1/memories/edit", {"id": mid, "tags": ["ops", "deploy"]})
     call("PUT", "/v1/tasks/task-1", {"title": "Rotate keys", "project": "api"})
     moved = call("PUT", "/v1/tasks/task-1", {"title": "Rotate keys", "project": "web"})
     assert moved["moved_from"] == "api"
-    call("POST", "/v1/sessions/end", {"session_id": sid})
+    call("PUT", "/v1/tasks/task-2", {"title": "Ship the deploy fix"})
+    assert call("POST", "/v1/sessions/end", {"session_id": sid})["pending_tasks"]
     second = call("POST", "/v1/sessions/start", {"project": "api", "keywords": ["deploy"],
                                                  "explain": True})  # fmt: skip
     assert second["explain"] and second["inherited_pins"][0]["sourceSessionId"] == sid
@@ -316,10 +321,11 @@ def test_every_operation_answers_its_documented_success_body(served: Served) -> 
     context = call("POST", "/v1/context/get", {"session_id": sid, "query": "deploy",
                                                "include_session_summary": True})  # fmt: skip
     assert context["session"] and context["session_summary"] and context["rules"]
+    assert context["procedures"] and context["memories"]
     assert call("POST", "/v1/memories/search", {"query": "deploys"})["results"]
     call("POST", "/v1/memories/list", {"include_history": True})
     assert call("GET", f"/v1/memories/{mid}")["links"]
-    call("POST", "/v1/memories/consolidate", {"dry_run": True})
+    assert call("POST", "/v1/memories/consolidate", {"dry_run": True})["actions"]
     for path in ("", "/checkpoints", "/snapshot", "/snapshots", "/events", "/chain", "/pins"):
         call("GET", f"/v1/sessions/{sid}{path}")
     call("GET", "/v1/sessions", project="api")
@@ -345,8 +351,8 @@ def test_every_operation_answers_its_documented_success_body(served: Served) -> 
         ("POST", "/v1/memories/add", {"content": "m"}),
         ("POST", "/v1/memories/edit", {"id": rule["id"], "content": "Never push main"}),
         ("POST", "/v1/memories/consolidate", {"dry_run": True}),
-        ("PUT", "/v1/tasks/task-2", {"title": "t"}),
-        ("POST", "/v1/tasks/task-2/done", {}),
+        ("PUT", "/v1/tasks/task-3", {"title": "t"}),
+        ("POST", "/v1/tasks/task-3/done", {}),
         ("POST", "/v1/sessions/end", {"session_id": sid2}),
     ]
     for number, (method, path, body) in enumerate(replays):
