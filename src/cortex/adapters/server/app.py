@@ -4,7 +4,8 @@ The process keeps two things between requests: the ``ServiceHost`` (one PostgreS
 a SQLite path) and the per-key ``RateLimiter``. Every error leaves as
 ``{"error": {"code", "message"}}`` with the status of its ``cortex.errors`` class; bad input
 is a 4xx, never a 500. A service's error adds ``parts``: its message with the parameters and
-commands it names left as references, which a client renders in its own terms.
+commands it names left as references, which a client renders in its own terms. ``/openapi.json``
+declares that body for every error status and each route's 200 body (``answers``).
 """
 
 from __future__ import annotations

@@ -120,8 +120,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (415, "The body is not sent as Content-Type: application/json"),
         (422, "The body or a parameter fails the schema"),
         (429, "Rate limited: wait Retry-After seconds"),
-        (503, "The database is unavailable or busy, or the tenant's settings are invalid"),
         (500, "A fault of the server (its log has the traceback)"),
+        (503, "The database is unavailable or busy, or the tenant's settings are invalid"),
     )
 }  # fmt: skip
 PROBE_ERRORS: dict[int | str, dict[str, Any]] = {
