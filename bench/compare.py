@@ -87,6 +87,8 @@ UNDO = {"m025_memory_embeddings_in_rows": ("memory_embeddings", "m012_memory_emb
 {name: (that table, the step that made its earlier shape)}. The table is dropped and that step
 (this checkout's: a step never changes once shipped) made again. A corpus that a newer tree
 opened carries its steps, and an older tree refuses a file migrated past what it knows."""
+UNCHANGED = frozenset({"m026_open_sessions_by_start"})
+"""Migrations whose SQLite step changes nothing (PostgreSQL's does): taken back by their row."""
 
 
 def for_tree(db: Path, tree: Path) -> None:
@@ -100,6 +102,9 @@ def for_tree(db: Path, tree: Path) -> None:
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
         for name in reversed([name for name in applied if name not in known]):
+            if name in UNCHANGED:
+                conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (name,))
+                continue
             table, earlier = UNDO.get(name, ("", ""))
             if not table or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
                 raise SystemExit(

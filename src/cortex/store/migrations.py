@@ -40,6 +40,7 @@ MIGRATION_NAMES = (
     "m023_memory_supersede_indexes",
     "m024_memory_supersedes_column",
     "m025_memory_embeddings_in_rows",
+    "m026_open_sessions_by_start",
 )
 
 SCHEMA_V4 = "m001_session_states"
