@@ -87,14 +87,14 @@ UNDO = {"m025_memory_embeddings_in_rows": ("memory_embeddings", "m012_memory_emb
 {name: (that table, the step that made its earlier shape)}. The table is dropped and that step
 (this checkout's: a step never changes once shipped) made again. A corpus that a newer tree
 opened carries its steps, and an older tree refuses a file migrated past what it knows."""
-UNCHANGED = frozenset({"m026_open_sessions_by_start"})
-"""Migrations whose SQLite step changes nothing (PostgreSQL's does): taken back by their row."""
 
 
 def for_tree(db: Path, tree: Path) -> None:
     """Make the SQLite file ``db`` (a copy) one that ``tree``'s Cortex opens: take back the
-    migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
-    way back stops the benchmark with what to do instead."""
+        migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
+        way back stops the benchmark with what to do instead; one that changes nothing on SQLite is
+    taken back by its row."""
+    from cortex.store.migrations import NOTHING_ON_SQLITE
     from cortex.store.sqlite.migrations import MIGRATIONS
 
     steps = {step.name: step.apply for step in MIGRATIONS}
@@ -102,7 +102,7 @@ def for_tree(db: Path, tree: Path) -> None:
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
         for name in reversed([name for name in applied if name not in known]):
-            if name in UNCHANGED:
+            if name in NOTHING_ON_SQLITE:  # taken back by its row
                 conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (name,))
                 continue
             table, earlier = UNDO.get(name, ("", ""))

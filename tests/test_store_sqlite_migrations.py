@@ -384,6 +384,16 @@ def test_a_file_over_migrate_max_bytes_is_left_as_it_is(tmp_path: Path) -> None:
         assert [name for name, _ in store.applied_migrations()] == migration_names()
 
 
+def test_a_file_over_migrate_max_bytes_applies_a_step_that_changes_nothing_there(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "brain.db"
+    SQLiteStore(db).close()
+    _before(db, M026)
+    with open_store(db, migrate_max_bytes=0) as store:  # no background process needed
+        assert [name for name, _ in store.applied_migrations()] == migration_names()
+
+
 def _m025_pending(db: Path) -> Path:
     """A database at ``db`` (new unless it is there) with m025, and m026 after it (nothing on
     SQLite), to apply again; returns ``db``."""
