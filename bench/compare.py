@@ -91,8 +91,10 @@ opened carries its steps, and an older tree refuses a file migrated past what it
 
 def for_tree(db: Path, tree: Path) -> None:
     """Make the SQLite file ``db`` (a copy) one that ``tree``'s Cortex opens: take back the
-    migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
-    way back stops the benchmark with what to do instead."""
+        migrations it does not know (``UNDO``, each on a table that holds no row). A step with no
+        way back stops the benchmark with what to do instead; one that changes nothing on SQLite is
+    taken back by its row."""
+    from cortex.store.migrations import NOTHING_ON_SQLITE
     from cortex.store.sqlite.migrations import MIGRATIONS
 
     steps = {step.name: step.apply for step in MIGRATIONS}
@@ -100,6 +102,9 @@ def for_tree(db: Path, tree: Path) -> None:
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _cortex_migrations")]
         for name in reversed([name for name in applied if name not in known]):
+            if name in NOTHING_ON_SQLITE:  # taken back by its row
+                conn.execute("DELETE FROM _cortex_migrations WHERE name = ?", (name,))
+                continue
             table, earlier = UNDO.get(name, ("", ""))
             if not table or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
                 raise SystemExit(

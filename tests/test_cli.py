@@ -447,17 +447,18 @@ def test_a_task_belongs_to_the_current_project_unless_told(home: Path) -> None:
 def test_db_migrate_says_which_steps_it_applies_and_how_long_they_took(home: Path) -> None:
     ok(cortex(home, "session", "start", "--session-id", "s1"))
     db = home / "brain.db"
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # as before m024 and m025
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # as before m024 to m026
         conn.execute("DROP TABLE memory_embeddings")
         conn.execute(
-            "DELETE FROM _cortex_migrations WHERE name IN "
-            "('m024_memory_supersedes_column', 'm025_memory_embeddings_in_rows')"
+            "DELETE FROM _cortex_migrations WHERE name IN ('m024_memory_supersedes_column', "
+            "'m025_memory_embeddings_in_rows', 'm026_open_sessions_by_start')"
         )
     result = cortex(home, "db", "migrate")
-    assert ok(result) == f"database {db} is at m025_memory_embeddings_in_rows\n"
+    assert ok(result) == f"database {db} is at m026_open_sessions_by_start\n"
     first, second = result.stderr.splitlines()
     assert first == (
-        f"migrating {db}: m024_memory_supersedes_column, m025_memory_embeddings_in_rows"
+        f"migrating {db}: m024_memory_supersedes_column, m025_memory_embeddings_in_rows, "
+        "m026_open_sessions_by_start"
     )
     assert re.fullmatch(r"migrated in \d+\.\d s", second)
     again = cortex(home, "db", "migrate")  # nothing pending: nothing on stderr
@@ -474,7 +475,7 @@ def test_db_migrate_waits_for_the_background_migration_a_hook_started(home: Path
     fcntl.flock(lock, fcntl.LOCK_EX)
     threading.Timer(1.0, os.close, (lock,)).start()  # the migration ends a second later
     result = cortex(home, "db", "migrate")
-    assert ok(result).startswith(f"database {home / 'brain.db'} is at m025_")
+    assert ok(result).startswith(f"database {home / 'brain.db'} is at m026_")
     assert result.stderr == "waiting for the background migration a hook started\n"
 
 

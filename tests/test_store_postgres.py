@@ -733,3 +733,71 @@ def test_a_team_server_keeps_every_tenants_restore_candidates_decoded(
         assert records.SERVER_DECODED_SESSIONS >= 50 * 50  # fifty tenants' windows
     finally:
         records.keep_decoded_sessions(*limits)
+
+
+_OPEN_BY_LEASE = (
+    "CREATE INDEX idx_session_open ON session_states(tenant_id, last_activity DESC NULLS LAST) "
+    "WHERE end_time IS NULL"
+)
+"""m002's open sessions' index, keyed by the lease every captured turn moves."""
+
+
+def _hot_updates_of_a_turn(store: Any) -> int:
+    """How many of a captured turn's rewrites of its session row (``UPSERT``: a new lease,
+    new topics) PostgreSQL made HOT updates, read in the rewriting transaction."""
+    from dataclasses import replace
+
+    from cortex.store.postgres.sessions import UPSERT, session_row
+
+    def hot(conn: Any) -> int:  # (the backend's counts not yet reported, this transaction's too)
+        sql = "SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s"
+        return int(conn.execute(sql, ("session_states",)).fetchone()[0])
+
+    opened = session("hot", t(10, 9), last_activity=t(10, 9), hot_topics=("a",))
+    with store.pool.connection() as conn:
+        conn.execute(UPSERT, session_row(store.tenant, opened))
+        with conn.transaction():
+            before = hot(conn)
+            for minute in (1, 2, 3):
+                turned = replace(opened, last_activity=t(10, 9, minute), hot_topics=("a", "b"))
+                conn.execute(UPSERT, session_row(store.tenant, turned))
+            return hot(conn) - before
+
+
+def test_a_captured_turns_rewrite_of_its_session_is_a_hot_update(fresh_database: str) -> None:
+    with _store(fresh_database, "t1") as store:
+        assert _hot_updates_of_a_turn(store) == 3  # no index entry written, none left dead
+        with store.pool.connection() as conn:  # the index before m026: no turn is HOT
+            conn.execute("DROP INDEX idx_session_open")
+            conn.execute(_OPEN_BY_LEASE)
+            conn.execute("DELETE FROM session_states")
+        assert _hot_updates_of_a_turn(store) == 0
+
+
+def test_m026_rebuilds_the_open_sessions_index_in_place(fresh_database: str) -> None:
+    with _store(fresh_database, "t1") as store:
+        store.save_session(session("old", t(10, 8), last_activity=t(10, 8)))
+        store.save_session(session("new", t(10, 9), last_activity=t(10, 12)))
+        store.save_session(session("ended", t(10, 7), t(10, 8), last_activity=t(10, 8)))
+        with store.pool.connection() as conn:  # the database as m025 left it
+            conn.execute("DROP INDEX idx_session_open")
+            conn.execute(_OPEN_BY_LEASE)
+            conn.execute(
+                "DELETE FROM _cortex_migrations WHERE name = 'm026_open_sessions_by_start'"
+            )
+    with _store(fresh_database, "t1") as store:
+        assert [name for name, _ in store.applied_migrations()] == migration_names()
+        with store.pool.connection() as conn, conn.transaction():
+            (definition,) = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_session_open'"
+            ).fetchone()
+            conn.execute("SET LOCAL enable_seqscan = off")  # (three rows: as if many)
+            plan = conn.execute(
+                "EXPLAIN SELECT id FROM session_states WHERE tenant_id = 't1' "
+                "AND end_time IS NULL ORDER BY start_time, id"
+            ).fetchall()
+        assert definition.endswith("(tenant_id, start_time, id) WHERE (end_time IS NULL)")
+        assert "idx_session_open" in str(plan) and "Sort" not in str(plan)  # in its order
+        assert [s.session_id for s in store.open_sessions()] == ["old", "new"]
+        found = store.latest_open_session(any_project=True)
+        assert found is not None and found.session_id == "new"  # the newest lease

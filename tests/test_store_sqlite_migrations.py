@@ -75,6 +75,7 @@ def test_migration_names_and_order() -> None:
         "m023_memory_supersede_indexes",
         "m024_memory_supersedes_column",
         "m025_memory_embeddings_in_rows",
+        "m026_open_sessions_by_start",
     ]
     assert names == sorted(names) == [m.name for m in MIGRATIONS]
     assert SCHEMA_V4 == "m001_session_states"
@@ -360,30 +361,45 @@ def test_m025_gives_a_file_without_the_vectors_table_an_empty_one(tmp_path: Path
         assert store.embedding_vectors("m", MemoryFilter(), t(1)) == [("a", b"\x00\x00\x80?")]
 
 
+M025, M026 = "m025_memory_embeddings_in_rows", "m026_open_sessions_by_start"
+
+
 def test_a_file_over_migrate_max_bytes_is_left_as_it_is(tmp_path: Path) -> None:
     db = tmp_path / "brain.db"
     SQLiteStore(db).close()
     open_store(db, migrate_max_bytes=0).close()  # nothing pending: any size opens
-    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
+    _m025_pending(db)
     with pytest.raises(MigrationDeferredError) as raised:
         open_store(db, migrate_max_bytes=db.stat().st_size - 1)
     message = str(raised.value)
-    assert "1 migration pending (m025_memory_embeddings_in_rows)" in message
+    assert f"2 migrations pending ({M025}, {M026})" in message
     assert message.endswith("run `cortex db migrate`") and "\n" not in message
     with contextlib.closing(sqlite3.connect(db)) as conn:  # the step was not applied
         tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_embeddings'")
         assert tables.fetchall() == []
         assert conn.execute("SELECT count(*) FROM _cortex_migrations").fetchone() == (
-            len(MIGRATIONS) - 1,
+            len(MIGRATIONS) - 2,
         )
     with open_store(db, migrate_max_bytes=db.stat().st_size) as store:  # at the limit: migrated
         assert [name for name, _ in store.applied_migrations()] == migration_names()
 
 
-def _m025_pending(db: Path) -> Path:
-    """A new database at ``db`` with its last step (m025) to apply again; returns ``db``."""
+def test_a_file_over_migrate_max_bytes_applies_a_step_that_changes_nothing_there(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "brain.db"
     SQLiteStore(db).close()
-    _before(db, "m025_memory_embeddings_in_rows", "DROP TABLE memory_embeddings")
+    _before(db, M026)
+    with open_store(db, migrate_max_bytes=0) as store:  # no background process needed
+        assert [name for name, _ in store.applied_migrations()] == migration_names()
+
+
+def _m025_pending(db: Path) -> Path:
+    """A database at ``db`` (new unless it is there) with m025, and m026 after it (nothing on
+    SQLite), to apply again; returns ``db``."""
+    SQLiteStore(db).close()
+    _before(db, M025, "DROP TABLE memory_embeddings")
+    _before(db, M026)
     return db
 
 

@@ -40,7 +40,13 @@ MIGRATION_NAMES = (
     "m023_memory_supersede_indexes",
     "m024_memory_supersedes_column",
     "m025_memory_embeddings_in_rows",
+    "m026_open_sessions_by_start",
 )
+
+NOTHING_ON_SQLITE = frozenset({"m026_open_sessions_by_start"})
+"""Steps whose SQLite side changes nothing (PostgreSQL's does): a file of any size applies them
+at once, so a hook migrates them in place rather than deferring them to a background process
+as it does a step that may rewrite a table."""
 
 SCHEMA_V4 = "m001_session_states"
 """The step that is the spec's ``session_states`` "migration v4"."""

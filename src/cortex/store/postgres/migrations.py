@@ -563,6 +563,25 @@ def m025_memory_embeddings_in_rows(conn: Conn) -> None:
     _run(conn)
 
 
+def m026_open_sessions_by_start(conn: Conn) -> None:
+    """The open sessions' index keyed by what never changes while a session is open.
+
+    m002 keyed it by ``last_activity``, which every captured turn moves: no turn's rewrite of
+    its session row could then be a HOT update, so each one added an entry to every index of
+    the table (nine) and left the old ones for vacuum, and a start's reads of the tenant's
+    sessions stepped over all of them. Keyed by ``start_time`` and ``id`` (the order crash
+    recovery takes its candidates in), the index changes at a start and an end only; the
+    newest lease is found by sorting the tenant's open sessions, which are few. The index is
+    built inside the step's transaction: writes to ``session_states`` wait for it (it holds
+    the open sessions only)."""
+    _run(
+        conn,
+        "DROP INDEX IF EXISTS idx_session_open",
+        "CREATE INDEX idx_session_open ON session_states(tenant_id, start_time, id) "
+        "WHERE end_time IS NULL",
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m001_session_states", m001_session_states),
     ("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -586,6 +605,7 @@ MIGRATIONS: tuple[tuple[str, Step], ...] = (
     ("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
     ("m024_memory_supersedes_column", m024_memory_supersedes_column),
     ("m025_memory_embeddings_in_rows", m025_memory_embeddings_in_rows),
+    ("m026_open_sessions_by_start", m026_open_sessions_by_start),
 )
 _ORDER = {name: index for index, (name, _) in enumerate(MIGRATIONS)}
 

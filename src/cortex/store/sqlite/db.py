@@ -20,7 +20,12 @@ from cortex.clock import SystemClock, to_iso
 from cortex.errors import ConflictError, MigrationDeferredError, StorageError, ValidationError
 from cortex.files import ensure_dir
 from cortex.logs import getLogger
-from cortex.store.migrations import MIGRATION_NAMES, MIGRATIONS_TABLE, refuse_unknown
+from cortex.store.migrations import (
+    MIGRATION_NAMES,
+    MIGRATIONS_TABLE,
+    NOTHING_ON_SQLITE,
+    refuse_unknown,
+)
 from cortex.store.records import one_line
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -354,8 +359,13 @@ class Database:
         refuse_unknown(done, MIGRATION_NAMES, f"database {self.url}")
         if done.issuperset(MIGRATION_NAMES):
             return []
-        if max_bytes is not None and self.url != MEMORY:
-            self._refuse_large(max_bytes, [name for name in MIGRATION_NAMES if name not in done])
+        pending = [name for name in MIGRATION_NAMES if name not in done]
+        if (
+            max_bytes is not None
+            and self.url != MEMORY
+            and not NOTHING_ON_SQLITE.issuperset(pending)
+        ):
+            self._refuse_large(max_bytes, pending)
         from cortex.store.sqlite.migrations import MIGRATIONS
 
         with self.translated():

@@ -632,6 +632,15 @@ def m025_memory_embeddings_in_rows(conn: sqlite3.Connection) -> None:
     )
 
 
+def m026_open_sessions_by_start(conn: sqlite3.Connection) -> None:
+    """PostgreSQL's step keys its open sessions' index by ``start_time``, so that a captured
+    turn's rewrite of its session row is a HOT update there. SQLite updates a row in place and
+    rewrites only the index entries whose columns changed (here ``idx_session_open``'s, one
+    entry a turn), and ``latest_open_session`` reads that index backwards without a sort: the
+    index stays. Nothing changes; both backends apply the same names."""
+    del conn
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_session_states", m001_session_states),
     Migration("m002_session_continuity_columns", m002_session_continuity_columns),
@@ -655,4 +664,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m023_memory_supersede_indexes", m023_memory_supersede_indexes),
     Migration("m024_memory_supersedes_column", m024_memory_supersedes_column),
     Migration("m025_memory_embeddings_in_rows", m025_memory_embeddings_in_rows),
+    Migration("m026_open_sessions_by_start", m026_open_sessions_by_start),
 )
