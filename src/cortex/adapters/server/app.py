@@ -377,9 +377,19 @@ def app_from_env() -> FastAPI:
     try:
         return _app_from(os.environ)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)  # as the command line says it
+        _say(f"error: {exc}\n")  # as the command line says it
         _stop_supervisor()
         raise SystemExit(STARTUP_FAILURE) from None
+
+
+def _say(line: str) -> None:
+    """``line`` on stderr in one ``write``: the workers of one server share that pipe, and a
+    line printed in pieces could be cut by another worker's."""
+    sys.stderr.flush()
+    try:
+        os.write(sys.stderr.fileno(), line.encode(errors="backslashreplace"))
+    except (AttributeError, OSError, ValueError):  # no descriptor (an embedding host's stream)
+        print(line, end="", file=sys.stderr, flush=True)
 
 
 def _stop_supervisor() -> None:
