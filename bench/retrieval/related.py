@@ -155,9 +155,12 @@ def related_stores(related: Related, weight: float) -> contextlib.AbstractContex
     return mock.patch.object(run, "open_store", opened)
 
 
-def measure(sets: dict[str, list[Corpus]], model: str) -> dict[str, Any]:
+def measure(sets: dict[str, list[Corpus]], model: str, lexical: bool) -> dict[str, Any]:
     """``run.py``'s report of the hybrid with ``model`` (``expansion.measure``), the system
-    named ``cortex+MODEL+related``."""
+    named ``cortex+MODEL+related``; ``lexical``: of the lexical search (``cortex+related``:
+    the model gives the related words at index time only, a question is not embedded)."""
+    if lexical:
+        return run.run_suites(sets, {"cortex+related": run.cortex_search()})
     return {
         suite: {f"cortex+{model}+related": r} for suite, r in expansion.measure(sets, model).items()
     }
@@ -190,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-cosine", type=float, default=MIN_COSINE, help="least cosine")
     parser.add_argument("--weight", type=float, default=WEIGHT, help="the column's bm25 weight")
     parser.add_argument("--check", action="store_true", help="the held-out pairs alone")
+    parser.add_argument(
+        "--lexical", action="store_true", help="the lexical search (no question embedded)"
+    )
     parser.add_argument("--quick", action="store_true", help="2 conversations, 20 questions")
     parser.add_argument("--show", type=int, default=0, help="print N units' words (LoCoMo)")
     args = parser.parse_args(argv)
@@ -202,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for unit in sets["locomo"][0].units[: args.show]:
         print(f"{unit.text[:70]!r}: {' '.join(related(unit.text))}")
     with related_stores(related, args.weight):
-        report = measure(sets, Path(args.embeddings).name)
+        report = measure(sets, Path(args.embeddings).name, args.lexical)
     (run.RESULTS / "retrieval-related.json").write_text(json.dumps(report, indent=2))
     print(run.report_markdown(report))
     return 0
