@@ -282,3 +282,140 @@ def test_a_credential_used_as_a_key_is_redacted_and_no_entry_is_lost() -> None:
     assert slack not in str(redacted) and aws not in str(redacted)
     assert sorted(redacted["state"].values(), key=str) == [1, "keyval", "other"]
     assert redact_value(redacted) == redacted
+
+
+# Secret-key spellings: every one redacts its value (the key kept); ``pass`` only as a key.
+KEY_SPELLINGS = [
+    "passwd",
+    "pwd",
+    "pass",
+    "PASS",
+    "passphrase",
+    "passcode",
+    "secret_key",
+    "secretkey",
+    "private_key",
+    "client_secret",
+    "access_token",
+    "refresh_token",
+    "auth_token",
+    "session_token",
+    "x-api-key",
+    "X-API-Key",
+    "DB_PASS",
+    "REDIS_PASS",
+    "smtp-pass",
+    "PGPASSWORD",
+    "MYSQL_PWD",
+    "AWS_SECRET_ACCESS_KEY",
+    "encryption_key",
+    "SIGNING_KEY",
+    "master-key",
+]
+
+
+@pytest.mark.parametrize("key", KEY_SPELLINGS)
+@pytest.mark.parametrize("separator", ["=", ": ", " = "])
+def test_every_secret_key_spelling_is_redacted(key: str, separator: str):
+    if key in ("pass", "PASS") and ":" in separator:
+        return  # ``pass:`` is prose's too: see the prose cases below
+    assert redact(f"{key}{separator}hunter2") == f"{key}{separator}{R}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"pass": "hunter2"}', "https://x.test/login?user=bob&pass=hunter2", "PASS=hunter2 make"],
+)
+def test_pass_is_a_key_where_it_is_written_as_one(text: str):
+    assert "hunter2" not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["bypass=hunter2", "compass=north2", "first pass: parse the file", "sshpass is installed"],
+)
+def test_pass_inside_a_word_or_in_prose_is_kept(text: str):
+    assert redact(text) == text
+
+
+def test_a_mapping_key_named_pass_holds_a_secret_and_a_longer_word_does_not():
+    value = {"pass": "x", "DB_PASS": "y", "bypass": "z", "compass": "n", "secretkey": "k"}
+    assert redact_value(value) == {
+        "pass": R,
+        "DB_PASS": R,
+        "bypass": "z",
+        "compass": "n",
+        "secretkey": R,
+    }
+
+
+# Prose that states a secret: the value is redacted only when it looks like one.
+PROSE_SECRETS = [
+    ("the password is hunter2!x9", "the password is {R}"),
+    ("my password was Tr0ub4dor&3", "my password was {R}"),
+    ("password is: Xy7#kk2q", "password is: {R}"),
+    ("The password is now S3cure-Pass", "The password is now {R}"),
+    ("passwd hunter2!x9", "passwd {R}"),
+    ("wifi password Summer2024!", "wifi password {R}"),
+    ("the password for admin is S3cr3t!!", "the password for admin is {R}"),
+    ("I changed the password to Tr0ub4dor&3", "I changed the password to {R}"),
+    ("pass: hunter2x", "pass: {R}"),
+    ("the token is abc123def456.", "the token is {R}."),
+    ("the api key is 'x9Y8z7w6'", "the api key is '{R}'"),
+    ("the API key was `q8Lm2Xz0rT`", "the API key was `{R}`"),
+    ("the password is hunterTwo", "the password is {R}"),
+    ('password is "hunter 2x"', 'password is "{R}"'),
+    ("the token is 12345678", "the token is {R}"),
+    ("the client secret is Xk9#mPq2, keep it safe", "the client secret is {R}, keep it safe"),
+    ("db password was changed to P@ssw0rd99", "db password was changed to {R}"),
+    ("the passphrase is still c0rrect-h0rse", "the passphrase is still {R}"),
+    ("Passwords are Admin123 for the staging box", "Passwords are {R} for the staging box"),
+    ("the secret was 9f8e7d6c5b", "the secret was {R}"),
+    ("the root password is r00t!pw; use it once", "the root password is {R}; use it once"),
+]
+PROSE_KEPT = [
+    "the password is stored in the vault",
+    "the password is incorrect",
+    "the password is too short",
+    "password is required",
+    "token is expired",
+    "the secret is to cache it",
+    "The password is Incorrect",
+    "the token is auto-generated",
+    "the secret is base64-encoded.",
+    "the password is hashed with bcrypt",
+    "password is `settings.DB_PASSWORD`",
+    "the password is $DB_PASSWORD",
+    "the password is ~/.pgpass",
+    "the password is os.environ['DB_PASS']",
+    "the password is get_password()",
+    "the token is GitHub's",
+    "the token is sent to bob@example.com",
+    "the password is (empty)",
+    "passwd root",
+    "password reset flow in auth.py",
+    "passwords are hashed",
+    "the token is valid for 3600 seconds",
+    "the API key is read from the environment",
+    "first pass: parse the file",
+    "the token is SHA256-signed",
+    "the password is https://vault.example.com/item",
+    "the secret is [REDACTED]",
+    "my password was reset yesterday",
+    "the access token is short-lived",
+    "password hashing uses argon2id",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), PROSE_SECRETS)
+def test_prose_that_states_a_secret_loses_it(text: str, expected: str):
+    assert redact(text) == expected.format(R=R)
+
+
+@pytest.mark.parametrize("text", PROSE_KEPT)
+def test_prose_about_a_secret_is_kept(text: str):
+    assert redact(text) == text
+
+
+def test_the_prose_tables_are_large():
+    assert len(PROSE_SECRETS) >= 20 and len(PROSE_KEPT) >= 20

@@ -115,9 +115,9 @@ _GUARDED = (
 # Case-insensitive rules, matched on a lowercased copy: (guard literals, pattern).
 _VALUE = r"(?![\"']?\[redacted\])(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;)}\]]+)"
 _SEPARATOR = r"[\"']?[ \t]*[:=][ \t]*"
-_KEY_SUFFIX = r"(?:[_-](?:access[_-])?key|[_-]token)?"
+_KEY_SUFFIX = r"(?:[_-]?(?:access[_-])?key|[_-]token)?"
 _KEY_STEMS = (
-    "pass(?:word|wd|phrase)",
+    "pass(?:word|wd|phrase|code)",
     "pwd",
     "secret",
     "api[_-]?key",
@@ -126,8 +126,12 @@ _KEY_STEMS = (
     "bearer",
     "private[_-]?key",
     "access[_-]?key",
+    "(?:encryption|signing|master)[_-]?key",
     "credentials?",
 )
+# ``pass`` alone is a word of prose ("first pass: parse it"), a key only as ``pass=``, a
+# quoted ``"pass":``, or the end of a longer name (``DB_PASS``, ``smtp-pass``).
+_PASS_KEY = r"(?:(?<=[_-])pass|(?<![a-z0-9])pass(?=[\"']?[ \t]*=)|(?<=[\"'])pass(?=[\"'][ \t]*:))"
 _FLAG_NAMES = r"(?:[a-z]+-)*(?:password|passwd|pass|token|secret|api-?key|credentials?|cookie)"
 _FLAG_VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|(?![-\[])[^\s\"']+)"
 _KEY_MATERIAL = r"(?P<s>(?=[a-z0-9+/_-]*\d)(?=[a-z0-9+/_-]*[a-z])[a-z0-9+/_-]{16,}={0,2})"
@@ -162,6 +166,29 @@ _FOLDED = (
         rf"[\"']?[ \t]*[:=][ \t]*[\"']?{_KEY_MATERIAL}",
     ),
 )
+# Prose that states a secret ("the password is hunter2!x9", "passwd Tr0ub4dor&3", YAML's
+# ``pass: ...``): the value counts only when it looks like one (``_looks_secret``).
+_PROSE_KEYS = r"(?<![a-z0-9])(?:password|passwd|passphrase|passcode|secret|token|api[ _-]?key)s?"
+_PROSE_VALUE = (
+    r"(?![\"'`]?\[redacted\])"
+    r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s\"'`][^\s\"`]*)"
+)
+_PROSE = (
+    ("pass", "secret", "token", "key"),
+    rf"(?:{_PROSE_KEYS}(?:[ \t]+for[ \t]+[^\s]+)?[ \t]+(?:is|was|are|were)"
+    r"(?:[ \t]+(?:now|still|set[ \t]+to|changed[ \t]+to))?[ \t]*:?"
+    r"|(?<![a-z0-9])pass(?:word|wd|phrase|code)[ \t]+(?:to(?=[ \t]))?"
+    r"|(?<![a-z0-9_-])pass[ \t]*:)"
+    rf"[ \t]*{_PROSE_VALUE}",
+)
+_NOT_SECRETS = frozenset(
+    # words with digits or inner capitals that name things, not secrets
+    "base32 base64 sha1 sha256 sha384 sha512 md5 utf8 utf16 oauth2 x509 pkcs1 pkcs8 pkcs12 "
+    "aes128 aes256 hs256 hs512 rs256 rs512 es256 ed25519 argon2 argon2id bcrypt2 p256 e2e "
+    "v1 v2 v3 v4 2fa github gitlab bitbucket postgresql mysql mongodb javascript typescript "
+    "graphql fastapi nodejs openai keepass lastpass 1password iphone macos ios devops "
+    "dockerhub youtube linkedin paypal".split()
+)
 _PEM_TAIL = "PRIVATE KEY-----"
 _SHORTEST_TOKEN = 20
 """No provider format above is shorter than this (prefix included)."""
@@ -184,12 +211,12 @@ def _rules() -> tuple[
     ]
     original += _GUARDED
     stems = "|".join(_KEY_STEMS)
-    key_values = rf"(?:{stems}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
+    key_values = rf"(?:(?:{stems}){_KEY_SUFFIX}|{_PASS_KEY}){_SEPARATOR}{_VALUE}"
     folded = [(guards, pattern or key_values) for guards, pattern in _FOLDED]
     short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
     # Longest first (an alternation takes the first that matches), ties by text: the same
     # pattern text in every process, so that its compiled program is found in the cache.
-    every = {guard for guards, _ in _FOLDED for guard in guards}
+    every = {guard for guards, _ in (*_FOLDED, _PROSE) for guard in guards}
     literals = sorted(every, key=lambda guard: (-len(guard), guard))
     any_guard = re.compile("|".join(map(re.escape, literals)))
     return tuple(original), short, tuple(folded), any_guard
@@ -276,6 +303,45 @@ def _random_run_spans(text: str) -> Iterator[tuple[int, int]]:
             yield match.span()
 
 
+def _prose_spans(text: str, folded: str) -> Iterator[tuple[int, int]]:
+    """The values that prose states for a secret (matched on ``folded``), when ``text`` there
+    looks like a secret: a word of prose after "the password is" is not one."""
+    guards, rule = _PROSE
+    if not any(guard in folded for guard in guards):
+        return
+    for start, end in _group_spans(rule, folded):
+        if folded[start] == "`" and end - start >= 2 and folded[end - 1] == "`":
+            start, end = start + 1, end - 1
+        value = text[start:end]
+        kept = value.rstrip(".,;:)]}>")
+        if _looks_secret(kept):
+            yield start, start + len(kept)
+
+
+def _looks_secret(value: str) -> bool:
+    """Whether a value that prose gives for a password or token looks like one: 6+ characters
+    with a digit, a symbol or an inner capital (``hunter2!x9``, ``Tr0ub4dor&3``), and not a
+    reference to one (``$DB_PASS``, ``~/.pgpass``, ``settings.PASSWORD``, a URL or an address),
+    a hyphenated word (``auto-generated``, ``base64-encoded``) or a name (``GitHub``)."""
+    if len(value) < 6 or value[0] in "$%/~<{([\\" or value.startswith("./"):
+        return False
+    if "://" in value or _compiled(r"[^@\s]+@[\w-]+(?:\.[\w-]+)+").fullmatch(value):
+        return False
+    if value.endswith(("'s", "’s")):
+        value = value[:-2]
+    return not all(map(_is_word, _compiled(r"[-_.()\[\]{}'\"]+").split(value)))
+
+
+def _is_word(piece: str) -> bool:
+    """A piece of a value that reads as a word or a name: letters without an inner capital,
+    or a known name with digits or capitals."""
+    if not piece or piece.lower() in _NOT_SECRETS:
+        return True
+    return piece.isalpha() and not any(
+        a.islower() and b.isupper() for a, b in zip(piece, piece[1:], strict=False)
+    )
+
+
 def _fold(text: str) -> str:
     """``text`` lowercased for the case-insensitive rules, the same length as ``text`` (U+0130
     is the one code point whose lowercase is two characters: it is mapped first), so that
@@ -297,6 +363,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
         for guards, pattern in folded_rules:
             if any(guard in folded for guard in guards):
                 spans.extend(_group_spans(pattern, folded))
+        spans.extend(_prose_spans(text, folded))
     if longest >= 32:
         spans.extend(_random_run_spans(text))
     return spans
@@ -426,7 +493,8 @@ def _redact_item(key: Any, item: Any) -> Any:
 
 @cache
 def _secret_key_pattern() -> re.Pattern[str]:
-    return re.compile("(?:" + "|".join(_KEY_STEMS) + ")" + _KEY_SUFFIX + r"\Z", re.IGNORECASE)
+    stems = "|".join(_KEY_STEMS)
+    return re.compile(rf"(?:(?:{stems}){_KEY_SUFFIX}|(?<![a-z0-9])pass)\Z", re.IGNORECASE)
 
 
 @lru_cache(maxsize=512)
