@@ -187,6 +187,15 @@ FRAGMENTS = [
     "-----BEGIN RSA PRIVATE KEY-----",
     "-----END RSA PRIVATE KEY-----",
     "https://hooks.slack.com/services/",
+    "ｐａｓｓｗｏｒｄ＝",
+    "pass\u200bword",
+    "\u200b",
+    "\ufeff",
+    "\u00a0",
+    "ｇｈｐ＿",
+    "ﬁ",
+    " is ",
+    "hunter2!x9",
 ]
 secretish = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=5)), max_size=30).map(
     "".join
@@ -198,6 +207,8 @@ any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=200
 @example(f"token={R}x")
 @example("password=[REDACTED")
 @example("://u:" + R + "x@h")
+@example("ｐａｓｓ\ud800ｗｏｒｄ=\x00x \udfff")
+@example("pass\u200bword=\u200b" + R)
 def test_redaction_is_idempotent_and_never_raises(text: str):
     once = redact(text)
     assert isinstance(once, str)
@@ -223,9 +234,17 @@ def test_the_corpus_is_large_and_varied():
 def test_every_credential_of_the_corpus_is_redacted(kind: str, secret: str, text: str):
     out = redact(text)
     assert MARKER in out
-    leaks = [secret[i : i + 12] for i in range(len(secret) - 11) if secret[i : i + 12] in out]
-    assert leaks == [], f"{kind}: {out!r}"
+    assert leaked(secret, out) == [], f"{kind}: {out!r}"
     assert redact(out) == out
+
+
+def leaked(secret: str, out: str) -> list[str]:
+    """The 12-character pieces of ``secret`` that ``out`` shows (NFKC-folded, without
+    zero-width characters, as a reader or a search would see them)."""
+    import unicodedata
+
+    shown = "".join(c for c in unicodedata.normalize("NFKC", out) if c not in INVISIBLES)
+    return [secret[i : i + 12] for i in range(len(secret) - 11) if secret[i : i + 12] in shown]
 
 
 def test_an_error_quoting_a_value_keeps_its_own_words_and_hides_secrets() -> None:
@@ -419,3 +438,112 @@ def test_prose_about_a_secret_is_kept(text: str):
 
 def test_the_prose_tables_are_large():
     assert len(PROSE_SECRETS) >= 20 and len(PROSE_KEPT) >= 20
+
+
+INVISIBLES = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]
+
+
+def full_width(text: str) -> str:
+    """``text`` in full-width forms, which NFKC folds back (``ｐａｓｓｗｏｒｄ＝ｘ``)."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def hide_in(word: str, text: str, char: str) -> str:
+    """``text`` with ``char`` inside every ``word`` (after its first two letters)."""
+    return text.replace(word, word[:2] + char + word[2:])
+
+
+UNICODE_CASES = (
+    [
+        ("ｐａｓｓｗｏｒｄ＝ｘ", f"ｐａｓｓｗｏｒｄ＝{R}"),
+        ("ｐａｓｓｗｏｒｄ=hunter2 and more", f"ｐａｓｓｗｏｒｄ={R} and more"),
+        ("the ＡＰＩ＿ＫＥＹ: abc123, then", f"the ＡＰＩ＿ＫＥＹ: {R}, then"),
+        ("𝐩𝐚𝐬𝐬𝐰𝐨𝐫𝐝=abc", f"𝐩𝐚𝐬𝐬𝐰𝐨𝐫𝐝={R}"),  # mathematical bold
+        ("conﬁg: secret=ﬁve5", f"conﬁg: secret={R}"),  # a ligature in the value
+        ("password\u00a0is hunter2!x9", f"password\u00a0is {R}"),  # no-break space
+        ("café — “quoted” … token=abc", f"café — “quoted” … token={R}"),
+        ("ｇｈｐ＿" + full_width("AbC1" * 9), R),
+        ("ghp_" + "AbC1\u200b" * 9 + " end", f"{R}\u200b end"),
+    ]
+    + [(hide_in("password", "db password=hunter2 ok", char), None) for char in INVISIBLES]
+    + [(hide_in("password", "the password is Tr0ub4dor&3", char), None) for char in INVISIBLES]
+)
+
+
+@pytest.mark.parametrize(("text", "expected"), UNICODE_CASES)
+def test_a_key_or_token_in_disguise_is_redacted(text: str, expected: str | None):
+    out = redact(text)
+    if expected is not None:
+        assert out == expected
+    assert "hunter2" not in out and "Tr0ub4dor" not in out and MARKER in out
+    assert redact(out) == out and contains_secret(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "café — “quoted” … résumé naïve",
+        "日本語のテキスト、ｔｏｋｅｎ数を数える",  # full-width, but no key=value
+        "ｐａｓｓ　ｔｈｅ　ｓａｌｔ",  # full-width prose
+        "the ｐａｓｓｗｏｒｄ is ｉｎｃｏｒｒｅｃｔ",
+        "zero\u200bwidth\u200dtext\ufeff",
+        "emoji 🎉 and e\u0301 combining",
+    ],
+)
+def test_text_beyond_ascii_without_a_secret_is_kept(text: str):
+    assert redact(text) == text and not contains_secret(text)
+
+
+def test_a_key_in_disguise_names_a_secret_in_a_mapping():
+    value = {"ｐａｓｓｗｏｒｄ": "x", "pass\u200bword": "y", "café": "z"}
+    assert redact_value(value) == {"ｐａｓｓｗｏｒｄ": R, "pass\u200bword": R, "café": "z"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret", "text"), CORPUS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CORPUS)]
+)
+def test_every_credential_of_the_corpus_is_redacted_in_full_width(
+    kind: str, secret: str, text: str
+):
+    out = redact(full_width(text))
+    assert leaked(secret, out) == [], f"{kind}: {out!r}"
+    assert redact(out) == out
+
+
+def test_ascii_text_never_imports_unicodedata() -> None:
+    code = (
+        "import sys\n"
+        "from cortex.core import redaction as r\n"
+        "r.redact('db password=hunter2, the token is abc123def456 ' + 'x' * 300)\n"
+        "before = 'unicodedata' in sys.modules\n"
+        "r.redact('ｐａｓｓｗｏｒｄ＝ｘ')\n"
+        "print(before, 'unicodedata' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
+
+
+# Fuzz: the invariants, on text built from the pieces secrets are made of, disguised or not.
+DISGUISES = st.sampled_from(
+    [full_width, lambda t: t, *(lambda t, c=c: c.join(t) for c in "\u200b\ufeff")]
+)
+WORDS = (
+    "the a password passwd pass token secret api key is was to for now set stored required "
+    "expired incorrect cache vault in it hashed short auto generated".split()
+)
+
+
+@given(st.lists(st.sampled_from(WORDS), max_size=12), st.sampled_from([" ", ", ", ". ", "; "]))
+def test_prose_without_digits_or_symbols_is_never_changed(words: list[str], glue: str):
+    text = glue.join(words)
+    assert redact(text) == text
+
+
+@given(st.sampled_from(CORPUS), DISGUISES, st.text(max_size=20), st.text(max_size=20))
+def test_a_corpus_secret_in_any_disguise_and_any_company_is_redacted(
+    item: tuple[str, str, str], disguise, before: str, after: str
+):
+    kind, secret, text = item
+    out = redact(f"{before} {disguise(text)} {after}")
+    assert leaked(secret, out) == [], f"{kind}: {out!r}"
+    assert redact(out) == out

@@ -349,7 +349,59 @@ def _fold(text: str) -> str:
     return text.replace("\u0130", "i").lower()
 
 
+_INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+"""Format characters that show nothing (zero-width spaces and joiners, word joiner, byte order
+mark, soft hyphen, direction marks): one inside ``pass\u200bword`` hides the key from a rule."""
+
+
+def _unveiled(text: str) -> tuple[str, list[int]] | None:
+    """``text`` as the rules should see it when it hides something from them, else ``None``:
+    invisible format characters dropped and every other character NFKC-folded (full-width
+    ``ｐａｓｓｗｏｒｄ`` is ``password``), with the index in ``text`` of each character of the
+    result, so that a span found there maps back. ASCII text returns at once (``isascii`` is
+    O(1)); ``unicodedata`` is imported only for text that is not."""
+    if text.isascii():
+        return None
+    from unicodedata import is_normalized, normalize
+
+    invisible = _compiled(f"[{_INVISIBLE}]")
+    if invisible.search(text) is None and is_normalized("NFKC", text):
+        return None
+    pieces: list[str] = []
+    index: list[int] = []
+    pos = 0
+    for run in _compiled(r"[^\x00-\x7f]+").finditer(text):
+        start, end = run.span()
+        pieces.append(text[pos:start])
+        index.extend(range(pos, start))
+        if invisible.search(run.group()) is None and is_normalized("NFKC", run.group()):
+            pieces.append(run.group())
+            index.extend(range(start, end))
+        else:
+            for at in range(start, end):
+                char = "" if invisible.match(text, at) else normalize("NFKC", text[at])
+                pieces.append(char)
+                index.extend([at] * len(char))
+        pos = end
+    pieces.append(text[pos:])
+    index.extend(range(pos, len(text)))
+    plain = "".join(pieces)
+    return None if plain == text else (plain, index)
+
+
 def _spans(text: str) -> list[tuple[int, int]]:
+    """Every secret's span in ``text``, found in ``text`` as it is and, when it hides something
+    from the rules (``_unveiled``), in what it shows."""
+    spans = _rule_spans(text)
+    unveiled = _unveiled(text)
+    if unveiled is not None:
+        plain, index = unveiled
+        if not _no_rule_matches(plain):
+            spans.extend((index[s], index[e - 1] + 1) for s, e in _rule_spans(plain) if e > s)
+    return spans
+
+
+def _rule_spans(text: str) -> list[tuple[int, int]]:
     original, short, folded_rules, any_guard = _rules()
     spans = list(_pem_spans(text))
     # Every provider token and random run is 20+ characters without white space: text with
@@ -411,8 +463,17 @@ def _redact_short(text: str) -> str:
 
 
 def _quiet(text: str) -> bool:
-    """Whether no rule can match ``text``: no ``://``, no guard of the case-insensitive rules
-    (the PEM tail holds one, ``key``) and no piece of 20+ characters without white space
+    """Whether no rule can match ``text``, as it is or as it shows (``_unveiled``: ASCII text
+    is not looked at twice)."""
+    if not _no_rule_matches(text):
+        return False
+    unveiled = _unveiled(text)
+    return unveiled is None or _no_rule_matches(unveiled[0])
+
+
+def _no_rule_matches(text: str) -> bool:
+    """Whether no rule can match ``text`` as it is: no ``://``, no guard of the case-insensitive
+    rules (the PEM tail holds one, ``key``) and no piece of 20+ characters without white space
     (every provider token, and random runs, are longer). Most text is quiet, and this one scan
     of each kind costs about half of running ``_spans`` to find nothing."""
     if "://" in text:
@@ -501,5 +562,7 @@ def _secret_key_pattern() -> re.Pattern[str]:
 def _secret_key_name(key: str) -> bool:
     """Whether a mapping key names a secret (``password``, ``api_key``, ``GITHUB_TOKEN``...).
 
-    Kept per key: payloads repeat a few names (a restore's metrics events, every start)."""
-    return _secret_key_pattern().search(key) is not None
+    Kept per key: payloads repeat a few names (a restore's metrics events, every start). A
+    key that hides its name (``ｐａｓｓｗｏｒｄ``, ``pass\u200bword``) is read as it shows."""
+    unveiled = _unveiled(key)
+    return _secret_key_pattern().search(key if unveiled is None else unveiled[0]) is not None
