@@ -126,12 +126,14 @@ _KEY_STEMS = (
     "bearer",
     "private[_-]?key",
     "access[_-]?key",
-    "(?:encryption|signing|master)[_-]?key",
     "credentials?",
 )
 # ``pass`` alone is a word of prose ("first pass: parse it"), a key only as ``pass=``, a
-# quoted ``"pass":``, or the end of a longer name (``DB_PASS``, ``smtp-pass``).
-_PASS_KEY = r"(?:(?<=[_-])pass|(?<![a-z0-9])pass(?=[\"']?[ \t]*=)|(?<=[\"'])pass(?=[\"'][ \t]*:))"
+# quoted ``"pass":``, or the end of a longer name (``DB_PASS``, ``smtp-pass``). (Look-behinds
+# after the word, not before it: the pattern's scan for the first letters of its words stays.)
+_PASS_KEY = (
+    r"pass(?:(?<=[_-]pass)|(?<![a-z0-9]pass)(?=[\"']?[ \t]*=)|(?<=[\"']pass)(?=[\"'][ \t]*:))"
+)
 _FLAG_NAMES = r"(?:[a-z]+-)*(?:password|passwd|pass|token|secret|api-?key|credentials?|cookie)"
 _FLAG_VALUE = r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|(?![-\[])[^\s\"']+)"
 _KEY_MATERIAL = r"(?P<s>(?=[a-z0-9+/_-]*\d)(?=[a-z0-9+/_-]*[a-z])[a-z0-9+/_-]{16,}={0,2})"
@@ -166,26 +168,34 @@ _FOLDED = (
         rf"[\"']?[ \t]*[:=][ \t]*[\"']?{_KEY_MATERIAL}",
     ),
 )
-# Prose that states a secret ("the password is hunter2!x9", "passwd Tr0ub4dor&3", YAML's
-# ``pass: ...``): the value counts only when it looks like one (``_looks_secret``).
-_PROSE_KEYS = r"(?<![a-z0-9])(?:password|passwd|passphrase|passcode|secret|token|api[ _-]?key)s?"
+# Prose that states a secret ("the password for root is: hunter2!x9", "passwd Tr0ub4dor&3",
+# YAML's ``pass: ...``): (guard, pattern), the value counting only when it looks like one
+# (``_looks_secret``). Each pattern starts with its word, which ``re`` then finds by a fast
+# literal search (a look-behind first, or an alternation of words, is tried at every
+# position, several times slower); that no letter or digit comes before it is checked after.
 _PROSE_VALUE = (
-    r"(?![\"'`]?\[redacted\])"
+    r"[ \t]*(?![\"'`]?\[redacted\])"
     r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s\"'`][^\s\"`]*)"
 )
-_PROSE = (
-    ("pass", "secret", "token", "key"),
-    rf"(?:{_PROSE_KEYS}(?:[ \t]+for[ \t]+[^\s]+)?[ \t]+(?:is|was|are|were)"
+_PROSE_IS = (
+    r"s?(?:[ \t]+for[ \t]+[^\s]+)?[ \t]+(?:is|was|are|were)"
     r"(?:[ \t]+(?:now|still|set[ \t]+to|changed[ \t]+to))?[ \t]*:?"
-    r"|(?<![a-z0-9])pass(?:word|wd|phrase|code)[ \t]+(?:to(?=[ \t]))?"
-    r"|(?<![a-z0-9_-])pass[ \t]*:)"
-    rf"[ \t]*{_PROSE_VALUE}",
+)
+_PROSE = (
+    (
+        "pass",
+        rf"pass(?:(?:word|wd|phrase|code)(?:{_PROSE_IS}|[ \t]+(?:to(?=[ \t]))?)|[ \t]*:)"
+        + _PROSE_VALUE,
+    ),
+    ("secret", f"secret{_PROSE_IS}{_PROSE_VALUE}"),
+    ("token", f"token{_PROSE_IS}{_PROSE_VALUE}"),
+    ("api", rf"api[ _-]?key{_PROSE_IS}{_PROSE_VALUE}"),
 )
 _NOT_SECRETS = frozenset(
     # words with digits or inner capitals that name things, not secrets
     "base32 base64 sha1 sha256 sha384 sha512 md5 utf8 utf16 oauth2 x509 pkcs1 pkcs8 pkcs12 "
     "aes128 aes256 hs256 hs512 rs256 rs512 es256 ed25519 argon2 argon2id bcrypt2 p256 e2e "
-    "v1 v2 v3 v4 2fa github gitlab bitbucket postgresql mysql mongodb javascript typescript "
+    "v1 v2 v3 v4 2fa oauth github gitlab bitbucket postgresql mysql mongodb javascript typescript "
     "graphql fastapi nodejs openai keepass lastpass 1password iphone macos ios devops "
     "dockerhub youtube linkedin paypal".split()
 )
@@ -211,12 +221,12 @@ def _rules() -> tuple[
     ]
     original += _GUARDED
     stems = "|".join(_KEY_STEMS)
-    key_values = rf"(?:(?:{stems}){_KEY_SUFFIX}|{_PASS_KEY}){_SEPARATOR}{_VALUE}"
+    key_values = rf"(?:{stems}|{_PASS_KEY}){_KEY_SUFFIX}{_SEPARATOR}{_VALUE}"
     folded = [(guards, pattern or key_values) for guards, pattern in _FOLDED]
     short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
     # Longest first (an alternation takes the first that matches), ties by text: the same
     # pattern text in every process, so that its compiled program is found in the cache.
-    every = {guard for guards, _ in (*_FOLDED, _PROSE) for guard in guards}
+    every = {guard for guards, _ in _FOLDED for guard in guards}  # (prose's: pass ... key)
     literals = sorted(every, key=lambda guard: (-len(guard), guard))
     any_guard = re.compile("|".join(map(re.escape, literals)))
     return tuple(original), short, tuple(folded), any_guard
@@ -306,16 +316,18 @@ def _random_run_spans(text: str) -> Iterator[tuple[int, int]]:
 def _prose_spans(text: str, folded: str) -> Iterator[tuple[int, int]]:
     """The values that prose states for a secret (matched on ``folded``), when ``text`` there
     looks like a secret: a word of prose after "the password is" is not one."""
-    guards, rule = _PROSE
-    if not any(guard in folded for guard in guards):
-        return
-    for start, end in _group_spans(rule, folded):
-        if folded[start] == "`" and end - start >= 2 and folded[end - 1] == "`":
-            start, end = start + 1, end - 1
-        value = text[start:end]
-        kept = value.rstrip(".,;:)]}>")
-        if _looks_secret(kept):
-            yield start, start + len(kept)
+    for guard, rule in _PROSE:
+        if guard not in folded:
+            continue
+        for match in _compiled(rule).finditer(folded):
+            if match.start() and folded[match.start() - 1].isalnum():
+                continue  # "compass: ...", "bypassword"
+            start, end = match.span("s")
+            if end - start >= 2 and folded[start] in "\"'`" and folded[end - 1] == folded[start]:
+                start, end = start + 1, end - 1
+            kept = text[start:end].rstrip(".,;:)]}>")
+            if _looks_secret(kept):
+                yield start, start + len(kept)
 
 
 def _looks_secret(value: str) -> bool:
@@ -323,8 +335,8 @@ def _looks_secret(value: str) -> bool:
     with a digit, a symbol or an inner capital (``hunter2!x9``, ``Tr0ub4dor&3``), and not a
     reference to one (``$DB_PASS``, ``~/.pgpass``, ``settings.PASSWORD``, a URL or an address),
     a hyphenated word (``auto-generated``, ``base64-encoded``) or a name (``GitHub``)."""
-    if len(value) < 6 or value[0] in "$%/~<{([\\" or value.startswith("./"):
-        return False
+    if len(value) < 6 or _is_word(value) or value[0] in "$%/~<{([\\" or value.startswith("./"):
+        return False  # (most prose: one word)
     if "://" in value or _compiled(r"[^@\s]+@[\w-]+(?:\.[\w-]+)+").fullmatch(value):
         return False
     if value.endswith(("'s", "’s")):
@@ -333,13 +345,11 @@ def _looks_secret(value: str) -> bool:
 
 
 def _is_word(piece: str) -> bool:
-    """A piece of a value that reads as a word or a name: letters without an inner capital,
-    or a known name with digits or capitals."""
-    if not piece or piece.lower() in _NOT_SECRETS:
+    """A piece of a value that reads as a word or a name: letters in lower case, upper case
+    or capitalized, or a known name with digits or inner capitals."""
+    if piece.isalpha() and (piece.islower() or piece.isupper() or piece.istitle()):
         return True
-    return piece.isalpha() and not any(
-        a.islower() and b.isupper() for a, b in zip(piece, piece[1:], strict=False)
-    )
+    return not piece or piece.lower() in _NOT_SECRETS
 
 
 def _fold(text: str) -> str:
@@ -354,39 +364,53 @@ _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u
 mark, soft hyphen, direction marks): one inside ``pass\u200bword`` hides the key from a rule."""
 
 
-def _unveiled(text: str) -> tuple[str, list[int]] | None:
+class _Shown(dict[int, str]):
+    """What the rules see for each character (a ``str.translate`` table, by code point, filled
+    as characters come): nothing for an invisible one, else its NFKC form. At most 65,536
+    entries are kept, so that text made of every code point cannot grow it without bound."""
+
+    def __missing__(self, code: int) -> str:
+        from unicodedata import normalize
+
+        char = chr(code)
+        shown = "" if _compiled(f"[{_INVISIBLE}]").match(char) else normalize("NFKC", char)
+        if len(self) < 65536:
+            self[code] = shown
+        return shown
+
+
+_SHOWN = _Shown()
+
+
+def _unveiled(text: str) -> tuple[str, list[int] | None] | None:
     """``text`` as the rules should see it when it hides something from them, else ``None``:
     invisible format characters dropped and every other character NFKC-folded (full-width
     ``ｐａｓｓｗｏｒｄ`` is ``password``), with the index in ``text`` of each character of the
-    result, so that a span found there maps back. ASCII text returns at once (``isascii`` is
-    O(1)); ``unicodedata`` is imported only for text that is not."""
+    result (``None`` when it is the same place: every character folded to one), so that a
+    span found there maps back. ASCII text returns at once (``isascii`` is O(1));
+    ``unicodedata`` is imported only for text that is not."""
     if text.isascii():
         return None
-    from unicodedata import is_normalized, normalize
+    from unicodedata import is_normalized
 
-    invisible = _compiled(f"[{_INVISIBLE}]")
-    if invisible.search(text) is None and is_normalized("NFKC", text):
+    invisible = _compiled(f"[{_INVISIBLE}]").search(text) is not None
+    if not invisible and is_normalized("NFKC", text):
         return None
-    pieces: list[str] = []
+    plain = text.translate(_SHOWN)
+    if plain == text:
+        return None
+    if not invisible and len(plain) == len(text):  # NFKC never folds a character to nothing
+        return plain, None
     index: list[int] = []
     pos = 0
     for run in _compiled(r"[^\x00-\x7f]+").finditer(text):
         start, end = run.span()
-        pieces.append(text[pos:start])
         index.extend(range(pos, start))
-        if invisible.search(run.group()) is None and is_normalized("NFKC", run.group()):
-            pieces.append(run.group())
-            index.extend(range(start, end))
-        else:
-            for at in range(start, end):
-                char = "" if invisible.match(text, at) else normalize("NFKC", text[at])
-                pieces.append(char)
-                index.extend([at] * len(char))
+        for at in range(start, end):
+            index.extend([at] * len(_SHOWN[ord(text[at])]))
         pos = end
-    pieces.append(text[pos:])
     index.extend(range(pos, len(text)))
-    plain = "".join(pieces)
-    return None if plain == text else (plain, index)
+    return plain, index
 
 
 def _spans(text: str) -> list[tuple[int, int]]:
@@ -396,7 +420,11 @@ def _spans(text: str) -> list[tuple[int, int]]:
     unveiled = _unveiled(text)
     if unveiled is not None:
         plain, index = unveiled
-        if not _no_rule_matches(plain):
+        if _no_rule_matches(plain):
+            pass
+        elif index is None:
+            spans.extend(_rule_spans(plain))
+        else:
             spans.extend((index[s], index[e - 1] + 1) for s, e in _rule_spans(plain) if e > s)
     return spans
 
