@@ -115,7 +115,7 @@ _GUARDED = (
 # Case-insensitive rules, matched on a lowercased copy: (guard literals, pattern).
 _VALUE = r"(?![\"']?\[redacted\])(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;)}\]]+)"
 _SEPARATOR = r"[\"']?[ \t]*[:=][ \t]*"
-_KEY_SUFFIX = r"(?:[_-]?(?:access[_-])?key|[_-]token)?"
+_KEY_SUFFIX = r"(?:[_-](?:access[_-])?key|[_-]token|key)?"
 _KEY_STEMS = (
     "pass(?:word|wd|phrase|code)",
     "pwd",
@@ -170,7 +170,7 @@ _FOLDED = (
 )
 # Prose that states a secret ("the password for root is: hunter2!x9", "passwd Tr0ub4dor&3",
 # YAML's ``pass: ...``): (guard, pattern), the value counting only when it looks like one
-# (``_looks_secret``). Each pattern starts with its word, which ``re`` then finds by a fast
+# (``_looks_secret``). Each pattern starts with its guard word, which ``re`` then finds by a
 # literal search (a look-behind first, or an alternation of words, is tried at every
 # position, several times slower); that no letter or digit comes before it is checked after.
 _PROSE_VALUE = (
@@ -364,22 +364,28 @@ _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u
 mark, soft hyphen, direction marks): one inside ``pass\u200bword`` hides the key from a rule."""
 
 
-class _Shown(dict[int, str]):
-    """What the rules see for each character (a ``str.translate`` table, by code point, filled
-    as characters come): nothing for an invisible one, else its NFKC form. At most 65,536
-    entries are kept, so that text made of every code point cannot grow it without bound."""
-
-    def __missing__(self, code: int) -> str:
-        from unicodedata import normalize
-
-        char = chr(code)
-        shown = "" if _compiled(f"[{_INVISIBLE}]").match(char) else normalize("NFKC", char)
-        if len(self) < 65536:
-            self[code] = shown
-        return shown
+@cache
+def _shown() -> dict[int, str]:
+    """What the rules see for each character, by code point (``str.translate``'s table): every
+    ASCII character itself, then each other one as texts bring it (``_shown_for``)."""
+    return {code: chr(code) for code in range(128)}
 
 
-_SHOWN = _Shown()
+def _shown_for(text: str) -> dict[int, str]:
+    """A table (``_shown``) that holds every character of ``text``: invisible format
+    characters map to nothing, every other one to its NFKC form. Each is folded once per
+    process; the shared table keeps at most 65,536 (text made of every code point gets a table
+    of its own), so that input cannot grow it without bound."""
+    from unicodedata import normalize
+
+    table = _shown()
+    new = [char for char in set(text) if ord(char) not in table]
+    if len(table) + len(new) > 65536:
+        table = dict(table)
+    invisible = _compiled(f"[{_INVISIBLE}]")
+    for char in new:
+        table[ord(char)] = "" if invisible.match(char) else normalize("NFKC", char)
+    return table
 
 
 def _unveiled(text: str) -> tuple[str, list[int] | None] | None:
@@ -396,7 +402,8 @@ def _unveiled(text: str) -> tuple[str, list[int] | None] | None:
     invisible = _compiled(f"[{_INVISIBLE}]").search(text) is not None
     if not invisible and is_normalized("NFKC", text):
         return None
-    plain = text.translate(_SHOWN)
+    table = _shown_for(text)
+    plain = text.translate(table)
     if plain == text:
         return None
     if not invisible and len(plain) == len(text):  # NFKC never folds a character to nothing
@@ -407,7 +414,7 @@ def _unveiled(text: str) -> tuple[str, list[int] | None] | None:
         start, end = run.span()
         index.extend(range(pos, start))
         for at in range(start, end):
-            index.extend([at] * len(_SHOWN[ord(text[at])]))
+            index.extend([at] * len(table[ord(text[at])]))
         pos = end
     index.extend(range(pos, len(text)))
     return plain, index
