@@ -2,12 +2,24 @@
 
 What is recognised:
 
-- ``key=value`` and ``key: value`` for secret-sounding keys (passwords, secrets, tokens, API
-  keys, credentials, ``Authorization`` headers); the key is kept (``api_key=[REDACTED]``),
-  the separator must be on the same line, a quoted value is replaced inside its quotes. Any
+- ``key=value`` and ``key: value`` for secret-sounding keys (``password``, ``passwd``,
+  ``pwd``, ``passphrase``, ``passcode``, secrets, tokens, API keys, private and access keys,
+  credentials, ``Authorization`` headers, inside longer names too: ``DB_PASSWORD``,
+  ``MYSQL_PWD``, ``client_secret``, ``refresh_token``, ``secretKey``); the key is kept
+  (``api_key=[REDACTED]``), the separator must be on the same line, a quoted value is
+  replaced inside its quotes. ``pass`` alone is a key only as ``pass=``, a quoted
+  ``"pass":`` or the end of a name (``DB_PASS``), never inside a word (``bypass``). Any
   other ``*key``/``*hmac``/``*signature`` name (``SIGNING_KEY``, ``AccountKey``) counts when
   its value looks like key material: 16+ characters of letters, digits and ``+/=_-`` with
   both letters and digits.
+- Prose that states a secret: "the password is X", "my token was X", "password for root is:
+  X", "changed the password to X", "passwd X", YAML's ``pass: X``. X is redacted only when
+  it looks like one (``_looks_secret``): 6+ characters with a digit, a symbol or an inner
+  capital (``hunter2!x9``, ``Tr0ub4dor&3``, ``hunterTwo``), and not a reference to one
+  (``$DB_PASS``, ``~/.pgpass``, ``settings.PASSWORD``, ``get_password()``, a URL or an
+  e-mail address), hyphenated words (``auto-generated``, ``base64-encoded``) or a name
+  (``GitHub``, ``SHA256``). "The password is required", "the token is expired" and "the
+  secret is to cache it" are kept; so is a passphrase of plain words.
 - ``Cookie:`` and ``Set-Cookie:`` headers: their ``name=value`` pairs, whole.
 - Command lines: ``--password VALUE`` (and ``--token``, ``--secret``, ``--api-key``,
   ``--cookie``...),
@@ -22,6 +34,14 @@ What is recognised:
   ``-``/``_`` that also carry the character entropy of random key material (identifiers made
   of words do not).
 
+Disguises: a text beyond ASCII is also read as it shows (``_unveiled``): invisible format
+characters (zero-width space, joiners, word joiner, byte order mark, soft hyphen, direction
+marks) dropped and every other character NFKC-folded, so ``pass\u200bword=x``,
+``ｐａｓｓｗｏｒｄ＝ｘ`` and mathematical or ligature letters are ``password=x``. Every rule
+runs on that copy too, and a span found there is mapped back to the characters it came
+from: the stored text keeps its own characters everywhere else
+(``ｐａｓｓｗｏｒｄ＝[REDACTED]``).
+
 How it stays fast: most text holds no secret, and a text with none of the rules' guard
 literals and no long unbroken piece is returned after one scan of each kind (``_quiet``);
 otherwise every rule is guarded by a literal that must occur in the text
@@ -29,7 +49,9 @@ otherwise every rule is guarded by a literal that must occur in the text
 patterns are compiled on first use, not at import, and a short text's result is kept. Case-
 insensitive rules run on a lowercased copy of the same length, each rule reports the
 secret's span, and the spans are merged and replaced once. ``redact`` repeats until nothing
-changes (a few passes), so it is idempotent.
+changes (a few passes), so it is idempotent. ASCII text is never folded (``str.isascii`` is
+O(1)), and ``unicodedata`` is imported only for text that is not ASCII; text whose NFKC form
+is itself and that holds no invisible character is not copied either.
 """
 
 from __future__ import annotations
