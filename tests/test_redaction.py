@@ -553,3 +553,46 @@ def test_the_table_of_folded_characters_stays_bounded():
     assert redact("token=" + every) == "token=" + R
     assert redact("ｔｏｋｅｎ " + every) == "ｔｏｋｅｎ " + every
     assert 128 < len(_shown()) <= 65_536
+
+
+def test_the_folding_class_is_every_character_nfkc_turns_to_ascii():
+    """``_FOLDS_TO_ASCII`` is data taken from ``unicodedata``; this recomputes it (a newer
+    Unicode may add characters: the failure lists them)."""
+    import unicodedata
+
+    from cortex.core.redaction import _folds
+
+    leaders = {"\u2024", "\u2025", "\u2026"}  # one, two and three dots: prose's, left alone
+    missing, extra = [], []
+    for code in range(0x80, 0x110000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or char in leaders:
+            continue
+        shown = unicodedata.normalize("NFKC", char)
+        folds = shown != char and any(c.isascii() for c in shown)
+        if folds and not _folds(char):
+            missing.append(f"0x{code:X}")
+        elif not folds and code not in INVISIBLE_CODES and _folds(char):
+            extra.append(f"0x{code:X}")
+    assert (missing, extra) == ([], [])
+
+
+INVISIBLE_CODES = {0xAD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F)} | {
+    *range(0x2060, 0x2065),
+    *range(0x2066, 0x206A),
+    0xFEFF,
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "imported"), [("café — “quoted” … résumé 🎉", False), ("naïve, ½ not: 中文", True)]
+)
+def test_text_that_shows_as_it_is_costs_no_import(text: str, imported: bool) -> None:
+    code = (
+        "import sys\n"
+        "from cortex.core import redaction as r\n"
+        f"out = r.redact({text!r} + ' token is expired' + 'x' * 300)\n"
+        "print('unicodedata' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(imported)]  # ½ folds to 1⁄2: it is looked at

@@ -36,7 +36,7 @@ What is recognised:
 
 Disguises: a text beyond ASCII is also read as it shows (``_unveiled``): invisible format
 characters (zero-width space, joiners, word joiner, byte order mark, soft hyphen, direction
-marks) dropped and every other character NFKC-folded, so ``pass\u200bword=x``,
+marks) dropped and every character that NFKC folds to ASCII folded, so ``pass\u200bword=x``,
 ``ｐａｓｓｗｏｒｄ＝ｘ`` and mathematical or ligature letters are ``password=x``. Every rule
 runs on that copy too, and a span found there is mapped back to the characters it came
 from: the stored text keeps its own characters everywhere else
@@ -50,8 +50,8 @@ patterns are compiled on first use, not at import, and a short text's result is 
 insensitive rules run on a lowercased copy of the same length, each rule reports the
 secret's span, and the spans are merged and replaced once. ``redact`` repeats until nothing
 changes (a few passes), so it is idempotent. ASCII text is never folded (``str.isascii`` is
-O(1)), and ``unicodedata`` is imported only for text that is not ASCII; text whose NFKC form
-is itself and that holds no invisible character is not copied either.
+O(1)); other text is folded only when one scan finds a character that shows other than it is
+(``_folds``), and only then is ``unicodedata`` imported.
 """
 
 from __future__ import annotations
@@ -384,6 +384,59 @@ def _fold(text: str) -> str:
 _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
 """Format characters that show nothing (zero-width spaces and joiners, word joiner, byte order
 mark, soft hyphen, direction marks): one inside ``pass\u200bword`` hides the key from a rule."""
+_FOLDS_TO_ASCII = (
+    "0xA0 0xA8 0xAA 0xAF 0xB2-0xB4 0xB8-0xBA 0xBC-0xBE 0x132-0x133 0x13F-0x140 0x149 0x17F "
+    "0x1C4-0x1CC 0x1F1-0x1F3 0x2B0 0x2B2-0x2B3 0x2B7-0x2B8 0x2D8-0x2DD 0x2E1-0x2E3 0x37A 0x37E "
+    "0x384-0x385 0x1D2C 0x1D2E 0x1D30-0x1D31 0x1D33-0x1D3A 0x1D3C 0x1D3E-0x1D43 0x1D47-0x1D49 "
+    "0x1D4D 0x1D4F-0x1D50 0x1D52 0x1D56-0x1D58 0x1D5B 0x1D62-0x1D65 0x1D9C 0x1DA0 0x1DBB "
+    "0x1E9A 0x1FBD 0x1FBF-0x1FC1 0x1FCD-0x1FCF 0x1FDD-0x1FDF 0x1FED-0x1FEF 0x1FFD-0x1FFE "
+    "0x2000-0x200A 0x2017 0x202F 0x203C 0x203E 0x2047-0x2049 0x205F 0x2070-0x2071 "
+    "0x2074-0x207A 0x207C-0x208A 0x208C-0x208E 0x2090-0x2093 0x2095-0x209C 0x20A8 "
+    "0x2100-0x2103 0x2105-0x2106 0x2109-0x210E 0x2110-0x2113 0x2115-0x2116 0x2119-0x211D "
+    "0x2120-0x2122 0x2124 0x2128 0x212A 0x212C-0x212D 0x212F-0x2131 0x2133-0x2134 0x2139 "
+    "0x213B 0x2145-0x2149 0x2150-0x217F 0x2189 0x2460-0x24EA 0x2A74-0x2A76 0x2C7C-0x2C7D "
+    "0x3000 0x309B-0x309C 0x3200-0x321E 0x3220-0x3243 0x3250-0x325F 0x32B1-0x32CF "
+    "0x3358-0x337A 0x3380-0x33FF 0xA7F2-0xA7F4 0xFB00-0xFB06 0xFB29 0xFC5E-0xFC63 "
+    "0xFDFA-0xFDFB 0xFE10 0xFE13-0xFE16 0xFE19 0xFE30 0xFE33-0xFE38 0xFE47-0xFE50 0xFE52 "
+    "0xFE54-0xFE57 0xFE59-0xFE5C 0xFE5F-0xFE66 0xFE68-0xFE6B 0xFE70 0xFE72 0xFE74 0xFE76 "
+    "0xFE78 0xFE7A 0xFE7C 0xFE7E 0xFF01-0xFF5E 0xFFE3 0x107A5 0x1D400-0x1D454 0x1D456-0x1D49C "
+    "0x1D49E-0x1D49F 0x1D4A2 0x1D4A5-0x1D4A6 0x1D4A9-0x1D4AC 0x1D4AE-0x1D4B9 0x1D4BB "
+    "0x1D4BD-0x1D4C3 0x1D4C5-0x1D505 0x1D507-0x1D50A 0x1D50D-0x1D514 0x1D516-0x1D51C "
+    "0x1D51E-0x1D539 0x1D53B-0x1D53E 0x1D540-0x1D544 0x1D546 0x1D54A-0x1D550 0x1D552-0x1D6A3 "
+    "0x1D7CE-0x1D7FF 0x1F100-0x1F10A 0x1F110-0x1F12E 0x1F130-0x1F14F 0x1F16A-0x1F16C 0x1F190 "
+    "0x1FBF0-0x1FBF9 "
+)
+"""Every code point whose NFKC form holds an ASCII character (full-width forms, mathematical
+and enclosed letters and digits, ligatures, super- and subscripts, compatibility spaces...),
+but the one-, two- and three-dot leaders (``…`` is common in prose and only dots): the
+characters that can make ASCII a rule reads. Found by running ``unicodedata`` over every code
+point (a test does it again), kept here so that the check costs no import."""
+
+
+@cache
+def _folding() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """One character that shows other than it is: (an invisible one or one of
+    ``_FOLDS_TO_ASCII`` below U+10000, one of those above). Two regular expressions' classes:
+    ``re`` scans the first at C speed (a bitmap), while the second is a list of ranges that
+    each character would be held against, so it is only asked about characters above U+FFFF
+    (``_folds``)."""
+    low: list[str] = []
+    high: list[str] = []
+    for item in _FOLDS_TO_ASCII.split():
+        first, _, last = item.partition("-")
+        (low if int(first, 16) < 0x10000 else high).append(
+            chr(int(first, 16)) + (f"-{chr(int(last, 16))}" if last else "")
+        )
+    return _compiled(f"[{_INVISIBLE}{''.join(low)}]"), _compiled(f"[{''.join(high)}]")
+
+
+def _folds(text: str) -> bool:
+    """Whether ``text`` holds a character that shows other than it is (``_folding``)."""
+    low, high = _folding()
+    if low.search(text) is not None:
+        return True
+    astral = _compiled("[\U00010000-\U0010ffff]")  # emoji, mostly
+    return any(high.match(char) for char in astral.findall(text))
 
 
 @cache
@@ -394,10 +447,10 @@ def _shown() -> dict[int, str]:
 
 
 def _shown_for(text: str) -> dict[int, str]:
-    """A table (``_shown``) that holds every character of ``text``: invisible format
-    characters map to nothing, every other one to its NFKC form. Each is folded once per
-    process; the shared table keeps at most 65,536 (text made of every code point gets a table
-    of its own), so that input cannot grow it without bound."""
+    """A table (``_shown``) that holds every character of ``text``: an invisible character maps
+    to nothing, one that folds to ASCII (``_folding``) to its NFKC form, any other to itself.
+    Each is looked at once per process; the shared table keeps at most 65,536 (text made of
+    every code point gets a table of its own), so that input cannot grow it without bound."""
     from unicodedata import normalize
 
     table = _shown()
@@ -406,29 +459,25 @@ def _shown_for(text: str) -> dict[int, str]:
         table = dict(table)
     invisible = _compiled(f"[{_INVISIBLE}]")
     for char in new:
-        table[ord(char)] = "" if invisible.match(char) else normalize("NFKC", char)
+        if invisible.match(char):
+            table[ord(char)] = ""
+        else:
+            table[ord(char)] = normalize("NFKC", char) if _folds(char) else char
     return table
 
 
 def _unveiled(text: str) -> tuple[str, list[int] | None] | None:
     """``text`` as the rules should see it when it hides something from them, else ``None``:
-    invisible format characters dropped and every other character NFKC-folded (full-width
+    invisible format characters dropped and those that fold to ASCII NFKC-folded (full-width
     ``ｐａｓｓｗｏｒｄ`` is ``password``), with the index in ``text`` of each character of the
     result (``None`` when it is the same place: every character folded to one), so that a
-    span found there maps back. ASCII text returns at once (``isascii`` is O(1));
-    ``unicodedata`` is imported only for text that is not."""
-    if text.isascii():
-        return None
-    from unicodedata import is_normalized
-
-    invisible = _compiled(f"[{_INVISIBLE}]").search(text) is not None
-    if not invisible and is_normalized("NFKC", text):
+    span found there maps back. ASCII text returns at once (``isascii`` is O(1)), other text
+    after one scan (``_folds``); ``unicodedata`` is imported only for text that folds."""
+    if text.isascii() or not _folds(text):
         return None
     table = _shown_for(text)
     plain = text.translate(table)
-    if plain == text:
-        return None
-    if not invisible and len(plain) == len(text):  # NFKC never folds a character to nothing
+    if all(len(table[ord(char)]) == 1 for char in set(text)):
         return plain, None
     index: list[int] = []
     pos = 0
