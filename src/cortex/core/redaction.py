@@ -199,7 +199,7 @@ _PROSE_VALUE = (
     r"[ \t]*(?![\"'`]?\[redacted\])"
     r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s\"'`][^\s\"`]*)"
 )
-_PROSE_IS = (
+_PROSE_IS = (  # "(s) (for root) is (now): ", "was", "are set to"...
     r"s?(?:[ \t]+for[ \t]+[^\s]+)?[ \t]+(?:is|was|are|were)"
     r"(?:[ \t]+(?:now|still|set[ \t]+to|changed[ \t]+to))?[ \t]*:?"
 )
@@ -248,7 +248,7 @@ def _rules() -> tuple[
     short = tuple((guard, pattern) for guard, pattern in original if guard == "://")
     # Longest first (an alternation takes the first that matches), ties by text: the same
     # pattern text in every process, so that its compiled program is found in the cache.
-    every = {guard for guards, _ in _FOLDED for guard in guards}  # (prose's: pass ... key)
+    every = {guard for guards, _ in _FOLDED for guard in guards}  # (and in prose: pass, key...)
     literals = sorted(every, key=lambda guard: (-len(guard), guard))
     any_guard = re.compile("|".join(map(re.escape, literals)))
     return tuple(original), short, tuple(folded), any_guard
@@ -496,14 +496,12 @@ def _spans(text: str) -> list[tuple[int, int]]:
     from the rules (``_unveiled``), in what it shows."""
     spans = _rule_spans(text)
     unveiled = _unveiled(text)
-    if unveiled is not None:
+    if unveiled is not None and not _no_rule_matches(unveiled[0]):
         plain, index = unveiled
-        if _no_rule_matches(plain):
-            pass
-        elif index is None:
-            spans.extend(_rule_spans(plain))
-        else:
-            spans.extend((index[s], index[e - 1] + 1) for s, e in _rule_spans(plain) if e > s)
+        found = _rule_spans(plain)
+        if index is not None:
+            found = [(index[start], index[end - 1] + 1) for start, end in found if end > start]
+        spans.extend(found)
     return spans
 
 
