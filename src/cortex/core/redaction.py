@@ -435,8 +435,8 @@ def _folds(text: str) -> bool:
     low, high = _folding()
     if low.search(text) is not None:
         return True
-    astral = _compiled("[\U00010000-\U0010ffff]")  # emoji, mostly
-    return any(high.match(char) for char in astral.findall(text))
+    astral = "".join(_compiled("[\U00010000-\U0010ffff]").findall(text))  # emoji, mostly
+    return bool(astral) and high.search(astral) is not None
 
 
 @cache
