@@ -8,10 +8,11 @@ odd ones); each process redacts every text ``--calls`` times and reports the CPU
 (``time.process_time``) of each, and of a floor: ``str.lower`` of the same text, a C-speed pass
 over it. The texts are 2-3 KB (longer than the short-text cache's limit, so every call
 redacts): transcript prose with no rule's guard, prose that names passwords and tokens without
-stating one, a configuration file holding secrets, prose beyond ASCII whose NFKC form is itself
-(accents, dashes, curly quotes, emoji), prose with an ellipsis character (NFKC makes it three
-dots, so the text is folded), and a full-width ``ｐａｓｓｗｏｒｄ＝...`` among prose. Medians of
-the rounds, as microseconds and as ratios to the floor.
+stating one, a configuration file holding secrets, prose beyond ASCII that shows as it is
+(accents, dashes, curly quotes, ellipses, emoji), the same kind of prose (naming a token) with
+a no-break space (NFKC makes it a space, so the text is read twice), and a full-width
+``ｐａｓｓｗｏｒｄ＝...`` among prose (read twice, and redacted). Medians of the rounds, as
+microseconds and as ratios to the floor.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ TEXTS = {
         "Café résumé — the “quick” fix didn’t hold; naïve retries 🎉 made it worse, so we "
         "moved the back-off into the client and re-ran the suite. "
     ),
-    "beyond ascii, folded (…)": (
-        "Checked the logs… the token is expired, so the client signs in again… then the "
+    "beyond ascii, folded (no-break space)": (
+        "Checked the logs… the token is expired,\u00a0so the client signs in again… then the "
         "upload resumes where it stopped. "
     ),
     "full-width key": "Notes from the call: ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２ was pasted. ",
