@@ -356,14 +356,15 @@ def _looks_secret(value: str) -> bool:
     """Whether a value that prose gives for a password or token looks like one: 6+ characters
     with a digit, a symbol or an inner capital (``hunter2!x9``, ``Tr0ub4dor&3``), and not a
     reference to one (``$DB_PASS``, ``~/.pgpass``, ``settings.PASSWORD``, a URL or an address),
-    a hyphenated word (``auto-generated``, ``base64-encoded``) or a name (``GitHub``)."""
+    or words joined by punctuation (``auto-generated``, ``base64-encoded``, ``wrong!!``) or a
+    name (``GitHub``)."""
     if len(value) < 6 or _is_word(value) or value[0] in "$%/~<{([\\" or value.startswith("./"):
         return False  # (most prose: one word)
     if "://" in value or _compiled(r"[^@\s]+@[\w-]+(?:\.[\w-]+)+").fullmatch(value):
         return False
     if value.endswith(("'s", "’s")):
         value = value[:-2]
-    return not all(map(_is_word, _compiled(r"[-_.()\[\]{}'\"]+").split(value)))
+    return not all(map(_is_word, _compiled(r"[-_.,;:!?()\[\]{}'\"]+").split(value)))
 
 
 def _is_word(piece: str) -> bool:
