@@ -17,7 +17,7 @@ What is recognised:
   it looks like one (``_looks_secret``): 6+ characters with a digit, a symbol or an inner
   capital (``hunter2!x9``, ``Tr0ub4dor&3``, ``hunterTwo``), and not a reference to one
   (``$DB_PASS``, ``~/.pgpass``, ``settings.PASSWORD``, ``get_password()``, a URL or an
-  e-mail address), hyphenated words (``auto-generated``, ``base64-encoded``) or a name
+  e-mail address), words joined by punctuation (``auto-generated``, ``wrong!!``) or a name
   (``GitHub``, ``SHA256``). "The password is required", "the token is expired" and "the
   secret is to cache it" are kept; so is a passphrase of plain words.
 - ``Cookie:`` and ``Set-Cookie:`` headers: their ``name=value`` pairs, whole.
