@@ -124,3 +124,30 @@ def test_names_and_ids_that_hold_a_credential_are_redacted_or_refused(
         if secret.encode() in path.read_bytes()
     }
     assert leaks == set()
+
+
+def test_a_disguised_or_stated_credential_is_stored_nowhere(services: Services, home: Path) -> None:
+    """Keys hidden by zero-width characters or written in full-width forms, and passwords stated
+    in prose, through every kind of input path: no file under the home holds the secret, as a
+    reader sees it (NFKC-folded, invisible characters dropped)."""
+    import unicodedata
+
+    secret = "Hunter2hunter2"
+    texts = [
+        "ｐａｓｓｗｏｒｄ＝" + "".join(chr(ord(c) + 0xFEE0) for c in secret),
+        f"pass\u200bword={secret}",
+        f"db_pass\ufeffword: {secret}",
+        f"the pass\u2060word is {secret}, keep it",
+        f"my password was {secret}",
+    ]
+    services.sessions.on_session_start("sec", project="radio")
+    for index, text in enumerate(texts * 6):
+        _through_the_services(services, home, index, text)
+    services.sessions.on_session_end("sec")
+    leaks = []
+    for path in home.rglob("*"):
+        if path.is_file():
+            shown = unicodedata.normalize("NFKC", path.read_bytes().decode("utf-8", "replace"))
+            if secret in "".join(c for c in shown if c not in "\u200b\ufeff\u2060"):
+                leaks.append(path.relative_to(home).as_posix())
+    assert leaks == []
