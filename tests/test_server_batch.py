@@ -295,7 +295,6 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
 ) -> None:
     def split(batches: int) -> tuple[float, float]:
         direct = DirectRoutes(
-            lambda *_: None,  # type: ignore[arg-type,return-value]
             host=host,
             limiter=RateLimiter(1, 1),
             render=lambda *_: None,  # type: ignore[arg-type,return-value]

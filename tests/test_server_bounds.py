@@ -192,7 +192,6 @@ def served_batcher(host: ServiceHost) -> TurnBatcher:
     """The batcher of a server over ``host`` with one batch slot (``--turn-batches 1``), with
     the share of the pool it writes the turns a batch leaves in."""
     direct = DirectRoutes(
-        lambda *_: None,  # type: ignore[arg-type,return-value]
         host=host,
         limiter=RateLimiter(10_000, 10_000),
         render=lambda *_: None,  # type: ignore[arg-type,return-value]
@@ -319,8 +318,7 @@ def built(number: ServerNumber[int] | ServerNumber[float], app: Any) -> float:
     host, limiter = app.state.host, app.state.limiter
     found = {POOL: host.pool_size, RATE: limiter.rate, BURST: limiter.burst}
     found[LOCK_TIMEOUT] = host.lock_timeout
-    routes = [m.kwargs for m in app.user_middleware if "turn_batches" in m.kwargs]
-    found[TURN_BATCHES] = routes[0]["turn_batches"]
+    found[TURN_BATCHES] = app.direct.turn_batches
     return found[number]  # type: ignore[no-any-return]
 
 
