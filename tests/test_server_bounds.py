@@ -132,7 +132,7 @@ def in_one_batch(
     async def main() -> list[tuple[Outcome, float]]:
         nonlocal batcher
         if batcher is None:
-            batcher = TurnBatcher(host, lambda *_: None, slots=1, threads=ThreadPoolExecutor(1))
+            batcher = TurnBatcher(host, lambda *_: None, slots=1, alone=ThreadPoolExecutor(1))
         began = time.monotonic()
 
         async def send(turn: Turn) -> tuple[Outcome, float]:

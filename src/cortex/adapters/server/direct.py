@@ -126,22 +126,22 @@ class DirectRoutes:
         batches = min(turn_batches, half) if host.postgres else 0
         turns = batches or half
         # Threads of their own rather than anyio's: a call costs one trip through the event
-        # loop, not three (checkpoints, a limiter), on every request of these routes.
-        self._queue = ThreadPoolExecutor(turns, thread_name_prefix="cortex-turns")
+        # loop, not three (checkpoints, a limiter), on every request of these routes. With
+        # group commit, the batches' writer threads are the batcher's own.
         others = max(1, host.pool_size - turns)
         self._others = ThreadPoolExecutor(others, thread_name_prefix="cortex-sessions")
-        self._batches = (
-            TurnBatcher(
+        self._queue: ThreadPoolExecutor | None = None
+        self._batches: TurnBatcher | None = None
+        if batches > 0:
+            self._batches = TurnBatcher(
                 host,
                 lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
                 slots=batches,
-                threads=self._queue,
                 alone=self._others,
                 alone_threads=others,
             )
-            if batches > 0
-            else None
-        )
+        else:
+            self._queue = ThreadPoolExecutor(turns, thread_name_prefix="cortex-turns")
 
     async def serve(
         self, found: Found, scope: Scope, receive: Receive, send: Send, app: ASGIApp, *, front: bool
@@ -189,7 +189,7 @@ class DirectRoutes:
             who = authorize_ahead(self.host, self.limiter, header.decode("latin-1"), route.needed)
             return route.call(*params, parsed, who)
 
-        threads = self._queue if route.queue else self._others
+        threads = self._queue if route.queue and self._queue is not None else self._others
         return await asyncio.get_running_loop().run_in_executor(threads, work)
 
     async def _turn(
