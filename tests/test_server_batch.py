@@ -22,6 +22,7 @@ from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
+from cortex.adapters.server.threads import Threads  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.tenancy import parse_key  # noqa: E402
 from cortex.errors import (  # noqa: E402
@@ -301,8 +302,8 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
             turn_batches=batches,
         )
         if direct._batches is not None:  # the batches' writer threads
-            return direct._batches.slots, direct._others._max_workers  # type: ignore[attr-defined]
-        return direct._queue._max_workers, direct._others._max_workers  # type: ignore[union-attr]
+            return direct._batches.threads.size, direct._others.size
+        return direct._queue.size, direct._others.size  # type: ignore[union-attr]
 
     assert host.pool_size == 4
     assert split(1) == (1, 3)
@@ -324,7 +325,7 @@ def test_a_batch_is_written_by_the_batchers_own_writer_and_outlives_its_event_lo
         seen.append((threading.current_thread().name, len(batcher._tasks)))
         gate.wait(10)
 
-    batcher = TurnBatcher(host, admit, slots=1, alone=ThreadPoolExecutor(1))
+    batcher = TurnBatcher(host, admit, slots=1, alone=Threads(1, "alone"))
 
     async def abandon() -> None:
         turn = Turn(key, sids[0], None, {"text": "kafka"})
@@ -351,7 +352,7 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
         sizes.append(1)
 
     async def main() -> tuple[list[Outcome], list[Outcome]]:
-        batcher = TurnBatcher(host, admit, slots=1, alone=ThreadPoolExecutor(1))
+        batcher = TurnBatcher(host, admit, slots=1, alone=Threads(1, "alone"))
         together = await asyncio.gather(
             *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
         )

@@ -10,7 +10,6 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app
 from cortex.adapters.server.auth import RateLimiter  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
+from cortex.adapters.server.threads import Threads  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.server_numbers import (  # noqa: E402
     BURST,
@@ -132,7 +132,7 @@ def in_one_batch(
     async def main() -> list[tuple[Outcome, float]]:
         nonlocal batcher
         if batcher is None:
-            batcher = TurnBatcher(host, lambda *_: None, slots=1, alone=ThreadPoolExecutor(1))
+            batcher = TurnBatcher(host, lambda *_: None, slots=1, alone=Threads(1, "alone"))
         began = time.monotonic()
 
         async def send(turn: Turn) -> tuple[Outcome, float]:

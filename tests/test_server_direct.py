@@ -49,7 +49,7 @@ def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path
         return {"type": "http", "method": method, "path": path, "headers": headers}
 
     # turns leave half of the pool's connections to starts and ends, which take no more
-    assert (direct._queue._max_workers, direct._others._max_workers) == (3, 3)  # type: ignore[attr-defined]
+    assert (direct._queue.size, direct._others.size) == (3, 3)  # type: ignore[union-attr]
     served = direct.match(scope("/v1/sessions/s-1/turns"))
     assert served is not None and served == (ROUTES[0], ("s-1",))
     assert direct.match(scope("/v1/sessions/start")) == (ROUTES[1], ())

@@ -6,22 +6,19 @@ turns gather, so batches grow with the load and stay single turns when the serve
 Each request still waits for the commit of the transaction that carries it: its batch's, or
 its own for a turn the batch left to capture alone.
 
-A batch goes to a writer thread of the batcher's own through a queue, and comes back with
-one ``call_soon_threadsafe`` that answers its turns and hands on the next batch: no task, no
-executor future and no asyncio future stands between, each of which costs the event loop's
-thread as much again as the hand-over itself (see "The server's CPU per request" in
-docs/benchmarks.md).
+A batch goes to a writer thread of the batcher's own (``threads.Threads``) and comes back
+with one call into the event loop that answers its turns and hands on the next batch: no
+task waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
-import threading
+import functools
 from collections.abc import Coroutine
-from concurrent.futures import Executor
 from typing import Any
 
+from cortex.adapters.server.threads import Threads
 from cortex.services.hosting import ServiceHost
 from cortex.services.turn_batch import Admit, Outcome, Turn, Written, write_batch
 
@@ -29,21 +26,16 @@ MAX_BATCH = 64
 """Most turns in one batch (one transaction); more wait for the next."""
 
 
-Job = tuple[asyncio.AbstractEventLoop, list[tuple[Turn, "asyncio.Future[Outcome]"]]]
-"""A batch for a writer thread: the event loop its turns wait in, and each turn's answer."""
-
-
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
-    writer thread of the batcher's own (``slots`` of them, started with the first turn). The
-    turns a batch leaves to be captured alone (see ``turn_batch``) are captured after it,
-    while the slot writes the next batch, each in a thread of ``alone`` (``alone_threads`` of
-    them): its chains (``Written.chains``) at the same time, so a turn waiting for a session
-    another transaction holds holds up no other turn, and turns of several held sessions wait
-    their bounds side by side rather than one after another. They take at most all but one
-    of ``alone``'s threads, whatever the batches: ``alone`` is the share of the pool session
-    starts and ends take too, and a start (someone waits for its restore) always finds a
-    thread within one lock bound."""
+    writer thread of the batcher's own (``threads``, ``slots`` of them). The turns a batch
+    leaves to be captured alone (see ``turn_batch``) are captured after it, while the slot
+    writes the next batch, each in a thread of ``alone``: its chains (``Written.chains``) at
+    the same time, so a turn waiting for a session another transaction holds holds up no
+    other turn, and turns of several held sessions wait their bounds side by side rather
+    than one after another. They take at most all but one of ``alone``'s threads, whatever
+    the batches: ``alone`` is the share of the pool session starts and ends take too, and a
+    start (someone waits for its restore) always finds a thread within one lock bound."""
 
     def __init__(
         self,
@@ -51,22 +43,20 @@ class TurnBatcher:
         admit: Admit,
         *,
         slots: int,
-        alone: Executor,
-        alone_threads: int = 1,
+        alone: Threads,
     ) -> None:
         self.host = host
         self.admit = admit
         self.slots = slots
         self.alone = alone
-        self.held_at_once = max(1, alone_threads - 1)
+        self.held_at_once = max(1, alone.size - 1)
         """How many turns are captured alone at once (one thread of ``alone`` left over)."""
         self._held = asyncio.Semaphore(self.held_at_once)
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
-        self._writer_threads: list[threading.Thread] = []
+        self.threads = Threads(slots, "cortex-turns")
 
     async def submit(self, turn: Turn) -> Outcome:
         """The outcome of ``turn``, once the transaction that carries it committed."""
@@ -89,41 +79,25 @@ class TurnBatcher:
             self._writers -= 1
             return
         batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-        while len(self._writer_threads) < self.slots:
-            name = f"cortex-turns_{len(self._writer_threads)}"
-            # A daemon: no batch is in flight when the server stops (uvicorn waits for the
-            # requests it holds, and they for their batch); one cut off by a kill rolls back.
-            writer = threading.Thread(target=self._write_batches, name=name, daemon=True)
-            writer.start()
-            self._writer_threads.append(writer)
-        self._jobs.put((loop, batch))
-
-    def _write_batches(self) -> None:
-        """A writer thread: write each batch it is given, then answer it in its event loop."""
-        while True:
-            loop, batch = self._jobs.get()
-            written: Written | Exception
-            try:
-                written = write_batch(self.host, [turn for turn, _ in batch], self.admit)
-            except Exception as exc:  # a bug: never leave a request waiting for ever
-                written = exc
-            try:
-                loop.call_soon_threadsafe(self._written, loop, batch, written)
-            except RuntimeError:  # that loop is closed: nobody waits for these answers
-                pass
+        turns = [turn for turn, _ in batch]
+        write = functools.partial(write_batch, self.host, turns, self.admit)
+        self.threads.call(loop, write, functools.partial(self._written, loop, batch))
 
     def _written(
         self,
         loop: asyncio.AbstractEventLoop,
         batch: list[tuple[Turn, asyncio.Future[Outcome]]],
-        written: Written | Exception,
+        written: Written | None,
+        error: BaseException | None,
     ) -> None:
         """In the event loop: answer the batch's turns, start the capture of those it left
         alone, and hand on the next batch."""
         answers = [answer for _, answer in batch]
         try:
-            if isinstance(written, Exception):
-                _settle(answers, [(i, written) for i in range(len(batch))])
+            if isinstance(error, Exception):  # a bug: never leave a request waiting for ever
+                _settle(answers, [(i, error) for i in range(len(batch))])
+            elif written is None:  # the writer was stopped (SystemExit): the process stops
+                _cancel(answers)
             else:
                 _settle(answers, written.settled())
                 if written.left():
@@ -148,9 +122,7 @@ class TurnBatcher:
         for n, i in enumerate(chain):
             try:
                 async with self._held:
-                    outcome = await asyncio.get_running_loop().run_in_executor(
-                        self.alone, written.alone, i
-                    )
+                    outcome = await self.alone.run(functools.partial(written.alone, i))
             except asyncio.CancelledError:  # the server is stopping
                 _cancel([answers[k] for k in chain[n:]])
                 raise

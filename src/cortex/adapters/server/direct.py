@@ -26,10 +26,8 @@ wait times out).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +41,7 @@ from cortex.adapters.server import sessions
 from cortex.adapters.server.auth import Json, RateLimiter, admit, authorize_ahead, bearer
 from cortex.adapters.server.batching import TurnBatcher
 from cortex.adapters.server.models import ID_PATTERN, EndIn, StartIn, TurnIn
+from cortex.adapters.server.threads import Threads
 from cortex.core.jsontext import compact_encoder
 from cortex.core.tenancy import WRITE
 from cortex.errors import CortexError
@@ -128,9 +127,8 @@ class DirectRoutes:
         # Threads of their own rather than anyio's: a call costs one trip through the event
         # loop, not three (checkpoints, a limiter), on every request of these routes. With
         # group commit, the batches' writer threads are the batcher's own.
-        others = max(1, host.pool_size - turns)
-        self._others = ThreadPoolExecutor(others, thread_name_prefix="cortex-sessions")
-        self._queue: ThreadPoolExecutor | None = None
+        self._others = Threads(max(1, host.pool_size - turns), "cortex-sessions")
+        self._queue: Threads | None = None
         self._batches: TurnBatcher | None = None
         if batches > 0:
             self._batches = TurnBatcher(
@@ -138,10 +136,9 @@ class DirectRoutes:
                 lambda key_id, _, scopes: admit(limiter, WRITE, key_id, scopes),
                 slots=batches,
                 alone=self._others,
-                alone_threads=others,
             )
         else:
-            self._queue = ThreadPoolExecutor(turns, thread_name_prefix="cortex-turns")
+            self._queue = Threads(turns, "cortex-turns")
 
     async def serve(
         self, found: Found, scope: Scope, receive: Receive, send: Send, app: ASGIApp, *, front: bool
@@ -190,7 +187,7 @@ class DirectRoutes:
             return route.call(*params, parsed, who)
 
         threads = self._queue if route.queue and self._queue is not None else self._others
-        return await asyncio.get_running_loop().run_in_executor(threads, work)
+        return await threads.run(work)
 
     async def _turn(
         self, batches: TurnBatcher, session_id: str, body: TurnIn, header: bytes
