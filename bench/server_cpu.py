@@ -48,7 +48,6 @@ from compare import extract, parser
 from server_load import (
     ADMIN,
     SECRET,
-    TICK,
     Connection,
     cpu_seconds,
     free_port,
@@ -130,21 +129,8 @@ class Server:
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid()"
             ).fetchall()
-        pids = group_pids(self.proc.pid)
-        return cpu_seconds(pids), cpu_seconds([pid for (pid,) in backends]), main_threads(pids)
-
-
-def main_threads(pids: list[int]) -> dict[int, float]:
-    """User + system CPU of each process's main thread (the event loop's, in a server
-    process) so far; those gone are left out."""
-    found = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        found[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-    return found
+        pids, serving = group_pids(self.proc.pid), [pid for (pid,) in backends]
+        return cpu_seconds(pids), cpu_seconds(serving), cpu_seconds(pids, main_thread=True)
 
 
 START: dict[str, Any] = {"project": "api", "keywords": ["auth"]}
