@@ -161,15 +161,14 @@ class DirectRoutes:
             return
         header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         try:
-            answer = await self._answer(route, params, parsed, header)
+            body = _JSON(await self._answer(route, params, parsed, header)).encode()
         except (CortexError, HTTPException) as exc:
             await self.render(None, exc)(scope, receive, send)
             return
-        except Exception as exc:
+        except Exception as exc:  # a bug (an answer JSON cannot hold, a NaN, included)
             if front:  # as Starlette's ServerErrorMiddleware does behind the application
                 await self.render(None, exc)(scope, receive, send)
             raise
-        body = _JSON(answer).encode()
         length = (b"content-length", str(len(body)).encode("latin-1"))
         await send({"type": "http.response.start", "status": 200, "headers": [length, _JSON_TYPE]})
         await send({"type": "http.response.body", "body": body})
