@@ -11,7 +11,9 @@ phase's CPU is its own: every start, then the turns (one to each session in turn
 take turns), then every end. ``--agents`` requests are sent at once (1: one at a time, so
 each captured turn is a batch of its own; more: batches grow as under load). A last pass
 runs a few sessions through a counting proxy in front of PostgreSQL: the statements and
-round trips of a start, a turn and an end.
+round trips of a start, a turn and an end. The CPU of the server's event-loop threads (each
+process's main thread, where uvicorn parses, answers and hands work to the other threads) is
+read apart as well: its share of the server's.
 
     .venv/bin/python bench/server_cpu.py
     .venv/bin/python bench/server_cpu.py --rev main --rounds 5 --json
@@ -71,8 +73,11 @@ host.close()
 """
 """Made by the tree under test (its own migrations), one key per agent over 10 tenants."""
 KINDS = ("start", "turn", "end")
-FIGURES = (*KINDS, *(f"{kind}_postgres" for kind in KINDS))
-"""Each round's figures: the server's CPU ms per request of each kind, then PostgreSQL's."""
+FIGURES = (
+    *KINDS, *(f"{kind}_postgres" for kind in KINDS), *(f"{kind}_loop" for kind in KINDS)
+)  # fmt: skip
+"""Each round's figures: the server's CPU ms per request of each kind, then PostgreSQL's,
+then the server's event-loop threads' (part of the server's)."""
 
 
 @dataclass
@@ -114,16 +119,18 @@ class Server:
             self.proc.wait(30)
             self.proc = None
 
-    def cpu(self) -> tuple[dict[int, float], dict[int, float]]:
-        """CPU seconds so far of the server's processes, and of the PostgreSQL backends
-        serving its database (by process id; ``spent`` tells the time between two)."""
+    def cpu(self) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+        """CPU seconds so far of the server's processes, of the PostgreSQL backends serving
+        its database, and of the server's main threads (by process id; ``spent`` tells the
+        time between two)."""
         assert self.proc is not None
         with psycopg.connect(self.url, autocommit=True) as conn:
             backends = conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid()"
             ).fetchall()
-        return cpu_seconds(group_pids(self.proc.pid)), cpu_seconds([pid for (pid,) in backends])
+        pids, serving = group_pids(self.proc.pid), [pid for (pid,) in backends]
+        return cpu_seconds(pids), cpu_seconds(serving), cpu_seconds(pids, main_thread=True)
 
 
 START: dict[str, Any] = {"project": "api", "keywords": ["auth"]}
@@ -173,6 +180,7 @@ async def _round(server: Server, agents: int, sessions: int, turns: int) -> dict
         after = server.cpu()
         figures[kind] = 1000 * spent(before[0], after[0]) / len(calls)
         figures[f"{kind}_postgres"] = 1000 * spent(before[1], after[1]) / len(calls)
+        figures[f"{kind}_loop"] = 1000 * spent(before[2], after[2]) / len(calls)
         return answers
 
     started = await phase(
@@ -384,12 +392,17 @@ def measure(servers: list[Server], opts: Any) -> dict[str, Any]:
     if len(servers) == 2:
         before, after = (rounds[server.name] for server in servers)
         report["ratio_after_before"] = {
-            kind: round(
-                statistics.median(a[kind] / b[kind] for a, b in zip(after, before, strict=True)), 3
-            )
+            kind: _ratio([(a[kind], b[kind]) for a, b in zip(after, before, strict=True)])
             for kind in FIGURES
         }
     return report
+
+
+def _ratio(pairs: list[tuple[float, float]]) -> float:
+    """The median of after / before over the rounds whose before took a clock tick at all (a
+    short phase's event-loop CPU can read 0)."""
+    found = [after / before for after, before in pairs if before > 0]
+    return round(statistics.median(found), 3) if found else float("nan")
 
 
 def show(report: dict[str, Any]) -> None:
@@ -406,6 +419,10 @@ def show(report: dict[str, Any]) -> None:
         unit = "x" if name == "after / before" else ""
         print(f"{name:<28}" + "".join(f"{figures[k]:>9.3f}{unit:<1}" for k in KINDS) + " " * 15
               + "".join(f"{figures[k + '_postgres']:>9.3f}{unit:<1}" for k in KINDS))  # fmt: skip
+    print("of the server's, its event-loop threads':")
+    for name, figures in rows:
+        unit = "x" if name == "after / before" else ""
+        print(f"{name:<28}" + "".join(f"{figures[k + '_loop']:>9.3f}{unit:<1}" for k in KINDS))
     for name, kinds in report["statements"].items():
         print(f"PostgreSQL, {name}:")
         for kind, found in kinds.items():

@@ -76,12 +76,14 @@ def make_keys(url: str, agents: int, tenants: int) -> list[str]:
         host.close()
 
 
-def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """User + system CPU of each of these processes so far (those gone are left out)."""
+def cpu_seconds(pids: list[int], main_thread: bool = False) -> dict[int, float]:
+    """User + system CPU of each of these processes so far (those gone are left out); with
+    ``main_thread``, of each one's main thread alone (a server's event loop)."""
     found = {}
     for pid in pids:
+        where = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(where).read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         found[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime

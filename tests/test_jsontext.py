@@ -37,3 +37,18 @@ def test_compact_encoder_refuses_what_json_refuses() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         encode({"when": object()})
     assert encode({"after": "a refusal"}) == '{"after":"a refusal"}'  # no state left behind
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_without_nan_it_refuses_what_an_http_answer_refuses(number: float) -> None:
+    """``allow_nan=False``: the text Starlette's ``JSONResponse`` writes, and its refusal of a
+    number JSON has no form for."""
+    strict = compact_encoder(allow_nan=False)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        json.dumps([number], allow_nan=False)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        strict({"score": number})
+    assert compact_encoder()([number]) == json.dumps([number])
+    assert strict({"a": [1.5, "é"]}) == json.dumps(
+        {"a": [1.5, "é"]}, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    )

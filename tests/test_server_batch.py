@@ -22,6 +22,7 @@ from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
+from cortex.adapters.server.threads import Threads  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.tenancy import parse_key  # noqa: E402
 from cortex.errors import (  # noqa: E402
@@ -295,18 +296,49 @@ def test_with_group_commit_turns_hold_one_connection_per_batch_and_starts_the_re
 ) -> None:
     def split(batches: int) -> tuple[float, float]:
         direct = DirectRoutes(
-            lambda *_: None,  # type: ignore[arg-type,return-value]
             host=host,
             limiter=RateLimiter(1, 1),
             render=lambda *_: None,  # type: ignore[arg-type,return-value]
             turn_batches=batches,
         )
-        return direct._queue._max_workers, direct._others._max_workers  # type: ignore[attr-defined]
+        if direct._batches is not None:  # the batches' writer threads
+            return direct._batches.threads.size, direct._others.size
+        return direct._queue.size, direct._others.size  # type: ignore[union-attr]
 
     assert host.pool_size == 4
     assert split(1) == (1, 3)
     assert split(5) == (2, 2)  # never more batches than half the pool
     assert split(0) == (2, 2)  # one transaction a turn: half the pool, as before
+
+
+def test_a_batch_is_written_by_the_batchers_own_writer_and_outlives_its_event_loop(
+    host: ServiceHost,
+) -> None:
+    """A batch goes to the batcher's writer thread with no task of the event loop waiting for
+    it; one whose event loop closed while it was written (a test client's) is dropped, and
+    the same writer writes the next loop's batches."""
+    tenant, key = tenant_key(host)
+    sids = [started(host, tenant) for _ in range(2)]
+    gate, seen = threading.Event(), []
+
+    def admit(key_id: str, tenant: str, scopes: tuple[str, ...]) -> None:
+        seen.append((threading.current_thread().name, len(batcher._tasks)))
+        gate.wait(10)
+
+    batcher = TurnBatcher(host, admit, slots=1, alone=Threads(1, "alone"))
+
+    async def abandon() -> None:
+        turn = Turn(key, sids[0], None, {"text": "kafka"})
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit(turn), 0.2)
+
+    asyncio.run(abandon())  # closed while its batch waits in admit
+    gate.set()
+    turn = Turn(key, sids[1], None, {"text": "redis"})
+    found = asyncio.run(asyncio.wait_for(batcher.submit(turn), 30))
+    assert isinstance(found, SessionState) and found.session_id == sids[1]
+    assert seen == [("cortex-turns_0", 0)] * 2
+    assert "kafka" in stored(host, tenant, sids[0]).hot_topics  # written, though nobody waited
 
 
 def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_answer(
@@ -320,7 +352,7 @@ def test_the_batcher_groups_waiting_turns_and_serves_a_turn_sent_right_after_an_
         sizes.append(1)
 
     async def main() -> tuple[list[Outcome], list[Outcome]]:
-        batcher = TurnBatcher(host, admit, slots=1, threads=ThreadPoolExecutor(1))
+        batcher = TurnBatcher(host, admit, slots=1, alone=Threads(1, "alone"))
         together = await asyncio.gather(
             *(batcher.submit(Turn(key, sid, None, {"text": "kafka"})) for sid in sessions)
         )

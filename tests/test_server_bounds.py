@@ -10,7 +10,6 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from cortex.adapters.server.app import STARTUP_FAILURE, app_from_env, create_app
 from cortex.adapters.server.auth import RateLimiter  # noqa: E402
 from cortex.adapters.server.batching import TurnBatcher  # noqa: E402
 from cortex.adapters.server.direct import DirectRoutes  # noqa: E402
+from cortex.adapters.server.threads import Threads  # noqa: E402
 from cortex.core.models import SessionState  # noqa: E402
 from cortex.core.server_numbers import (  # noqa: E402
     BURST,
@@ -132,7 +132,7 @@ def in_one_batch(
     async def main() -> list[tuple[Outcome, float]]:
         nonlocal batcher
         if batcher is None:
-            batcher = TurnBatcher(host, lambda *_: None, slots=1, threads=ThreadPoolExecutor(1))
+            batcher = TurnBatcher(host, lambda *_: None, slots=1, alone=Threads(1, "alone"))
         began = time.monotonic()
 
         async def send(turn: Turn) -> tuple[Outcome, float]:
@@ -192,7 +192,6 @@ def served_batcher(host: ServiceHost) -> TurnBatcher:
     """The batcher of a server over ``host`` with one batch slot (``--turn-batches 1``), with
     the share of the pool it writes the turns a batch leaves in."""
     direct = DirectRoutes(
-        lambda *_: None,  # type: ignore[arg-type,return-value]
         host=host,
         limiter=RateLimiter(10_000, 10_000),
         render=lambda *_: None,  # type: ignore[arg-type,return-value]
@@ -319,8 +318,7 @@ def built(number: ServerNumber[int] | ServerNumber[float], app: Any) -> float:
     host, limiter = app.state.host, app.state.limiter
     found = {POOL: host.pool_size, RATE: limiter.rate, BURST: limiter.burst}
     found[LOCK_TIMEOUT] = host.lock_timeout
-    routes = [m.kwargs for m in app.user_middleware if "turn_batches" in m.kwargs]
-    found[TURN_BATCHES] = routes[0]["turn_batches"]
+    found[TURN_BATCHES] = app.direct.turn_batches
     return found[number]  # type: ignore[no-any-return]
 
 

@@ -5,6 +5,7 @@ routes leave it to FastAPI), and the two answers must match, errors included."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from cortex.adapters.server.app import create_app  # noqa: E402
 from cortex.adapters.server.auth import RateLimiter  # noqa: E402
-from cortex.adapters.server.direct import ROUTES, DirectRoutes  # noqa: E402
+from cortex.adapters.server.direct import ROUTES, DirectRoute, DirectRoutes  # noqa: E402
+from cortex.adapters.server.models import StartIn  # noqa: E402
+from cortex.core.tenancy import WRITE  # noqa: E402
 from cortex.services.hosting import ServiceHost  # noqa: E402
 from test_server import client, host, new_key  # noqa: E402
 
@@ -36,7 +39,6 @@ def both(client: TestClient, path: str, body: bytes, key: str | None) -> tuple[A
 
 def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path: Path) -> None:
     direct = DirectRoutes(
-        lambda *_: None,  # type: ignore[arg-type,return-value]
         host=ServiceHost(str(tmp_path / "cortex.db"), tmp_path, pool_size=6),
         limiter=RateLimiter(1, 1),
         render=lambda *_: None,  # type: ignore[arg-type,return-value]
@@ -47,11 +49,11 @@ def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path
         return {"type": "http", "method": method, "path": path, "headers": headers}
 
     # turns leave half of the pool's connections to starts and ends, which take no more
-    assert (direct._queue._max_workers, direct._others._max_workers) == (3, 3)  # type: ignore[attr-defined]
-    served = direct._match(scope("/v1/sessions/s-1/turns"))
+    assert (direct._queue.size, direct._others.size) == (3, 3)  # type: ignore[union-attr]
+    served = direct.match(scope("/v1/sessions/s-1/turns"))
     assert served is not None and served == (ROUTES[0], ("s-1",))
-    assert direct._match(scope("/v1/sessions/start")) == (ROUTES[1], ())
-    assert direct._match(scope("/v1/sessions/end", kind=b"Application/JSON; charset=utf-8"))
+    assert direct.match(scope("/v1/sessions/start")) == (ROUTES[1], ())
+    assert direct.match(scope("/v1/sessions/end", kind=b"Application/JSON; charset=utf-8"))
     for refused in (
         scope("/v1/sessions/s-1/turns", method="GET"),
         scope("/v1/sessions/s-1/turns", kind=b"text/plain"),
@@ -63,7 +65,7 @@ def test_only_well_formed_posts_of_the_three_routes_are_served_directly(tmp_path
         scope("/v1/sessions/checkpoint"),
         {**scope("/v1/sessions/start"), "headers": [(b"content-type", b"application/json")]},
     ):
-        assert direct._match(refused) is None, refused["path"]
+        assert direct.match(refused) is None, refused["path"]
 
 
 def test_direct_answers_match_fastapis_for_success_and_every_error(
@@ -159,3 +161,77 @@ def test_a_known_keys_check_with_the_first_statement_answers_and_changes_as_befo
     )
     [kept] = listed.json()["sessions"]
     assert kept["session_id"] == sid and kept["state"] == "ACTIVE"  # nothing else changed it
+
+
+class Seen:
+    """A middleware that records the paths of the requests it passes on."""
+
+    def __init__(self, app: Any, paths: list[str]) -> None:
+        self.app, self.paths = app, paths
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+def test_direct_routes_are_served_in_front_of_every_middleware_unless_fastapi_traces(
+    host: ServiceHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A well-formed start, turn or end passes no middleware (its answer the same bytes and
+    headers as FastAPI's route gives); every other request passes them all, and so does every
+    request while FastAPI's own OpenTelemetry instrumentation is on, the direct routes then
+    served inside them."""
+    app = create_app(host.url, host=host, burst=10_000, rate_per_second=10_000)
+    paths: list[str] = []
+    app.add_middleware(Seen, paths=paths)
+    served = TestClient(app)
+    key = new_key(host)
+    _, started, _ = post(served, DIRECT, "/v1/sessions/start", b'{"project": "api"}', key)
+    turns = f"/v1/sessions/{started['session_id']}/turns"
+    post(served, DIRECT, turns, b'{"text": "x", "request_id": "once"}', key)
+    assert paths == []
+    replays = []
+    for kind in (DIRECT, ROUTED):
+        headers = {"Content-Type": kind, "Authorization": f"Bearer {key}"}
+        replays.append(served.post(turns, content=b'{"text": "x", "request_id": "once"}',
+                                   headers=headers))  # fmt: skip
+    assert paths == [turns]  # the routed one
+    assert replays[0].content == replays[1].content
+    assert replays[0].headers.items() == replays[1].headers.items()
+    assert post(served, DIRECT, turns, b'{"text": 5}', key)[0] == 422  # its model: FastAPI's
+    assert paths == [turns, turns]
+    monkeypatch.setattr(type(app), "_traced", lambda _: True)
+    status, answer, _ = post(served, DIRECT, turns, b'{"text": "traced"}', key)
+    assert (status, answer["duplicate"], paths) == (200, False, [turns] * 3)
+
+
+@pytest.mark.parametrize("bug", ["raises", "answers a NaN"])
+def test_an_unexpected_error_of_a_direct_route_is_the_500_of_every_route(
+    host: ServiceHost, bug: str
+) -> None:
+    def broken(*_: Any) -> Any:
+        if bug == "raises":
+            raise RuntimeError("a bug")
+        return {"score": float("nan")}  # JSON has no such number: JSONResponse refuses it
+
+    app = create_app(host.url, host=host)
+    assert app.direct is not None
+    app.direct.routes = (DirectRoute(re.compile(r"/v1/sessions/start"), StartIn, WRITE, broken),)
+    served, key = TestClient(app, raise_server_exceptions=False), new_key(host)
+    status, answer, _ = post(served, DIRECT, "/v1/sessions/start", b"{}", key)
+    kind = "RuntimeError" if bug == "raises" else "ValueError"
+    assert status == 500
+    assert answer == {"error": {"code": "internal", "message": f"unexpected {kind}; see "
+                                "the server log"}}  # fmt: skip
+    with pytest.raises((RuntimeError, ValueError)):  # raised on to the server's log
+        post(TestClient(app), DIRECT, "/v1/sessions/start", b"{}", key)
+
+
+def test_a_direct_routes_body_over_the_limit_is_the_413_of_every_route(host: ServiceHost) -> None:
+    app = create_app(host.url, host=host, max_body_bytes=64)
+    key = new_key(host)
+    body = b'{"project": "' + b"a" * 60 + b'"}'
+    for kind in (DIRECT, ROUTED):
+        status, answer, _ = post(TestClient(app), kind, "/v1/sessions/start", body, key)
+        assert (status, answer["error"]["code"]) == (413, "payload_too_large")

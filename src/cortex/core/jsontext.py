@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 
 
 def compact_encoder(
-    *, sort_keys: bool = False, separators: tuple[str, str] = (",", ":")
+    *, sort_keys: bool = False, separators: tuple[str, str] = (",", ":"), allow_nan: bool = True
 ) -> Callable[[Any], str]:
-    """``json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
-    .encode``, for acyclic values, without the per-call setup."""
-    settings = json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
+    """``json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys,
+    allow_nan=allow_nan).encode``, for acyclic values, without the per-call setup."""
+    settings = json.JSONEncoder(
+        separators=separators, ensure_ascii=False, sort_keys=sort_keys, allow_nan=allow_nan
+    )
     make = getattr(json.encoder, "c_make_encoder", None)  # (not in the typeshed stubs)
     if make is None:  # an interpreter without json's C speedups
         return settings.encode
@@ -39,7 +41,7 @@ def compact_encoder(
         item_separator,
         sort_keys,
         False,  # skipkeys
-        True,  # allow_nan
+        allow_nan,  # False: NaN and infinities raise ValueError, as json.dumps does
     )
 
     def text(value: Any) -> str:

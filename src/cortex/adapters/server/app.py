@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cortex.adapters.server import memory, sessions, tasks
 from cortex.adapters.server.answers import Health, Ready, answers, only_documented_answers
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
-from cortex.adapters.server.direct import DirectRoutes
+from cortex.adapters.server.direct import MAX_BODY_BYTES, DirectMiddleware, DirectRoutes, too_large
 from cortex.adapters.server.models import ERROR_RESPONSES, PROBE_ERRORS
 from cortex.adapters.server.ui.tenant import PREFIX as UI_PREFIX
 from cortex.adapters.server.ui.tenant import tenant_ui
@@ -59,7 +59,6 @@ from cortex.logs import getLogger
 from cortex.services.hosting import UNAVAILABLE, ServiceHost
 
 log = getLogger("cortex.server")
-MAX_BODY_BYTES = 1024 * 1024
 STARTUP_FAILURE = 3
 """The exit status of a worker that refuses its settings: uvicorn's and gunicorn's for a
 worker that could not start, which their supervisors do not start again."""
@@ -180,9 +179,12 @@ def _allowed(request: Request) -> str | None:
 
 
 def _answer(request: Request | None, exc: Exception) -> JSONResponse:
-    """The error response of a ``CortexError`` or an ``HTTPException`` raised outside FastAPI's
-    routing (the direct routes), as its handlers answer it."""
-    return _http(request, exc) if isinstance(exc, HTTPException) else _cortex_error(request, exc)
+    """The error response of an exception raised outside FastAPI's routing (the direct
+    routes), as its handlers answer it: a ``CortexError``'s, an ``HTTPException``'s, else
+    the 500 of any other."""
+    if isinstance(exc, HTTPException):
+        return _http(request, exc)
+    return _cortex_error(request, exc) if isinstance(exc, CortexError) else _unexpected(None, exc)
 
 
 def _overflow(_: Request, exc: Exception) -> JSONResponse:
@@ -192,7 +194,7 @@ def _overflow(_: Request, exc: Exception) -> JSONResponse:
     return error(400, "validation_error", "a number in the request is too large; fix the input")
 
 
-def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+def _unexpected(_: Request | None, exc: Exception) -> JSONResponse:
     log.exception("unexpected error", exc_info=exc)
     return error(500, "internal", f"unexpected {type(exc).__name__}; see the server log")
 
@@ -219,7 +221,7 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise HTTPException(413, f"request body is over {self.limit} bytes")
+                raise too_large(self.limit)
             return message
 
         await self.app(scope, limited, send)
@@ -256,6 +258,28 @@ def _json_type(content_type: bytes) -> bool:
     return kind == b"application/json" or (
         kind.startswith(b"application/") and kind.endswith(b"+json")
     )
+
+
+class CortexAPI(FastAPI):
+    """The FastAPI application with its direct routes (``direct``) in front of its
+    middleware: a request they serve costs none of the middleware's calls, and a send costs
+    no wrapper's. While FastAPI's own OpenTelemetry instrumentation is on, every request goes
+    through FastAPI, and the direct routes are served inside it (``DirectMiddleware``)."""
+
+    direct: DirectRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = None if self.direct is None else self.direct.match(scope)
+        if found is None or self._traced():
+            await super().__call__(scope, receive, send)
+            return
+        assert self.direct is not None
+        await self.direct.serve(found, scope, receive, send, super().__call__, front=True)
+
+    def _traced(self) -> bool:
+        """FastAPI's OpenTelemetry instrumentation is on (FastAPI 0.16x with a provider set)."""
+        telemetry = getattr(self, "_native_telemetry", None)
+        return telemetry is not None and bool(telemetry.enabled())
 
 
 def _bearer_openapi(app: FastAPI) -> None:
@@ -310,7 +334,7 @@ def create_app(
             request or transaction holds) before it answers 503 with ``Retry-After``.
     """
     data_dir = data_dir or Path.home() / ".cortex" / "server"
-    app = FastAPI(
+    app = CortexAPI(
         title="Cortex",
         version="1",
         summary="Session continuity and memory over HTTP",
@@ -324,14 +348,14 @@ def create_app(
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(OverflowError, _overflow)
     app.add_exception_handler(Exception, _unexpected)
-    state = app.state
-    app.add_middleware(
-        DirectRoutes,
-        host=state.host,
-        limiter=state.limiter,
+    app.direct = DirectRoutes(
+        host=app.state.host,
+        limiter=app.state.limiter,
         render=_answer,
         turn_batches=turn_batches,
+        max_body_bytes=max_body_bytes,
     )
+    app.add_middleware(DirectMiddleware, direct=app.direct)
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # the outer one: it applies to all
     for router in (sessions.router, memory.router, tasks.router):

@@ -5,15 +5,20 @@ a free batch slot starts a batch of its own at once; only while every slot is wr
 turns gather, so batches grow with the load and stay single turns when the server is idle.
 Each request still waits for the commit of the transaction that carries it: its batch's, or
 its own for a turn the batch left to capture alone.
+
+A batch goes to a writer thread of the batcher's own (``threads.Threads``) and comes back
+with one call into the event loop that answers its turns and hands on the next batch: no
+task waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Coroutine
-from concurrent.futures import Executor
 from typing import Any
 
+from cortex.adapters.server.threads import Threads
 from cortex.services.hosting import ServiceHost
 from cortex.services.turn_batch import Admit, Outcome, Turn, Written, write_batch
 
@@ -23,14 +28,14 @@ MAX_BATCH = 64
 
 class TurnBatcher:
     """Batches of turns for ``host``, at most ``slots`` of them writing at once, each in a
-    thread of ``threads``. The turns a batch leaves to be captured alone (see ``turn_batch``)
-    are captured after it, while the slot writes the next batch, each in a thread of
-    ``alone`` (``alone_threads`` of them): its chains (``Written.chains``) at the same time, so a
-    turn waiting for a session another transaction holds holds up no other turn, and turns
-    of several held sessions wait their bounds side by side rather than one after another.
-    They take at most all but one of ``alone``'s threads, whatever the batches: ``alone`` is
-    the share of the pool session starts and ends take too, and a start (someone waits for
-    its restore) always finds a thread within one lock bound."""
+    writer thread of the batcher's own (``threads``, ``slots`` of them). The turns a batch
+    leaves to be captured alone (see ``turn_batch``) are captured after it, while the slot
+    writes the next batch, each in a thread of ``alone``: its chains (``Written.chains``) at
+    the same time, so a turn waiting for a session another transaction holds holds up no
+    other turn, and turns of several held sessions wait their bounds side by side rather
+    than one after another. They take at most all but one of ``alone``'s threads, whatever
+    the batches: ``alone`` is the share of the pool session starts and ends take too, and a
+    start (someone waits for its restore) always finds a thread within one lock bound."""
 
     def __init__(
         self,
@@ -38,22 +43,20 @@ class TurnBatcher:
         admit: Admit,
         *,
         slots: int,
-        threads: Executor,
-        alone: Executor | None = None,
-        alone_threads: int = 1,
+        alone: Threads,
     ) -> None:
         self.host = host
         self.admit = admit
         self.slots = slots
-        self.threads = threads
-        self.alone = alone or threads
-        self.held_at_once = max(1, alone_threads - 1)
+        self.alone = alone
+        self.held_at_once = max(1, alone.size - 1)
         """How many turns are captured alone at once (one thread of ``alone`` left over)."""
         self._held = asyncio.Semaphore(self.held_at_once)
         self._waiting: list[tuple[Turn, asyncio.Future[Outcome]]] = []
         self._writers = 0  # batches being written (or about to be)
         self._tasks: set[asyncio.Task[None]] = set()  # held, so that none is collected
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.threads = Threads(slots, "cortex-turns")
 
     async def submit(self, turn: Turn) -> Outcome:
         """The outcome of ``turn``, once the transaction that carries it committed."""
@@ -65,42 +68,48 @@ class TurnBatcher:
         self._waiting.append((turn, answer))
         if self._writers < self.slots:
             self._writers += 1
-            self._start(loop, self._drain())
+            self._hand_on(loop)
         return await answer
+
+    def _hand_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give a writer the next batch of the waiting turns, or free the slot when none
+        waits: in one step of the event loop, so a turn queued from then on finds the slot
+        free and starts a batch."""
+        if not self._waiting:
+            self._writers -= 1
+            return
+        batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+        turns = [turn for turn, _ in batch]
+        write = functools.partial(write_batch, self.host, turns, self.admit)
+        self.threads.call(loop, write, functools.partial(self._written, loop, batch))
+
+    def _written(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[Turn, asyncio.Future[Outcome]]],
+        written: Written | None,
+        error: BaseException | None,
+    ) -> None:
+        """In the event loop: answer the batch's turns, start the capture of those it left
+        alone, and hand on the next batch."""
+        answers = [answer for _, answer in batch]
+        try:
+            if isinstance(error, Exception):  # a bug: never leave a request waiting for ever
+                _settle(answers, [(i, error) for i in range(len(batch))])
+            elif written is None:  # the writer was stopped (SystemExit): the process stops
+                _cancel(answers)
+            else:
+                _settle(answers, written.settled())
+                if written.left():
+                    self._start(loop, self._alone(written, answers))
+        finally:  # whatever happened, the slot goes on to the turns waiting
+            if loop is self._loop:  # not an earlier event loop's (a test client's) batch
+                self._hand_on(loop)
 
     def _start(self, loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> None:
         task = loop.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _drain(self) -> None:
-        """Write batches of the waiting turns until none is left."""
-        loop = self._loop
-        try:
-            await self._write_all(loop)
-        finally:
-            # In the same step as the last look at the queue (no await between them), so a
-            # turn queued from now on finds a free slot and starts a batch.
-            if self._loop is loop:
-                self._writers -= 1
-
-    async def _write_all(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        while self._waiting and self._loop is loop:
-            batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-            answers = [answer for _, answer in batch]
-            try:
-                written = await asyncio.get_running_loop().run_in_executor(
-                    self.threads, write_batch, self.host, [t for t, _ in batch], self.admit
-                )
-            except asyncio.CancelledError:  # the server is stopping
-                _cancel(answers)
-                raise
-            except Exception as exc:  # a bug: never leave a request waiting for ever
-                _settle(answers, [(i, exc) for i in range(len(batch))])
-                continue
-            _settle(answers, written.settled())
-            if written.left() and loop is not None:
-                self._start(loop, self._alone(written, answers))
 
     async def _alone(self, written: Written, answers: list[asyncio.Future[Outcome]]) -> None:
         """Capture the turns ``written`` left: its chains at the same time."""
@@ -113,9 +122,7 @@ class TurnBatcher:
         for n, i in enumerate(chain):
             try:
                 async with self._held:
-                    outcome = await asyncio.get_running_loop().run_in_executor(
-                        self.alone, written.alone, i
-                    )
+                    outcome = await self.alone.run(functools.partial(written.alone, i))
             except asyncio.CancelledError:  # the server is stopping
                 _cancel([answers[k] for k in chain[n:]])
                 raise
