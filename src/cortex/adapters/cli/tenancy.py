@@ -40,6 +40,7 @@ DB = click.option(
     "db_url",
     required=True,
     envvar=DB_ENV,
+    show_envvar=True,
     callback=database,
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
@@ -50,7 +51,11 @@ def _registry(
 ) -> Services:
     """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
     to ``read`` only, once the database exists (a listing never creates one); at the
-    command's time (the times of a creation or revocation follow ``--now``)."""
+    command's time (the times of a creation or revocation follow ``--now``). A URL of
+    another scheme is refused as such first, not taken for a SQLite path."""
+    from cortex.store import postgres_url
+
+    postgres_url(db_url)
     host = server_host(rt, db_url)
     if tenant is not None:
         host.check_served(tenant)
