@@ -63,9 +63,10 @@ def _report(rt: Runtime, changes: list[FileChange], dry_run: bool, verb: str) ->
     lines = []
     for change in changes:
         what = change.added if verb == "added" else change.removed
-        lines.append(
-            f"{change.path}: {change.action}" + (f" ({verb} {', '.join(what)})" if what else "")
-        )
+        action, done = change.action, verb
+        if dry_run and action != "unchanged":  # nothing was written: say what would be
+            action, done = f"would be {action}", {"added": "would add"}.get(verb, "would remove")
+        lines.append(f"{change.path}: {action}" + (f" ({done} {', '.join(what)})" if what else ""))
         lines += [f"  note: {note}" for note in change.notes]
         if dry_run and change.action != "unchanged":
             lines.append(change.diff().rstrip("\n"))
@@ -87,7 +88,8 @@ def install_command(
 ) -> None:
     """Add Cortex's hooks and MCP server to HOST's settings (idempotent).
 
-    Hooks run this install's `cortex` script by absolute path; other hooks are kept.
+    Hooks run this install's hook client with its Python by absolute path (the `cortex`
+    script instead when CORTEX_BIN is set); other hooks and MCP servers are kept.
 
     \b
     Examples:
