@@ -188,6 +188,16 @@ def _database_text(db: dict[str, Any]) -> str:
     return text
 
 
+def _server_text(db: dict[str, Any]) -> str:
+    """What ``cortex doctor`` of a client home says of its team server and journal."""
+    text = "reachable" if db.get("reachable") else "NOT reachable"
+    if db["waiting"]:
+        text += f"; {db['waiting']} write(s) waiting in the journal: `cortex sync` delivers them"
+    if db["held"]:
+        text += f"; {db['held']} kept for another server or key in spool/held.jsonl"
+    return text
+
+
 def _doctor_text(report: Report) -> str:
     lines = [f"home: {report.home}", "hosts:"]
     for host, info in report.hosts.items():
@@ -199,7 +209,11 @@ def _doctor_text(report: Report) -> str:
             else "no event yet"
         )
         lines.append(f"  {host:<12} {where}; {seen}")
-    lines.append(f"database: {report.database['path']} ({_database_text(report.database)})")
+    db = report.database
+    if "server" in db:
+        lines.append(f"team server: {db['server']} ({_server_text(db)})")
+    elif db:
+        lines.append(f"database: {db['path']} ({_database_text(db)})")
     pid = report.server["pid"]
     lines.append(f"hook server: running, pid {pid}" if pid else "hook server: not running")
     lines.append(f"open sessions: {len(report.sessions)}")
