@@ -212,8 +212,13 @@ def test_sync_reports_what_is_left_while_the_server_is_down(home: Path) -> None:
 
 def test_operations_the_contract_lacks_name_the_local_store(home: Path) -> None:
     app = client(home, free_url())
-    with pytest.raises(ConfigError, match="needs a local store"):
+    with pytest.raises(ConfigError) as refused:
         app.sessions.detect_and_recover_crashed("")
+    assert str(refused.value) == (  # the store method it reached ("transaction") is not named
+        "this operation is not in the team server's API and needs a local store, and this home "
+        f"is a client of {app.client.transport.url}; unset CORTEX_SERVER (server_url) to run it "
+        "on the local database"
+    )
     with pytest.raises(UnavailableError):
         app.sessions.get_session("s1")
 
