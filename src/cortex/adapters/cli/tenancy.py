@@ -51,12 +51,8 @@ def _registry(
 ) -> Services:
     """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
     to ``read`` only, once the database exists (a listing never creates one); at the
-    command's time (the times of a creation or revocation follow ``--now``). A URL of
-    another scheme is refused as such first, not taken for a SQLite path."""
-    from cortex.store import postgres_url
-
-    postgres_url(db_url)
-    host = server_host(rt, db_url)
+    command's time (the times of a creation or revocation follow ``--now``)."""
+    host = server_host(rt, db_url)  # (a URL of another scheme is refused here, as such)
     if tenant is not None:
         host.check_served(tenant)
     if read and not host.postgres and not Path(db_url).exists():
