@@ -194,6 +194,15 @@ def test_an_empty_session_id_is_an_error_not_the_current_session(
     assert (shown["session_id"], shown["state"], shown["working_memory"]) == ("s1", "ACTIVE", [])
 
 
+def test_an_invalid_task_id_is_refused_with_an_example_of_a_task_id(home: Path) -> None:
+    result = cortex(home, "task", "add", "bad slug!", "Title")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: invalid task id 'bad slug!': use 1-128 letters, digits or . _ : @ + - "
+        "(no '/', no '..'), e.g. task-12\n",
+    )
+
+
 EMPTY_PROJECT = {
     ("session", "start"): "this directory's project",
     ("session", "list"): "every project's sessions",

@@ -118,6 +118,32 @@ def test_a_sqlite_database_takes_tenant_default_only(tmp_path: Path) -> None:
     assert refused(tmp_path, "key", "create", "acme", "--db", db) == (1, message)
 
 
+def test_a_url_of_another_scheme_is_named_as_such_by_every_registry_command(
+    tmp_path: Path,
+) -> None:
+    """Not "no database at mysql://..." nor "a SQLite server serves tenant 'default' only"."""
+    message = (
+        "error: unsupported store URL scheme 'mysql'; use a SQLite path or a postgresql:// URL"
+    )
+    for args in (
+        ("tenant", "create", "acme"),
+        ("tenant", "list"),
+        ("tenant", "revoke", "acme"),
+        ("key", "create", "acme"),
+        ("key", "list"),
+        ("key", "revoke", "0123456789ab"),
+    ):
+        assert refused(tmp_path, *args, "--db", "mysql://db/cortex") == (1, message), args
+
+
+def test_the_help_of_every_db_option_names_its_variable() -> None:
+    """A reader told "Missing option '--db'" finds CORTEX_SERVER_DB in the help."""
+    commands = ("serve",), ("tenant", "list"), ("key", "create"), ("server", "import"), ("worker",)
+    for args in commands:
+        result = CliRunner().invoke(cli, [*args, "--help"], obj={})
+        assert "[env var: CORTEX_SERVER_DB" in " ".join(result.output.split()), args
+
+
 def test_worker_tenant_needs_db(tmp_path: Path) -> None:
     assert refused(tmp_path, "worker", "--tenant", "acme", "--once") == (
         2, "error: --tenant needs --db; give the team server's database, or leave --tenant out"

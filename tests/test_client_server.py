@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,6 +189,38 @@ def test_memory_commands_in_client_mode_reach_the_tenant(
     with host.open(tenant) as app:  # the tenant holds them; nothing was written locally
         assert app.memory.get(second["id"]).deleted_at is not None
         assert app.memory.get(first["id"]).superseded_by == second["id"]
+    assert not (home / "brain.db").exists()
+
+
+def test_doctor_of_a_client_home_asks_the_server_not_a_local_database(
+    host: ServiceHost, home: Path, tmp_path: Path
+) -> None:
+    key = tenant_key(host, f"team-{time.time_ns()}")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = child_env(home, T1, CORTEX_SERVER=url, CORTEX_API_KEY=key, HOME=str(tmp_path))
+    env["CORTEX_SERVER_TIMEOUT_SECONDS"] = "3"
+
+    def doctor() -> dict[str, Any]:
+        command = [sys.executable, "-m", "cortex.entry", "--json", "doctor"]
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+        )
+        assert done.returncode == 1, done.stderr  # no hooks are installed under tmp_path
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    with running(host, port):
+        hook(home, url, key, tmp_path, T1, hook_event_name="SessionStart", session_id="s1",
+             source="startup")  # fmt: skip
+        report = doctor()
+    assert report["database"] == {"server": url, "waiting": 0, "held": 0, "reachable": True}
+    assert [s["session_id"] for s in report["sessions"]] == ["s1"]
+    assert not any("database" in p for p in report["problems"]), report["problems"]
+    hook(home, url, key, tmp_path, T1, hook_event_name="UserPromptSubmit", session_id="s1",
+         prompt="offline while the doctor looks")  # fmt: skip
+    report = doctor()
+    assert report["database"] == {"server": url, "waiting": 2, "held": 0, "reachable": False}
+    assert report["problems"][-1].startswith(f"server {url} is unavailable (")
     assert not (home / "brain.db").exists()
 
 

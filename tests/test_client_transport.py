@@ -129,6 +129,14 @@ def test_401_is_one_line_naming_the_key_and_never_shows_it(home: Path) -> None:
             client(home, url).sessions.list_pins("s1")
     message = str(caught.value)
     assert "\n" not in message and "CORTEX_API_KEY" in message and "s3cret" not in message
+    assert "journal" not in message  # a read: nothing was kept
+    with serve(Peer(mode="401")) as (url, _):
+        with pytest.raises(ConfigError) as caught:
+            client(home, url).sessions.capture.record("s1", text="a write")
+    assert str(caught.value).endswith(  # a write: kept, and said so
+        "; the write waits in the local journal: fix the key, then `cortex sync`"
+    )
+    assert len(journal_lines(home)) == 1
 
 
 def test_the_next_call_drains_the_journal_first_in_order_and_replays_dedupe(home: Path) -> None:
@@ -212,8 +220,13 @@ def test_sync_reports_what_is_left_while_the_server_is_down(home: Path) -> None:
 
 def test_operations_the_contract_lacks_name_the_local_store(home: Path) -> None:
     app = client(home, free_url())
-    with pytest.raises(ConfigError, match="needs a local store"):
+    with pytest.raises(ConfigError) as refused:
         app.sessions.detect_and_recover_crashed("")
+    assert str(refused.value) == (  # the store method it reached ("transaction") is not named
+        "this operation is not in the team server's API and needs a local store, and this home "
+        f"is a client of {app.client.transport.url}; unset CORTEX_SERVER (server_url) to run it "
+        "on the local database"
+    )
     with pytest.raises(UnavailableError):
         app.sessions.get_session("s1")
 
@@ -320,8 +333,11 @@ def test_a_refused_key_is_said_even_while_older_writes_wait(home: Path) -> None:
     client(home, dead).sessions.capture.record("s1", text="offline")
     port = int(dead.rsplit(":", 1)[1])
     with serve(Peer(mode="401"), port=port) as (url, peer):
-        with pytest.raises(ConfigError, match="refused the request \\(401\\).*CORTEX_API_KEY"):
+        with pytest.raises(ConfigError, match="refused the request \\(401\\).*CORTEX_API_KEY") as e:
             client(home, url).sessions.capture.record("s1", text="with a wrong key")
+    assert str(e.value).endswith(
+        "; the write waits in the local journal: fix the key, then `cortex sync`"
+    )
     assert peer.paths() == ["/v1/sessions/s1/turns"]  # the oldest, refused: the drain stopped
     assert len(journal_lines(home)) == 2  # both kept for when the key is fixed
 

@@ -146,6 +146,8 @@ def test_claude_code_project_install_and_an_existing_mcp_file(
 
 def test_dry_run_shows_a_diff_and_writes_nothing(home: Path, user: Path) -> None:
     out = ok(cortex(home, user, "install", "gemini", "--dry-run"))
+    settings = user / ".gemini" / "settings.json"
+    assert out.startswith(f"{settings}: would be created (would add SessionStart, ")
     assert f"--- /dev/null\n+++ {user / '.gemini' / 'settings.json'}" in out
     assert '+        "name": "cortex",' in out.replace("            ", "        ")
     assert not (user / ".gemini").exists()

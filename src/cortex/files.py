@@ -25,13 +25,17 @@ if TYPE_CHECKING:
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
 
 
+_ID_EXAMPLES = {"task id": "task-12", "checkpoint id": "ckpt-2026-02-18-3f2a9c1e"}
+"""An id of the kind, for the error's example (other ids are UUIDs)."""
+
+
 def check_id(value: str, what: str = "session id") -> str:
     """Return ``value`` if it is safe as a file name (no path separators, no ``..``)."""
     if not isinstance(value, str) or not _SAFE_ID.fullmatch(value) or ".." in value:
         shown = repr(value)[:60]
         raise UnsafeIdError(
             f"invalid {what} {shown}: use 1-128 letters, digits or . _ : @ + - "
-            "(no '/', no '..'), e.g. a UUID"
+            f"(no '/', no '..'), e.g. {_ID_EXAMPLES.get(what, 'a UUID')}"
         )
     return value
 

@@ -44,7 +44,7 @@ from cortex.errors import (
 from cortex.logs import getLogger
 from cortex.services.app import Services
 from cortex.services.metrics import tenant_key
-from cortex.store import DEFAULT_TENANT, open_shared_store, open_store
+from cortex.store import DEFAULT_TENANT, open_shared_store, open_store, postgres_url
 from cortex.store.migrations import migration_names
 from cortex.store.records import (
     SERVER_DECODED_CHARS,
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from cortex.store.protocol import SharedStore, Store, TurnBatch
 
 T = TypeVar("T")
-_POSTGRES = ("postgresql://", "postgres://")
 log = getLogger("cortex.server")
 
 
@@ -122,7 +121,7 @@ class ServiceHost:
         self.data_dir = data_dir
         self.pool_size = pool_size
         self.clock = clock or SystemClock()
-        self.postgres = self.url.startswith(_POSTGRES)
+        self.postgres = postgres_url(self.url)  # (another scheme: refused here, as such)
         self._root: SharedStore | None = None
         self._migrated = False
         self._lock = threading.Lock()

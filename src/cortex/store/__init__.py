@@ -30,11 +30,29 @@ __all__ = [
     "migration_names",
     "open_shared_store",
     "open_store",
+    "postgres_url",
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_TENANT = "default"
 """The tenant of a store opened without one: a SQLite file holds one person's data, always it."""
+
+
+def postgres_url(url: str | Path) -> bool:
+    """True for a PostgreSQL URL, False for a SQLite path (or ``:memory:``).
+
+    Raises:
+        ConfigError: ``url`` is a URL of another scheme (``mysql://...``).
+    """
+    text = str(url)
+    if text.startswith(_POSTGRES_SCHEMES):
+        return True
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ConfigError(
+            f"unsupported store URL scheme {scheme!r}; use a SQLite path or a postgresql:// URL"
+        )
+    return False
 
 
 def open_store(
@@ -64,13 +82,8 @@ def open_store(
         MigrationDeferredError: migrations are pending on a file over ``migrate_max_bytes``.
     """
     text = str(url)
-    if text.startswith(_POSTGRES_SCHEMES):
+    if postgres_url(text):
         return _open_postgres(text, tenant, migrate)
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise ConfigError(
-            f"unsupported store URL scheme {scheme!r}; use a SQLite path or a postgresql:// URL"
-        )
     if tenant != DEFAULT_TENANT:
         raise ConfigError(
             f"tenant {tenant!r} needs a postgresql:// store; a SQLite file holds one "

@@ -224,6 +224,7 @@ def register(group: click.Group) -> None:
     "--db",
     "db_url",
     envvar=DB_ENV,
+    show_envvar=True,
     callback=database,
     help="A team server's database (postgresql://...): work for its tenants.",
 )

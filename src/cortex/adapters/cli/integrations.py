@@ -63,9 +63,10 @@ def _report(rt: Runtime, changes: list[FileChange], dry_run: bool, verb: str) ->
     lines = []
     for change in changes:
         what = change.added if verb == "added" else change.removed
-        lines.append(
-            f"{change.path}: {change.action}" + (f" ({verb} {', '.join(what)})" if what else "")
-        )
+        action, done = change.action, verb
+        if dry_run and action != "unchanged":  # nothing was written: say what would be
+            action, done = f"would be {action}", {"added": "would add"}.get(verb, "would remove")
+        lines.append(f"{change.path}: {action}" + (f" ({done} {', '.join(what)})" if what else ""))
         lines += [f"  note: {note}" for note in change.notes]
         if dry_run and change.action != "unchanged":
             lines.append(change.diff().rstrip("\n"))
@@ -87,7 +88,8 @@ def install_command(
 ) -> None:
     """Add Cortex's hooks and MCP server to HOST's settings (idempotent).
 
-    Hooks run this install's `cortex` script by absolute path; other hooks are kept.
+    Hooks run this install's hook client with its Python by absolute path (the `cortex`
+    script instead when CORTEX_BIN is set); other hooks and MCP servers are kept.
 
     \b
     Examples:
@@ -186,6 +188,16 @@ def _database_text(db: dict[str, Any]) -> str:
     return text
 
 
+def _server_text(db: dict[str, Any]) -> str:
+    """What ``cortex doctor`` of a client home says of its team server and journal."""
+    text = "reachable" if db.get("reachable") else "NOT reachable"
+    if db["waiting"]:
+        text += f"; {db['waiting']} write(s) waiting in the journal: `cortex sync` delivers them"
+    if db["held"]:
+        text += f"; {db['held']} kept for another server or key in spool/held.jsonl"
+    return text
+
+
 def _doctor_text(report: Report) -> str:
     lines = [f"home: {report.home}", "hosts:"]
     for host, info in report.hosts.items():
@@ -197,7 +209,11 @@ def _doctor_text(report: Report) -> str:
             else "no event yet"
         )
         lines.append(f"  {host:<12} {where}; {seen}")
-    lines.append(f"database: {report.database['path']} ({_database_text(report.database)})")
+    db = report.database
+    if "server" in db:
+        lines.append(f"team server: {db['server']} ({_server_text(db)})")
+    elif db:
+        lines.append(f"database: {db['path']} ({_database_text(db)})")
     pid = report.server["pid"]
     lines.append(f"hook server: running, pid {pid}" if pid else "hook server: not running")
     lines.append(f"open sessions: {len(report.sessions)}")

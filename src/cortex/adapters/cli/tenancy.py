@@ -40,6 +40,7 @@ DB = click.option(
     "db_url",
     required=True,
     envvar=DB_ENV,
+    show_envvar=True,
     callback=database,
     help="postgresql:// URL of the server's database (or a SQLite path).",
 )
@@ -51,7 +52,7 @@ def _registry(
     """The registry of ``db_url``; for a change to ``tenant``, once the database can serve it;
     to ``read`` only, once the database exists (a listing never creates one); at the
     command's time (the times of a creation or revocation follow ``--now``)."""
-    host = server_host(rt, db_url)
+    host = server_host(rt, db_url)  # (a URL of another scheme is refused here, as such)
     if tenant is not None:
         host.check_served(tenant)
     if read and not host.postgres and not Path(db_url).exists():

@@ -3,9 +3,9 @@
 Every check reads; nothing is created, migrated or repaired (a missing database stays
 missing). Each problem is one line that names its fix; ``ok`` is False when there is one:
 no host has Cortex's hooks installed, an installed host never sent an event or its last event
-failed, a hook command's program is gone, or the database is damaged or not migrated.
-Open sessions (live or with a lapsed lease), the hook server and the working-memory file are
-reported too.
+failed, a hook command's program is gone, or the database is damaged or not migrated (in
+client mode: the team server cannot be reached or refuses the key). Open sessions (live or
+with a lapsed lease), the hook server and the working-memory file are reported too.
 """
 
 from __future__ import annotations
@@ -81,7 +81,10 @@ def diagnose(
                 f"check that home with `cortex --home {home} doctor`"
             )
     _check_hooks(report, installed, config.home, clock.now())
-    _check_database(report, config, clock)
+    if config.server_url:
+        _check_server(report, config)
+    else:
+        _check_database(report, config, clock)
     pid = server_pid(config.home)
     report.server = {"running": pid is not None, "pid": pid}
     _check_working_memory(report, config.working_memory_path)
@@ -226,6 +229,38 @@ def _check_database(report: Report, config: Config, clock: Clock) -> None:
             f"database {path} cannot be written ({refused}); every capture fails until the "
             f"file and {path.parent} are writable by this user"
         )
+
+
+def _check_server(report: Report, config: Config) -> None:
+    """Client mode: the team server holds the sessions, so it is asked for the open ones (a
+    read that delivers nothing: doctor changes nothing), and the writes the local journal
+    keeps for it are counted. No local database is needed, so a missing one is no problem."""
+    from cortex.services.remote.journal import Journal
+    from cortex.services.remote.transport import Transport
+
+    try:
+        transport = Transport(config.server_url, config.api_key, config.server_timeout_seconds)
+    except CortexError as exc:
+        report.problems.append(str(exc))
+        return
+    journal = Journal(config.home, transport.target())
+    report.database = {
+        "server": transport.url,
+        "waiting": journal.count(),
+        "held": len(journal.held()),
+    }
+    try:
+        found = transport.request("GET", "/v1/sessions?open=true")
+    except CortexError as exc:
+        report.database["reachable"] = False
+        report.problems.append(str(exc))
+        return
+    finally:
+        transport.close()
+    report.database["reachable"] = True
+    for state in found.get("sessions", []):
+        keys = ("session_id", "channel", "project", "last_activity")
+        report.sessions.append({k: state.get(k) for k in keys} | {"lease": "server's"})
 
 
 def _write_refused(path: Path) -> str | None:

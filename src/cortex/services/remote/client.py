@@ -67,16 +67,16 @@ class RemoteClient:
         if report is not None:
             self._spool(method, path, body, report.cause)
             if isinstance(report.cause, ConfigError):
-                raise report.cause  # the key was refused: say so, the writes are all kept
+                raise _kept(report.cause)  # the key was refused: say so, the writes are all kept
             return None
         try:
             return self.transport.request(method, path, body)
         except UnavailableError as exc:
             self._spool(method, path, body, exc)
             return None
-        except ConfigError:
+        except ConfigError as exc:
             self._spool(method, path, body, None)
-            raise  # kept for when the key is fixed, and said at once
+            raise _kept(exc) from None  # kept for when the key is fixed, and said at once
 
     def send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A mutation that is not kept for later: the server's answer, or UnavailableError
@@ -185,3 +185,10 @@ class RemoteClient:
         self.spooled += 1
         if first:
             log.warning("%s", cause)
+
+
+def _kept(refused: ConfigError) -> ConfigError:
+    """The server's refusal of the key, saying that the write it refused is not lost."""
+    return ConfigError(
+        f"{refused}; the write waits in the local journal: fix the key, then `cortex sync`"
+    )

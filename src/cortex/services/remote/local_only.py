@@ -30,7 +30,8 @@ class LocalOnly:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise ConfigError(
-            f"this operation ({name}) needs a local store, and this home is a client of "
-            f"{self.url}; unset CORTEX_SERVER (server_url) to run it on the local database"
+        raise ConfigError(  # (``name`` is a store method: nothing a reader could act on)
+            f"this operation is not in the team server's API and needs a local store, and this "
+            f"home is a client of {self.url}; unset CORTEX_SERVER (server_url) to run it on the "
+            "local database"
         )
