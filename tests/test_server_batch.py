@@ -482,3 +482,26 @@ def test_an_end_reads_its_session_and_learnings_with_its_first_round_trip(
     assert trips[0] == 3
     assert ended is not None and ended.end_time is not None
     assert stored(host, tenant, sid).end_time == ended.end_time
+
+
+def test_a_batch_reads_and_claims_ids_that_hold_an_arrays_quotes_and_separators(
+    host: ServiceHost,
+) -> None:
+    """The batch sends its (tenant, id) pairs as array texts: an id holding double quotes,
+    backslashes, commas, braces, spaces or the word NULL is claimed, read and taken back as
+    itself."""
+    tenant, _ = tenant_key(host)
+    odd = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", 'j\\"k', ""]
+    with host.open(tenant) as app:
+        sessions = [app.sessions.on_session_start(f"s-{i}", "api").session_id for i in range(2)]
+    at = "2026-01-01T00:00:00Z"
+    with host.turn_batch() as batch:
+        taken, states, _, _ = batch.claim_and_read(
+            [(tenant, r) for r in odd], at, [(tenant, s) for s in [*sessions, *odd]]
+        )
+        batch.release([(tenant, odd[0])])
+    assert taken == {(tenant, r) for r in odd}
+    assert set(states) == {(tenant, s) for s in sessions}
+    with host.open(tenant) as app:
+        assert app.store.claim_request(odd[0], at)  # taken back
+        assert not any(app.store.claim_request(r, at) for r in odd[1:])

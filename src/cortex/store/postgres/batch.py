@@ -22,7 +22,9 @@ in the same order and never deadlock each other.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import SessionState
@@ -61,8 +63,45 @@ _RELEASE = (
 _KEYS = f"{KEYS} WHERE k.key_id = ANY(%s::text[])"
 
 
-def _pairs(keys: Sequence[TenantKey]) -> tuple[list[str], list[str]]:
-    return [tenant for tenant, _ in keys], [key for _, key in keys]
+def _array(values: Iterable[str]) -> str:
+    """``values`` as the text of a PostgreSQL array, for a ``%s::text[]`` parameter: each
+    item quoted, its backslashes and double quotes escaped. psycopg dumps a list by looking
+    at its items to choose the array's type at every statement; a text is dumped as it is."""
+    quoted = (v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
+    return "{" + ",".join(f'"{v}"' for v in quoted) + "}"
+
+
+_STAGES = _array(PENDING_STAGES)
+
+
+def _pairs(keys: Sequence[TenantKey]) -> tuple[str, str]:
+    return _array(tenant for tenant, _ in keys), _array(key for _, key in keys)
+
+
+_cursors: weakref.WeakKeyDictionary[Connection, dict[str, Cursor]] = weakref.WeakKeyDictionary()
+_cursors_lock = threading.Lock()
+
+
+def _cursor(conn: Connection, sql: str) -> Cursor:
+    """The cursor that runs ``sql`` (one of this module's statements) on ``conn``, kept for
+    the connection's next batches: psycopg makes a cursor (with its own adapters map) per
+    ``Connection.execute``, and a cursor that runs the same query again keeps its transformer
+    (the dumpers and loaders it found); a fifth of a batch's CPU went to making them anew.
+    A connection serves one batch at a time (the pool's checkout), so its cursors do too."""
+    kept = _cursors.get(conn)
+    if kept is None:
+        with _cursors_lock:
+            kept = _cursors.setdefault(conn, {})
+    cursor = kept.get(sql)
+    if cursor is None:
+        cursor = kept[sql] = conn.cursor()
+    return cursor
+
+
+def _run(conn: Connection, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+    """``sql`` run on ``conn`` by its kept cursor (``BEGIN`` and ``COMMIT`` never prepared)."""
+    prepare = False if params is None else None
+    return _cursor(conn, sql).execute(sql, params, prepare=prepare)
 
 
 def _keys(cursor: Cursor) -> dict[str, ApiKeyRecord]:
@@ -80,13 +119,13 @@ class PostgresTurnBatch:
     def _begin(self) -> None:
         """``BEGIN``, sent with the first statement (in its pipeline)."""
         if not self._begun:
-            self._conn.execute("BEGIN", prepare=False)
+            _run(self._conn, "BEGIN")
             self._begun = True
 
     def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
         with self._conn.pipeline():
             self._begin()
-            cursor = self._conn.execute(_KEYS, (key_ids,))
+            cursor = _run(self._conn, _KEYS, (_array(key_ids),))
         return _keys(cursor)
 
     def claim_and_read(
@@ -99,10 +138,10 @@ class PostgresTurnBatch:
         tenants = sorted({tenant for tenant, _ in sessions})
         with self._conn.pipeline():
             self._begin()
-            keys = self._conn.execute(_KEYS, (list(key_ids),)) if key_ids else None
-            claimed = self._conn.execute(_CLAIM, (at, *_pairs(claims))) if claims else None
-            found = self._conn.execute(_SESSIONS, _pairs(sessions))
-            pending = self._conn.execute(_TASKS, (tenants, list(PENDING_STAGES)))
+            keys = _run(self._conn, _KEYS, (_array(key_ids),)) if key_ids else None
+            claimed = _run(self._conn, _CLAIM, (at, *_pairs(claims))) if claims else None
+            found = _run(self._conn, _SESSIONS, _pairs(sessions))
+            pending = _run(self._conn, _TASKS, (_array(tenants), _STAGES))
         states: dict[TenantKey, SessionState] = {}
         for row in found.fetchall():
             state = session_from_row(row[1:], keep=False)  # about to change: never read again
@@ -129,8 +168,8 @@ class PostgresTurnBatch:
             return  # nothing was read, so nothing was written
         with self._conn.pipeline():
             for sql, params in writes:
-                self._conn.execute(sql, params)
-            self._conn.execute("COMMIT", prepare=False)
+                _run(self._conn, sql, params)
+            _run(self._conn, "COMMIT")
 
 
 @contextlib.contextmanager
