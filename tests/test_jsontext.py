@@ -11,16 +11,23 @@ from hypothesis import given
 from cortex.core.jsontext import compact_encoder
 from json_values import JSON_VALUES
 
-SETTINGS = [(False, (",", ":")), (True, (",", ":")), (True, (", ", ": "))]
+SETTINGS = [
+    (False, (",", ":"), False),
+    (True, (",", ":"), False),
+    (True, (", ", ": "), False),
+    (False, (",", ":"), True),
+]
 
 
-@pytest.mark.parametrize(("sort_keys", "separators"), SETTINGS)
+@pytest.mark.parametrize(("sort_keys", "separators", "ensure_ascii"), SETTINGS)
 @given(value=JSON_VALUES)
 def test_compact_encoder_writes_what_json_writes(
-    sort_keys: bool, separators: tuple[str, str], value: Any
+    sort_keys: bool, separators: tuple[str, str], ensure_ascii: bool, value: Any
 ) -> None:
-    reference = json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
-    made = compact_encoder(sort_keys=sort_keys, separators=separators)
+    reference = json.JSONEncoder(
+        separators=separators, ensure_ascii=ensure_ascii, sort_keys=sort_keys
+    )
+    made = compact_encoder(sort_keys=sort_keys, separators=separators, ensure_ascii=ensure_ascii)
     assert _outcome(made, value) == _outcome(reference.encode, value)
 
 
