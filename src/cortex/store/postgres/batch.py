@@ -67,8 +67,11 @@ def _array(values: Iterable[str]) -> str:
     """``values`` as the text of a PostgreSQL array, for a ``%s::text[]`` parameter: each
     item quoted, its backslashes and double quotes escaped. psycopg dumps a list by looking
     at its items to choose the array's type at every statement; a text is dumped as it is."""
-    quoted = (v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
-    return "{" + ",".join(f'"{v}"' for v in quoted) + "}"
+    items = list(values)
+    text = '","'.join(items)
+    if "\\" in text or '"' in text:  # rare: escape each item's own
+        text = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in items)
+    return '{"' + text + '"}' if items else "{}"
 
 
 _STAGES = _array(PENDING_STAGES)
