@@ -59,3 +59,13 @@ def test_without_nan_it_refuses_what_an_http_answer_refuses(number: float) -> No
     assert strict({"a": [1.5, "é"]}) == json.dumps(
         {"a": [1.5, "é"]}, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
     )
+
+
+def test_a_default_writes_what_json_writes_for_values_it_cannot_encode() -> None:
+    """``default=str``, as a record's size is measured: a date or a set is written as its
+    text, as ``json.dumps(..., default=str)`` writes it."""
+    import datetime
+
+    value = {"when": datetime.date(2026, 1, 2), "tags": {"x"}, "n": [1.5, "é"]}
+    made = compact_encoder(default=str)
+    assert made(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -26,12 +26,17 @@ def compact_encoder(
     separators: tuple[str, str] = (",", ":"),
     allow_nan: bool = True,
     ensure_ascii: bool = False,
+    default: Callable[[Any], Any] | None = None,
 ) -> Callable[[Any], str]:
     """``json.JSONEncoder(separators=separators, ensure_ascii=ensure_ascii,
-    sort_keys=sort_keys, allow_nan=allow_nan).encode``, for acyclic values, without the
-    per-call setup."""
+    sort_keys=sort_keys, allow_nan=allow_nan, default=default).encode``, for acyclic values,
+    without the per-call setup."""
     settings = json.JSONEncoder(
-        separators=separators, ensure_ascii=ensure_ascii, sort_keys=sort_keys, allow_nan=allow_nan
+        separators=separators,
+        ensure_ascii=ensure_ascii,
+        sort_keys=sort_keys,
+        allow_nan=allow_nan,
+        default=default,
     )
     make = getattr(json.encoder, "c_make_encoder", None)  # (not in the typeshed stubs)
     if make is None:  # an interpreter without json's C speedups
