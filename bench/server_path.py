@@ -142,9 +142,15 @@ def round_trips(action: Callable[[int], object], runs: int) -> float:
 @contextlib.contextmanager
 def counted_round_trips() -> Iterator[list[int]]:
     """Round trips to PostgreSQL made in the block, in its list's one item: a statement run
-    outside a pipeline is one, a pipeline (however many statements it sends) is one."""
+    outside a pipeline is one, a pipeline (however many statements it sends) is one, and
+    so is each sync of a pipeline before its end."""
     counted = [0]
     execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+    sync = psycopg.Pipeline.sync
+
+    def counted_sync(open_pipeline: Any) -> None:
+        counted[0] += 1
+        sync(open_pipeline)
 
     def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
         counted[0] += getattr(conn, "_pipeline", None) is None
@@ -159,11 +165,13 @@ def counted_round_trips() -> Iterator[list[int]]:
 
     psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
     psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
+    psycopg.Pipeline.sync = counted_sync  # type: ignore[method-assign]
     try:
         yield counted
     finally:
         psycopg.Connection.execute = execute  # type: ignore[method-assign]
         psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+        psycopg.Pipeline.sync = sync  # type: ignore[method-assign]
 
 
 def backends_cpu_s(url: str) -> float:

@@ -37,6 +37,8 @@ from cortex.store.registry import KEYS, key_from_row
 from cortex.store.tasks import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    import psycopg
+
     from cortex.store.protocol import BatchReads, TenantKey
 
 _PAIRS = "unnest(%s::text[], %s::text[]) AS u(tenant_id, id)"
@@ -112,10 +114,13 @@ def _keys(cursor: Cursor) -> dict[str, ApiKeyRecord]:
 
 
 class PostgresTurnBatch:
-    """``TurnBatch`` on one connection in an open transaction (see ``turn_batch``)."""
+    """``TurnBatch`` on one connection in an open transaction, in pipeline mode from its
+    first statement to its ``COMMIT`` (see ``turn_batch``): each read ends with a sync of the
+    pipeline (its round trip), the writes and ``COMMIT`` go with the pipeline's end."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, pipeline: psycopg.Pipeline) -> None:
         self._conn = conn
+        self._pipeline = pipeline
         self._writes: list[tuple[str, Sequence[Any]]] = []
         self._begun = False
 
@@ -126,9 +131,9 @@ class PostgresTurnBatch:
             self._begun = True
 
     def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
-        with self._conn.pipeline():
-            self._begin()
-            cursor = _run(self._conn, _KEYS, (_array(key_ids),))
+        self._begin()
+        cursor = _run(self._conn, _KEYS, (_array(key_ids),))
+        self._pipeline.sync()
         return _keys(cursor)
 
     def claim_and_read(
@@ -139,12 +144,12 @@ class PostgresTurnBatch:
         key_ids: Sequence[str] = (),
     ) -> BatchReads:
         tenants = sorted({tenant for tenant, _ in sessions})
-        with self._conn.pipeline():
-            self._begin()
-            keys = _run(self._conn, _KEYS, (_array(key_ids),)) if key_ids else None
-            claimed = _run(self._conn, _CLAIM, (at, *_pairs(claims))) if claims else None
-            found = _run(self._conn, _SESSIONS, _pairs(sessions))
-            pending = _run(self._conn, _TASKS, (_array(tenants), _STAGES))
+        self._begin()
+        keys = _run(self._conn, _KEYS, (_array(key_ids),)) if key_ids else None
+        claimed = _run(self._conn, _CLAIM, (at, *_pairs(claims))) if claims else None
+        found = _run(self._conn, _SESSIONS, _pairs(sessions))
+        pending = _run(self._conn, _TASKS, (_array(tenants), _STAGES))
+        self._pipeline.sync()
         states: dict[TenantKey, SessionState] = {}
         for row in found.fetchall():
             state = session_from_row(row[1:], keep=False)  # about to change: never read again
@@ -165,14 +170,14 @@ class PostgresTurnBatch:
             self._writes.append((UPSERT, session_row(tenant, state)))
 
     def commit(self) -> None:
-        """Send the waiting writes and ``COMMIT`` in one round trip."""
+        """Queue the waiting writes and ``COMMIT``: the pipeline's end sends them, in one
+        round trip."""
         writes, self._writes = self._writes, []
         if not self._begun:
             return  # nothing was read, so nothing was written
-        with self._conn.pipeline():
-            for sql, params in writes:
-                _run(self._conn, sql, params)
-            _run(self._conn, "COMMIT")
+        for sql, params in writes:
+            _run(self._conn, sql, params)
+        _run(self._conn, "COMMIT")
 
 
 @contextlib.contextmanager
@@ -180,10 +185,11 @@ def turn_batch(pool: Pool, url: str) -> Iterator[PostgresTurnBatch]:
     """A ``PostgresTurnBatch`` on a connection of ``pool``: committed when the block ends,
     rolled back on an exception (psycopg errors leave as Cortex errors)."""
     with translated(url), pool.connection() as conn:
-        batch = PostgresTurnBatch(conn)
         try:
-            yield batch
-            batch.commit()
+            with conn.pipeline() as pipeline:
+                batch = PostgresTurnBatch(conn, pipeline)
+                yield batch
+                batch.commit()
         except BaseException:
             roll_back(conn)
             raise
