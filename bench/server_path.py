@@ -204,19 +204,26 @@ def cpu_ms(url: str, action: Callable[[int], object], runs: int) -> tuple[float,
     return mine * 1000 / runs, database * 1000 / runs
 
 
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """The URL of a new database on ``ADMIN_URL``'s server, dropped when the block ends."""
+    name = f"cortex_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        try:
+            yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--batch", type=int, default=20, help="turns per batch (1: none)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    name = f"cortex_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-        try:
-            figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs, args.batch)
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with scratch_database() as url:
+        figures = measure(url, args.runs, args.batch)
     figures["floor_ms"] = floor_ms(15)
     figures["loadavg_1m"] = os.getloadavg()[0]
     if args.json:
