@@ -505,3 +505,26 @@ def test_a_batch_reads_and_claims_ids_that_hold_an_arrays_quotes_and_separators(
     with host.open(tenant) as app:
         assert app.store.claim_request(odd[0], at)  # taken back
         assert not any(app.store.claim_request(r, at) for r in odd[1:])
+
+
+def test_a_closed_connections_kept_cursors_are_let_go_when_a_new_one_comes(pg_url: str) -> None:
+    """A batch's statements run on cursors kept per connection; a cursor refers to its
+    connection, so keeping them must not keep a closed connection alive."""
+    import gc
+    import weakref
+
+    import psycopg
+
+    from cortex.store.postgres import batch
+
+    first = psycopg.connect(pg_url, autocommit=True)
+    cursor = batch._cursor(first, "SELECT 1")
+    assert batch._cursor(first, "SELECT 1") is cursor  # kept
+    assert batch._cursor(first, "SELECT 2") is not cursor  # one per statement
+    first.close()
+    gone = weakref.ref(first)
+    del first, cursor
+    with psycopg.connect(pg_url, autocommit=True) as second:
+        batch._cursor(second, "SELECT 1")
+        gc.collect()
+        assert gone() is None

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +82,10 @@ def _pairs(keys: Sequence[TenantKey]) -> tuple[str, str]:
     return _array(tenant for tenant, _ in keys), _array(key for _, key in keys)
 
 
-_cursors: weakref.WeakKeyDictionary[Connection, dict[str, Cursor]] = weakref.WeakKeyDictionary()
+_cursors: dict[Connection, dict[str, Cursor]] = {}
+"""The kept cursors of each open connection. Not weakly keyed: a cursor refers to its
+connection, so a weak key would never be let go; a closed connection's are dropped when a
+new connection comes (the pool closes one it replaces)."""
 _cursors_lock = threading.Lock()
 
 
@@ -96,6 +98,8 @@ def _cursor(conn: Connection, sql: str) -> Cursor:
     kept = _cursors.get(conn)
     if kept is None:
         with _cursors_lock:
+            for closed in [known for known in _cursors if known.closed]:
+                del _cursors[closed]
             kept = _cursors.setdefault(conn, {})
     cursor = kept.get(sql)
     if cursor is None:
