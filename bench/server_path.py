@@ -142,9 +142,15 @@ def round_trips(action: Callable[[int], object], runs: int) -> float:
 @contextlib.contextmanager
 def counted_round_trips() -> Iterator[list[int]]:
     """Round trips to PostgreSQL made in the block, in its list's one item: a statement run
-    outside a pipeline is one, a pipeline (however many statements it sends) is one."""
+    outside a pipeline is one, a pipeline (however many statements it sends) is one, and
+    so is each sync of a pipeline before its end."""
     counted = [0]
     execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+    sync = psycopg.Pipeline.sync
+
+    def counted_sync(open_pipeline: Any) -> None:
+        counted[0] += 1
+        sync(open_pipeline)
 
     def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
         counted[0] += getattr(conn, "_pipeline", None) is None
@@ -159,11 +165,13 @@ def counted_round_trips() -> Iterator[list[int]]:
 
     psycopg.Connection.execute = counted_execute  # type: ignore[method-assign,assignment]
     psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
+    psycopg.Pipeline.sync = counted_sync  # type: ignore[method-assign]
     try:
         yield counted
     finally:
         psycopg.Connection.execute = execute  # type: ignore[method-assign]
         psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+        psycopg.Pipeline.sync = sync  # type: ignore[method-assign]
 
 
 def backends_cpu_s(url: str) -> float:
@@ -196,19 +204,26 @@ def cpu_ms(url: str, action: Callable[[int], object], runs: int) -> tuple[float,
     return mine * 1000 / runs, database * 1000 / runs
 
 
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """The URL of a new database on ``ADMIN_URL``'s server, dropped when the block ends."""
+    name = f"cortex_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        try:
+            yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--batch", type=int, default=20, help="turns per batch (1: none)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    name = f"cortex_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-        try:
-            figures = measure(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.runs, args.batch)
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with scratch_database() as url:
+        figures = measure(url, args.runs, args.batch)
     figures["floor_ms"] = floor_ms(15)
     figures["loadavg_1m"] = os.getloadavg()[0]
     if args.json:

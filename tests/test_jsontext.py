@@ -11,16 +11,23 @@ from hypothesis import given
 from cortex.core.jsontext import compact_encoder
 from json_values import JSON_VALUES
 
-SETTINGS = [(False, (",", ":")), (True, (",", ":")), (True, (", ", ": "))]
+SETTINGS = [
+    (False, (",", ":"), False),
+    (True, (",", ":"), False),
+    (True, (", ", ": "), False),
+    (False, (",", ":"), True),
+]
 
 
-@pytest.mark.parametrize(("sort_keys", "separators"), SETTINGS)
+@pytest.mark.parametrize(("sort_keys", "separators", "ensure_ascii"), SETTINGS)
 @given(value=JSON_VALUES)
 def test_compact_encoder_writes_what_json_writes(
-    sort_keys: bool, separators: tuple[str, str], value: Any
+    sort_keys: bool, separators: tuple[str, str], ensure_ascii: bool, value: Any
 ) -> None:
-    reference = json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys)
-    made = compact_encoder(sort_keys=sort_keys, separators=separators)
+    reference = json.JSONEncoder(
+        separators=separators, ensure_ascii=ensure_ascii, sort_keys=sort_keys
+    )
+    made = compact_encoder(sort_keys=sort_keys, separators=separators, ensure_ascii=ensure_ascii)
     assert _outcome(made, value) == _outcome(reference.encode, value)
 
 
@@ -52,3 +59,13 @@ def test_without_nan_it_refuses_what_an_http_answer_refuses(number: float) -> No
     assert strict({"a": [1.5, "é"]}) == json.dumps(
         {"a": [1.5, "é"]}, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
     )
+
+
+def test_a_default_writes_what_json_writes_for_values_it_cannot_encode() -> None:
+    """``default=str``, as a record's size is measured: a date or a set is written as its
+    text, as ``json.dumps(..., default=str)`` writes it."""
+    import datetime
+
+    value = {"when": datetime.date(2026, 1, 2), "tags": {"x"}, "n": [1.5, "é"]}
+    made = compact_encoder(default=str)
+    assert made(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

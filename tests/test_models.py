@@ -1,12 +1,21 @@
-"""The records' copy helper: ``evolve`` is ``dataclasses.replace`` without the ``__init__``."""
+"""The records' copy helpers: ``evolve`` is ``dataclasses.replace`` and ``made`` is the
+class's call, both without the ``__init__``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import pytest
 
-from cortex.core.models import CRITICAL, PendingTask, Pin, ScoreBreakdown, SessionState, evolve
+from cortex.core.models import (
+    CRITICAL,
+    PendingTask,
+    Pin,
+    ScoreBreakdown,
+    SessionState,
+    evolve,
+    made,
+)
 from store_contract import full_session, t
 
 
@@ -61,3 +70,26 @@ def test_evolve_runs_init_for_a_record_that_computes_fields() -> None:
     """A record with ``__post_init__`` or non-init fields is copied by ``replace``: a plain
     attribute copy would keep the value computed from the old fields."""
     assert evolve(_Checked(1), value=5).doubled == 10
+
+
+def test_made_equals_the_call_and_stays_frozen() -> None:
+    session = full_session()
+    values = {f.name: getattr(session, f.name) for f in fields(session)}
+    record = made(SessionState, values)
+    assert record == SessionState(**values) and type(record) is SessionState
+    for name, value in values.items():
+        assert getattr(record, name) is value
+    with pytest.raises(AttributeError):
+        record.hot_topics = ()  # type: ignore[misc]
+
+
+def test_made_calls_init_for_a_partial_call_a_wrong_name_or_a_computed_field() -> None:
+    assert made(SessionState, {"session_id": "s", "start_time": t(1)}) == SessionState("s", t(1))
+    with pytest.raises(TypeError, match="colour"):
+        made(SessionState, {"session_id": "s", "start_time": t(1), "colour": "red"})
+    assert made(_Checked, {"value": 4}).doubled == 8
+
+
+def test_a_session_read_from_its_dict_is_the_session() -> None:
+    session = full_session()
+    assert SessionState.from_dict(session.to_dict()) == session

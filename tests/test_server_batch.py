@@ -482,3 +482,49 @@ def test_an_end_reads_its_session_and_learnings_with_its_first_round_trip(
     assert trips[0] == 3
     assert ended is not None and ended.end_time is not None
     assert stored(host, tenant, sid).end_time == ended.end_time
+
+
+def test_a_batch_reads_and_claims_ids_that_hold_an_arrays_quotes_and_separators(
+    host: ServiceHost,
+) -> None:
+    """The batch sends its (tenant, id) pairs as array texts: an id holding double quotes,
+    backslashes, commas, braces, spaces or the word NULL is claimed, read and taken back as
+    itself."""
+    tenant, _ = tenant_key(host)
+    odd = ['a"b', "c\\d", "e,f", "{g}", "h i", "NULL", 'j\\"k', ""]
+    with host.open(tenant) as app:
+        sessions = [app.sessions.on_session_start(f"s-{i}", "api").session_id for i in range(2)]
+    at = "2026-01-01T00:00:00Z"
+    with host.turn_batch() as batch:
+        taken, states, _, _ = batch.claim_and_read(
+            [(tenant, r) for r in odd], at, [(tenant, s) for s in [*sessions, *odd]]
+        )
+        batch.release([(tenant, odd[0])])
+    assert taken == {(tenant, r) for r in odd}
+    assert set(states) == {(tenant, s) for s in sessions}
+    with host.open(tenant) as app:
+        assert app.store.claim_request(odd[0], at)  # taken back
+        assert not any(app.store.claim_request(r, at) for r in odd[1:])
+
+
+def test_a_closed_connections_kept_cursors_are_let_go_when_a_new_one_comes(pg_url: str) -> None:
+    """A batch's statements run on cursors kept per connection; a cursor refers to its
+    connection, so keeping them must not keep a closed connection alive."""
+    import gc
+    import weakref
+
+    import psycopg
+
+    from cortex.store.postgres import batch
+
+    first = psycopg.connect(pg_url, autocommit=True)
+    cursor = batch._cursor(first, "SELECT 1")
+    assert batch._cursor(first, "SELECT 1") is cursor  # kept
+    assert batch._cursor(first, "SELECT 2") is not cursor  # one per statement
+    first.close()
+    gone = weakref.ref(first)
+    del first, cursor
+    with psycopg.connect(pg_url, autocommit=True) as second:
+        batch._cursor(second, "SELECT 1")
+        gc.collect()
+        assert gone() is None

@@ -21,12 +21,22 @@ if TYPE_CHECKING:
 
 
 def compact_encoder(
-    *, sort_keys: bool = False, separators: tuple[str, str] = (",", ":"), allow_nan: bool = True
+    *,
+    sort_keys: bool = False,
+    separators: tuple[str, str] = (",", ":"),
+    allow_nan: bool = True,
+    ensure_ascii: bool = False,
+    default: Callable[[Any], Any] | None = None,
 ) -> Callable[[Any], str]:
-    """``json.JSONEncoder(separators=separators, ensure_ascii=False, sort_keys=sort_keys,
-    allow_nan=allow_nan).encode``, for acyclic values, without the per-call setup."""
+    """``json.JSONEncoder(separators=separators, ensure_ascii=ensure_ascii,
+    sort_keys=sort_keys, allow_nan=allow_nan, default=default).encode``, for acyclic values,
+    without the per-call setup."""
     settings = json.JSONEncoder(
-        separators=separators, ensure_ascii=False, sort_keys=sort_keys, allow_nan=allow_nan
+        separators=separators,
+        ensure_ascii=ensure_ascii,
+        sort_keys=sort_keys,
+        allow_nan=allow_nan,
+        default=default,
     )
     make = getattr(json.encoder, "c_make_encoder", None)  # (not in the typeshed stubs)
     if make is None:  # an interpreter without json's C speedups
@@ -35,7 +45,8 @@ def compact_encoder(
     encode = make(
         None,  # no cycle check: see the module docstring
         settings.default,
-        json.encoder.encode_basestring,  # what the encoder uses with ensure_ascii=False
+        # what the encoder uses with each ensure_ascii
+        json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring,
         None,
         key_separator,
         item_separator,

@@ -43,10 +43,7 @@ def evolve(record: R, **changes: Any) -> R:
     as is (every field an init field, no ``__post_init__``); any other goes to ``replace``.
     """
     cls: type[Any] = type(record)
-    try:
-        names = _COPYABLE[cls]
-    except KeyError:
-        names = _COPYABLE[cls] = _copyable_fields(cls)
+    names = _copyable(cls)
     if names is None:
         return replace(record, **changes)  # type: ignore[type-var]
     unknown = changes.keys() - names
@@ -58,7 +55,28 @@ def evolve(record: R, **changes: Any) -> R:
     return copy  # type: ignore[no-any-return]
 
 
+def made(cls: type[R], values: dict[str, Any]) -> R:
+    """``cls(**values)``, made as ``evolve`` makes a copy when ``values`` names every field of
+    a record that ``__init__`` would store as given (a frozen ``__init__`` sets each field
+    through ``object.__setattr__``: a ``SessionState`` decoded from a row paid 29 of them);
+    any other call goes to ``__init__``, which checks the names."""
+    names = _copyable(cls)
+    if names is None or values.keys() != names:
+        return cls(**values)
+    record = object.__new__(cls)
+    record.__dict__.update(values)
+    return record
+
+
 _COPYABLE: dict[type[Any], frozenset[str] | None] = {}
+
+
+def _copyable(cls: type) -> frozenset[str] | None:
+    try:
+        return _COPYABLE[cls]
+    except KeyError:
+        names = _COPYABLE[cls] = _copyable_fields(cls)
+        return names
 
 
 def _copyable_fields(cls: type) -> frozenset[str] | None:
@@ -303,7 +321,7 @@ class SessionState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionState:
-        return cls(
+        values = dict(
             session_id=str(data["session_id"]),
             start_time=str(data["start_time"]),
             end_time=data.get("end_time"),
@@ -338,6 +356,7 @@ class SessionState:
             owner_pid=data.get("owner_pid"),
             owner_host=data.get("owner_host"),
         )
+        return made(cls, values)
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ instead of losing a pin silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 
+from cortex.core.jsontext import compact_encoder
 from cortex.core.models import PendingTask, Pin, SessionState
 from cortex.core.pins import MAX_LABEL_CHARS, MAX_PIN_CHARS
 from cortex.errors import ValidationError, command
@@ -51,10 +51,15 @@ _STAGE_RANK = {"build": 0, "verify": 1, "validate": 2}
 Step = Callable[[SessionState, int], SessionState]
 
 
+_COMPACT = compact_encoder(default=str)
+"""Compact JSON, ``ensure_ascii=False``, from an encoder built once (a record's ``to_dict``
+holds no cycle; one that did would raise ``RecursionError``, which ``_safe_size`` takes as
+"too big", as it takes ``json.dumps``'s ``ValueError``)."""
+
+
 def _json_len(value: Any) -> int:
     """UTF-8 bytes of ``value`` as the stores write it (compact JSON, ``ensure_ascii=False``)."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(_COMPACT(value).encode("utf-8", "surrogatepass"))
 
 
 def record_size(state: SessionState) -> int:

@@ -191,6 +191,11 @@ def _weight_pairs(value: Any) -> Iterator[tuple[str, float]]:
     if not isinstance(items, Iterable) or isinstance(items, str | bytes):
         return
     for item in items:
+        if type(item) is list and len(item) == 2:  # as ``to_dict`` writes it: checked at once
+            name, weight = item
+            if type(name) is str and name and type(weight) is float and 0 < weight <= MAX_WEIGHT:
+                yield name, weight
+                continue
         if not isinstance(item, list | tuple) or len(item) != 2:
             continue
         name, weight = item

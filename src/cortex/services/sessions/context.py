@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
 from functools import partial
 
 from cortex.clock import Clock
 from cortex.config import Config
-from cortex.core.models import PendingTask, Pin, SessionState
+from cortex.core.models import PendingTask, Pin, SessionState, evolve
 from cortex.core.redaction import redact_value
 from cortex.core.sizing import fit_record, tasks_that_can_fit
 from cortex.core.tasks import (
@@ -336,7 +335,7 @@ def with_topics(
     session: SessionState, extractor: HotTopicExtractor, **changes: Any
 ) -> SessionState:
     """``session`` with the accumulator's outputs (topics, projects, learnings) and ``changes``."""
-    return replace(
+    return evolve(
         session,
         topic_state=extractor.to_dict(),
         hot_topics=tuple(extractor.get_current_topics(20)),

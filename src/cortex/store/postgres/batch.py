@@ -22,7 +22,8 @@ in the same order and never deadlock each other.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cortex.core.models import SessionState
@@ -35,6 +36,8 @@ from cortex.store.registry import KEYS, key_from_row
 from cortex.store.tasks import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    import psycopg
+
     from cortex.store.protocol import BatchReads, TenantKey
 
 _PAIRS = "unnest(%s::text[], %s::text[]) AS u(tenant_id, id)"
@@ -61,8 +64,53 @@ _RELEASE = (
 _KEYS = f"{KEYS} WHERE k.key_id = ANY(%s::text[])"
 
 
-def _pairs(keys: Sequence[TenantKey]) -> tuple[list[str], list[str]]:
-    return [tenant for tenant, _ in keys], [key for _, key in keys]
+def _array(values: Iterable[str]) -> str:
+    """``values`` as the text of a PostgreSQL array, for a ``%s::text[]`` parameter: each
+    item quoted, its backslashes and double quotes escaped. psycopg dumps a list by looking
+    at its items to choose the array's type at every statement; a text is dumped as it is."""
+    items = list(values)
+    text = '","'.join(items)
+    if "\\" in text or '"' in text:  # rare: escape each item's own
+        text = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in items)
+    return '{"' + text + '"}' if items else "{}"
+
+
+_STAGES = _array(PENDING_STAGES)
+
+
+def _pairs(keys: Sequence[TenantKey]) -> tuple[str, str]:
+    return _array(tenant for tenant, _ in keys), _array(key for _, key in keys)
+
+
+_cursors: dict[Connection, dict[str, Cursor]] = {}
+"""The kept cursors of each open connection. Not weakly keyed: a cursor refers to its
+connection, so a weak key would never be let go; a closed connection's are dropped when a
+new connection comes (the pool closes one it replaces)."""
+_cursors_lock = threading.Lock()
+
+
+def _cursor(conn: Connection, sql: str) -> Cursor:
+    """The cursor that runs ``sql`` (one of this module's statements) on ``conn``, kept for
+    the connection's next batches: psycopg makes a cursor (with its own adapters map) per
+    ``Connection.execute``, and a cursor that runs the same query again keeps its transformer
+    (the dumpers and loaders it found); a fifth of a batch's CPU went to making them anew.
+    A connection serves one batch at a time (the pool's checkout), so its cursors do too."""
+    kept = _cursors.get(conn)
+    if kept is None:
+        with _cursors_lock:
+            for closed in [known for known in _cursors if known.closed]:
+                del _cursors[closed]
+            kept = _cursors.setdefault(conn, {})
+    cursor = kept.get(sql)
+    if cursor is None:
+        cursor = kept[sql] = conn.cursor()
+    return cursor
+
+
+def _run(conn: Connection, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+    """``sql`` run on ``conn`` by its kept cursor (``BEGIN`` and ``COMMIT`` never prepared)."""
+    prepare = False if params is None else None
+    return _cursor(conn, sql).execute(sql, params, prepare=prepare)
 
 
 def _keys(cursor: Cursor) -> dict[str, ApiKeyRecord]:
@@ -70,23 +118,26 @@ def _keys(cursor: Cursor) -> dict[str, ApiKeyRecord]:
 
 
 class PostgresTurnBatch:
-    """``TurnBatch`` on one connection in an open transaction (see ``turn_batch``)."""
+    """``TurnBatch`` on one connection in an open transaction, in pipeline mode from its
+    first statement to its ``COMMIT`` (see ``turn_batch``): each read ends with a sync of the
+    pipeline (its round trip), the writes and ``COMMIT`` go with the pipeline's end."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, pipeline: psycopg.Pipeline) -> None:
         self._conn = conn
+        self._pipeline = pipeline
         self._writes: list[tuple[str, Sequence[Any]]] = []
         self._begun = False
 
     def _begin(self) -> None:
         """``BEGIN``, sent with the first statement (in its pipeline)."""
         if not self._begun:
-            self._conn.execute("BEGIN", prepare=False)
+            _run(self._conn, "BEGIN")
             self._begun = True
 
     def api_keys(self, key_ids: Sequence[str]) -> dict[str, ApiKeyRecord]:
-        with self._conn.pipeline():
-            self._begin()
-            cursor = self._conn.execute(_KEYS, (key_ids,))
+        self._begin()
+        cursor = _run(self._conn, _KEYS, (_array(key_ids),))
+        self._pipeline.sync()
         return _keys(cursor)
 
     def claim_and_read(
@@ -97,12 +148,12 @@ class PostgresTurnBatch:
         key_ids: Sequence[str] = (),
     ) -> BatchReads:
         tenants = sorted({tenant for tenant, _ in sessions})
-        with self._conn.pipeline():
-            self._begin()
-            keys = self._conn.execute(_KEYS, (list(key_ids),)) if key_ids else None
-            claimed = self._conn.execute(_CLAIM, (at, *_pairs(claims))) if claims else None
-            found = self._conn.execute(_SESSIONS, _pairs(sessions))
-            pending = self._conn.execute(_TASKS, (tenants, list(PENDING_STAGES)))
+        self._begin()
+        keys = _run(self._conn, _KEYS, (_array(key_ids),)) if key_ids else None
+        claimed = _run(self._conn, _CLAIM, (at, *_pairs(claims))) if claims else None
+        found = _run(self._conn, _SESSIONS, _pairs(sessions))
+        pending = _run(self._conn, _TASKS, (_array(tenants), _STAGES))
+        self._pipeline.sync()
         states: dict[TenantKey, SessionState] = {}
         for row in found.fetchall():
             state = session_from_row(row[1:], keep=False)  # about to change: never read again
@@ -123,14 +174,14 @@ class PostgresTurnBatch:
             self._writes.append((UPSERT, session_row(tenant, state)))
 
     def commit(self) -> None:
-        """Send the waiting writes and ``COMMIT`` in one round trip."""
+        """Queue the waiting writes and ``COMMIT``: the pipeline's end sends them, in one
+        round trip."""
         writes, self._writes = self._writes, []
         if not self._begun:
             return  # nothing was read, so nothing was written
-        with self._conn.pipeline():
-            for sql, params in writes:
-                self._conn.execute(sql, params)
-            self._conn.execute("COMMIT", prepare=False)
+        for sql, params in writes:
+            _run(self._conn, sql, params)
+        _run(self._conn, "COMMIT")
 
 
 @contextlib.contextmanager
@@ -138,10 +189,11 @@ def turn_batch(pool: Pool, url: str) -> Iterator[PostgresTurnBatch]:
     """A ``PostgresTurnBatch`` on a connection of ``pool``: committed when the block ends,
     rolled back on an exception (psycopg errors leave as Cortex errors)."""
     with translated(url), pool.connection() as conn:
-        batch = PostgresTurnBatch(conn)
         try:
-            yield batch
-            batch.commit()
+            with conn.pipeline() as pipeline:
+                batch = PostgresTurnBatch(conn, pipeline)
+                yield batch
+                batch.commit()
         except BaseException:
             roll_back(conn)
             raise

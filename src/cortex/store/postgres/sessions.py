@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from cortex.core.jsontext import compact_encoder
 from cortex.core.models import SessionState
 from cortex.errors import BusyError
 from cortex.store.postgres.db import Runner
@@ -45,12 +46,18 @@ UPSERT = (
 """The whole row of a session, inserted or replaced; its parameters are ``session_row``'s."""
 
 
+_JSON = compact_encoder(ensure_ascii=True)
+"""How a session's JSON columns are written: ``json.dumps``'s text without its spaces (the
+same JSONB), from an encoder built once rather than at each of a row's nine values; ASCII,
+as ``json.dumps`` writes it, so a value PostgreSQL refuses is refused the same way."""
+
+
 def session_row(tenant: str, state: SessionState) -> tuple[Any, ...]:
     """The parameters of ``UPSERT`` for ``tenant``'s session ``state``."""
     data = session_values(state)
     return (
         tenant,
-        *(Jsonb(data[c]) if c in SESSION_JSON_COLUMNS else data[c] for c in SESSION_COLUMNS),
+        *(Jsonb(data[c], _JSON) if c in SESSION_JSON_COLUMNS else data[c] for c in SESSION_COLUMNS),
     )
 
 
