@@ -3,6 +3,7 @@ database, a tenant and key made by the CLI, a session driven over HTTP, a clean 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -163,7 +164,10 @@ def requests_waiting_on_a_held_session(
         try:
             answers[name] = (200, http(base, *sent[name][:2], sent[name][2], key))
         except urllib.error.HTTPError as exc:
-            answers[name] = (exc.code, json.loads(exc.read()))
+            body = exc.read()
+            answers[name] = (exc.code, json.loads(body) if body.startswith(b"{") else body)
+        except (OSError, http.client.HTTPException):  # the connection closed unanswered
+            answers[name] = (None, None)
 
     threads = [threading.Thread(target=send, args=(name,)) for name in WAITING]
     for thread in threads:
@@ -176,6 +180,29 @@ def requests_waiting_on_a_held_session(
                 return threads
             time.sleep(0.05)
     raise AssertionError("the requests did not come to wait for the session's lock")
+
+
+def assert_refused_and_unchanged(
+    answers: dict[str, Any],
+    said: str,
+    pg_url: str,
+    tmp_path: Path,
+    tenant: str,
+    sid: str,
+    before: dict[str, Any],
+) -> None:
+    """Each waiting request answered the API's 503 saying ``said``, and ``sid`` is as it was
+    (``before``): nothing of them was written."""
+    for name in WAITING:
+        status, body = answers[name]
+        assert (status, body["error"]["code"]) == (503, "unavailable"), name
+        assert said in body["error"]["message"]
+    host = ServiceHost(pg_url, tmp_path / "check")
+    try:
+        with host.open(tenant) as app:
+            assert app.sessions.resolve(sid).to_dict() == before
+    finally:
+        host.close()
 
 
 def stop_accepting(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -213,16 +240,35 @@ def test_a_sigterm_ends_the_server_while_a_transaction_still_holds_its_requests_
             proc.wait(60)  # with the session still held
             for thread in threads:
                 thread.join(10)
-        for name in WAITING:
-            status, body = answers[name]
-            assert (status, body["error"]["code"]) == (503, "unavailable"), name
-            assert "is busy" in body["error"]["message"]
-    host = ServiceHost(pg_url, tmp_path / "check")
-    try:
-        with host.open(tenant) as app:
-            assert app.sessions.resolve(sid).to_dict() == before
-    finally:
-        host.close()
+    assert_refused_and_unchanged(answers, "is busy", pg_url, tmp_path, tenant, sid, before)
+
+
+def test_a_sigterm_gives_up_on_requests_still_waiting_after_the_shutdown_timeout(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """`--shutdown-timeout` bounds a stop: requests that wait on a held session longer than it
+    (their lock bound is a minute) are given up on with the API's 503 (not uvicorn's plain
+    500), the server is gone while the holder still holds the session, and nothing of them was
+    written (their transactions rolled back with the server's connections)."""
+    import psycopg
+
+    options = ("--lock-timeout", "60", "--shutdown-timeout", "1")
+    with serving(pg_url, tmp_path, *options, workers=1) as (base, home, proc):
+        wait_ready(base, proc)
+        tenant, key = new_tenant_key(home, pg_url)
+        sid = http(base, "POST", "/v1/sessions/start", {"project": "api"}, key)["session_id"]
+        before = http(base, "GET", f"/v1/sessions/{sid}", key=key)
+        answers: dict[str, Any] = {}
+        with psycopg.connect(pg_url) as blocker:
+            threads = requests_waiting_on_a_held_session(base, pg_url, key, sid, blocker, answers)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)  # well before the requests' 60 s lock bound, with the session held
+            blocker.rollback()
+        for thread in threads:
+            thread.join(10)
+    # Given up on: the API's 503, to retry with the same request id.
+    stopping = "the server is stopping"
+    assert_refused_and_unchanged(answers, stopping, pg_url, tmp_path, tenant, sid, before)
 
 
 def test_requests_in_flight_at_a_sigterm_are_answered_and_written_whole(

@@ -77,6 +77,11 @@ def _registry(
 @number_option(BURST, "Requests each API key may make at once, per worker process")
 @number_option(LOCK_TIMEOUT, "How long a request waits for a session another request or "
          "transaction holds, then answers 503 with Retry-After (PostgreSQL)")  # fmt: skip
+@click.option("--shutdown-timeout", default=30, show_default=True, metavar="SECONDS",
+              type=click.IntRange(1, 3600),
+              help="Seconds a SIGTERM waits for the requests in flight; those still running "
+              "then are dropped unanswered (their transactions roll back; clients retry them "
+              "with their request ids).")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -91,6 +96,7 @@ def serve(
     rate: float,
     burst: int,
     lock_timeout: float,
+    shutdown_timeout: int,
     access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
@@ -104,6 +110,7 @@ def serve(
         cortex serve --db postgresql://cortex@db/cortex --host 0.0.0.0 --workers 4
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
       cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
+      cortex serve --db postgresql://cortex@db/cortex --shutdown-timeout 10
     """
     secret = rt.env.get(SECRET_ENV)
     if db_url.startswith(("postgresql://", "postgres://")) and not secret:
@@ -131,6 +138,7 @@ def serve(
     }
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
+    args += ["--timeout-graceful-shutdown", str(shutdown_timeout)]
     args += [] if access_log else ["--no-access-log"]
     sys.stdout.flush()
     sys.stderr.flush()

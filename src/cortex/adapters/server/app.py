@@ -10,6 +10,7 @@ declares that body for every error status and each route's 200 body (``answers``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -269,17 +270,41 @@ class CortexAPI(FastAPI):
     direct: DirectRoutes | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = None if self.direct is None else self.direct.match(scope)
-        if found is None or self._traced():
-            await super().__call__(scope, receive, send)
-            return
-        assert self.direct is not None
-        await self.direct.serve(found, scope, receive, send, super().__call__, front=True)
+        try:
+            found = None if self.direct is None else self.direct.match(scope)
+            if found is None or self._traced():
+                await super().__call__(scope, receive, send)
+                return
+            assert self.direct is not None
+            await self.direct.serve(found, scope, receive, send, super().__call__, front=True)
+        except asyncio.CancelledError:
+            if scope["type"] == "http":
+                await _stopping(send)
+            raise
 
     def _traced(self) -> bool:
         """FastAPI's OpenTelemetry instrumentation is on (FastAPI 0.16x with a provider set)."""
         telemetry = getattr(self, "_native_telemetry", None)
         return telemetry is not None and bool(telemetry.enabled())
+
+
+STOPPING = "the server is stopping; send the request again (its request_id makes a retry safe)"
+
+
+async def _stopping(send: Send) -> None:
+    """The answer to a request a stopping server gave up on (its shutdown timeout passed, so
+    uvicorn cancelled it): 503 with ``Retry-After`` in the API's error body, not uvicorn's
+    plain-text 500, when nothing of its answer was sent yet. Its transaction is rolled back
+    with the server's connections, so a retry with the same ``request_id`` is safe."""
+    answer = error(503, "unavailable", STOPPING, **{"Retry-After": "1"})
+    try:
+        await answer({"type": "http"}, _no_body, send)
+    except (RuntimeError, OSError):  # its answer had started, or its connection is gone
+        pass
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _bearer_openapi(app: FastAPI) -> None:
