@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cortex.clock import Clock, SystemClock, to_iso
 from cortex.config import CONFIG_FILES, Config, load_config
-from cortex.core.server_numbers import POOL
+from cortex.core.server_numbers import POOL, SECRET_ENV
 from cortex.core.tenancy import check_request_id, check_tenant_id, parse_key
 from cortex.errors import (
     ConfigError,
@@ -83,10 +83,20 @@ def check_secret(secret: str) -> str:
     size = len(secret.encode())
     if size < MIN_SECRET_BYTES:
         raise ConfigError(
-            f"CORTEX_SERVER_SECRET is {size} bytes; use at least {MIN_SECRET_BYTES}, e.g. "
+            f"{SECRET_ENV} is {size} bytes; use at least {MIN_SECRET_BYTES}, e.g. "
             "`openssl rand -hex 32` (the same on every server)"
         )
     return secret
+
+
+def check_server_secret(url: str, secret: str | None, how: str) -> None:
+    """The secret a server on ``url`` starts with: one is needed on PostgreSQL (else
+    ``ConfigError``: not set, then ``how`` to set it), and one given must be long enough
+    (``check_secret``). A URL of a scheme no store serves is refused here too."""
+    if secret:
+        check_secret(secret)
+    elif postgres_url(url):
+        raise ConfigError(f"{SECRET_ENV} is not set; {how}")
 
 
 class ServiceHost:

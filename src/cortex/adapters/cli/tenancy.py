@@ -33,7 +33,7 @@ from cortex.core.server_numbers import (
 )
 from cortex.errors import ConfigError
 from cortex.services.app import Services
-from cortex.services.hosting import check_secret
+from cortex.services.hosting import check_server_secret
 
 DB = click.option(
     "--db",
@@ -112,14 +112,9 @@ def serve(
       cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
       cortex serve --db postgresql://cortex@db/cortex --shutdown-timeout 10
     """
-    secret = rt.env.get(SECRET_ENV)
-    if db_url.startswith(("postgresql://", "postgres://")) and not secret:
-        raise ConfigError(
-            f"{SECRET_ENV} is not set; export the server secret (e.g. `openssl rand -hex 32`, "
-            "the same on every server) before `cortex serve`"
-        )
-    if secret:
-        check_secret(secret)  # here, as one line: a worker process would print a traceback
+    # Here, as one line: a worker process would print a traceback.
+    how = "export the server secret (e.g. `openssl rand -hex 32`, the same on every server) "
+    check_server_secret(db_url, rt.env.get(SECRET_ENV), how + "before `cortex serve`")
     check = server_host(rt, db_url)
     try:
         check.check_database()  # as one line too: uvicorn would start and fail every request

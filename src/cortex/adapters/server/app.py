@@ -57,7 +57,7 @@ from cortex.errors import (
     parts,
 )
 from cortex.logs import getLogger
-from cortex.services.hosting import UNAVAILABLE, ServiceHost
+from cortex.services.hosting import UNAVAILABLE, ServiceHost, check_server_secret
 
 log = getLogger("cortex.server")
 STARTUP_FAILURE = 3
@@ -469,8 +469,7 @@ def _app_from(env: Mapping[str, str]) -> FastAPI:
     if not url:
         raise ConfigError(f"{DB_ENV} is not set; start the server with `cortex serve --db URL`")
     secret = env.get(SECRET_ENV) or None
-    if secret is None and url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(f"{SECRET_ENV} is not set; export the server secret and restart")
+    check_server_secret(url, secret, "export the server secret and restart")
     home = Path(env.get("CORTEX_HOME") or Path.home() / ".cortex").expanduser()
     return create_app(
         url,
