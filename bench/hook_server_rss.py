@@ -53,11 +53,14 @@ def floor_mib() -> float:
 def measure(events: int, progress: bool = True, fresh_home: bool = False) -> dict[str, float | int]:
     """RSS of a hook server idle and after ``events`` events, and the floor's, in MiB."""
     home = tempfile.mkdtemp(prefix="cortex-rss-")
-    if not fresh_home:
-        from cortex.store.sqlite.store import SQLiteStore
-
-        SQLiteStore(Path(home) / "brain.db").close()  # migrated, as a home in use is
     env = {**os.environ, "CORTEX_HOME": home, "CORTEX_HOOK_IDLE_SECONDS": "600"}
+    if not fresh_home:  # migrated, as a home in use is, by the code that serves it (an older
+        # tree's server refuses a file a newer tree migrated, and answers every event with that)
+        make = "import sys; from cortex.store.sqlite.store import SQLiteStore as S; "
+        make += "S(sys.argv[1]).close()"
+        subprocess.run(
+            [sys.executable, "-c", make, str(Path(home) / "brain.db")], env=env, check=True
+        )
     env["CORTEX_CODECACHE"] = "0"  # as ``spawn`` starts it: no cache, from its first import
     server = subprocess.Popen([sys.executable, "-m", "cortex.adapters.hooks.server", home], env=env)
     try:
