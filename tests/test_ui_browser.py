@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +139,11 @@ def _wait_ready(base: str, server: subprocess.Popen[bytes], seconds: float = 30)
     pytest.fail("cortex ui did not answer within 30 s")
 
 
-@pytest.fixture(scope="module")
-def browser(site: dict[str, Any]) -> Iterator[Any]:
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, under Playwright (skipped, or failed in CI, without it)."""
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"no Chromium at {CHROMIUM}")
     with playwright_api.sync_playwright() as p:
         try:
             launched = p.chromium.launch(
@@ -148,8 +152,16 @@ def browser(site: dict[str, Any]) -> Iterator[Any]:
             )
         except Exception as exc:  # noqa: BLE001 - any launch failure means no browser here
             _unavailable(f"Chromium did not start: {exc}")
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(site: dict[str, Any]) -> Iterator[Any]:
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture

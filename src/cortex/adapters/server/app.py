@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cortex.adapters.server import memory, sessions, tasks
 from cortex.adapters.server.answers import Health, Ready, answers, only_documented_answers
+from cortex.adapters.server.apidocs import add_api_docs
 from cortex.adapters.server.auth import RateLimitedError, RateLimiter
 from cortex.adapters.server.direct import MAX_BODY_BYTES, DirectMiddleware, DirectRoutes, too_large
 from cortex.adapters.server.models import ERROR_RESPONSES, PROBE_ERRORS
@@ -363,6 +364,8 @@ def create_app(
         title="Cortex",
         version="1",
         summary="Session continuity and memory over HTTP",
+        docs_url=None,  # FastAPI's loads Swagger UI from a CDN: ours is served here (apidocs)
+        redoc_url=None,  # a second page over the same document, from a CDN too
     )
     app.state.host = host or ServiceHost(
         db_url, data_dir, pool_size=pool_size, secret=secret, lock_timeout=lock_timeout
@@ -388,6 +391,7 @@ def create_app(
     # The dashboard, per API key's tenant, within the same rate limit as the API.
     app.mount(UI_PREFIX, tenant_ui(app.state.host, app.state.limiter))
     _probes(app)
+    add_api_docs(app)
     _bearer_openapi(app)
     only_documented_answers(app)
     app.router.on_shutdown.append(app.state.host.close)
