@@ -213,3 +213,24 @@ def test_tenant_key_and_import_record_the_time_now_gives(
 
     revoked_tenant = run("2026-02-16T13:00:00Z", "tenant", "revoke", name)
     assert revoked_tenant["revoked_at"] == "2026-02-16T13:00:00.000000Z"
+
+
+def test_serve_without_the_server_extra_says_what_to_install_before_starting(
+    tmp_path: Path,
+) -> None:
+    """With FastAPI missing, ``cortex serve`` refuses in one line naming the extra, rather than
+    starting uvicorn, whose workers would each fail with a traceback."""
+    hide = "import sys; sys.modules['fastapi'] = None; from cortex.entry import run; sys.exit(run())"
+    done = subprocess.run(
+        [sys.executable, "-c", hide, "serve", "--db", str(tmp_path / "srv.db"), "--port", "1"],
+        env=dict(os.environ) | {"CORTEX_HOME": str(tmp_path), "CORTEX_SERVER_DB": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr.strip()) == (
+        1,
+        "error: the team server needs the server extra (fastapi not installed); "
+        "pip install 'cortex-continuity[server]'",
+    )
+    assert not (tmp_path / "srv.db").exists()  # refused before the database was touched

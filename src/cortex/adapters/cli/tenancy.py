@@ -113,6 +113,7 @@ def serve(
       cortex serve --db postgresql://cortex@db/cortex --shutdown-timeout 10
     """
     # Here, as one line: a worker process would print a traceback.
+    _check_server_extra()
     how = "export the server secret (e.g. `openssl rand -hex 32`, the same on every server) "
     check_server_secret(db_url, rt.env.get(SECRET_ENV), how + "before `cortex serve`")
     check = server_host(rt, db_url)
@@ -138,6 +139,19 @@ def serve(
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "uvicorn", *args], env)
+
+
+def _check_server_extra() -> None:
+    """Refuse in one line when the server's packages are missing (uvicorn would start and
+    its workers fail with a traceback, or ``python -m uvicorn`` would not be found)."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("fastapi", "uvicorn") if find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"the team server needs the server extra ({' and '.join(missing)} not installed); "
+            "pip install 'cortex-continuity[server]'"
+        )
 
 
 @click.group(context_settings=CONTEXT)
