@@ -220,7 +220,7 @@ def test_serve_without_the_server_extra_says_what_to_install_before_starting(
 ) -> None:
     """With FastAPI missing, ``cortex serve`` refuses in one line naming the extra, rather than
     starting uvicorn, whose workers would each fail with a traceback."""
-    hide = "import sys; sys.modules['fastapi'] = None; from cortex.entry import run; sys.exit(run())"
+    hide = "import sys; sys.modules['fastapi'] = None; from cortex.entry import run; run()"
     done = subprocess.run(
         [sys.executable, "-c", hide, "serve", "--db", str(tmp_path / "srv.db"), "--port", "1"],
         env=dict(os.environ) | {"CORTEX_HOME": str(tmp_path), "CORTEX_SERVER_DB": ""},
