@@ -234,3 +234,12 @@ def test_serve_without_the_server_extra_says_what_to_install_before_starting(
         "pip install 'cortex-continuity[server]'",
     )
     assert not (tmp_path / "srv.db").exists()  # refused before the database was touched
+
+
+@pytest.mark.parametrize("prefix", ["cortex", "/cortex/", "/my api", "/"])
+def test_serve_refuses_a_root_path_that_is_no_path_prefix(prefix: str, tmp_path: Path) -> None:
+    assert refused(tmp_path, "serve", "--db", str(tmp_path / "srv.db"), "--root-path", prefix) == (
+        2,
+        f"error: --root-path {prefix!r} is no path prefix; give one like /cortex (a leading "
+        "slash, none at the end)",
+    )

@@ -438,6 +438,30 @@ def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
         proc.wait(5)
 
 
+def test_serve_behind_a_proxy_prefix_writes_its_links_under_the_root_path(tmp_path: Path) -> None:
+    """``--root-path``: the proxy strips the prefix, so the API answers at its own paths, and
+    the links the server writes (the ``/docs`` page's) carry the prefix the browser sees."""
+    db, port = str(tmp_path / "srv.db"), free_port()
+    cli(tmp_path, "tenant", "create", "default", "--db", db)
+    key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
+    proc = subprocess.Popen(
+        [str(CORTEX), "serve", "--db", db, "--port", str(port), "--root-path", "/cortex"],
+        env=env_for(tmp_path), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, proc)
+        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
+        with urllib.request.urlopen(f"{base}/docs", timeout=10) as page:
+            html = page.read().decode()
+        assert "/cortex/docs/static/swagger-ui-bundle.js" in html
+        assert "'/cortex/openapi.json'" in html
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
 def test_serve_warns_of_a_tenant_with_invalid_settings_and_serves_the_others(
     tmp_path: Path,
 ) -> None:

@@ -16,6 +16,7 @@ import click
 from cortex.adapters.cli.runtime import (
     CONTEXT,
     Runtime,
+    UsageLine,
     database,
     number_option,
     pass_rt,
@@ -82,6 +83,9 @@ def _registry(
               help="Seconds a SIGTERM waits for the requests in flight; those still running "
               "then are dropped unanswered (their transactions roll back; clients retry them "
               "with their request ids).")  # fmt: skip
+@click.option("--root-path", default="", metavar="PATH", callback=lambda _c, _p, v: _root_path(v),
+              help="The path prefix a reverse proxy serves the API under (e.g. /cortex), for "
+              "the links the server writes (the /docs page's).")  # fmt: skip
 @click.option("--access-log", is_flag=True,
               help="Log every request to stdout (off: it costs CPU on every request).")  # fmt: skip
 @pass_rt
@@ -97,6 +101,7 @@ def serve(
     burst: int,
     lock_timeout: float,
     shutdown_timeout: int,
+    root_path: str,
     access_log: bool,
 ) -> None:
     """Run the HTTP API (uvicorn) over the database; rate limits are per worker process.
@@ -111,6 +116,7 @@ def serve(
       cortex serve --db postgresql://cortex@db/cortex --access-log   # a line per request
       cortex serve --db postgresql://cortex@db/cortex --rate 200 --burst 400
       cortex serve --db postgresql://cortex@db/cortex --shutdown-timeout 10
+      cortex serve --db postgresql://cortex@db/cortex --root-path /cortex   # behind a proxy
     """
     # Here, as one line: a worker process would print a traceback.
     _check_server_extra()
@@ -135,10 +141,23 @@ def serve(
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
     args += ["--timeout-graceful-shutdown", str(shutdown_timeout)]
+    args += ["--root-path", root_path] if root_path else []
     args += [] if access_log else ["--no-access-log"]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "uvicorn", *args], env)
+
+
+def _root_path(value: str) -> str:
+    """``--root-path`` as uvicorn takes it: empty, or ``/`` and a path with no trailing one."""
+    if value and (
+        not value.startswith("/") or value.endswith("/") or any(c.isspace() for c in value)
+    ):
+        raise UsageLine(
+            f"--root-path {value!r} is no path prefix; give one like /cortex (a leading slash, "
+            "none at the end)"
+        )
+    return value
 
 
 def _check_server_extra() -> None:
