@@ -416,50 +416,45 @@ def test_a_worker_in_another_programs_child_process_signals_no_parent(tmp_path: 
     assert (done.returncode, done.stdout) == (0, f"still here {STARTUP_FAILURE}\n"), done.stderr
 
 
-def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
-    db, port = str(tmp_path / "srv.db"), free_port()
-    cli(tmp_path, "tenant", "create", "default", "--db", db)
-    key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
-    args = ["serve", "--db", db, "--port", str(port), "--rate", "0.01", "--burst", "2"]
-    proc = subprocess.Popen(
-        [str(CORTEX), *args], env=env_for(tmp_path), start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_ready(base, proc)
-        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
-        http(base, "GET", "/v1/sessions", key=key)
-        with pytest.raises(urllib.error.HTTPError) as limited:
-            http(base, "GET", "/v1/sessions", key=key)
-        assert limited.value.code == 429 and limited.value.headers["Retry-After"]
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
-
-
-def test_serve_behind_a_proxy_prefix_writes_its_links_under_the_root_path(tmp_path: Path) -> None:
-    """``--root-path``: the proxy strips the prefix, so the API answers at its own paths, and
-    the links the server writes (the ``/docs`` page's) carry the prefix the browser sees."""
+@contextmanager
+def served_on_sqlite(tmp_path: Path, *options: str) -> Iterator[tuple[str, str]]:
+    """``cortex serve`` over a new SQLite database with ``options``, ready: its URL and a key
+    of its default tenant."""
     db, port = str(tmp_path / "srv.db"), free_port()
     cli(tmp_path, "tenant", "create", "default", "--db", db)
     key = cli(tmp_path, "key", "create", "default", "--db", db)["key"]
     proc = subprocess.Popen(
-        [str(CORTEX), "serve", "--db", db, "--port", str(port), "--root-path", "/cortex"],
+        [str(CORTEX), "serve", "--db", db, "--port", str(port), *options],
         env=env_for(tmp_path), start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(base, proc)
+        yield base, key
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def test_serve_takes_the_rate_limit_from_its_options(tmp_path: Path) -> None:
+    with served_on_sqlite(tmp_path, "--rate", "0.01", "--burst", "2") as (base, key):
+        assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
+        http(base, "GET", "/v1/sessions", key=key)
+        with pytest.raises(urllib.error.HTTPError) as limited:
+            http(base, "GET", "/v1/sessions", key=key)
+        assert limited.value.code == 429 and limited.value.headers["Retry-After"]
+
+
+def test_serve_behind_a_proxy_prefix_writes_its_links_under_the_root_path(tmp_path: Path) -> None:
+    """``--root-path``: the proxy strips the prefix, so the API answers at its own paths, and
+    the links the server writes (the ``/docs`` page's) carry the prefix the browser sees."""
+    with served_on_sqlite(tmp_path, "--root-path", "/cortex") as (base, key):
         assert http(base, "GET", "/v1/sessions", key=key)["sessions"] == []
         with urllib.request.urlopen(f"{base}/docs", timeout=10) as page:
             html = page.read().decode()
         assert "/cortex/docs/static/swagger-ui-bundle.js" in html
         assert "'/cortex/openapi.json'" in html
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
 
 
 def test_serve_warns_of_a_tenant_with_invalid_settings_and_serves_the_others(
