@@ -420,12 +420,25 @@ def test_schema_errors_read_as_the_schema_not_as_the_validator(server_for: Any) 
         ("start_session", {"keywords": ["k"] * 60}, "argument `keywords` should have at most 50"
          " items, not 60"),
         ("add_memory", {"content": "x", "tags": 5}, "argument `tags` should be a valid list"),
+        ("session_chain", {"depth": 1e308}, "argument `depth` should be an integer within the"
+         " range it allows"),  # (not pydantic's "Unable to parse input string as an integer")
     ]  # fmt: skip
 
     async def body(client: Client) -> None:
         for name, args, message in calls:
             text = error_text(await client.call_tool(name, args))
             assert text == f"{message}; fix it and call {name} again", text
+
+    run_client(server, body)
+
+
+def test_an_unknown_tool_is_a_tool_error_naming_the_next_step(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        text = error_text(await client.call_tool("working_memory_add", {"label": "x"}))
+        assert text == "no tool 'working_memory_add'; call one of the tools this server lists"
+        assert (await client.list_tools()).tools  # still serving
 
     run_client(server, body)
 

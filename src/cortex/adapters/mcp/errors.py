@@ -16,9 +16,11 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
+from cortex.adapters.mcp.wire import MendedStream
 from cortex.errors import CortexError, Surface
 
 MCP = Surface(
@@ -78,6 +80,8 @@ _VALIDATOR_WORDS = re.compile(r"^(?:Input|String|Tuple|List|Value|Dictionary|Obj
 def _reason(error: Any) -> str:
     if error["type"] == "missing":
         return "is required"
+    if error["type"] == "int_parsing_size":  # (1e308 for an integer; pydantic's is no sentence)
+        return "should be an integer within the range it allows"
     reason = _VALIDATOR_WORDS.sub("", str(error["msg"])).replace(" after validation", "")
     return re.sub(r"\btuple\b", "list", reason)  # (the schema says "array")
 
@@ -97,11 +101,19 @@ def _shape(tag: str) -> str:
 
 class CortexMCPServer(MCPServer[Any]):
     """``MCPServer`` whose argument errors are one sentence, without the validator's dump,
-    and whose tool calls run one at a time: a tool's writes that the journal kept are counted
-    for its result as the difference before and after it (``ToolContext.queued``), which no
-    other call may change meanwhile (the services are synchronous anyway)."""
+    whose stdio answers every request line it can read (``wire``), and whose tool calls run
+    one at a time: a tool's writes that the journal kept are counted for its result as the
+    difference before and after it (``ToolContext.queued``), which no other call may change
+    meanwhile (the services are synchronous anyway)."""
 
     _one_at_a_time: anyio.Lock | None = None
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdio, mending the request lines the SDK's parser refuses (``wire``)."""
+        async with stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server
+            mended = MendedStream(read_stream, write_stream)
+            await lowlevel.run(mended, write_stream, lowlevel.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -114,6 +126,8 @@ class CortexMCPServer(MCPServer[Any]):
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
     ) -> CallToolResult | InputRequiredResult:
+        if self._tool_manager.get_tool(name) is None:  # (the SDK's "Unknown tool: x")
+            raise ToolError(f"no tool {name!r}; call one of the tools this server lists")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
