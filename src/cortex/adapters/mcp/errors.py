@@ -51,8 +51,13 @@ def schema_message(tool: str, error: ValidationError) -> str:
         return f"the arguments are not valid; fix them and call {tool} again"
     first = errors[0]
     where = _where(first["loc"]) or "the arguments"
-    tags = [e["loc"][1] for e in errors if _union_tag(e["loc"]) and e["loc"][0] == first["loc"][0]]
-    if len(tags) > 1:  # every shape of a union failed: say which shapes it takes
+    union = [e for e in errors if _union_tag(e["loc"]) and e["loc"][0] == first["loc"][0]]
+    tags = [e["loc"][1] for e in union]
+    near = _within_one_shape(union)
+    if len(set(tags)) > 1 and near:  # the value has one shape and breaks its limits
+        where, reason = _where(near[0]["loc"]), _reason(near[0])
+        left = len(errors) - len(union) + len(near) - 1
+    elif len(tags) > 1:  # every shape of a union failed: say which shapes it takes
         where = str(first["loc"][0])
         shapes = dict.fromkeys(_shape(str(tag)) for tag in tags)
         reason, left = f"should be {' or '.join(shapes)}", len(errors) - len(tags)
@@ -60,6 +65,17 @@ def schema_message(tool: str, error: ValidationError) -> str:
         reason, left = _reason(first), len(errors) - 1
     extra = f" (and {left} more)" if left else ""
     return f"argument `{where}` {reason}{extra}; fix it and call {tool} again"
+
+
+def _within_one_shape(union: list[Any]) -> list[Any]:
+    """The errors of the one shape of a union the value has (every other shape failed on its
+    type: a list, not a string), or none when no shape or several fit it so."""
+    shapes: dict[Any, list[Any]] = {}
+    for error in union:
+        shapes.setdefault(error["loc"][1], []).append(error)
+    fits = [found for found in shapes.values()
+            if not any(str(e["type"]).endswith("_type") for e in found)]  # fmt: skip
+    return fits[0] if len(fits) == 1 else []
 
 
 def _union_tag(loc: tuple[int | str, ...]) -> bool:
