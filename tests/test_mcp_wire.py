@@ -45,6 +45,8 @@ class RawServer:
             env=env,
         )
         self.next_id = 0
+        self.others: list[dict[str, Any]] = []
+        """Messages that answered no request of this client's (none are expected)."""
         hello = {"protocolVersion": "2025-06-18", "capabilities": {},
                  "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
         assert "result" in self.request("initialize", json.dumps(hello))
@@ -81,6 +83,7 @@ class RawServer:
             message: dict[str, Any] = json.loads(line)
             if message.get("id") == request_id:
                 return message
+            self.others.append(message)
         raise AssertionError(f"no answer to request {request_id} in {ANSWER_SECONDS} s")
 
     def close(self) -> None:
@@ -149,7 +152,11 @@ def test_a_request_that_is_no_json_rpc_request_gets_an_error_under_its_id(
     assert answer["error"]["code"] == -32600
     assert answer["error"]["message"].startswith("not a valid JSON-RPC request (")
     assert answer["error"]["message"].endswith("; fix the request and send it again")
+    # A malformed answer to a request of the server's is not answered: its id is the
+    # server's, and an error under it could fail a request of the client's with that id.
+    raw.send('{"jsonrpc": "2.0", "id": 77, "result": "not an object"}')
     assert "isError" in raw.call("session_status", "{}")  # still serving
+    assert raw.others == []
 
 
 def test_an_integer_too_long_to_parse_is_a_tool_error_through_the_sdk_client(

@@ -122,8 +122,11 @@ def _mended(value: Any, depth: int) -> Any:
 
 
 def _invalid_request(value: Any, error: Exception) -> SessionMessage | None:
-    """A JSON-RPC "invalid request" answer under the request's id, or None without one."""
-    request_id = value.get("id") if isinstance(value, dict) else None
+    """A JSON-RPC "invalid request" answer under the request's id, or None without one (a
+    notification, or a malformed answer to one of the server's own requests: its id is the
+    server's, and an error under it could fail a request of the client's)."""
+    is_request = isinstance(value, dict) and isinstance(value.get("method"), str)
+    request_id = value.get("id") if is_request else None
     if isinstance(request_id, bool) or not isinstance(request_id, int | str):
         log.info("a JSON line that is no JSON-RPC message was dropped: %s", _first_line(error))
         return None
