@@ -129,6 +129,10 @@ def test_content_from_stdin_and_the_size_limit(home: Path) -> None:
             "--budget -5 is negative; give 0 or more, e.g. 4000",
         ),
         (("memory", "list", "--limit", "0"), "limit 0 is out of range; use 1-1000"),
+        (  # (one clause a tag: SQLite refused the query, "database ... failed")
+            ("memory", "list", "--tags", ",".join(f"t{i}" for i in range(1000))),
+            "--tags names 1000 tags; name at most 100",
+        ),
         (
             ("memory", "add", "x", "--upsert-key", "k" * 201),
             "--upsert-key is longer than 200 characters; shorten it",

@@ -420,12 +420,43 @@ def test_schema_errors_read_as_the_schema_not_as_the_validator(server_for: Any) 
         ("start_session", {"keywords": ["k"] * 60}, "argument `keywords` should have at most 50"
          " items, not 60"),
         ("add_memory", {"content": "x", "tags": 5}, "argument `tags` should be a valid list"),
+        ("list_memories", {"tags": ["t"] * 101}, "argument `tags` should have at most 100 items,"
+         " not 101"),  # (not "should be a list of strings or a string": it is one)
+        ("list_memories", {"tags": ["t" * 65]}, "argument `tags[0]` should have at most 64"
+         " characters"),
+        ("session_chain", {"depth": 1e308}, "argument `depth` should be an integer within the"
+         " range it allows"),  # (not pydantic's "Unable to parse input string as an integer")
     ]  # fmt: skip
 
     async def body(client: Client) -> None:
         for name, args, message in calls:
             text = error_text(await client.call_tool(name, args))
             assert text == f"{message}; fix it and call {name} again", text
+
+    run_client(server, body)
+
+
+def test_a_tag_filter_past_what_the_store_takes_is_one_line(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        data(await client.call_tool("add_memory", {"content": "deploys", "tags": ["t1"]}))
+        many = ",".join(f"t{i}" for i in range(1000))  # (SQLite refused the query it made)
+        text = error_text(await client.call_tool("list_memories", {"tags": many}))
+        assert text == "`tags` names 1000 tags; name at most 100"
+        found = data(await client.call_tool("list_memories", {"tags": "t1,t1"}))
+        assert [m["content"] for m in found["memories"]] == ["deploys"]
+
+    run_client(server, body)
+
+
+def test_an_unknown_tool_is_a_tool_error_naming_the_next_step(server_for: Any) -> None:
+    server, _ = server_for()
+
+    async def body(client: Client) -> None:
+        text = error_text(await client.call_tool("working_memory_add", {"label": "x"}))
+        assert text == "no tool 'working_memory_add'; call one of the tools this server lists"
+        assert (await client.list_tools()).tools  # still serving
 
     run_client(server, body)
 

@@ -29,10 +29,16 @@ def storable(text: str) -> str:
     encode) or a NUL (which PostgreSQL refuses) made U+FFFD."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
+    return utf8(text)
+
+
+def utf8(text: str) -> str:
+    """``text`` as UTF-8 can encode it: a surrogate pair joined into its character, a lone
+    surrogate made U+FFFD."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
 
 

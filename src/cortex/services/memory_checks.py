@@ -21,6 +21,9 @@ MAX_TYPE_CHARS = 64
 MAX_LIMIT = 1000
 MAX_OFFSET = 1_000_000_000
 """Largest offset of a listing: past any store's memories, within every backend's integers."""
+MAX_FILTER_TAGS = 100
+"""Most tags a filter asks for (all must match; each is a clause of the query, and SQLite
+refuses a query of about 1000)."""
 
 
 def check_layer(layer: str) -> str:
@@ -73,6 +76,16 @@ def check_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
     if tags is not None:
         tags = storable(tags) if isinstance(tags, str) else [storable(str(t)) for t in tags]
     return normalize_tags(redact_value(tags))
+
+
+def check_filter_tags(tags: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The tags a filter asks for, normalized; more than ``MAX_FILTER_TAGS`` is refused."""
+    found = normalize_tags(tags)
+    if len(found) > MAX_FILTER_TAGS:
+        raise ValidationError(
+            f"{param('tags')} names {len(found)} tags; name at most {MAX_FILTER_TAGS}"
+        )
+    return found
 
 
 def check_key(key: str | None) -> str | None:

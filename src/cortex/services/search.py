@@ -40,7 +40,6 @@ from cortex.core.retrieval import (
     matched_terms,
     memory_text,
     neighbour_votes,
-    normalize_tags,
     query_dates,
     query_fit,
     query_terms,
@@ -55,6 +54,7 @@ from cortex.services.base import Service
 from cortex.services.ids import lookup, resolve_id
 from cortex.services.memory_checks import (
     MAX_OFFSET,
+    check_filter_tags,
     check_layers,
     check_limit,
     check_mode,
@@ -177,7 +177,7 @@ class MemoryReader(Service):
             project=project or None,
             user_id=user_id or None,
             types=tuple(check_type(t) for t in types),
-            tags=normalize_tags(tags),
+            tags=check_filter_tags(tags),
             session_id=check_id(session_id) if session_id else None,
             all_projects=all_projects,
             include_history=include_history,

@@ -16,9 +16,11 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
+from cortex.adapters.mcp.wire import MendedStream
 from cortex.errors import CortexError, Surface
 
 MCP = Surface(
@@ -49,8 +51,13 @@ def schema_message(tool: str, error: ValidationError) -> str:
         return f"the arguments are not valid; fix them and call {tool} again"
     first = errors[0]
     where = _where(first["loc"]) or "the arguments"
-    tags = [e["loc"][1] for e in errors if _union_tag(e["loc"]) and e["loc"][0] == first["loc"][0]]
-    if len(tags) > 1:  # every shape of a union failed: say which shapes it takes
+    union = [e for e in errors if _union_tag(e["loc"]) and e["loc"][0] == first["loc"][0]]
+    tags = [e["loc"][1] for e in union]
+    near = _within_one_shape(union)
+    if len(set(tags)) > 1 and near:  # the value has one shape and breaks its limits
+        where, reason = _where(near[0]["loc"]), _reason(near[0])
+        left = len(errors) - len(union) + len(near) - 1
+    elif len(tags) > 1:  # every shape of a union failed: say which shapes it takes
         where = str(first["loc"][0])
         shapes = dict.fromkeys(_shape(str(tag)) for tag in tags)
         reason, left = f"should be {' or '.join(shapes)}", len(errors) - len(tags)
@@ -58,6 +65,17 @@ def schema_message(tool: str, error: ValidationError) -> str:
         reason, left = _reason(first), len(errors) - 1
     extra = f" (and {left} more)" if left else ""
     return f"argument `{where}` {reason}{extra}; fix it and call {tool} again"
+
+
+def _within_one_shape(union: list[Any]) -> list[Any]:
+    """The errors of the one shape of a union the value has (every other shape failed on its
+    type: a list, not a string), or none when no shape or several fit it so."""
+    shapes: dict[Any, list[Any]] = {}
+    for error in union:
+        shapes.setdefault(error["loc"][1], []).append(error)
+    fits = [found for found in shapes.values()
+            if not any(str(e["type"]).endswith("_type") for e in found)]  # fmt: skip
+    return fits[0] if len(fits) == 1 else []
 
 
 def _union_tag(loc: tuple[int | str, ...]) -> bool:
@@ -78,6 +96,8 @@ _VALIDATOR_WORDS = re.compile(r"^(?:Input|String|Tuple|List|Value|Dictionary|Obj
 def _reason(error: Any) -> str:
     if error["type"] == "missing":
         return "is required"
+    if error["type"] == "int_parsing_size":  # (1e308 for an integer; pydantic's is no sentence)
+        return "should be an integer within the range it allows"
     reason = _VALIDATOR_WORDS.sub("", str(error["msg"])).replace(" after validation", "")
     return re.sub(r"\btuple\b", "list", reason)  # (the schema says "array")
 
@@ -97,11 +117,19 @@ def _shape(tag: str) -> str:
 
 class CortexMCPServer(MCPServer[Any]):
     """``MCPServer`` whose argument errors are one sentence, without the validator's dump,
-    and whose tool calls run one at a time: a tool's writes that the journal kept are counted
-    for its result as the difference before and after it (``ToolContext.queued``), which no
-    other call may change meanwhile (the services are synchronous anyway)."""
+    whose stdio answers every request line it can read (``wire``), and whose tool calls run
+    one at a time: a tool's writes that the journal kept are counted for its result as the
+    difference before and after it (``ToolContext.queued``), which no other call may change
+    meanwhile (the services are synchronous anyway)."""
 
     _one_at_a_time: anyio.Lock | None = None
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdio, mending the request lines the SDK's parser refuses (``wire``)."""
+        async with stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server
+            mended = MendedStream(read_stream, write_stream)
+            await lowlevel.run(mended, write_stream, lowlevel.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -114,6 +142,8 @@ class CortexMCPServer(MCPServer[Any]):
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
     ) -> CallToolResult | InputRequiredResult:
+        if self._tool_manager.get_tool(name) is None:  # (the SDK's "Unknown tool: x")
+            raise ToolError(f"no tool {name!r}; call one of the tools this server lists")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

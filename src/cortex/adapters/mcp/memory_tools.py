@@ -19,11 +19,13 @@ from cortex.adapters.mcp.scope import QueuedOut, SessionIdArg, ToolContext, give
 from cortex.core.memory_models import Memory, ScoredMemory
 from cortex.core.transcripts import format_checkpoint
 from cortex.services.memory import MAX_KEY_CHARS
+from cortex.services.memory_checks import MAX_FILTER_TAGS
 
 Layer = Literal["rule", "working", "long_term"]
 Mode = Literal["rules_only", "working", "long_term", "all"]
 MAX_OFFSET = 1_000_000_000
 """More memories than a project holds, less than SQLite's largest integer."""
+TAGS_CAP = f"at most {MAX_FILTER_TAGS}"
 Texts = Annotated[tuple[Annotated[str, Field(max_length=2000)], ...], Field(max_length=50)]
 
 
@@ -243,8 +245,12 @@ class MemoryTools:
             Field(description="Only these types, e.g. decision, preference.", max_length=20),
         ] = (),
         tags: Annotated[
-            tuple[Annotated[str, Field(max_length=64)], ...] | str,
-            Field(description="Only memories with all these tags (a list or 'a,b')."),
+            Annotated[
+                tuple[Annotated[str, Field(max_length=64)], ...],
+                Field(max_length=MAX_FILTER_TAGS),
+            ]
+            | str,
+            Field(description=f"Only memories with all these tags (a list or 'a,b'), {TAGS_CAP}."),
         ] = (),
         limit: Annotated[int, Field(description="Most memories.", ge=1, le=200)] = 50,
         offset: Annotated[int, Field(description="Skip this many first.", ge=0, le=MAX_OFFSET)] = 0,

@@ -1,0 +1,185 @@
+"""``cortex mcp`` over stdio given request lines the SDK's own parser refuses.
+
+A lone surrogate, an integer of thousands of digits, nesting thousands deep or a request whose
+params are no object: each must get an answer (the old server dropped the line and the client
+waited for ever) and leave the server serving. The SDK's client cannot send a lone surrogate
+or deep nesting (it refuses to serialise them), so those tests write the JSON-RPC lines
+themselves to the real server process; the long integer goes through the SDK's client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from test_mcp import data, error_text, run_client
+
+PROJECT = "/home/u/Projects/radio"
+ANSWER_SECONDS = 20.0
+"""Long enough for a loaded machine; the old server never answered at all."""
+
+
+class RawServer:
+    """``cortex mcp`` in a subprocess, spoken to in JSON-RPC lines written by hand."""
+
+    def __init__(self, home: Path, cwd: Path) -> None:
+        env = {**os.environ, "CORTEX_HOME": str(home), "CLAUDE_PROJECT_DIR": PROJECT}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cortex.entry", "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+        )
+        self.next_id = 0
+        self.others: list[dict[str, Any]] = []
+        """Messages that answered no request of this client's (none are expected)."""
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+        assert "result" in self.request("initialize", json.dumps(hello))
+        self.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode("utf-8") + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: str) -> dict[str, Any]:
+        """Send one request (``params`` as JSON text) and return its answer."""
+        self.next_id += 1
+        self.send(
+            f'{{"jsonrpc": "2.0", "id": {self.next_id}, "method": "{method}", "params": {params}}}'
+        )
+        return self.answer(self.next_id)
+
+    def call(self, tool: str, arguments: str) -> dict[str, Any]:
+        """A tools/call's result (``arguments`` as JSON text)."""
+        answer = self.request("tools/call", f'{{"name": "{tool}", "arguments": {arguments}}}')
+        assert "result" in answer, answer
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def answer(self, request_id: int) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + ANSWER_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([self.process.stdout], [], [], left)[0]:
+                break
+            line = self.process.stdout.readline()
+            assert line, f"the server exited ({self.process.poll()})"
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+            self.others.append(message)
+        raise AssertionError(f"no answer to request {request_id} in {ANSWER_SECONDS} s")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def raw(home: Path, tmp_path: Path) -> Iterator[RawServer]:
+    server = RawServer(home, tmp_path)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def text(result: dict[str, Any]) -> str:
+    return " ".join(block.get("text", "") for block in result["content"])
+
+
+def structured(result: dict[str, Any]) -> dict[str, Any]:
+    assert not result.get("isError"), text(result)
+    found: dict[str, Any] = result["structuredContent"]
+    return found
+
+
+def test_a_lone_surrogate_is_answered_and_stored_as_a_replacement_character(
+    raw: RawServer, home: Path
+) -> None:
+    sid = structured(raw.call("start_session", "{}"))["session_id"]
+    # A JavaScript string cut inside an emoji: stored with U+FFFD, as free text is.
+    pinned = raw.call("working_memory_pin", '{"label": "cut", "content": "deploy \\ud83d now"}')
+    assert structured(pinned)["pin"]["content"] == "deploy \ufffd now"
+    wrong = raw.call("session_status", '{"session_id": "\\udc00"}')
+    assert wrong["isError"] is True
+    assert text(wrong).startswith("invalid session id '\ufffd': use 1-128 letters")
+    assert "\n" not in text(wrong)
+    view = structured(raw.call("working_memory_view", json.dumps({"session_id": sid})))
+    assert [(p["label"], p["content"]) for p in view["pins"]] == [("cut", "deploy \ufffd now")]
+    raw.close()
+    rows = sqlite3.connect(home / "brain.db").execute("SELECT working_memory FROM session_states")
+    assert "deploy \ufffd now" in json.loads(rows.fetchone()[0])[0]["content"]
+
+
+def test_nesting_deeper_than_the_sdk_parses_is_a_tool_error_naming_the_argument(
+    raw: RawServer,
+) -> None:
+    structured(raw.call("start_session", "{}"))
+    nested = "[" * 3000 + '"x"' + "]" * 3000
+    result = raw.call("start_session", f'{{"keywords": {nested}}}')
+    assert result["isError"] is True
+    assert text(result) == (
+        "argument `keywords[0]` should be a valid string; fix it and call start_session again"
+    )
+    deep = '{"a": ' * 300 + "1" + "}" * 300
+    result = raw.call("working_memory_pin", f'{{"label": "l", "content": {deep}}}')
+    assert text(result).startswith("argument `content` should be a valid string; fix it")
+    assert structured(raw.call("working_memory_view", "{}"))["count"] == 0
+
+
+def test_a_request_that_is_no_json_rpc_request_gets_an_error_under_its_id(
+    raw: RawServer,
+) -> None:
+    answer = raw.request("tools/call", '"session_status"')
+    assert answer["error"]["code"] == -32600
+    assert answer["error"]["message"].startswith("not a valid JSON-RPC request (")
+    assert answer["error"]["message"].endswith("; fix the request and send it again")
+    # A malformed answer to a request of the server's is not answered: its id is the
+    # server's, and an error under it could fail a request of the client's with that id.
+    raw.send('{"jsonrpc": "2.0", "id": 77, "result": "not an object"}')
+    assert "isError" in raw.call("session_status", "{}")  # still serving
+    assert raw.others == []
+
+
+def test_an_integer_too_long_to_parse_is_a_tool_error_through_the_sdk_client(
+    home: Path, tmp_path: Path
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cortex.entry", "mcp"],
+        env={"CORTEX_HOME": str(home), "CLAUDE_PROJECT_DIR": PROJECT},
+        cwd=str(tmp_path),
+    )
+
+    async def body(client: Client) -> None:
+        sid = data(await client.call_tool("start_session", {}))["session_id"]
+        with anyio.fail_after(ANSWER_SECONDS):
+            result = await client.call_tool("session_chain", {"depth": 10**5000})
+        assert error_text(result) == (
+            "argument `depth` should be a finite number; fix it and call session_chain again"
+        )
+        with anyio.fail_after(ANSWER_SECONDS):
+            result = await client.call_tool("list_memories", {"offset": -(10**5000)})
+        assert error_text(result).startswith("argument `offset` should be a finite number")
+        chain = data(await client.call_tool("session_chain", {"depth": 3}))
+        assert [s["session_id"] for s in chain["sessions"]] == [sid]
+
+    run_client(params, body)
