@@ -16,7 +16,9 @@ import click
 from cortex.adapters.cli.runtime import (
     CONTEXT,
     Runtime,
+    check_listen,
     database,
+    listen_address,
     number_option,
     pass_rt,
     server_host,
@@ -66,7 +68,13 @@ def _registry(
 
 @click.command("serve", context_settings=CONTEXT)
 @DB
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=listen_address,
+    help="Address to listen on (0.0.0.0: every interface).",
+)
 @click.option("--port", default=8077, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
 @number_option(POOL, "PostgreSQL connections per worker process")
@@ -131,6 +139,7 @@ def serve(
         BURST.env: str(burst),
         LOCK_TIMEOUT.env: repr(lock_timeout),
     }
+    check_listen(host, port)
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
     args += ["--timeout-graceful-shutdown", str(shutdown_timeout)]
