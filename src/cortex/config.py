@@ -589,7 +589,7 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
         return text
     try:
         value = setting.kind(raw) if not isinstance(raw, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int() of an infinity)
         value = None
     if value is None or (setting.kind is int and isinstance(raw, float) and raw != int(raw)):
         kind = "an integer" if setting.kind is int else "a number"
