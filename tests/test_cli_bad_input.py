@@ -4,7 +4,6 @@ nothing written that the failed command should not have written."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from cli_helpers import cortex
@@ -29,3 +28,42 @@ def test_an_infinite_integer_setting_in_config_toml_is_a_settings_error(home: Pa
         f"error: lookback_days=inf (from {home / 'config.toml'}): expected an integer; "
         "use a number in 1-30"
     )
+
+
+UNDECODABLE = "\udcff\udcfeab"
+"""An argument of bytes that are not UTF-8 (``b"\\xff\\xfeab"``), as Python hands it over."""
+
+
+def test_an_undecodable_id_names_nothing(home: Path) -> None:
+    """An id of bytes that are not UTF-8 reached SQLite, which could not encode it: an
+    "unexpected UnicodeEncodeError" instead of "no such memory"."""
+    for words, kind, listing in (
+        (("memory", "show"), "memory", "memory list"),
+        (("memory", "forget"), "memory", "memory list"),
+        (("memory", "review", "--keep"), "memory", "memory list"),
+        (("procedure", "forget"), "procedure", "procedure list"),
+    ):
+        result = cortex(home, *words, UNDECODABLE)
+        assert result.returncode == 1, words
+        assert one_line(result) == (
+            f"error: no {kind} '\\udcff\\udcfeab'; see `cortex {listing}`"
+        ), words
+
+
+def test_an_undecodable_filter_or_name_is_refused_and_nothing_is_written(home: Path) -> None:
+    """A value no service checked reaches the store, whose encoding error is now one line
+    (on SQLite and PostgreSQL alike), and the transaction it was in writes nothing."""
+    refusal = (
+        "error: a value holds a lone surrogate (bytes that are not UTF-8, or half of an "
+        "emoji), which Cortex does not keep; send it as plain text"
+    )
+    for args in (
+        ("metrics", "list", "--event", UNDECODABLE),
+        ("procedure", "list", "--user", UNDECODABLE),
+        ("procedure", "add", "Deploy", "make deploy", "--user", UNDECODABLE),
+        ("procedure", "use", UNDECODABLE),
+    ):
+        result = cortex(home, *args)
+        assert result.returncode == 1, args
+        assert one_line(result) == refusal, args
+    assert cortex(home, "--json", "procedure", "list").stdout.strip() == "[]"
