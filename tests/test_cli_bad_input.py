@@ -4,6 +4,7 @@ nothing written that the failed command should not have written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cli_helpers import cortex
@@ -67,3 +68,24 @@ def test_an_undecodable_filter_or_name_is_refused_and_nothing_is_written(home: P
         assert result.returncode == 1, args
         assert one_line(result) == refusal, args
     assert cortex(home, "--json", "procedure", "list").stdout.strip() == "[]"
+
+
+def test_a_workspace_that_cannot_be_made_fails_a_trigger_before_it_stores_anything(
+    home: Path, tmp_path: Path
+) -> None:
+    """``openclaw memory remember`` (and flush, snapshot) stored the memory, then failed to
+    write the workspace and exited 1: a retry once the path was fixed stored it twice."""
+    cortex(home, "session", "start", "--project", "api")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    workspace = blocker / "workspace"
+    for trigger in (("remember", "The user prefers tabs"), ("flush",), ("snapshot",)):
+        result = cortex(home, "openclaw", "memory", *trigger, "--workspace", str(workspace))
+        assert result.returncode == 1, trigger
+        assert one_line(result) == (
+            f"error: cannot create directory {workspace} (Not a directory); check permissions "
+            "or set CORTEX_HOME"
+        ), trigger
+    assert cortex(home, "--json", "memory", "list", "--all-projects").stdout.strip() == "[]"
+    assert json.loads(cortex(home, "--json", "session", "show").stdout)["checkpoint_count"] == 0
+    assert cortex(home, "--json", "session", "snapshot", "--list").stdout.strip() == "[]"
