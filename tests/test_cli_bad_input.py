@@ -89,3 +89,36 @@ def test_a_workspace_that_cannot_be_made_fails_a_trigger_before_it_stores_anythi
     assert cortex(home, "--json", "memory", "list", "--all-projects").stdout.strip() == "[]"
     assert json.loads(cortex(home, "--json", "session", "show").stdout)["checkpoint_count"] == 0
     assert cortex(home, "--json", "session", "snapshot", "--list").stdout.strip() == "[]"
+
+
+def test_a_path_whose_name_is_too_long_is_one_line_naming_the_path(tmp_path: Path) -> None:
+    """A folder name longer than the system takes (255 bytes) made ``Path.is_file()`` raise,
+    an "unexpected OSError" on every command whose home, --db or file had one."""
+    long = tmp_path / ("a" * 300)
+    result = cortex(long, "session", "list")
+    assert result.returncode == 1
+    assert one_line(result) == (
+        f"error: cannot look for {long / 'config.toml'} (File name too long); point --home "
+        "or CORTEX_HOME at a usable directory"
+    )
+    home = tmp_path / "home"
+    for args, said in (
+        (("tenant", "list", "--db", str(long)), f"error: no database at {long}; check the path"),
+        (
+            ("server", "import", str(long), "--tenant", "default", "--db", str(home / "s.db")),
+            f"error: no such file {long}; give the path of a Cortex brain.db",
+        ),
+    ):
+        secret = {"CORTEX_SERVER_SECRET": "k" * 40}
+        result = cortex(home, *args, env=secret)
+        assert result.returncode == 1, args
+        assert one_line(result).startswith(said), args
+
+
+def test_an_empty_demo_home_is_a_usage_error(home: Path) -> None:
+    """``cortex demo --home "$UNSET"``: was "error:  is not empty" (the current folder)."""
+    result = cortex(home, "demo", "--home", "")
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "error: --home is empty; omit it for a temporary directory or give a new one"
+    )

@@ -16,6 +16,7 @@ entry; one it holds stays as it is.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,7 +168,7 @@ def import_file(
         NotFoundError: there is no such file, or no such tenant.
         ValidationError: the pipeline file is not a pipeline document.
     """
-    if not path.is_file():
+    if not os.path.isfile(path):  # (False, not OSError, for a path the system refuses)
         raise NotFoundError(f"no such file {path}; give the path of a Cortex brain.db")
     with host.registry() as registry:
         if registry.store.get_tenant(tenant) is None:

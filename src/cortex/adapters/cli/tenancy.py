@@ -57,7 +57,8 @@ def _registry(
     host = server_host(rt, db_url)  # (a URL of another scheme is refused here, as such)
     if tenant is not None:
         host.check_served(tenant)
-    if read and not host.postgres and not Path(db_url).exists():
+    # os.path.exists: False, not OSError, for a path the system refuses (a name too long)
+    if read and not host.postgres and not os.path.exists(db_url):
         raise ConfigError(
             f"no database at {db_url}; check the path (`cortex tenant create` makes one)"
         )
