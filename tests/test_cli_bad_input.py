@@ -4,7 +4,9 @@ nothing written that the failed command should not have written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 from cli_helpers import cortex
@@ -122,3 +124,18 @@ def test_an_empty_demo_home_is_a_usage_error(home: Path) -> None:
     assert one_line(result) == (
         "error: --home is empty; omit it for a temporary directory or give a new one"
     )
+
+
+def test_a_brain_db_whose_session_states_another_program_made_is_set_aside(home: Path) -> None:
+    """Its table failed the first migration, and every command said to run `cortex db
+    migrate`, which failed the same way. Now its rows are kept under another name."""
+    home.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(home / "brain.db")) as conn, conn:
+        conn.execute("CREATE TABLE session_states (name TEXT, value TEXT)")
+        conn.execute("INSERT INTO session_states VALUES ('theirs', 'kept')")
+    assert cortex(home, "db", "migrate").returncode == 0
+    assert cortex(home, "session", "start", "--project", "api").returncode == 0
+    assert len(json.loads(cortex(home, "--json", "session", "list").stdout)) == 1
+    with contextlib.closing(sqlite3.connect(home / "brain.db")) as conn:
+        kept = conn.execute("SELECT * FROM session_states_legacy").fetchall()
+    assert kept == [("theirs", "kept")]
