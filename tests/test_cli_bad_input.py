@@ -139,3 +139,28 @@ def test_a_brain_db_whose_session_states_another_program_made_is_set_aside(home:
     with contextlib.closing(sqlite3.connect(home / "brain.db")) as conn:
         kept = conn.execute("SELECT * FROM session_states_legacy").fetchall()
     assert kept == [("theirs", "kept")]
+
+
+def test_an_empty_path_setting_is_refused_not_taken_for_the_current_directory(
+    home: Path, tmp_path: Path
+) -> None:
+    """``CORTEX_SESSIONS_DIR="$UNSET"`` made the sessions' JSON mirrors land in whatever
+    directory the command ran in (``Path("")`` is "."), and an empty working_memory_path in
+    config.toml was an unexpected ValueError."""
+    here = tmp_path / "some-project"
+    here.mkdir()
+    result = cortex(home, "session", "start", env={"CORTEX_SESSIONS_DIR": ""}, cwd=here)
+    assert result.returncode == 1
+    assert one_line(result) == (
+        "error: sessions_dir='' (from CORTEX_SESSIONS_DIR) is empty; give a path, or leave "
+        "it out for the default"
+    )
+    assert list(here.iterdir()) == []
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('working_memory_path = ""\n')
+    result = cortex(home, "session", "start", cwd=here)
+    assert result.returncode == 1
+    assert one_line(result) == (
+        f"error: working_memory_path='' (from {home / 'config.toml'}) is empty; give a path, "
+        "or leave it out for the default"
+    )

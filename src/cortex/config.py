@@ -580,6 +580,8 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
             return False
         raise ConfigError(f"{where} is not true or false; use true or false")
     if setting.kind is Path:
+        if not str(raw).strip():  # (an unset variable: not the current directory, which "" is)
+            raise ConfigError(f"{where} is empty; give a path, or leave it out for the default")
         text = str(raw).replace("{home}", str(home))
         return Path(os.path.expanduser(text))
     if setting.kind is str:
