@@ -164,3 +164,14 @@ def test_an_empty_path_setting_is_refused_not_taken_for_the_current_directory(
         f"error: working_memory_path='' (from {home / 'config.toml'}) is empty; give a path, "
         "or leave it out for the default"
     )
+
+
+def test_a_malformed_set_is_a_usage_error_like_a_bad_value(home: Path) -> None:
+    """``--set x`` exited 1 while ``--set lookback_days=x`` exits 2: both are usage errors."""
+    for given in ("", "x", "=3"):
+        result = cortex(home, "--set", given, "session", "list")
+        assert result.returncode == 2, given
+        assert one_line(result) == (
+            f"error: --set {given!r} is not NAME=VALUE; e.g. --set lookback_days=3"
+        )
+    assert cortex(home, "--set", "lookback_days=x", "session", "list").returncode == 2

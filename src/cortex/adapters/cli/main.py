@@ -16,9 +16,9 @@ import click
 
 from cortex.adapters.cli import sessions
 from cortex.adapters.cli.plain import error_line, setup_logging, unexpected
-from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
+from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine
 from cortex.config import parse_assignments
-from cortex.errors import CortexError
+from cortex.errors import ConfigError, CortexError
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
@@ -63,7 +63,11 @@ def cli(
       cortex demo
     """
     env = ctx.obj if isinstance(ctx.obj, Mapping) else {}  # what ``run`` passed in
-    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments), env)
+    try:
+        overrides = parse_assignments(assignments)
+    except ConfigError as exc:  # a malformed --set is a usage error, as a bad value is
+        raise UsageLine(str(exc)) from None
+    ctx.obj = Runtime(home, now, as_json, overrides, env)
 
 
 sessions.register(cli)
