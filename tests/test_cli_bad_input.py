@@ -175,3 +175,37 @@ def test_a_malformed_set_is_a_usage_error_like_a_bad_value(home: Path) -> None:
             f"error: --set {given!r} is not NAME=VALUE; e.g. --set lookback_days=3"
         )
     assert cortex(home, "--set", "lookback_days=x", "session", "list").returncode == 2
+
+
+def test_server_import_of_a_file_no_cortex_made_imports_nothing_and_leaves_it(
+    tmp_path: Path,
+) -> None:
+    """An empty file or another program's SQLite file was opened as a store, which migrated
+    Cortex's tables into it, and the import then succeeded with the tasks of the pipeline
+    file beside it."""
+    home = tmp_path / "home"
+    (home / "pipeline").mkdir(parents=True)
+    tasks = {"active_tasks": [{"task_id": "t1", "title": "Ship", "stage": "build"}]}
+    (home / "pipeline" / "state.json").write_text(json.dumps(tasks))
+    server = tmp_path / "server.db"
+    env = {"CORTEX_SERVER_SECRET": "k" * 40}
+    assert cortex(home, "tenant", "create", "default", "--db", str(server)).returncode == 0
+    empty = home / "brain.db"
+    empty.touch()
+    theirs = tmp_path / "theirs.db"
+    with contextlib.closing(sqlite3.connect(theirs)) as conn, conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    for source, why in ((empty, "it is empty"), (theirs, "it has no Cortex schema")):
+        args = ("server", "import", str(source), "--tenant", "default", "--db", str(server))
+        result = cortex(home, *args, env=env)
+        assert result.returncode == 1
+        assert one_line(result) == (
+            f"error: {source} is not a Cortex brain.db ({why}); give the path of one (a "
+            "brain.db older than Cortex's migrations: run `cortex --home DIR db migrate` in "
+            "its folder first)"
+        )
+    assert empty.read_bytes() == b""
+    with contextlib.closing(sqlite3.connect(theirs)) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("users",)]
+    with contextlib.closing(sqlite3.connect(server)) as conn:
+        assert conn.execute("SELECT count(*) FROM tasks").fetchone() == (0,)

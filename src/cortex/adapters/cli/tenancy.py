@@ -306,8 +306,9 @@ def server_import(
     events are re-chained under the tenant's key (derived from CORTEX_SERVER_SECRET, which
     must be set): same names, sessions, payloads and times, new seq and hashes, so that
     `metrics verify` passes on the server. The home's pipeline tasks become the tenant's
-    tasks (one the tenant already holds stays as it is). Progress goes to stderr; --json
-    prints the counts.
+    tasks (one the tenant already holds stays as it is). A file no Cortex made (an empty one,
+    another program's SQLite file) is refused, and no table is added to it. Progress goes to
+    stderr; --json prints the counts.
 
     \b
     Example:
