@@ -200,12 +200,13 @@ def test_server_import_of_a_file_no_cortex_made_imports_nothing_and_leaves_it(
         result = cortex(home, *args, env=env)
         assert result.returncode == 1
         assert one_line(result) == (
-            f"error: {source} is not a Cortex brain.db ({why}); give the path of one (a "
-            "brain.db older than Cortex's migrations: run `cortex --home DIR db migrate` in "
-            "its folder first)"
+            f"error: {source} is not a Cortex brain.db ({why}); give the path of one (one older "
+            "than Cortex's migrations: run `cortex db migrate` with its folder as the home "
+            "first)"
         )
     assert empty.read_bytes() == b""
     with contextlib.closing(sqlite3.connect(theirs)) as conn:
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("users",)]
     with contextlib.closing(sqlite3.connect(server)) as conn:
         assert conn.execute("SELECT count(*) FROM tasks").fetchone() == (0,)
+

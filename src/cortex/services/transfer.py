@@ -161,8 +161,8 @@ def _source(path: Path) -> Store:
 
     def not_ours(why: str) -> ValidationError:
         return ValidationError(
-            f"{path} is not a Cortex brain.db ({why}); give the path of one (a brain.db older "
-            "than Cortex's migrations: run `cortex --home DIR db migrate` in its folder first)"
+            f"{path} is not a Cortex brain.db ({why}); give the path of one (one older than "
+            "Cortex's migrations: run `cortex db migrate` with its folder as the home first)"
         )
 
     if os.path.getsize(path) == 0:
