@@ -210,3 +210,22 @@ def test_server_import_of_a_file_no_cortex_made_imports_nothing_and_leaves_it(
     with contextlib.closing(sqlite3.connect(server)) as conn:
         assert conn.execute("SELECT count(*) FROM tasks").fetchone() == (0,)
 
+
+def test_an_empty_user_is_refused_by_every_command_that_takes_one(home: Path) -> None:
+    """``--user "$UNSET"`` stored a memory or a procedure of no user, and listed every user's
+    procedures, where the memory listings refuse it (as --project and --session-id are); and
+    their refusal named a flag no command has (``--user-id``)."""
+    for args, omitted in (
+        (("memory", "add", "Deploys go through staging"), "a memory of no user"),
+        (("procedure", "add", "Deploy", "make deploy"), "a procedure of no user"),
+        (("procedure", "list"), "every user's procedures"),
+        (("consolidate", "run", "--dry-run"), "every user's memories"),
+        (("memory", "list"), "the memories of every user"),
+    ):
+        result = cortex(home, *args, "--user", " ")
+        assert result.returncode == 1, args
+        assert (
+            one_line(result) == f"error: --user is empty; omit it for {omitted} or give a user id"
+        )
+    assert cortex(home, "--json", "memory", "list", "--all-projects").stdout.strip() == "[]"
+    assert cortex(home, "--json", "procedure", "list").stdout.strip() == "[]"

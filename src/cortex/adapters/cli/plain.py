@@ -33,7 +33,12 @@ from cortex.services.app import Services, queued_line
 CLI = Surface(
     "{name}",
     "{name} {value}",
-    {"add_tokens": "--tokens", "budget_tokens": "--budget", "procedure_key": "--key"},
+    {
+        "add_tokens": "--tokens",
+        "budget_tokens": "--budget",
+        "procedure_key": "--key",
+        "user_id": "--user",
+    },
     flags=True,
 )
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""

@@ -67,6 +67,16 @@ def project_option(
     return decorate
 
 
+def user_option(help: str, omitted: str) -> Callable[[F], F]:
+    """The ``--user`` option of a command that stores or filters by user: a value given empty
+    or blank (``--user "$UNSET"``) is refused, never taken for no user (``omitted``)."""
+
+    def checked(ctx: click.Context, option: click.Parameter, value: str | None) -> str | None:
+        return refuse_empty(value, param("user_id"), omitted, "a user id")
+
+    return click.option("--user", "user_id", help=help, callback=checked)
+
+
 class UsageLine(click.ClickException):
     """A usage error (a bad option value) shown as one ``error:`` line; exit code 2."""
 
