@@ -229,3 +229,26 @@ def test_an_empty_user_is_refused_by_every_command_that_takes_one(home: Path) ->
         )
     assert cortex(home, "--json", "memory", "list", "--all-projects").stdout.strip() == "[]"
     assert cortex(home, "--json", "procedure", "list").stdout.strip() == "[]"
+
+
+def test_a_home_that_cannot_be_one_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    """``--home ""`` was the current directory (its brain.db made there), and a file as the
+    home was click's four lines naming --home even when CORTEX_HOME had set it."""
+    here = tmp_path / "some-project"
+    here.mkdir()
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    result = cortex(here, "--home", "", "session", "start", cwd=here)
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "error: --home is empty; omit it for the default home or give a directory"
+    )
+    assert list(here.iterdir()) == []
+    for args, named in ((("--home", str(afile)), "--home"), ((), "CORTEX_HOME")):
+        result = cortex(afile, *args, "session", "start")
+        assert result.returncode == 2, named
+        assert one_line(result) == (
+            f"error: {named} {str(afile)!r} is a file; give a directory (one that is missing "
+            "is created)"
+        )
+    assert afile.read_text() == "x\n"
