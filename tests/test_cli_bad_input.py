@@ -244,6 +244,13 @@ def test_a_home_that_cannot_be_one_is_a_one_line_usage_error(tmp_path: Path) -> 
         "error: --home is empty; omit it for the default home or give a directory"
     )
     assert list(here.iterdir()) == []
+    for command in (("session", "start"), ("memory", "search", "x")):  # (click's and plain's)
+        result = cortex(Path(" "), *command, cwd=here)  # CORTEX_HOME=" "
+        assert result.returncode == 2, command
+        assert one_line(result) == (
+            "error: CORTEX_HOME is empty; omit it for the default home or give a directory"
+        )
+    assert list(here.iterdir()) == []
     for args, named in ((("--home", str(afile)), "--home"), ((), "CORTEX_HOME")):
         result = cortex(afile, *args, "session", "start")
         assert result.returncode == 2, named

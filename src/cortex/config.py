@@ -638,7 +638,7 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
 
 def _settings_file(path: Path) -> bool:
     """Whether the settings file ``path`` is there; a home the system refuses to look into
-    (a name too long, a file where a folder goes) is one line, not an ``OSError``."""
+    (a name longer than it takes) is one line, not an ``OSError``."""
     try:
         return path.is_file()
     except OSError as exc:

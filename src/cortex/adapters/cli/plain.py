@@ -401,6 +401,8 @@ def parse(
         elif parameter.endswith("[]"):
             values.setdefault(key, ())
     home = found.get("--home") or env.get("CORTEX_HOME") or None
+    if home is not None and not home.strip():
+        return None  # click's error message (a blank CORTEX_HOME is no home)
     if home is not None and os.path.exists(home):
         if not os.path.isdir(home) or not os.access(home, os.R_OK):
             return None  # click's error message
