@@ -259,3 +259,17 @@ def test_a_home_that_cannot_be_one_is_a_one_line_usage_error(tmp_path: Path) -> 
             "is created)"
         )
     assert afile.read_text() == "x\n"
+
+
+def test_a_control_character_in_a_quoted_path_is_escaped_in_the_error_line(
+    tmp_path: Path,
+) -> None:
+    """A message quotes a path as given: one with a newline broke the error into two lines,
+    and an escape sequence in it reached the terminal."""
+    db = tmp_path / "team\n\x1b[2Jserver.db"
+    result = cortex(tmp_path / "home", "tenant", "list", "--db", str(db))
+    assert result.returncode == 1
+    assert one_line(result) == (
+        f"error: no database at {tmp_path}/team\\n\\x1b[2Jserver.db; check the path "
+        "(`cortex tenant create` makes one)"
+    )

@@ -44,9 +44,15 @@ CLI = Surface(
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""
 
 
+_ESCAPED = {c: f"\\x{c:02x}" for c in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+"""Control characters as an error line shows them: a path a person gave may hold one."""
+
+
 def error_line(exc: CortexError) -> str:
-    """The one line a ``CortexError`` prints, in the command line's terms."""
-    return f"error: {exc.render(CLI)}"
+    """The one line a ``CortexError`` prints, in the command line's terms. A control character
+    in it (a newline or an escape sequence in a path a message quotes as it is) is escaped, so
+    the line stays one line and the terminal shows it rather than obeying it."""
+    return f"error: {exc.render(CLI).translate(_ESCAPED)}"
 
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
