@@ -273,3 +273,20 @@ def test_a_control_character_in_a_quoted_path_is_escaped_in_the_error_line(
         f"error: no database at {tmp_path}/team\\n\\x1b[2Jserver.db; check the path "
         "(`cortex tenant create` makes one)"
     )
+
+
+def test_a_consolidation_whose_metric_cannot_be_written_succeeds_with_a_warning(
+    home: Path,
+) -> None:
+    """The run (its merges, in apply mode) was committed, then the metrics chain refused the
+    event and the command exited 1, inviting a second run; a compaction only warns."""
+    cortex(home, "memory", "add", "Deploys go through the staging gate")
+    (home / "metrics.key").write_text("[]\n")
+    result = cortex(home, "consolidate", "run")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f"cortex: consolidation_run metric not written: metrics key {home / 'metrics.key'} is "
+        "malformed; restore it from a backup (a new key cannot verify the events already "
+        "stored)\n"
+    )
+    assert len(json.loads(cortex(home, "--json", "consolidate", "list").stdout)) == 1
