@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,34 @@ def test_serve_refuses_a_database_it_could_never_serve_before_listening(tmp_path
     assert code == 1 and folder == (
         f"error: {tmp_path} is a directory; give the path of a database file"
     )
+
+
+def test_serve_refuses_an_address_it_could_not_listen_on_before_uvicorn_starts(
+    tmp_path: Path,
+) -> None:
+    """An empty --host (an unset variable) is not every interface, a name that resolves to
+    nothing or an address of another machine is one line, not uvicorn's traceback or its log
+    and exit code 3, and a taken port is said as ``cortex ui`` says it."""
+    args = ("serve", "--db", str(tmp_path / "srv.db"))
+    empty = "error: --host is empty; omit it for 127.0.0.1 or give an address to listen on"
+    assert refused(tmp_path, *args, "--host", "") == (2, empty)
+    assert refused(tmp_path, *args, "--host", " ") == (2, empty)
+    code, name = refused(tmp_path, *args, "--host", "..")
+    assert code == 2 and name.startswith("error: --host '..' is not an address to listen on (")
+    assert name.endswith("); give an IP address of this machine, e.g. 127.0.0.1 or 0.0.0.0")
+    assert refused(tmp_path, *args, "--host", "x" * 300)[0] == 2
+    assert refused(tmp_path, *args, "--host", "192.0.2.1", "--port", "1") == (
+        1, "error: cannot listen on 192.0.2.1 port 1 (Cannot assign requested address); give "
+        "an address of this machine with --host, or another --port"
+    )  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert refused(tmp_path, *args, "--port", str(port)) == (
+            1, f"error: port {port} on 127.0.0.1 is not free (Address already in use); pick "
+            "another with --port"
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("number", SERVER_NUMBERS, ids=[n.env for n in SERVER_NUMBERS])

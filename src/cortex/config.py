@@ -580,6 +580,8 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
             return False
         raise ConfigError(f"{where} is not true or false; use true or false")
     if setting.kind is Path:
+        if not str(raw).strip():  # (an unset variable: not the current directory, which "" is)
+            raise ConfigError(f"{where} is empty; give a path, or leave it out for the default")
         text = str(raw).replace("{home}", str(home))
         return Path(os.path.expanduser(text))
     if setting.kind is str:
@@ -589,7 +591,7 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
         return text
     try:
         value = setting.kind(raw) if not isinstance(raw, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int() of an infinity)
         value = None
     if value is None or (setting.kind is int and isinstance(raw, float) and raw != int(raw)):
         kind = "an integer" if setting.kind is int else "a number"
@@ -609,7 +611,7 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
     """Raw values from config.toml and openclaw.json in ``home``, highest precedence first."""
     found: list[tuple[dict[str, Any], str]] = []
     toml_path, json_path = (home / name for name in CONFIG_FILES)
-    if toml_path.is_file():
+    if _settings_file(toml_path):
         import tomllib  # only when there is a file: it costs ~20 ms of a hook's start
 
         try:
@@ -621,7 +623,7 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
         if isinstance(block, dict):
             merged.update(block)
         found.append((merged, str(toml_path)))
-    if json_path.is_file():
+    if _settings_file(json_path):
         try:
             data = json.loads(json_path.read_text(encoding="utf-8"))
             block = data["plugins"]["cortex"]["session_persistence"]
@@ -632,6 +634,18 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
         if isinstance(block, dict):
             found.append((block, str(json_path)))
     return found
+
+
+def _settings_file(path: Path) -> bool:
+    """Whether the settings file ``path`` is there; a home the system refuses to look into
+    (a name longer than it takes) is one line, not an ``OSError``."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot look for {path} ({exc.strerror}); point --home or CORTEX_HOME at a "
+            "usable directory"
+        ) from exc
 
 
 def load_config(

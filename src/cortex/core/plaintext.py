@@ -67,3 +67,12 @@ def plain(value: T, name: str) -> T:
             "name; send it as plain text"
         )
     return value
+
+
+def unstorable() -> ValidationError:
+    """The error for text a store could not encode: a lone surrogate that reached it in a value
+    no service checked with ``plain`` (which names the parameter). One line, for every store."""
+    return ValidationError(
+        "a value holds a lone surrogate (bytes that are not UTF-8, or half of an emoji), which "
+        "Cortex does not keep; send it as plain text"
+    )

@@ -51,6 +51,7 @@ from cortex.core.memory_models import (
 )
 from cortex.core.plaintext import plain, storable
 from cortex.errors import ConfigError, CortexError, ValidationError
+from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import new_uuid
 from cortex.services.memory import NewMemory
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
     from cortex.services.memory import MemoryService
     from cortex.services.metrics import MetricsService
     from cortex.store.protocol import Store
+
+log = getLogger("cortex")
 
 SESSION_SCAN_LIMIT = 200
 """Most recent sessions a run reads candidates from."""
@@ -320,4 +323,7 @@ class ConsolidationService(Service):
             return
         payload = {k: v for k, v in run.to_dict().items() if k.endswith("_count")}
         payload |= {"run_id": run.id, "mode": run.mode, "project": run.project}
-        self.metrics.writer.emit("consolidation_run", None, payload, run.created_at)
+        try:
+            self.metrics.writer.emit("consolidation_run", None, payload, run.created_at)
+        except CortexError as exc:  # the run is committed: a failed command would be run again
+            log.warning("consolidation_run metric not written: %s", exc)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
+from cortex.core.plaintext import is_plain
 from cortex.errors import ValidationError
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -58,7 +59,7 @@ def resolve_id(store: Store, kind: str, given: str) -> str | None:
         ValidationError: ``given`` begins several ids (the message lists them), or it begins
             some but is shorter than ``MIN_PREFIX``.
     """
-    if not given:
+    if not given or not is_plain(given):  # (no stored id holds a NUL or a lone surrogate)
         return None
     found = store.ids_with_prefix(kind, given, limit=SHOWN + 1)
     if found and found[0] == given:
@@ -80,8 +81,11 @@ def resolve_id(store: Store, kind: str, given: str) -> str | None:
 def lookup(store: Store, kind: str, given: str, get: Callable[[str], T | None]) -> T | None:
     """``get(given)``, else ``get`` of the one ``kind`` id that ``given`` begins, else None.
 
-    The exact read comes first, so a whole id costs one query as before.
+    The exact read comes first, so a whole id costs one query as before. An id no store could
+    hold (a lone surrogate: undecodable bytes typed) names nothing.
     """
+    if not is_plain(given):
+        return None
     found = get(given)
     if found is None and (full := resolve_id(store, kind, given)) is not None:
         found = get(full)

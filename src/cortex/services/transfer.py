@@ -16,13 +16,14 @@ entry; one it holds stays as it is.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cortex.core.tasks import TaskRecord
-from cortex.errors import ConfigError, NotFoundError
+from cortex.errors import ConfigError, NotFoundError, ValidationError
 from cortex.services.app import Services
 from cortex.services.hosting import ServiceHost
 from cortex.services.metrics import ZERO_HASH, chain_hash
@@ -153,6 +154,30 @@ def import_tasks(pipeline: Path, target: Services, summary: ImportSummary) -> No
     )
 
 
+def _source(path: Path) -> Store:
+    """The brain.db at ``path`` to import from: one a Cortex made (an older one migrated, as
+    opening it anywhere would). An empty file or another program's SQLite file is refused
+    before anything is imported, or added to it (opening it as a store would make it one)."""
+
+    def not_ours(why: str) -> ValidationError:
+        return ValidationError(
+            f"{path} is not a Cortex brain.db ({why}); give the path of one (one older than "
+            "Cortex's migrations: run `cortex db migrate` with its folder as the home first)"
+        )
+
+    if os.path.getsize(path) == 0:
+        raise not_ours("it is empty")
+    source = open_store(path, migrate=False)
+    try:
+        if not source.applied_migrations():
+            raise not_ours("it has no Cortex schema")
+        source.migrate()
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
 def import_file(
     path: Path,
     host: ServiceHost,
@@ -165,16 +190,17 @@ def import_file(
 
     Raises:
         NotFoundError: there is no such file, or no such tenant.
-        ValidationError: the pipeline file is not a pipeline document.
+        ValidationError: the file is not a Cortex brain.db, or the pipeline file is not a
+            pipeline document.
     """
-    if not path.is_file():
+    if not os.path.isfile(path):  # (False, not OSError, for a path the system refuses)
         raise NotFoundError(f"no such file {path}; give the path of a Cortex brain.db")
     with host.registry() as registry:
         if registry.store.get_tenant(tenant) is None:
             raise NotFoundError(
                 f"tenant {tenant!r} does not exist; run `cortex tenant create {tenant}` first"
             )
-    source = open_store(path)
+    source = _source(path)
     try:
         with host.open(tenant) as target:
             summary = import_home(source, target, progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -394,7 +395,11 @@ def demo(rt: Runtime, demo_home: str | None) -> None:
 
     if rt.as_json:
         raise ValidationError("the demo is a story for people; run it without --json")
-    if demo_home is not None and Path(demo_home).is_dir() and any(Path(demo_home).iterdir()):
+    if demo_home is not None and not demo_home.strip():  # (an unset variable: not this folder)
+        raise UsageLine("--home is empty; omit it for a temporary directory or give a new one")
+    # os.path.isdir: False, not OSError, for a path the system refuses (a name too long),
+    # which the demo then fails to create, in one line.
+    if demo_home is not None and os.path.isdir(demo_home) and any(Path(demo_home).iterdir()):
         raise ValidationError(  # the story starts cold, and would mix into a real home
             f"{demo_home} is not empty; give the demo a new or empty directory"
         )

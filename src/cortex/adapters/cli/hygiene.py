@@ -17,6 +17,7 @@ from cortex.adapters.cli.runtime import (
     pass_rt,
     project_option,
     server_host,
+    user_option,
 )
 from cortex.core.hygiene import ConsolidationRun, Procedure
 from cortex.core.server_numbers import DB_ENV, SECRET_ENV, WORKER_LOCK_TIMEOUT
@@ -50,7 +51,7 @@ def consolidate() -> None:
 @consolidate.command("run", context_settings=CONTEXT)
 @click.option("--dry-run", is_flag=True, help="Shadow mode: report and record, change nothing.")
 @project_option("Only this project's memories plus global ones.", "every project")
-@click.option("--user", "user_id", help="Only this user's memories plus shared ones.")
+@user_option("Only this user's memories plus shared ones.", "every user's memories")
 @click.option("--no-extract", is_flag=True, help="Skip candidate extraction from sessions.")
 @pass_rt
 def consolidate_run(
@@ -115,7 +116,7 @@ def procedure() -> None:
 @click.argument("steps", nargs=-1, required=True)
 @click.option("--key", "procedure_key", help="Stable key (default: a slug of the title).")
 @project_option("Project the procedure belongs to (default: global).", "a global procedure")
-@click.option("--user", "user_id", help="User the procedure belongs to.")
+@user_option("User the procedure belongs to.", "a procedure of no user")
 @pass_rt
 def procedure_add(
     rt: Runtime,
@@ -140,7 +141,7 @@ def procedure_add(
 
 @procedure.command("list", context_settings=CONTEXT)
 @project_option("This project's procedures plus global ones.", "global procedures only")
-@click.option("--user", "user_id", help="This user's procedures plus shared ones.")
+@user_option("This user's procedures plus shared ones.", "every user's procedures")
 @click.option("--limit", default=50, show_default=True, type=int)
 @pass_rt
 def procedure_list(rt: Runtime, project: str | None, user_id: str | None, limit: int) -> None:

@@ -13,18 +13,38 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from cortex.adapters.cli import sessions
 from cortex.adapters.cli.plain import error_line, setup_logging, unexpected
-from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime
+from cortex.adapters.cli.runtime import CONTEXT, LazyGroup, Runtime, UsageLine
 from cortex.config import parse_assignments
-from cortex.errors import CortexError
+from cortex.errors import ConfigError, CortexError
+
+
+def _home(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """``--home`` (or ``CORTEX_HOME``) as a one-line usage error when it cannot be a home: an
+    empty one (``--home "$UNSET"`` was the current directory), a file, a folder not readable."""
+    if value is None:
+        return None
+    from_env = ctx.get_parameter_source("home") is ParameterSource.ENVIRONMENT
+    named = "CORTEX_HOME" if from_env else "--home"
+    if not value.strip():
+        raise UsageLine(f"{named} is empty; omit it for the default home or give a directory")
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise UsageLine(
+            f"{named} {value!r} is a file; give a directory (one that is missing is created)"
+        )
+    if os.path.isdir(value) and not os.access(value, os.R_OK | os.X_OK):
+        raise UsageLine(f"{named} {value!r} is not readable; check its permissions")
+    return Path(value)
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.option(
     "--home",
-    type=click.Path(file_okay=False, path_type=Path),
+    callback=_home,
+    metavar="DIR",
     envvar="CORTEX_HOME",
     help="Cortex home (brain.db, config.toml). Default: $CORTEX_HOME or ~/.cortex.",
 )
@@ -63,7 +83,11 @@ def cli(
       cortex demo
     """
     env = ctx.obj if isinstance(ctx.obj, Mapping) else {}  # what ``run`` passed in
-    ctx.obj = Runtime(home, now, as_json, parse_assignments(assignments), env)
+    try:
+        overrides = parse_assignments(assignments)
+    except ConfigError as exc:  # a malformed --set is a usage error, as a bad value is
+        raise UsageLine(str(exc)) from None
+    ctx.obj = Runtime(home, now, as_json, overrides, env)
 
 
 sessions.register(cli)

@@ -19,6 +19,7 @@ from cortex.adapters.cli.runtime import (
     project_option,
     session_option,
     text_or_stdin,
+    user_option,
 )
 from cortex.core.memory_models import ContextResult, Memory
 from cortex.services.review import ReviewQueue
@@ -40,7 +41,7 @@ def memory() -> None:
 @click.option("--type", "kind", help="Memory type, e.g. rule, preference, decision, fact.")
 @click.option("--scope", help="global or project (default: project when --project is given).")
 @project_option("Project the memory belongs to.", "the session's project")
-@click.option("--user", "user_id", help="User the memory belongs to.")
+@user_option("User the memory belongs to.", "a memory of no user")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--upsert-key", help="Replace the live memory with this key (one current truth).")
 @session_option("Session the memory came from (its project is the default).")

@@ -33,15 +33,26 @@ from cortex.services.app import Services, queued_line
 CLI = Surface(
     "{name}",
     "{name} {value}",
-    {"add_tokens": "--tokens", "budget_tokens": "--budget", "procedure_key": "--key"},
+    {
+        "add_tokens": "--tokens",
+        "budget_tokens": "--budget",
+        "procedure_key": "--key",
+        "user_id": "--user",
+    },
     flags=True,
 )
 """How an error names a parameter here: as its flag (``--session-id ID``, ``--tokens 5``)."""
 
 
+_ESCAPED = {c: f"\\x{c:02x}" for c in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+"""Control characters as an error line shows them: a path a person gave may hold one."""
+
+
 def error_line(exc: CortexError) -> str:
-    """The one line a ``CortexError`` prints, in the command line's terms."""
-    return f"error: {exc.render(CLI)}"
+    """The one line a ``CortexError`` prints, in the command line's terms. A control character
+    in it (a newline or an escape sequence in a path a message quotes as it is) is escaped, so
+    the line stays one line and the terminal shows it rather than obeying it."""
+    return f"error: {exc.render(CLI).translate(_ESCAPED)}"
 
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -396,6 +407,8 @@ def parse(
         elif parameter.endswith("[]"):
             values.setdefault(key, ())
     home = found.get("--home") or env.get("CORTEX_HOME") or None
+    if home is not None and not home.strip():
+        return None  # click's error message (a blank CORTEX_HOME is no home)
     if home is not None and os.path.exists(home):
         if not os.path.isdir(home) or not os.access(home, os.R_OK):
             return None  # click's error message

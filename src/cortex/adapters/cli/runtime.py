@@ -3,6 +3,7 @@ which needs no click), the lazy command groups, and the options and helpers comm
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from collections.abc import Callable, Mapping
@@ -66,6 +67,16 @@ def project_option(
     return decorate
 
 
+def user_option(help: str, omitted: str) -> Callable[[F], F]:
+    """The ``--user`` option of a command that stores or filters by user: a value given empty
+    or blank (``--user "$UNSET"``) is refused, never taken for no user (``omitted``)."""
+
+    def checked(ctx: click.Context, option: click.Parameter, value: str | None) -> str | None:
+        return refuse_empty(value, param("user_id"), omitted, "a user id")
+
+    return click.option("--user", "user_id", help=help, callback=checked)
+
+
 class UsageLine(click.ClickException):
     """A usage error (a bad option value) shown as one ``error:`` line; exit code 2."""
 
@@ -81,6 +92,42 @@ def database(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     if value is not None and not value.strip():
         raise UsageLine("--db is empty; give a postgresql:// URL or a SQLite path")
     return value
+
+
+def listen_address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """A ``--host`` option's callback: an empty or blank value (an unset shell variable) is
+    refused, since uvicorn would take it for every interface of the machine."""
+    if not value.strip():
+        raise UsageLine("--host is empty; omit it for 127.0.0.1 or give an address to listen on")
+    return value
+
+
+def check_listen(host: str, port: int) -> None:
+    """A one-line error now, rather than uvicorn's traceback or its log and exit code 3 later,
+    when ``host`` names no address of this machine (a usage error) or ``port`` is taken."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (OSError, UnicodeError) as exc:  # (UnicodeError: a name IDNA cannot encode)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageLine(
+            f"--host {host!r} is not an address to listen on ({reason}); give an IP address "
+            "of this machine, e.g. 127.0.0.1 or 0.0.0.0"
+        ) from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ConfigError(
+                f"port {port} on {host} is not free ({exc.strerror}); pick another with --port"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot listen on {host} port {port} ({exc.strerror}); give an address "
+                "of this machine with --host, or another --port"
+            ) from exc
 
 
 def server_host(rt: Runtime, db_url: str, **options: Any) -> ServiceHost:

@@ -13,7 +13,14 @@ from typing import Any
 
 import click
 
-from cortex.adapters.cli.runtime import CONTEXT, Runtime, clean, pass_rt, project_option
+from cortex.adapters.cli.runtime import (
+    CONTEXT,
+    Runtime,
+    check_listen,
+    clean,
+    pass_rt,
+    project_option,
+)
 from cortex.config import load_config
 from cortex.errors import ConfigError
 from cortex.services.app import Services
@@ -147,7 +154,7 @@ def ui_command(rt: Runtime, port: int, open_browser: bool) -> None:
         raise ConfigError(
             f"the dashboard needs the server extra ({exc}); pip install 'cortex-continuity[server]'"
         ) from exc
-    _check_port(port)
+    check_listen("127.0.0.1", port)
     from cortex.adapters.hooks.doctor import diagnose
 
     def doctor() -> dict[str, Any]:
@@ -181,20 +188,6 @@ def _client_mode_ui(server_url: str) -> str:
         f"this home is a client of a team server, whose data its dashboard shows: open {login} "
         "and sign in with your API key (unset CORTEX_SERVER to see this home's local database)"
     )
-
-
-def _check_port(port: int) -> None:
-    """A one-line error now rather than uvicorn's traceback when the port is taken."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise ConfigError(
-                f"port {port} on 127.0.0.1 is not free ({exc.strerror}); pick another with --port"
-            ) from exc
 
 
 def register(group: click.Group) -> None:

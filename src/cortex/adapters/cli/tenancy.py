@@ -17,7 +17,9 @@ from cortex.adapters.cli.runtime import (
     CONTEXT,
     Runtime,
     UsageLine,
+    check_listen,
     database,
+    listen_address,
     number_option,
     pass_rt,
     server_host,
@@ -56,7 +58,8 @@ def _registry(
     host = server_host(rt, db_url)  # (a URL of another scheme is refused here, as such)
     if tenant is not None:
         host.check_served(tenant)
-    if read and not host.postgres and not Path(db_url).exists():
+    # os.path.exists: False, not OSError, for a path the system refuses (a name too long)
+    if read and not host.postgres and not os.path.exists(db_url):
         raise ConfigError(
             f"no database at {db_url}; check the path (`cortex tenant create` makes one)"
         )
@@ -67,7 +70,13 @@ def _registry(
 
 @click.command("serve", context_settings=CONTEXT)
 @DB
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=listen_address,
+    help="Address to listen on (0.0.0.0: every interface).",
+)
 @click.option("--port", default=8077, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
 @number_option(POOL, "PostgreSQL connections per worker process")
@@ -138,6 +147,7 @@ def serve(
         BURST.env: str(burst),
         LOCK_TIMEOUT.env: repr(lock_timeout),
     }
+    check_listen(host, port)
     args = ["--factory", "cortex.adapters.server.app:app_from_env", "--host", host]
     args += ["--port", str(port), "--workers", str(workers)]
     args += ["--timeout-graceful-shutdown", str(shutdown_timeout)]
@@ -329,8 +339,9 @@ def server_import(
     events are re-chained under the tenant's key (derived from CORTEX_SERVER_SECRET, which
     must be set): same names, sessions, payloads and times, new seq and hashes, so that
     `metrics verify` passes on the server. The home's pipeline tasks become the tenant's
-    tasks (one the tenant already holds stays as it is). Progress goes to stderr; --json
-    prints the counts.
+    tasks (one the tenant already holds stays as it is). A file no Cortex made (an empty one,
+    another program's SQLite file) is refused, and no table is added to it. Progress goes to
+    stderr; --json prints the counts.
 
     \b
     Example:

@@ -175,6 +175,7 @@ class FileModeService(Service):
     ) -> Written:
         """Append a checkpoint to today's daily log: ``checkpoint_id`` (one of the session's),
         else a new write-ahead checkpoint (as before a compaction)."""
+        self.workspace.ready()
         if checkpoint_id is None:
             checkpoint = self.compaction.pre_compact(session_id, "manual", summary)
         else:
@@ -214,6 +215,7 @@ class FileModeService(Service):
             raise ValidationError(
                 f"unknown trigger {trigger!r}; use one of {', '.join(SNAPSHOT_TRIGGERS)}"
             )
+        self.workspace.ready()
         snap = self.events.snapshot(session_id, trigger, slug=slug)  # (which checks the slug)
         return self.write_snapshot(snap)
 
@@ -243,6 +245,7 @@ class FileModeService(Service):
         sync), episodic ones into the database and today's daily log."""
         if kind not in KINDS:
             raise ValidationError(f"unknown kind {kind!r}; use semantic or episodic")
+        self.workspace.ready()
         day = self.today()
         added = self.memory.add(
             content,

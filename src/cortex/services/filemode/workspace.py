@@ -97,6 +97,13 @@ class Workspace:
         return sorted((day, f"{self.layout.daily_dir}/{n}") for day, n in found if day)
 
     # -- the lock and the state ----------------------------------------------------------------
+    def ready(self) -> None:
+        """Make the workspace folder and its lock file, or fail: a trigger that stores
+        something checks this first, so a workspace that cannot be written (a path too long,
+        a read-only folder) fails the command before anything reaches the database."""
+        with self.lock():
+            pass
+
     @contextlib.contextmanager
     def lock(self, *, wait: bool = True) -> Iterator[None]:
         """Hold the workspace's sync lock: one sync, append or rewrite at a time."""

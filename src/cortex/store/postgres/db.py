@@ -19,6 +19,7 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from cortex.core.plaintext import unstorable
 from cortex.errors import (
     BusyError,
     ConflictError,
@@ -118,6 +119,8 @@ def translated(url: str) -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise cortex_error(exc, url) from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate in a value: not text UTF-8 encodes
+        raise unstorable() from exc
 
 
 def open_pool(
@@ -314,8 +317,8 @@ class Runner:
         rest commit as if only that statement were lost: the transaction raises it again."""
         try:
             yield
-        except psycopg.Error as exc:
-            error = cortex_error(exc, self.url)
+        except (psycopg.Error, UnicodeEncodeError) as exc:  # (the latter: a lone surrogate)
+            error = cortex_error(exc, self.url) if isinstance(exc, psycopg.Error) else unstorable()
             if self._conn is not None and self._failed is None:
                 self._failed = error
             raise error from exc

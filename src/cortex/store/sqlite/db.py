@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cortex.clock import SystemClock, to_iso
+from cortex.core.plaintext import unstorable
 from cortex.errors import ConflictError, MigrationDeferredError, StorageError, ValidationError
 from cortex.files import ensure_dir
 from cortex.logs import getLogger
@@ -168,6 +169,8 @@ class Database:
             raise ValidationError(
                 f"SQLite cannot store this value ({one_line(exc)}); fix the input"
             ) from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate in a value: not text UTF-8 encodes
+            raise unstorable() from exc
         except UnicodeDecodeError as exc:  # SQLite's own message quoted garbage: a damaged file
             raise StorageError(
                 f"{self.url} is damaged (SQLite reports unreadable text: {exc.reason}); "

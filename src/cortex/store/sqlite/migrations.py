@@ -74,8 +74,20 @@ SESSION_STATES_V4 = (
 )
 
 
+SESSION_STATES_V4_COLUMNS = {
+    "id", "start_time", "end_time", "channel", "working_memory", "hot_topics",
+    "active_projects", "pending_tasks", "recent_learnings", "confidence_updates",
+    "sop_interactions", "previous_session_id", "continued_by", "crash_recovered",
+    "schema_version", "created_at", "updated_at",
+}  # fmt: skip
+"""The columns of the spec's table, which every ``session_states`` Cortex reads has."""
+
+
 def m001_session_states(conn: sqlite3.Connection) -> None:
-    """The spec's schema v4 ``session_states`` table and its three indexes."""
+    """The spec's schema v4 ``session_states`` table and its three indexes. A table of that
+    name without the spec's columns (another program's) is set aside, as ``metrics`` is: kept
+    under ``session_states_legacy`` instead of failing every command that reads sessions."""
+    _set_aside_foreign_table(conn, "session_states", SESSION_STATES_V4_COLUMNS)
     for sql in SESSION_STATES_V4:
         conn.execute(sql)
 
