@@ -290,3 +290,36 @@ def test_a_consolidation_whose_metric_cannot_be_written_succeeds_with_a_warning(
         "stored)\n"
     )
     assert len(json.loads(cortex(home, "--json", "consolidate", "list").stdout)) == 1
+
+
+def test_an_empty_filter_or_choice_is_refused_never_taken_for_leaving_it_out(home: Path) -> None:
+    """``--layer "$UNSET"`` listed every layer, stored a memory in the default one or left
+    its layer as it was; ``--event ""``, ``--tenant ""`` and ``--gate ""`` did the same for
+    their own defaults (every event, every tenant's keys, no gate)."""
+    assert cortex(home, "session", "start", "--session-id", "s1").returncode == 0
+    db = str(home / "brain.db")
+    made = json.loads(cortex(home, "--json", "memory", "add", "Deploys go via staging").stdout)
+    for args, flag, omitted, instead in (
+        (("memory", "add", "x"), "--layer", "the default layer", "rule, working or long_term"),
+        (("memory", "add", "x"), "--scope", "the default scope", "global or project"),
+        (("memory", "add", "x"), "--expires-at", "the layer's default expiry", "an ISO-8601 time"),
+        (("memory", "list"), "--layer", "every layer", "rule, working or long_term"),
+        (("memory", "search", "x"), "--layer", "every layer", "rule, working or long_term"),
+        (("memory", "stale"), "--layer", "every layer", "rule, working or long_term"),
+        (
+            ("memory", "edit", made["id"]),
+            "--layer",
+            "the layer it has",
+            "rule, working or long_term",
+        ),
+        (("metrics", "list"), "--event", "every event", "an event name"),
+        (("session", "start"), "--channel", "the default channel", "a channel name"),
+        (("key", "list", "--db", db), "--tenant", "every tenant's keys", "a tenant name"),
+        (("checkpoint", "create", "--task", "t1"), "--gate", "no gate", "a gate G0..G10"),
+    ):
+        result = cortex(home, *args, flag, " ")
+        assert result.returncode == 1, (args, flag, result.stderr)
+        assert (
+            one_line(result) == f"error: {flag} is empty; omit it for {omitted} or give {instead}"
+        )
+    assert json.loads(cortex(home, "--json", "memory", "list").stdout)[0]["id"] == made["id"]

@@ -13,6 +13,7 @@ from cortex.adapters.cli.runtime import (
     Runtime,
     UsageLine,
     clean,
+    filled,
     megabytes,
     pass_rt,
     project_option,
@@ -147,7 +148,11 @@ def metrics() -> None:
 
 
 @metrics.command("list", context_settings=CONTEXT)
-@click.option("--event", help="Only this event name, e.g. session_restored.")
+@click.option(
+    "--event",
+    help="Only this event name, e.g. session_restored.",
+    callback=filled("every event", "an event name"),
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100000))
 @pass_rt
 def metrics_list(rt: Runtime, event: str | None, limit: int) -> None:

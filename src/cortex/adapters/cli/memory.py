@@ -15,6 +15,7 @@ from cortex.adapters.cli.runtime import (
     Runtime,
     UsageLine,
     clean,
+    filled,
     pass_rt,
     project_option,
     session_option,
@@ -37,9 +38,17 @@ def memory() -> None:
 
 @memory.command("add", context_settings=CONTEXT)
 @click.argument("content")
-@click.option("--layer", help="rule, working or long_term (default: long_term; rule for rules).")
+@click.option(
+    "--layer",
+    help="rule, working or long_term (default: long_term; rule for rules).",
+    callback=filled("the default layer", "rule, working or long_term"),
+)
 @click.option("--type", "kind", help="Memory type, e.g. rule, preference, decision, fact.")
-@click.option("--scope", help="global or project (default: project when --project is given).")
+@click.option(
+    "--scope",
+    help="global or project (default: project when --project is given).",
+    callback=filled("the default scope", "global or project"),
+)
 @project_option("Project the memory belongs to.", "the session's project")
 @user_option("User the memory belongs to.", "a memory of no user")
 @click.option("--tags", help="Comma-separated tags.")
@@ -48,7 +57,10 @@ def memory() -> None:
 @click.option("--explicit", is_flag=True, help="remember_intent=explicit: the user asked for it.")
 @click.option("--confidence", default=1.0, show_default=True, type=float)
 @click.option(
-    "--expires-at", metavar="ISO-8601", help="Expiry, later than now (working memory: now + TTL)."
+    "--expires-at",
+    metavar="ISO-8601",
+    help="Expiry, later than now (working memory: now + TTL).",
+    callback=filled("the layer's default expiry", "an ISO-8601 time"),
 )
 @pass_rt
 def memory_add(
@@ -95,7 +107,11 @@ def _scope_options(command: F) -> F:
     """The filter options ``list`` and ``search`` share."""
     for option in reversed(
         [
-            click.option("--layer", help="Only this layer: rule, working or long_term."),
+            click.option(
+                "--layer",
+                help="Only this layer: rule, working or long_term.",
+                callback=filled("every layer", "rule, working or long_term"),
+            ),
             project_option("This project's memories plus global ones.", "global memories only"),
             click.option("--user", "user_id", help="This user's memories plus shared ones."),
             session_option("Only memories from this session."),
@@ -274,7 +290,11 @@ def memory_show(rt: Runtime, memory_id: str) -> None:
 @memory.command("edit", context_settings=CONTEXT)
 @click.argument("memory_id")
 @click.option("--content", help="New content (- reads standard input).")
-@click.option("--layer", help="Move to rule, working or long_term.")
+@click.option(
+    "--layer",
+    help="Move to rule, working or long_term.",
+    callback=filled("the layer it has", "rule, working or long_term"),
+)
 @click.option("--type", "kind", help="New type.")
 @click.option("--tags", help="Replace the tags (comma-separated).")
 @click.option("--confidence", type=float, help="New confidence, 0-1.")
@@ -363,7 +383,11 @@ def memory_embed(rt: Runtime, batch: int) -> None:
               "(default: the stale_after_days setting).")  # fmt: skip
 @project_option("This project's memories plus global ones.", "global memories only")
 @click.option("--all-projects", is_flag=True, help="Every project's memories.")
-@click.option("--layer", help="Only this layer: rule, working or long_term.")
+@click.option(
+    "--layer",
+    help="Only this layer: rule, working or long_term.",
+    callback=filled("every layer", "rule, working or long_term"),
+)
 @click.option("--superseded", is_flag=True, help="Also superseded and expired memories.")
 @click.option("--limit", default=50, show_default=True, type=int)
 @pass_rt

@@ -16,6 +16,7 @@ from cortex.adapters.cli.runtime import (
     Runtime,
     UsageLine,
     clean,
+    filled,
     pass_rt,
     project_option,
     session_option,
@@ -339,7 +340,11 @@ def checkpoint() -> None:
     "--type", "kind", default="manual", show_default=True, type=click.Choice(CHECKPOINT_TYPES)
 )
 @click.option("--summary", default="", help="What was done.")
-@click.option("--gate", help="Gate G0..G10 (a gate_transition moves the task there).")
+@click.option(
+    "--gate",
+    help="Gate G0..G10 (a gate_transition moves the task there).",
+    callback=filled("no gate", "a gate G0..G10"),
+)
 @click.option("--step", type=click.IntRange(0, None), help="Step within the gate.")
 @click.option("--next-step", "next_steps", multiple=True, help="A next step (repeatable).")
 @click.option("--resume", default="", help="Resume instructions.")

@@ -77,6 +77,18 @@ def user_option(help: str, omitted: str) -> Callable[[F], F]:
     return click.option("--user", "user_id", help=help, callback=checked)
 
 
+def filled(omitted: str, instead: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """The callback of an option whose value given empty or blank (``--layer "$UNSET"``) is
+    refused, as ``--project``'s and ``--user``'s are, never taken for leaving it out
+    (``omitted``); ``instead`` says what to give."""
+
+    def checked(ctx: click.Context, option: click.Parameter, value: Any) -> Any:
+        flag = max(getattr(option, "opts", [option.name or ""]), key=len)
+        return refuse_empty(value, flag, omitted, instead) if isinstance(value, str) else value
+
+    return checked
+
+
 class UsageLine(click.ClickException):
     """A usage error (a bad option value) shown as one ``error:`` line; exit code 2."""
 

@@ -14,6 +14,7 @@ from cortex.adapters.cli.runtime import (
     LazyGroup,
     Runtime,
     clean,
+    filled,
     pass_rt,
     project_option,
     session_option,
@@ -36,7 +37,13 @@ def session() -> None:
 
 @session.command("start", context_settings=CONTEXT)
 @session_option("Use this id (default: a new UUID).")
-@click.option("--channel", default="cli", show_default=True, help="Channel name.")
+@click.option(
+    "--channel",
+    default="cli",
+    show_default=True,
+    help="Channel name.",
+    callback=filled("the default channel", "a channel name"),
+)
 @project_option(
     "Project this session works on (restoration stays within it).", "this directory's project"
 )

@@ -19,6 +19,7 @@ from cortex.adapters.cli.runtime import (
     UsageLine,
     check_listen,
     database,
+    filled,
     listen_address,
     number_option,
     pass_rt,
@@ -272,7 +273,12 @@ def key_create(rt: Runtime, tenant_name: str, scopes: str, label: str, db_url: s
 
 
 @key.command("list", context_settings=CONTEXT)
-@click.option("--tenant", "tenant_name", help="Only this tenant's keys.")
+@click.option(
+    "--tenant",
+    "tenant_name",
+    help="Only this tenant's keys.",
+    callback=filled("every tenant's keys", "a tenant name"),
+)
 @DB
 @pass_rt
 def key_list(rt: Runtime, tenant_name: str | None, db_url: str) -> None:
