@@ -90,6 +90,19 @@ def test_unknown_setting_and_bad_files(tmp_path: Path) -> None:
         load_config(tmp_path, {})
 
 
+def test_a_table_other_than_session_persistence_is_refused_not_ignored(tmp_path: Path) -> None:
+    """A setting under a mistyped table (``[cortex]``) was silently ignored."""
+    (tmp_path / "config.toml").write_text("lookback_days = 3\n[cortex]\nlookback_days = 9\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {})
+    assert str(info.value) == (
+        f"unknown table [cortex] in {tmp_path / 'config.toml'}; put settings at the top level "
+        "or in [session_persistence] (see `cortex config show` for names)"
+    )
+    (tmp_path / "config.toml").write_text("[session_persistence]\nlookback_days = 9\n")
+    assert load_config(tmp_path, {}).lookback_days == 9
+
+
 def test_session_debug_env_and_paths(tmp_path: Path) -> None:
     c = load_config(tmp_path, {"CORTEX_SESSION_DEBUG": "1", "CORTEX_SESSIONS_DIR": "{home}/mirror"})
     assert c.debug is True and c.sessions_dir == tmp_path / "mirror"

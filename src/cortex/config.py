@@ -619,6 +619,13 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{toml_path} is not valid TOML ({exc}); fix or remove it") from exc
         block = data.get("session_persistence")
+        tables = sorted(k for k, v in data.items() if isinstance(v, dict))
+        if tables and tables != ["session_persistence"]:
+            other = next(t for t in tables if t != "session_persistence")
+            raise ConfigError(
+                f"unknown table [{other}] in {toml_path}; put settings at the top level or in "
+                "[session_persistence] (see `cortex config show` for names)"
+            )
         merged = {k: v for k, v in data.items() if not isinstance(v, dict)}
         if isinstance(block, dict):
             merged.update(block)
