@@ -323,3 +323,21 @@ def test_an_empty_filter_or_choice_is_refused_never_taken_for_leaving_it_out(hom
             one_line(result) == f"error: {flag} is empty; omit it for {omitted} or give {instead}"
         )
     assert json.loads(cortex(home, "--json", "memory", "list").stdout)[0]["id"] == made["id"]
+
+
+def test_nan_for_a_rate_or_a_confidence_is_refused_as_out_of_range_naming_the_flag(
+    home: Path,
+) -> None:
+    """click's ``FloatRange`` lets NaN by: the service then refused it naming its own field
+    (``refusal_rate_window``), not the flag, or stored it."""
+    assert cortex(home, "task", "init", "t1").returncode == 0
+    assert cortex(home, "session", "start", "--session-id", "s1").returncode == 0
+    for args, flag in (
+        (("task", "safety", "t1", "--window", "nan", "--baseline", "0.1"), "--window"),
+        (("task", "safety", "t1", "--window", "0.1", "--baseline", "nan"), "--baseline"),
+        (("pin", "add", "k", "v", "--confidence", "nan"), "--confidence"),
+    ):
+        result = cortex(home, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert f"Invalid value for '{flag}': 'nan' is not in the range 0<=x<=1." in result.stderr
+    assert "nan" not in cortex(home, "--json", "pin", "list").stdout

@@ -14,6 +14,7 @@ import click
 from cortex.adapters.cli.runtime import (
     CONTEXT,
     Runtime,
+    Share,
     UsageLine,
     clean,
     filled,
@@ -286,8 +287,8 @@ def task_budget(rt: Runtime, slug: str, tokens: int, session_id: str | None) -> 
 
 @click.command("safety", context_settings=CONTEXT)
 @click.argument("slug")
-@click.option("--window", type=click.FloatRange(0, 1), required=True, help="Refusal rate now.")
-@click.option("--baseline", type=click.FloatRange(0, 1), required=True, help="Baseline rate.")
+@click.option("--window", type=Share(), required=True, help="Refusal rate now.")
+@click.option("--baseline", type=Share(), required=True, help="Baseline rate.")
 @click.option(
     "--severity", default="none", type=click.Choice(["none", "low", "medium", "high", "critical"])
 )

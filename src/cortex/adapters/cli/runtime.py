@@ -154,6 +154,20 @@ def server_host(rt: Runtime, db_url: str, **options: Any) -> ServiceHost:
     return host
 
 
+class Share(click.FloatRange):
+    """A number from 0 to 1 (a rate, a confidence); NaN, which ``FloatRange`` lets by, is
+    refused as any value out of the range is."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:  # NaN
+            self.fail(f"{value!r} is not in the range {self._describe_range()}.", param, ctx)
+        return number
+
+
 def number_option(number: ServerNumber[int] | ServerNumber[float], help: str) -> Callable[[F], F]:
     """The option of ``number`` (of ``cortex serve`` or ``cortex worker``), from its variable
     when the flag is not given, checked as a server's worker process checks that variable (NaN

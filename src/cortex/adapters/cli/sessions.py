@@ -13,6 +13,7 @@ from cortex.adapters.cli.runtime import (
     CONTEXT,
     LazyGroup,
     Runtime,
+    Share,
     clean,
     filled,
     pass_rt,
@@ -247,7 +248,7 @@ def pin() -> None:
     is_flag=True,
     help="CRITICAL: inherited for critical_inheritance_days whatever the relevance score.",
 )
-@click.option("--confidence", default=1.0, show_default=True, type=click.FloatRange(0, 1))
+@click.option("--confidence", default=1.0, show_default=True, type=Share())
 @session_option()
 @pass_rt
 def pin_add(
