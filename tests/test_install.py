@@ -304,6 +304,7 @@ def test_uninstall_removes_the_folders_it_made_and_stops_the_hook_server(
 ) -> None:
     from cortex.adapters.hooks.server import server_pid
 
+    (user / "proj").mkdir()
     ok(cortex(home, user, "install", "cursor", "--project", str(user / "proj")))
     assert (user / "proj" / ".cursor" / "hooks.json").is_file()
     start = {"hook_event_name": "sessionStart", "conversation_id": "c1", "cwd": str(user)}
@@ -646,3 +647,14 @@ def test_doctor_reports_a_database_that_cannot_be_written(home: Path, user: Path
     )
     healthy = cortex(home, user, "doctor")
     assert "cannot be written" not in healthy.stdout
+
+
+def test_install_into_a_project_directory_that_does_not_exist_is_refused(
+    home: Path, user: Path
+) -> None:
+    """A typo in ``--project`` made the whole tree of folders and installed the hooks there."""
+    typo = user / "porj" / "api"
+    done = cortex(home, user, "install", "claude-code", "--project", str(typo))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"error: no directory {typo}; give an existing project's directory\n"
+    assert not (user / "porj").exists()

@@ -12,6 +12,7 @@ import click
 from cortex.adapters import HOSTS
 from cortex.adapters.cli.runtime import CONTEXT, Runtime, megabytes, pass_rt, project_option
 from cortex.config import default_home
+from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
     from cortex.adapters.hooks.doctor import Report
@@ -99,6 +100,8 @@ def install_command(
     """
     from cortex.adapters.hooks.install import apply, plan
 
+    if project is not None and not project.is_dir():  # a typo would make a tree of folders
+        raise ConfigError(f"no directory {project}; give an existing project's directory")
     place = _target_for(rt, host, project, user_scope)
     with_mcp = not no_mcp and importlib.util.find_spec("mcp") is not None
     changes = plan(place, remove=False, with_mcp=with_mcp)
