@@ -21,7 +21,10 @@ const HOOKS = [
 ];
 
 function setup(t, extra = {}) {
-  const home = mkdtempSync(join(tmpdir(), "cortex-home-"));
+  // The home in a folder of its own, so that "../etc" beside it is this test's alone.
+  const root = mkdtempSync(join(tmpdir(), "cortex-test-"));
+  const home = join(root, "home");
+  mkdirSync(home);
   const workspace = mkdtempSync(join(tmpdir(), "openclaw-ws-"));
   const api = recordingApi({ cortexBin: BIN, home, workspaceDir: workspace, ...extra });
   register(api);
@@ -29,7 +32,7 @@ function setup(t, extra = {}) {
   // Stop the bridge before its directories go: its final capture would recreate the home.
   t.after(async () => {
     await service.stop();
-    for (const dir of [home, workspace]) rmSync(dir, { recursive: true, force: true });
+    for (const dir of [root, workspace]) rmSync(dir, { recursive: true, force: true });
   });
   return { api, home, workspace, service };
 }
