@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -1188,6 +1189,44 @@ def test_a_relative_home_is_one_home_in_process_and_served(
         assert not (short_dir / "h").exists()
     finally:
         os.kill(pid, 15)
+
+
+DYING_SERVER = """
+import os, signal, sys
+from cortex.adapters.hooks import dispatch, server
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+setattr(dispatch if sys.argv[2] == "handle" else server, sys.argv[2], die)
+sys.exit(server.main(sys.argv[1:2]))
+"""
+
+
+@pytest.mark.parametrize("dies_in", ["handle", "receive"])
+def test_an_event_the_server_dies_on_is_recorded_in_process(
+    home: Path, repo: Path, dies_in: str
+) -> None:
+    """A server killed as it reads or handles an event (or one stopping as the event came)
+    commits none of it and closes the connection unanswered: the hook records it itself."""
+    dying = subprocess.Popen([sys.executable, "-c", DYING_SERVER, str(home), dies_in])
+    try:
+        wait_for_server(home)
+        (home / "run" / "hook.spawned").touch()  # and no new server is started by this test
+        start = event("SessionStart", "s1", repo, source="startup")
+        result = run_hook(home, start, env={"CORTEX_HOOK_SERVER": "1"})
+        assert dying.wait(timeout=30) == -signal.SIGKILL  # it died on this event
+    finally:
+        if dying.poll() is None:
+            dying.kill()
+            dying.wait()
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert manager(home).store.get_session("s1") is not None
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        "claude-code: the hook server closed the connection without answering (it stopped or"
+        " was killed); the event was handled in-process"
+    )
 
 
 def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:
