@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -519,6 +520,36 @@ def test_bad_input_exits_0_logs_one_line_and_keeps_data(
     assert not (home.parent / "etc").exists()
     pins = manager(home).list_pins("keep")
     assert [p.content for p in pins] == ["this pin"]
+
+
+def test_a_copy_whose_lock_another_process_holds_is_skipped_not_waited_for(
+    home: Path, repo: Path
+) -> None:
+    """The pins' and a session's mirrors and the metrics chain's head are copies: a process
+    stopped while holding one's lock costs a hook half a second and a line, not its event."""
+    run_hook(home, event("SessionStart", "keep", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "keep", "this pin", "--session-id", "keep")
+    run_hook(home, event("SessionEnd", "keep", repo))
+    before = log_lines(home)
+    held = [home / "working_memory.json", home / "sessions" / "s1.json", home / "metrics.head"]
+    with contextlib.ExitStack() as stack:
+        for target in held:  # (a lock file, flocked by this test's process)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(f"{target}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            stack.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        began = time.monotonic()
+        start = run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+        end = run_hook(home, event("SessionEnd", "s1", repo))
+        took = time.monotonic() - began
+    assert took < 8, took  # (each copy waits 0.5 s; before, the first one waited for ever)
+    assert "this pin" in context_of(start, "SessionStart")
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    state = manager(home).store.get_session("s1")
+    assert state is not None and not state.is_open
+    skipped = log_lines(home)[len(before) :]
+    assert skipped and all("has been held by another process for over 0.5 s" in x for x in skipped)
+    assert {f"{t}.lock" for t in held} == {x.split(": ")[-1].split(" has been")[0] for x in skipped}
 
 
 def test_unknown_host_and_help(home: Path) -> None:
