@@ -552,6 +552,33 @@ def test_a_copy_whose_lock_another_process_holds_is_skipped_not_waited_for(
     assert {f"{t}.lock" for t in held} == {x.split(": ")[-1].split(" has been")[0] for x in skipped}
 
 
+def test_a_session_end_waits_little_for_a_database_another_process_holds(
+    home: Path, repo: Path
+) -> None:
+    """Its host kills a SessionEnd hook after 1.5 s, before the store's 5 s wait for the
+    write lock ran out and said so: without a server it waits 1 s, and says so."""
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    holder = sqlite3.connect(home / "brain.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        began = time.monotonic()
+        end = run_hook(home, event("SessionEnd", "s1", repo))
+        took = time.monotonic() - began
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert took < 5, took  # (the store's own wait)
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        f"claude-code SessionEnd 's1': StorageError: database {home / 'brain.db'} is locked by"
+        " another process; retry, or stop the process that holds it"
+    )
+    assert (manager(home).store.get_session("s1") or pytest.fail()).is_open
+    run_hook(home, event("SessionEnd", "s1", repo))  # and once it is free, the end goes in
+    assert not (manager(home).store.get_session("s1") or pytest.fail()).is_open
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")
