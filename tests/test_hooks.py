@@ -579,6 +579,22 @@ def test_a_session_end_waits_little_for_a_database_another_process_holds(
     assert not (manager(home).store.get_session("s1") or pytest.fail()).is_open
 
 
+@pytest.mark.parametrize("fifo", [".git/HEAD", ".git/config", ".git/packed-refs"])
+def test_a_fifo_among_a_repositorys_git_files_does_not_hold_the_hook(
+    home: Path, repo: Path, fifo: str
+) -> None:
+    """The project's identity reads git's files itself: one that is a FIFO (nothing ever
+    writes to it) is no file to read, not a wait for ever."""
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/gone\n")  # (looked up in packed-refs)
+    (repo / fifo).unlink(missing_ok=True)
+    os.mkfifo(repo / fifo)
+    result = run_hook(home, event("SessionStart", "s1", repo, source="startup"), cwd=repo)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert log_lines(home) == []
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.project == project_identity(str(repo)).id
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")

@@ -29,9 +29,11 @@ rest (``.git`` files, the config, ``HEAD``) is read directly: no subprocess on t
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,6 +48,10 @@ PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CURSOR_PROJECT_
 """Variables a harness sets to its project's root; every adapter reads the same ones."""
 CACHE_FILE = "projects.json"
 GIT_TIMEOUT_SECONDS = 2.0
+GIT_FILE_MAX_BYTES = 4 * 2**20
+"""The most read of one git file (a config, ``HEAD``, a ref, ``packed-refs``): a repository's
+are kilobytes (``packed-refs`` of 100,000 refs about 6 MB, of which the first 4 MB still
+resolve most refs, and ``git rev-list`` the rest)."""
 _MAX_CACHE_ENTRIES = 500
 _SCHEME = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>\[[^\]]*\]|[^/:?#]*)"
@@ -152,7 +158,7 @@ def _find_git(start: Path) -> _GitDirs | None:
         if marker.is_dir():
             return _GitDirs(directory, marker, _common_dir(marker))
         if marker.is_file():
-            text = marker.read_text(encoding="utf-8", errors="replace").strip()
+            text = _read_git_file(marker).strip()
             if not text.startswith("gitdir:"):
                 return None
             git_dir = Path(os.path.normpath(directory / text[len("gitdir:") :].strip()))
@@ -160,10 +166,28 @@ def _find_git(start: Path) -> _GitDirs | None:
     return None
 
 
+def _read_git_file(path: Path) -> str:
+    """The text of one of git's files, its first ``GIT_FILE_MAX_BYTES``; OSError when it is
+    no regular file. Opened without blocking, so a FIFO or a device in a repository (or a
+    ``gitdir:`` naming one) never holds the hook; bounded, so a huge file costs milliseconds."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks: list[bytes] = []
+        size = 0
+        while size < GIT_FILE_MAX_BYTES and (chunk := os.read(fd, GIT_FILE_MAX_BYTES - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def _common_dir(git_dir: Path) -> Path:
     """A linked worktree's ``commondir`` file names the main repository's git directory."""
     try:
-        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        text = _read_git_file(git_dir / "commondir").strip()
     except OSError:
         return git_dir.resolve()
     return Path(os.path.normpath(git_dir / text)).resolve()
@@ -197,7 +221,7 @@ def _repo_name(dirs: _GitDirs) -> str:
 def _remote_url(config_path: Path) -> str | None:
     """``origin``'s URL (else the first remote's) from the git config file, normalized."""
     try:
-        text = config_path.read_text(encoding="utf-8", errors="replace")
+        text = _read_git_file(config_path)
     except OSError:
         return None
     urls: dict[str, str] = {}
@@ -229,7 +253,7 @@ def _config_value(raw: str) -> str:
 def _head(dirs: _GitDirs) -> tuple[str, str | None]:
     """(the ref ``HEAD`` points to or "", the commit it resolves to or None if unborn)."""
     try:
-        text = (dirs.git_dir / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+        text = _read_git_file(dirs.git_dir / "HEAD").strip()
     except OSError:
         return "", None
     if not text.startswith("ref:"):
@@ -243,12 +267,12 @@ def _resolve_ref(dirs: _GitDirs, ref: str) -> str | None:
         return None
     for base in (dirs.git_dir, dirs.common_dir):
         try:
-            sha = (base / ref).read_text(encoding="utf-8", errors="replace").strip()
+            sha = _read_git_file(base / ref).strip()
         except OSError:
             continue
         return sha if _SHA.fullmatch(sha) else None
     try:
-        packed = (dirs.common_dir / "packed-refs").read_text(encoding="utf-8", errors="replace")
+        packed = _read_git_file(dirs.common_dir / "packed-refs")
     except OSError:
         return None
     for line in packed.splitlines():
