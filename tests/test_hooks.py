@@ -579,20 +579,35 @@ def test_a_session_end_waits_little_for_a_database_another_process_holds(
     assert not (manager(home).store.get_session("s1") or pytest.fail()).is_open
 
 
-@pytest.mark.parametrize("fifo", [".git/HEAD", ".git/config", ".git/packed-refs"])
-def test_a_fifo_among_a_repositorys_git_files_does_not_hold_the_hook(
-    home: Path, repo: Path, fifo: str
+@pytest.mark.parametrize(
+    ("where", "fifo"),
+    [
+        ("repo", ".git/HEAD"),
+        ("repo", ".git/config"),
+        ("repo", ".git/packed-refs"),
+        ("home", "hooks/sessions/s1.json"),
+        ("home", "pipeline/state.json"),
+        ("home", "cache/projects.json"),
+        ("home", "metrics.key"),
+    ],
+)
+def test_a_fifo_in_place_of_a_file_a_hook_reads_does_not_hold_it(
+    home: Path, repo: Path, where: str, fifo: str
 ) -> None:
-    """The project's identity reads git's files itself: one that is a FIFO (nothing ever
-    writes to it) is no file to read, not a wait for ever."""
+    """The git files the project's identity reads and the home's small files: one that is a
+    FIFO (nothing ever writes to it) is no file to read, not a wait for ever."""
     (repo / ".git" / "HEAD").write_text("ref: refs/heads/gone\n")  # (looked up in packed-refs)
-    (repo / fifo).unlink(missing_ok=True)
-    os.mkfifo(repo / fifo)
-    result = run_hook(home, event("SessionStart", "s1", repo, source="startup"), cwd=repo)
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
-    assert log_lines(home) == []
+    path = (repo if where == "repo" else home) / fifo
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    for name in ("SessionStart", "SessionEnd"):
+        result = run_hook(home, event(name, "s1", repo, source="startup"), cwd=repo)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
     state = manager(home).store.get_session("s1")
-    assert state is not None and state.project == project_identity(str(repo)).id
+    assert state is not None and not state.is_open
+    assert state.project == project_identity(str(repo)).id
+    assert all("not a regular file" in line for line in log_lines(home))  # (what it skipped)
 
 
 def test_unknown_host_and_help(home: Path) -> None:

@@ -9,10 +9,12 @@ directories Cortex creates 0700, since pins and sessions can hold private notes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,10 +221,32 @@ def _pretty_items(
     out.append(newline + ends[1])
 
 
+def read_regular(target: Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``target`` (its first ``limit`` bytes, if given);
+    OSError when it is missing or no regular file. Opened without blocking, so a FIFO or a
+    device in its place (nothing ever writes to it) fails at once instead of holding the
+    reader, a hook, for ever."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(target))
+        chunks: list[bytes] = []
+        size = 0
+        while limit is None or size < limit:
+            chunk = os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_json(target: Path) -> Any:
     """Read a JSON file; None if it does not exist. Raises ValueError on bad content."""
     try:
-        raw = target.read_bytes()
+        raw = read_regular(target)
     except FileNotFoundError:
         return None
     except OSError as exc:

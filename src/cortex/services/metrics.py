@@ -31,7 +31,7 @@ from cortex.core.digest import hmac_sha256, hmac_sha256_hex
 from cortex.core.jsontext import compact_encoder
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
-from cortex.files import BRIEF_LOCK_SECONDS, atomic_write_text, file_lock
+from cortex.files import BRIEF_LOCK_SECONDS, atomic_write_text, file_lock, read_regular
 from cortex.services.base import Service
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -80,7 +80,7 @@ def load_or_create_key(path: Path) -> bytes:
 
 def _read_text(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

@@ -29,11 +29,9 @@ rest (``.git`` files, the config, ``HEAD``) is read directly: no subprocess on t
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,7 +39,7 @@ from pathlib import Path
 from cortex.core.redaction import redact
 from cortex.core.topics import display_name
 from cortex.errors import StorageError
-from cortex.files import atomic_write_text, read_json
+from cortex.files import atomic_write_text, read_json, read_regular
 
 ROOT_CHARS = 12
 PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CURSOR_PROJECT_DIR")
@@ -167,21 +165,9 @@ def _find_git(start: Path) -> _GitDirs | None:
 
 
 def _read_git_file(path: Path) -> str:
-    """The text of one of git's files, its first ``GIT_FILE_MAX_BYTES``; OSError when it is
-    no regular file. Opened without blocking, so a FIFO or a device in a repository (or a
-    ``gitdir:`` naming one) never holds the hook; bounded, so a huge file costs milliseconds."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks: list[bytes] = []
-        size = 0
-        while size < GIT_FILE_MAX_BYTES and (chunk := os.read(fd, GIT_FILE_MAX_BYTES - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
+    """The text of one of git's files, its first ``GIT_FILE_MAX_BYTES``: never waiting on a
+    FIFO or a device among them (``read_regular``), and a huge one costs milliseconds."""
+    return read_regular(path, GIT_FILE_MAX_BYTES).decode("utf-8", "replace")
 
 
 def _common_dir(git_dir: Path) -> Path:
