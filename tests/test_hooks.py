@@ -610,6 +610,23 @@ def test_a_fifo_in_place_of_a_file_a_hook_reads_does_not_hold_it(
     assert all("not a regular file" in line for line in log_lines(home))  # (what it skipped)
 
 
+def test_a_hook_started_without_a_stdout_records_its_event_quietly(home: Path, repo: Path) -> None:
+    """No fd 1 at all (``sys.stdout`` is None): the answer has nowhere to go, nothing failed."""
+    run_hook(home, event("SessionStart", "s0", repo, source="startup"))
+    run_hook(home, event("SessionEnd", "s0", repo))  # (so that the next start has an answer)
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
+        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
+        stderr=subprocess.PIPE,
+        env=child_env(home, CORTEX_HOOK_SERVER="0"),
+        preexec_fn=lambda: os.close(1),
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert log_lines(home) == []
+    assert manager(home).store.get_session("s1") is not None
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")

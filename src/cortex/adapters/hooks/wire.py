@@ -336,7 +336,7 @@ def current_dir() -> str:
 
 
 def write(text: str) -> None:
-    if not text:
+    if not text or sys.stdout is None:  # (None: started with no stdout at all, fd 1 closed)
         return
     try:
         sys.stdout.buffer.write(text.encode("utf-8", "replace"))
