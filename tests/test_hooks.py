@@ -627,6 +627,22 @@ def test_a_hook_started_without_a_stdout_records_its_event_quietly(home: Path, r
     assert manager(home).store.get_session("s1") is not None
 
 
+def test_input_after_a_byte_order_mark_is_handled_in_process_and_served(
+    home: Path, repo: Path
+) -> None:
+    env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "30"}
+    for session in ("in-process", "served"):
+        start = event("SessionStart", session, repo, source="startup")
+        result = run_hook(home, raw=b"\xef\xbb\xbf" + json.dumps(start).encode(), env=env)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+        if session == "in-process":
+            pid = wait_for_server(home)  # (the first event started it)
+    os.kill(pid, signal.SIGTERM)
+    assert log_lines(home) == []
+    store = manager(home).store
+    assert store.get_session("in-process") and store.get_session("served")
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")

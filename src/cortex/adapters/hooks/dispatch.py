@@ -170,8 +170,9 @@ def _run_later(home: Path, step: Callable[[], object]) -> None:
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:
-    """The one JSON object on stdin; ValidationError for anything else."""
-    text = raw.decode("utf-8", "replace").strip()
+    """The one JSON object on stdin (after a UTF-8 byte order mark, which some Windows
+    shells write first); ValidationError for anything else."""
+    text = raw.decode("utf-8-sig", "replace").strip()
     if not text:
         raise ValidationError("empty input; a hook expects one JSON object on stdin")
     try:
