@@ -653,6 +653,24 @@ def test_unknown_host_and_help(home: Path) -> None:
     assert helped.returncode == 0 and "Example" in helped.stdout
 
 
+def test_a_key_where_a_long_text_is_cut_is_not_kept_in_part(home: Path, repo: Path) -> None:
+    """A prompt, a reply or a command longer than a hook keeps is cut; cut inside a key, the
+    key's start was kept, too short to be recognised as one."""
+    key = "sk-proj-Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5m"
+    prompt = "tune " * 3_998 + key  # 20,000 characters keep 10 of the key
+    command = "ls " * 1_330 + key  # 4,000 keep 10 of it too
+    for payload in (
+        event("UserPromptSubmit", "s1", repo, prompt=prompt),
+        event("Stop", "s1", repo, last_assistant_message=prompt),
+        event("PostCompact", "s1", repo, compact_summary=prompt),
+        event("PostToolUse", "s1", repo, tool_name="Bash", tool_input={"command": command}),
+    ):
+        assert run_hook(home, payload).returncode == 0
+    assert "tune" in (manager(home).store.get_session("s1") or pytest.fail()).hot_topics
+    stored = [p for p in home.rglob("*") if p.is_file()]
+    assert [p.name for p in stored if key[:10].encode() in p.read_bytes()] == []
+
+
 def test_a_huge_prompt_is_handled_and_a_larger_input_ignored(home: Path, repo: Path) -> None:
     run_hook(home, event("SessionStart", "s1", repo, source="startup"))
     prompt = "frequency " * 500_000  # 5 MB

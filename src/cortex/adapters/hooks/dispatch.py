@@ -63,7 +63,7 @@ from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import Config, default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
-from cortex.core.redaction import redact
+from cortex.core.redaction import clip, redact
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
 from cortex.logs import routed
@@ -387,7 +387,7 @@ def compaction_context(hook: Hook, state: SessionState) -> str | None:
 
 # -- helpers -------------------------------------------------------------------------------------
 def _prompt_keywords(prompt: str) -> tuple[str, ...]:
-    return (prompt[: ev.MAX_SIGNAL_CHARS],) if prompt else ()
+    return (clip(prompt, ev.MAX_SIGNAL_CHARS),) if prompt else ()
 
 
 def _join(*parts: str | None) -> str | None:
