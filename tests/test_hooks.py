@@ -643,6 +643,22 @@ def test_input_after_a_byte_order_mark_is_handled_in_process_and_served(
     assert store.get_session("in-process") and store.get_session("served")
 
 
+def test_a_project_directory_whose_name_is_no_utf8_is_recorded(home: Path, tmp_path: Path) -> None:
+    """A name's bytes that are no UTF-8 (a legacy file name) are written as ``\\xff`` in the
+    project's id: a lone surrogate, as ``os.fsdecode`` gives them, no store keeps in a name,
+    and every event of the session was refused for it."""
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/radio-\xff"))
+    odd.mkdir()
+    start = {"hook_event_name": "SessionStart", "session_id": "s1", "source": "startup"}
+    for payload in (start, {**start, "hook_event_name": "UserPromptSubmit", "prompt": "tune"}):
+        result = run_hook(home, payload, cwd=odd)  # (no cwd in the event: the hook's own)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert log_lines(home) == []
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.project == f"path:{tmp_path}/radio-\\xff"
+    assert project_identity(str(odd)).id == state.project  # (what every reader resolves)
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")

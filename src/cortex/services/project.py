@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cortex.core.plaintext import is_plain, storable
 from cortex.core.redaction import redact
 from cortex.core.topics import display_name
 from cortex.errors import StorageError
@@ -107,10 +108,23 @@ def project_identity(
         )
     except (OSError, ValueError, UnicodeError):
         found = ProjectIdentity(f"path:{start}", _base_name(start), str(start))
-    # The id and name are stored and shown (a directory or remote may hold a credential);
-    # the root stays the directory it is.
-    shown = redact(found.id), redact(found.name)
+    # The id and name are stored and shown (a directory or remote may hold a credential, or
+    # bytes that are no UTF-8); the root stays the directory it is.
+    shown = redact(_storable(found.id)), redact(_storable(found.name))
     return found if shown == (found.id, found.name) else replace(found, id=shown[0], name=shown[1])
+
+
+def _storable(name: str) -> str:
+    """``name`` with the bytes of a file name that are no UTF-8 (which ``os.fsdecode`` gives
+    as lone surrogates, and no store keeps in a name) written as ``\\xff``: one directory
+    always gets the same id, and two never share one."""
+    if is_plain(name):
+        return name
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # (a surrogate no file name gives: made U+FFFD)
+        return storable(name)
+    return storable(raw.decode("utf-8", "backslashreplace"))
 
 
 def normalize_remote(url: str) -> str | None:
