@@ -1385,6 +1385,47 @@ def test_an_event_the_server_dies_on_is_recorded_in_process(
     )
 
 
+SLOW_TO_STOP_SERVER = """
+import sys, time
+from pathlib import Path
+from cortex.adapters.hooks import hook, server
+
+def slow_tidying(self):
+    Path(sys.argv[2]).touch()
+    time.sleep(60)  # (a large search index's merge)
+
+hook.ServicesCache.before_stop = slow_tidying
+sys.exit(server.serve(Path(sys.argv[1]), idle_seconds=0.1))
+"""
+
+
+def test_an_event_while_the_server_tidies_up_to_stop_is_handled_in_process(
+    home: Path, repo: Path
+) -> None:
+    """Stopping for idleness, the server first merges the search index; an event that came
+    meanwhile waited in its socket's queue for an answer that never came."""
+    tidying = home / "tidying"
+    stopping = subprocess.Popen([sys.executable, "-c", SLOW_TO_STOP_SERVER, str(home), tidying])
+    try:
+        wait_for_server(home)
+        (home / "run" / "hook.spawned").touch()  # and no new server is started by this test
+        deadline = time.monotonic() + 30
+        while not tidying.exists():
+            assert time.monotonic() < deadline, "the server did not stop for idleness"
+            time.sleep(0.05)
+        start = event("SessionStart", "s1", repo, source="startup")
+        began = time.monotonic()
+        result = run_hook(home, start, env={"CORTEX_HOOK_SERVER": "1"})
+        took = time.monotonic() - began
+    finally:
+        stopping.kill()
+        stopping.wait()
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert took < CLIENT_TIMEOUT_SECONDS  # it did not wait for the server
+    assert log_lines(home) == []
+    assert manager(home).store.get_session("s1") is not None
+
+
 def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:
     run_dir = home / "run"
     run_dir.mkdir(parents=True)
