@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -520,6 +522,143 @@ def test_bad_input_exits_0_logs_one_line_and_keeps_data(
     assert [p.content for p in pins] == ["this pin"]
 
 
+def test_a_copy_whose_lock_another_process_holds_is_skipped_not_waited_for(
+    home: Path, repo: Path
+) -> None:
+    """The pins' and a session's mirrors and the metrics chain's head are copies: a process
+    stopped while holding one's lock costs a hook half a second and a line, not its event."""
+    run_hook(home, event("SessionStart", "keep", repo, source="startup"))
+    cortex_cli(home, "pin", "add", "keep", "this pin", "--session-id", "keep")
+    run_hook(home, event("SessionEnd", "keep", repo))
+    before = log_lines(home)
+    held = [home / "working_memory.json", home / "sessions" / "s1.json", home / "metrics.head"]
+    with contextlib.ExitStack() as stack:
+        for target in held:  # (a lock file, flocked by this test's process)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(f"{target}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            stack.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        began = time.monotonic()
+        start = run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+        end = run_hook(home, event("SessionEnd", "s1", repo))
+        took = time.monotonic() - began
+    assert took < 8, took  # (each copy waits 0.5 s; before, the first one waited for ever)
+    assert "this pin" in context_of(start, "SessionStart")
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    state = manager(home).store.get_session("s1")
+    assert state is not None and not state.is_open
+    skipped = log_lines(home)[len(before) :]
+    assert skipped and all("has been held by another process for over 0.5 s" in x for x in skipped)
+    assert {f"{t}.lock" for t in held} == {x.split(": ")[-1].split(" has been")[0] for x in skipped}
+
+
+def test_a_session_end_waits_little_for_a_database_another_process_holds(
+    home: Path, repo: Path
+) -> None:
+    """Its host kills a SessionEnd hook after 1.5 s, before the store's 5 s wait for the
+    write lock ran out and said so: without a server it waits 1 s, and says so."""
+    run_hook(home, event("SessionStart", "s1", repo, source="startup"))
+    holder = sqlite3.connect(home / "brain.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        began = time.monotonic()
+        end = run_hook(home, event("SessionEnd", "s1", repo))
+        took = time.monotonic() - began
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert took < 5, took  # (the store's own wait)
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        f"claude-code SessionEnd 's1': StorageError: database {home / 'brain.db'} is locked by"
+        " another process; retry, or stop the process that holds it"
+    )
+    assert (manager(home).store.get_session("s1") or pytest.fail()).is_open
+    run_hook(home, event("SessionEnd", "s1", repo))  # and once it is free, the end goes in
+    assert not (manager(home).store.get_session("s1") or pytest.fail()).is_open
+
+
+@pytest.mark.parametrize(
+    ("where", "fifo"),
+    [
+        ("repo", ".git/HEAD"),
+        ("repo", ".git/config"),
+        ("repo", ".git/packed-refs"),
+        ("home", "hooks/sessions/s1.json"),
+        ("home", "pipeline/state.json"),
+        ("home", "cache/projects.json"),
+        ("home", "metrics.key"),
+    ],
+)
+def test_a_fifo_in_place_of_a_file_a_hook_reads_does_not_hold_it(
+    home: Path, repo: Path, where: str, fifo: str
+) -> None:
+    """The git files the project's identity reads and the home's small files: one that is a
+    FIFO (nothing ever writes to it) is no file to read, not a wait for ever."""
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/gone\n")  # (looked up in packed-refs)
+    path = (repo if where == "repo" else home) / fifo
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    for name in ("SessionStart", "SessionEnd"):
+        result = run_hook(home, event(name, "s1", repo, source="startup"), cwd=repo)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    state = manager(home).store.get_session("s1")
+    assert state is not None and not state.is_open
+    assert state.project == project_identity(str(repo)).id
+    assert all("not a regular file" in line for line in log_lines(home))  # (what it skipped)
+
+
+def test_a_hook_started_without_a_stdout_records_its_event_quietly(home: Path, repo: Path) -> None:
+    """No fd 1 at all (``sys.stdout`` is None): the answer has nowhere to go, nothing failed."""
+    run_hook(home, event("SessionStart", "s0", repo, source="startup"))
+    run_hook(home, event("SessionEnd", "s0", repo))  # (so that the next start has an answer)
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.entry", "hook", "claude-code"],
+        input=json.dumps(event("SessionStart", "s1", repo, source="startup")).encode(),
+        stderr=subprocess.PIPE,
+        env=child_env(home, CORTEX_HOOK_SERVER="0"),
+        preexec_fn=lambda: os.close(1),
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert log_lines(home) == []
+    assert manager(home).store.get_session("s1") is not None
+
+
+def test_input_after_a_byte_order_mark_is_handled_in_process_and_served(
+    home: Path, repo: Path
+) -> None:
+    env = {"CORTEX_HOOK_SERVER": "1", "CORTEX_HOOK_SERVER_IDLE": "30"}
+    for session in ("in-process", "served"):
+        start = event("SessionStart", session, repo, source="startup")
+        result = run_hook(home, raw=b"\xef\xbb\xbf" + json.dumps(start).encode(), env=env)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+        if session == "in-process":
+            pid = wait_for_server(home)  # (the first event started it)
+    os.kill(pid, signal.SIGTERM)
+    assert log_lines(home) == []
+    store = manager(home).store
+    assert store.get_session("in-process") and store.get_session("served")
+
+
+def test_a_project_directory_whose_name_is_no_utf8_is_recorded(home: Path, tmp_path: Path) -> None:
+    """A name's bytes that are no UTF-8 (a legacy file name) are written as ``\\xff`` in the
+    project's id: a lone surrogate, as ``os.fsdecode`` gives them, no store keeps in a name,
+    and every event of the session was refused for it."""
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/radio-\xff"))
+    odd.mkdir()
+    start = {"hook_event_name": "SessionStart", "session_id": "s1", "source": "startup"}
+    for payload in (start, {**start, "hook_event_name": "UserPromptSubmit", "prompt": "tune"}):
+        result = run_hook(home, payload, cwd=odd)  # (no cwd in the event: the hook's own)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert log_lines(home) == []
+    state = manager(home).store.get_session("s1")
+    assert state is not None and state.project == f"path:{tmp_path}/radio-\\xff"
+    assert project_identity(str(odd)).id == state.project  # (what every reader resolves)
+
+
 def test_unknown_host_and_help(home: Path) -> None:
     unknown = run_hook(home, {"hook_event_name": "Stop", "session_id": "s"}, host="vim")
     assert (unknown.returncode, unknown.stdout) == (0, b"")
@@ -528,6 +667,24 @@ def test_unknown_host_and_help(home: Path) -> None:
         [sys.executable, "-m", "cortex.entry", "hook", "--help"], capture_output=True, text=True
     )
     assert helped.returncode == 0 and "Example" in helped.stdout
+
+
+def test_a_key_where_a_long_text_is_cut_is_not_kept_in_part(home: Path, repo: Path) -> None:
+    """A prompt, a reply or a command longer than a hook keeps is cut; cut inside a key, the
+    key's start was kept, too short to be recognised as one."""
+    key = "sk-proj-Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5m"
+    prompt = "tune " * 3_998 + key  # 20,000 characters keep 10 of the key
+    command = "ls " * 1_330 + key  # 4,000 keep 10 of it too
+    for payload in (
+        event("UserPromptSubmit", "s1", repo, prompt=prompt),
+        event("Stop", "s1", repo, last_assistant_message=prompt),
+        event("PostCompact", "s1", repo, compact_summary=prompt),
+        event("PostToolUse", "s1", repo, tool_name="Bash", tool_input={"command": command}),
+    ):
+        assert run_hook(home, payload).returncode == 0
+    assert "tune" in (manager(home).store.get_session("s1") or pytest.fail()).hot_topics
+    stored = [p for p in home.rglob("*") if p.is_file()]
+    assert [p.name for p in stored if key[:10].encode() in p.read_bytes()] == []
 
 
 def test_a_huge_prompt_is_handled_and_a_larger_input_ignored(home: Path, repo: Path) -> None:
@@ -1188,6 +1345,85 @@ def test_a_relative_home_is_one_home_in_process_and_served(
         assert not (short_dir / "h").exists()
     finally:
         os.kill(pid, 15)
+
+
+DYING_SERVER = """
+import os, signal, sys
+from cortex.adapters.hooks import dispatch, server
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+setattr(dispatch if sys.argv[2] == "handle" else server, sys.argv[2], die)
+sys.exit(server.main(sys.argv[1:2]))
+"""
+
+
+@pytest.mark.parametrize("dies_in", ["handle", "receive"])
+def test_an_event_the_server_dies_on_is_recorded_in_process(
+    home: Path, repo: Path, dies_in: str
+) -> None:
+    """A server killed as it reads or handles an event (or one stopping as the event came)
+    commits none of it and closes the connection unanswered: the hook records it itself."""
+    dying = subprocess.Popen([sys.executable, "-c", DYING_SERVER, str(home), dies_in])
+    try:
+        wait_for_server(home)
+        (home / "run" / "hook.spawned").touch()  # and no new server is started by this test
+        start = event("SessionStart", "s1", repo, source="startup")
+        result = run_hook(home, start, env={"CORTEX_HOOK_SERVER": "1"})
+        assert dying.wait(timeout=30) == -signal.SIGKILL  # it died on this event
+    finally:
+        if dying.poll() is None:
+            dying.kill()
+            dying.wait()
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert manager(home).store.get_session("s1") is not None
+    [line] = log_lines(home)
+    assert line.split(" ", 1)[1] == (
+        "claude-code: the hook server closed the connection without answering (it stopped or"
+        " was killed); the event was handled in-process"
+    )
+
+
+SLOW_TO_STOP_SERVER = """
+import sys, time
+from pathlib import Path
+from cortex.adapters.hooks import hook, server
+
+def slow_tidying(self):
+    Path(sys.argv[2]).touch()
+    time.sleep(60)  # (a large search index's merge)
+
+hook.ServicesCache.before_stop = slow_tidying
+sys.exit(server.serve(Path(sys.argv[1]), idle_seconds=0.1))
+"""
+
+
+def test_an_event_while_the_server_tidies_up_to_stop_is_handled_in_process(
+    home: Path, repo: Path
+) -> None:
+    """Stopping for idleness, the server first merges the search index; an event that came
+    meanwhile waited in its socket's queue for an answer that never came."""
+    tidying = home / "tidying"
+    stopping = subprocess.Popen([sys.executable, "-c", SLOW_TO_STOP_SERVER, str(home), tidying])
+    try:
+        wait_for_server(home)
+        (home / "run" / "hook.spawned").touch()  # and no new server is started by this test
+        deadline = time.monotonic() + 30
+        while not tidying.exists():
+            assert time.monotonic() < deadline, "the server did not stop for idleness"
+            time.sleep(0.05)
+        start = event("SessionStart", "s1", repo, source="startup")
+        began = time.monotonic()
+        result = run_hook(home, start, env={"CORTEX_HOOK_SERVER": "1"})
+        took = time.monotonic() - began
+    finally:
+        stopping.kill()
+        stopping.wait()
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert took < CLIENT_TIMEOUT_SECONDS  # it did not wait for the server
+    assert log_lines(home) == []
+    assert manager(home).store.get_session("s1") is not None
 
 
 def test_a_stale_socket_falls_back_to_in_process(home: Path, repo: Path) -> None:

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex.core.redaction import MARKER, _quiet, _spans, contains_secret, redact, redact_value
+from cortex.core.redaction import (
+    MARKER,
+    _quiet,
+    _spans,
+    clip,
+    contains_secret,
+    redact,
+    redact_value,
+)
 from secret_corpus import CORPUS
 
 R = MARKER
@@ -135,6 +143,31 @@ def test_redact_value_walks_containers_and_keeps_keys():
     }
     assert redact_value(42) == 42
     assert redact_value(None) is None
+
+
+KEY = "sk-proj-Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5m"
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("short", 10, "short"),
+        ("two words", 3, "two"),  # (cut at a space)
+        ("two words", 4, "two "),
+        ("two words", 5, "two "),
+        (f"use {KEY} now", 20, "use "),  # the key's start is not kept
+        (f"use {KEY} now", 4 + len(KEY), f"use {KEY}"),  # a cut at a space keeps it whole
+        ("line\nnext", 7, "line\n"),
+        ("x" * 50, 20, "x" * 20),  # one word: cut where it is
+    ],
+)
+def test_clip_drops_the_word_the_cut_goes_through(text: str, limit: int, expected: str):
+    assert clip(text, limit) == expected
+
+
+def test_a_key_cut_short_is_not_recognised_which_is_why_clip_drops_it():
+    assert redact(KEY[:18]) == KEY[:18]
+    assert redact(clip(f"use {KEY} now", 22)) == "use "
 
 
 def test_huge_input_is_redacted_in_full():

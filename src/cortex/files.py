@@ -9,10 +9,13 @@ directories Cortex creates 0700, since pins and sessions can hold private notes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,11 +58,20 @@ def ensure_dir(path: Path) -> Path:
     return path
 
 
+BRIEF_LOCK_SECONDS = 0.5
+"""How long a write waits for a lock its writers hold for milliseconds (a session's or the
+pins' mirror, the metrics chain's key and head): a longer hold is a process stopped or stuck
+while holding it, and a hook must not wait on that past its host's time limit (Claude Code
+gives a SessionEnd 1.5 s). Past it the write fails with a StorageError; the mirrors and the
+head are copies, which the next write brings up to date."""
+
+
 @contextlib.contextmanager
-def file_lock(target: Path, *, wait: bool = True) -> Iterator[None]:
+def file_lock(target: Path, *, wait: bool | float = True) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``<target>.lock`` for the block.
 
-    With ``wait=False`` a lock held elsewhere raises ``BlockingIOError`` at once.
+    With ``wait=False`` a lock held elsewhere raises ``BlockingIOError`` at once; with a
+    number, StorageError once it has been held that many seconds more.
     """
     ensure_dir(target.parent)
     lock_path = target.with_name(target.name + ".lock")
@@ -70,10 +82,29 @@ def file_lock(target: Path, *, wait: bool = True) -> Iterator[None]:
             f"cannot lock {target} ({exc.strerror}); check permissions on its directory"
         ) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if isinstance(wait, bool):
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            _flock_within(fd, wait, lock_path)
         yield
     finally:
         os.close(fd)
+
+
+def _flock_within(fd: int, seconds: float, lock_path: Path) -> None:
+    """Take the lock on ``fd``, polling, within ``seconds``; StorageError past that."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"{lock_path} has been held by another process for over {seconds:g} s;"
+                    " if this repeats, stop the process that holds it (fuser shows it)"
+                ) from None
+            time.sleep(0.005)
 
 
 def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
@@ -108,11 +139,18 @@ def atomic_write_text(target: Path, text: str, *, durable: bool = True) -> None:
         ) from exc
 
 
-def write_json(target: Path, data: Any, *, durable: bool = True, lock: bool = True) -> None:
+def write_json(
+    target: Path,
+    data: Any,
+    *,
+    durable: bool = True,
+    lock: bool = True,
+    wait: bool | float = True,
+) -> None:
     """Atomically write ``data`` as pretty JSON under the file's lock (``lock=False``: the
-    caller holds it)."""
+    caller holds it), waiting for the lock as ``file_lock``'s ``wait`` says."""
     text = pretty_json(data) + "\n"
-    with file_lock(target) if lock else contextlib.nullcontext():
+    with file_lock(target, wait=wait) if lock else contextlib.nullcontext():
         atomic_write_text(target, text, durable=durable)
 
 
@@ -183,10 +221,32 @@ def _pretty_items(
     out.append(newline + ends[1])
 
 
+def read_regular(target: Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``target`` (its first ``limit`` bytes, if given);
+    OSError when it is missing or no regular file. Opened without blocking, so a FIFO or a
+    device in its place (nothing ever writes to it) fails at once instead of holding the
+    reader, a hook, for ever."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(target))
+        chunks: list[bytes] = []
+        size = 0
+        while limit is None or size < limit:
+            chunk = os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_json(target: Path) -> Any:
     """Read a JSON file; None if it does not exist. Raises ValueError on bad content."""
     try:
-        raw = target.read_bytes()
+        raw = read_regular(target)
     except FileNotFoundError:
         return None
     except OSError as exc:

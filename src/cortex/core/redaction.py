@@ -615,6 +615,23 @@ def refuse_secret(value: str | None, what: str) -> str | None:
     return value
 
 
+_LAST_WORD = re.compile(r"\s\S*\Z")
+
+
+def clip(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, less the word the cut goes through: a
+    credential cut short is no longer recognised as one, and its start would be kept (redact
+    after clipping). Text of one single word is cut where it is (what is left of a key
+    there is a run long enough to be recognised)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    if text[limit].isspace():
+        return head
+    word = _LAST_WORD.search(head)
+    return head[: word.start() + 1] if word is not None else head
+
+
 def redact_value(value: Any) -> Any:
     """Redact every string inside ``value`` (dicts, lists, tuples), keys too, keeping shape.
 

@@ -99,6 +99,7 @@ class Services(Service):
         *,
         migrate: bool = True,
         migrate_max_bytes: int | None = None,
+        busy_timeout_ms: int | None = None,
     ) -> Services:
         """The services over ``store``, else over the home's database (migrated as
         ``Service.open`` says), else (when the settings name a ``server_url`` and no store
@@ -108,7 +109,12 @@ class Services(Service):
 
             return RemoteServices(config, clock)
         return super().open(
-            config, clock, store, migrate=migrate, migrate_max_bytes=migrate_max_bytes
+            config,
+            clock,
+            store,
+            migrate=migrate,
+            migrate_max_bytes=migrate_max_bytes,
+            busy_timeout_ms=busy_timeout_ms,
         )
 
     @cached_property

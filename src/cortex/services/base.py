@@ -29,11 +29,13 @@ class Service:
         *,
         migrate: bool = True,
         migrate_max_bytes: int | None = None,
+        busy_timeout_ms: int | None = None,
     ) -> Self:
         """Build the service over ``store``, else over the home's ``brain.db`` (migrated unless
         ``migrate`` is False: a diagnosis changes nothing; not when the file is larger than
-        ``migrate_max_bytes``: see ``open_store``). A config naming a ``server_url`` is a
-        ``ConfigError`` without a store: ``Services.open`` serves client mode."""
+        ``migrate_max_bytes``: see ``open_store``, as for ``busy_timeout_ms``). A config
+        naming a ``server_url`` is a ``ConfigError`` without a store: ``Services.open``
+        serves client mode."""
         if store is None and config.server_url:
             from cortex.errors import ConfigError
 
@@ -45,7 +47,12 @@ class Service:
         if store is None:
             from cortex.store import open_store  # the factory imports a backend: only here
 
-            store = open_store(config.db_path, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
+            store = open_store(
+                config.db_path,
+                migrate=migrate,
+                migrate_max_bytes=migrate_max_bytes,
+                busy_timeout_ms=busy_timeout_ms,
+            )
         return cls(store, config, clock)
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from cortex.core.digest import hmac_sha256, hmac_sha256_hex
 from cortex.core.jsontext import compact_encoder
 from cortex.core.models import MetricEvent
 from cortex.errors import StorageError, ValidationError
-from cortex.files import atomic_write_text, file_lock
+from cortex.files import BRIEF_LOCK_SECONDS, atomic_write_text, file_lock, read_regular
 from cortex.services.base import Service
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -60,7 +60,7 @@ def load_or_create_key(path: Path) -> bytes:
     text = _read_text(path)
     if text is None:
         # Under the lock and re-checked, so concurrent first runs agree on one key.
-        with file_lock(path):
+        with file_lock(path, wait=BRIEF_LOCK_SECONDS):
             text = _read_text(path)
             if text is None:
                 key = os.urandom(32)
@@ -80,7 +80,7 @@ def load_or_create_key(path: Path) -> bytes:
 
 def _read_text(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -218,7 +218,7 @@ class MetricsWriter:
     def _advance_head(self, newest: MetricEvent) -> None:
         """Record ``newest`` as the chain head unless a concurrent writer recorded a later one."""
         assert self.head_path is not None
-        with file_lock(self.head_path):
+        with file_lock(self.head_path, wait=BRIEF_LOCK_SECONDS):
             current = load_head(self.head_path)
             if isinstance(current, dict) and int(current.get("seq", 0)) >= newest.seq:
                 return
@@ -241,7 +241,7 @@ def open_writer(store: Store, home: Path) -> MetricsWriter:
     new_chain = not (home / KEY_FILE).exists()
     key, head_path = load_or_create_key(home / KEY_FILE), home / HEAD_FILE
     if new_chain:
-        with file_lock(head_path):
+        with file_lock(head_path, wait=BRIEF_LOCK_SECONDS):
             if load_head(head_path) is None:
                 head = {"seq": 0, "hash": ZERO_HASH, "mac": head_mac(key, 0, ZERO_HASH)}
                 atomic_write_text(head_path, json.dumps(head) + "\n", durable=False)

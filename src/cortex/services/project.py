@@ -36,16 +36,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cortex.core.plaintext import is_plain, storable
 from cortex.core.redaction import redact
 from cortex.core.topics import display_name
 from cortex.errors import StorageError
-from cortex.files import atomic_write_text, read_json
+from cortex.files import atomic_write_text, read_json, read_regular
 
 ROOT_CHARS = 12
 PROJECT_DIR_VARS = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "CURSOR_PROJECT_DIR")
 """Variables a harness sets to its project's root; every adapter reads the same ones."""
 CACHE_FILE = "projects.json"
 GIT_TIMEOUT_SECONDS = 2.0
+GIT_FILE_MAX_BYTES = 4 * 2**20
+"""The most read of one git file (a config, ``HEAD``, a ref, ``packed-refs``): a repository's
+are kilobytes (``packed-refs`` of 100,000 refs about 6 MB, of which the first 4 MB still
+resolve most refs, and ``git rev-list`` the rest)."""
 _MAX_CACHE_ENTRIES = 500
 _SCHEME = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>\[[^\]]*\]|[^/:?#]*)"
@@ -103,10 +108,23 @@ def project_identity(
         )
     except (OSError, ValueError, UnicodeError):
         found = ProjectIdentity(f"path:{start}", _base_name(start), str(start))
-    # The id and name are stored and shown (a directory or remote may hold a credential);
-    # the root stays the directory it is.
-    shown = redact(found.id), redact(found.name)
+    # The id and name are stored and shown (a directory or remote may hold a credential, or
+    # bytes that are no UTF-8); the root stays the directory it is.
+    shown = redact(_storable(found.id)), redact(_storable(found.name))
     return found if shown == (found.id, found.name) else replace(found, id=shown[0], name=shown[1])
+
+
+def _storable(name: str) -> str:
+    """``name`` with the bytes of a file name that are no UTF-8 (which ``os.fsdecode`` gives
+    as lone surrogates, and no store keeps in a name) written as ``\\xff``: one directory
+    always gets the same id, and two never share one."""
+    if is_plain(name):
+        return name
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # (a surrogate no file name gives: made U+FFFD)
+        return storable(name)
+    return storable(raw.decode("utf-8", "backslashreplace"))
 
 
 def normalize_remote(url: str) -> str | None:
@@ -152,7 +170,7 @@ def _find_git(start: Path) -> _GitDirs | None:
         if marker.is_dir():
             return _GitDirs(directory, marker, _common_dir(marker))
         if marker.is_file():
-            text = marker.read_text(encoding="utf-8", errors="replace").strip()
+            text = _read_git_file(marker).strip()
             if not text.startswith("gitdir:"):
                 return None
             git_dir = Path(os.path.normpath(directory / text[len("gitdir:") :].strip()))
@@ -160,10 +178,16 @@ def _find_git(start: Path) -> _GitDirs | None:
     return None
 
 
+def _read_git_file(path: Path) -> str:
+    """The text of one of git's files, its first ``GIT_FILE_MAX_BYTES``: never waiting on a
+    FIFO or a device among them (``read_regular``), and a huge one costs milliseconds."""
+    return read_regular(path, GIT_FILE_MAX_BYTES).decode("utf-8", "replace")
+
+
 def _common_dir(git_dir: Path) -> Path:
     """A linked worktree's ``commondir`` file names the main repository's git directory."""
     try:
-        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        text = _read_git_file(git_dir / "commondir").strip()
     except OSError:
         return git_dir.resolve()
     return Path(os.path.normpath(git_dir / text)).resolve()
@@ -197,7 +221,7 @@ def _repo_name(dirs: _GitDirs) -> str:
 def _remote_url(config_path: Path) -> str | None:
     """``origin``'s URL (else the first remote's) from the git config file, normalized."""
     try:
-        text = config_path.read_text(encoding="utf-8", errors="replace")
+        text = _read_git_file(config_path)
     except OSError:
         return None
     urls: dict[str, str] = {}
@@ -229,7 +253,7 @@ def _config_value(raw: str) -> str:
 def _head(dirs: _GitDirs) -> tuple[str, str | None]:
     """(the ref ``HEAD`` points to or "", the commit it resolves to or None if unborn)."""
     try:
-        text = (dirs.git_dir / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+        text = _read_git_file(dirs.git_dir / "HEAD").strip()
     except OSError:
         return "", None
     if not text.startswith("ref:"):
@@ -243,12 +267,12 @@ def _resolve_ref(dirs: _GitDirs, ref: str) -> str | None:
         return None
     for base in (dirs.git_dir, dirs.common_dir):
         try:
-            sha = (base / ref).read_text(encoding="utf-8", errors="replace").strip()
+            sha = _read_git_file(base / ref).strip()
         except OSError:
             continue
         return sha if _SHA.fullmatch(sha) else None
     try:
-        packed = (dirs.common_dir / "packed-refs").read_text(encoding="utf-8", errors="replace")
+        packed = _read_git_file(dirs.common_dir / "packed-refs")
     except OSError:
         return None
     for line in packed.splitlines():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cortex.core.models import Pin
 from cortex.core.pins import apply_copy_edits, label_key, pin_digest
-from cortex.files import quarantine, read_json, write_json
+from cortex.files import BRIEF_LOCK_SECONDS, quarantine, read_json, write_json
 from cortex.logs import getLogger
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
@@ -99,4 +99,5 @@ def save_working_memory(
         },
         durable=False,
         lock=not locked,
+        wait=BRIEF_LOCK_SECONDS,
     )

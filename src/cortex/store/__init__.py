@@ -61,6 +61,7 @@ def open_store(
     migrate: bool = True,
     tenant: str = DEFAULT_TENANT,
     migrate_max_bytes: int | None = None,
+    busy_timeout_ms: int | None = None,
 ) -> Store:
     """Open the store at ``url``: a SQLite file path, ``:memory:`` or a PostgreSQL URL.
 
@@ -71,6 +72,8 @@ def open_store(
         migrate_max_bytes: with ``migrate``, the largest SQLite file migrated here; a larger
             one with migrations pending raises ``MigrationDeferredError`` (a PostgreSQL
             database is always migrated).
+        busy_timeout_ms: SQLite only: how long a write waits for another process's write
+            lock before it fails (None: the store's default, 5 s).
 
     Returns:
         A ``Store``; the caller closes it.
@@ -92,7 +95,15 @@ def open_store(
     from cortex.store.sqlite.store import SQLiteStore
 
     # mypy checks the protocol here
-    store: Store = SQLiteStore(text, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
+    if busy_timeout_ms is None:
+        store: Store = SQLiteStore(text, migrate=migrate, migrate_max_bytes=migrate_max_bytes)
+    else:
+        store = SQLiteStore(
+            text,
+            migrate=migrate,
+            migrate_max_bytes=migrate_max_bytes,
+            busy_timeout_ms=busy_timeout_ms,
+        )
     return store
 
 

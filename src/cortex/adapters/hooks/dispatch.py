@@ -63,7 +63,7 @@ from cortex.clock import Clock, FixedClock, SystemClock
 from cortex.config import Config, default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
-from cortex.core.redaction import redact
+from cortex.core.redaction import clip, redact
 from cortex.errors import CortexError, ValidationError
 from cortex.files import check_id
 from cortex.logs import routed
@@ -81,6 +81,11 @@ PINS_BLOCK_CHARS = 2_000
 SUMMARY_CHARS = 3_000
 ASSISTANT_WEIGHT = 0.5
 """An assistant message restates the prompt's subject at length, so its words count half."""
+END_BUSY_TIMEOUT_MS = 1000
+"""How long a SessionEnd handled in its own process waits for another process's write lock:
+its host allows it little time (Claude Code 1.5 s for all SessionEnd hooks), and one that
+outlives it is killed without a line in hooks.log. The hook server keeps the store's wait:
+its client stops waiting for the answer after 1.2 s, and the server still records the event."""
 
 
 def restored_context(restored: RestoredSessionContext) -> str | None:
@@ -116,7 +121,7 @@ def handle(
         # The engine's warnings (a failed restore, a mirror not written) go to hooks.log.
         with routed(partial(_engine_line, home)):
             context = _dispatch(
-                event, env, home, fallback_cwd, cache or ServicesCache(keep=False), defer
+                event, env, home, fallback_cwd, cache or _one_event_cache(event), defer
             )
     except Exception as exc:  # noqa: BLE001 - a hook never fails its host (fail open)
         if cache is not None:
@@ -133,6 +138,13 @@ def handle(
     defer(partial(record_status, home, host, event.name, event.session_id, None))
     defer(partial(record_latency, home, host, event.name, elapsed))
     return answer
+
+
+def _one_event_cache(event: HookEvent) -> ServicesCache:
+    """The services of a hook that handles its one event itself (no hook server)."""
+    return ServicesCache(
+        keep=False, busy_timeout_ms=END_BUSY_TIMEOUT_MS if event.kind == ev.END else None
+    )
 
 
 def _deferrer(
@@ -158,8 +170,9 @@ def _run_later(home: Path, step: Callable[[], object]) -> None:
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:
-    """The one JSON object on stdin; ValidationError for anything else."""
-    text = raw.decode("utf-8", "replace").strip()
+    """The one JSON object on stdin (after a UTF-8 byte order mark, which some Windows
+    shells write first); ValidationError for anything else."""
+    text = raw.decode("utf-8-sig", "replace").strip()
     if not text:
         raise ValidationError("empty input; a hook expects one JSON object on stdin")
     try:
@@ -374,7 +387,7 @@ def compaction_context(hook: Hook, state: SessionState) -> str | None:
 
 # -- helpers -------------------------------------------------------------------------------------
 def _prompt_keywords(prompt: str) -> tuple[str, ...]:
-    return (prompt[: ev.MAX_SIGNAL_CHARS],) if prompt else ()
+    return (clip(prompt, ev.MAX_SIGNAL_CHARS),) if prompt else ()
 
 
 def _join(*parts: str | None) -> str | None:

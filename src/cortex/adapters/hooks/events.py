@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import cortex.codecache  # noqa: F401 - the engine's first dataclass on the hook path
+from cortex.core.redaction import clip
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _utf8(text: str) -> str:
 
 def _str(data: Mapping[str, Any], key: str, limit: int = MAX_FIELD_CHARS) -> str | None:
     value = data.get(key)
-    return _utf8(value[:limit]) if isinstance(value, str) and value else None
+    return _utf8(clip(value, limit)) if isinstance(value, str) and value else None
 
 
 def normalize(host: str, data: Mapping[str, Any]) -> HookEvent:
@@ -163,7 +164,7 @@ def _cwd(host: str, kind: str, data: Mapping[str, Any]) -> str | None:
     roots = data.get("workspace_roots")
     if cwd is None and host == "cursor" and isinstance(roots, list) and roots:
         first = roots[0]
-        return _utf8(first[:MAX_SIGNAL_CHARS]) if isinstance(first, str) and first else None
+        return _utf8(clip(first, MAX_SIGNAL_CHARS)) if isinstance(first, str) and first else None
     return cwd
 
 
@@ -187,7 +188,7 @@ def _signals(raw: Mapping[str, Any]) -> dict[str, str]:
     for key, target in _SIGNAL_KEYS.items():
         value = raw.get(key)
         if isinstance(value, str) and value.strip() and target not in out:
-            out[target] = _utf8(value[:MAX_SIGNAL_CHARS])
+            out[target] = _utf8(clip(value, MAX_SIGNAL_CHARS))
     return out
 
 

@@ -169,8 +169,10 @@ class ServicesCache:
     CHECKPOINT_EVENTS = 25
     """A start adds ~22 pages to the log: a checkpoint before SQLite's own (1,000 pages)."""
 
-    def __init__(self, keep: bool = True) -> None:
+    def __init__(self, keep: bool = True, busy_timeout_ms: int | None = None) -> None:
         self.keep = keep
+        self.busy_timeout_ms = busy_timeout_ms
+        """How long a write waits for another process's (None: the store's default)."""
         self._path: Path | None = None
         self._inode: tuple[int, int] | None = None
         self._services: Services | None = None
@@ -181,7 +183,7 @@ class ServicesCache:
         if self._services is not None and (self._path != path or _inode(path) != self._inode):
             self.close()
         if self._services is None:
-            self._services = _open(config, clock)
+            self._services = _open(config, clock, self.busy_timeout_ms)
             self._path, self._inode = path, _inode(path)
             if self.keep and not config.server_url:  # (client mode has no local store)
                 self._services.store.manual_checkpoints()
@@ -227,11 +229,15 @@ class ServicesCache:
             services.close()
 
 
-def _open(config: Config, clock: Clock) -> Services:
+def _open(config: Config, clock: Clock, busy_timeout_ms: int | None) -> Services:
     """The services over the home's database, which a hook migrates itself only when it is
     small: a larger one with migrations pending is migrated in the background (``upgrade``)."""
     opener = partial(
-        Services.open, config, clock, migrate_max_bytes=int(config.hook_migrate_max_mb * 2**20)
+        Services.open,
+        config,
+        clock,
+        migrate_max_bytes=int(config.hook_migrate_max_mb * 2**20),
+        busy_timeout_ms=busy_timeout_ms,
     )
     try:
         return opener()

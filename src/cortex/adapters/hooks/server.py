@@ -247,8 +247,8 @@ def _loop(
 ) -> None:
     """Serve one connection at a time. What an answer does not wait for (``handle``'s
     ``later`` steps) runs after its connection is closed and before the next one is taken, so
-    that the next event sees all of it. After ``idle_seconds`` without a connection it runs
-    ``on_idle`` (a failure there is the server's own business) and returns.
+    that the next event sees all of it. After ``idle_seconds`` without a connection it closes
+    the listener, runs ``on_idle`` (a failure there is the server's own business) and returns.
 
     Changed code (an upgrade) is looked for at most every ``STAMP_CHECK_SECONDS`` (walking the
     package costs ~0.5 ms): after an answer once half of that has passed, so that events in
@@ -265,6 +265,10 @@ def _loop(
             if not _same_file(path, inode):  # another server took the socket's place
                 return
             if time.monotonic() - last > idle_seconds:
+                # Taking no more events first: one that came while ``on_idle`` ran (a second
+                # or more) would wait in the queue for an answer that never comes. A client
+                # refused now handles its event itself.
+                listener.close()
                 try:
                     on_idle()
                 except Exception:  # noqa: BLE001, S110 - stopping matters more than tidying

@@ -336,7 +336,7 @@ def current_dir() -> str:
 
 
 def write(text: str) -> None:
-    if not text:
+    if not text or sys.stdout is None:  # (None: started with no stdout at all, fd 1 closed)
         return
     try:
         sys.stdout.buffer.write(text.encode("utf-8", "replace"))
@@ -385,12 +385,27 @@ def request(home: str, host: str, raw: bytes, env: dict[str, str], cwd: str) -> 
             client.sendall(MAGIC + len(payload).to_bytes(4, "big") + payload + raw)
             client.shutdown(_socket.SHUT_WR)
             reply = receive(client, MAX_REQUEST_BYTES)
-        except OSError as exc:  # sent: the server may record it, so do not record it twice
-            if isinstance(exc, TimeoutError):
-                _log_no_answer(home, host, wait)
+        except TimeoutError:  # the server has the event (or its start): it records it
+            _log_wire(
+                home,
+                f"{host}: the hook server did not answer within {wait:g} s (it records the"
+                f" event when it gets to it); if this repeats, stop it (kill the pid in {home}/"
+                "run/hook.pid) and the next hook starts a fresh one",
+            )
             return ""
+        except OSError:  # (reset) the server went away with the event unanswered
+            reply = b""
     finally:
         client.close()
+    if not reply:
+        # It stopped (killed, idle, upgraded) before answering, so it committed nothing of
+        # the event (an answer follows the commit at once): record it here instead.
+        _log_wire(
+            home,
+            f"{host}: the hook server closed the connection without answering (it stopped or"
+            " was killed); the event was handled in-process",
+        )
+        return None
     if reply[:1] == REFUSED:
         return None
     return reply[1:].decode("utf-8", "replace")
@@ -404,21 +419,16 @@ def client_timeout(raw: bytes) -> float:
     return CLIENT_TIMEOUT_SECONDS
 
 
-def _log_no_answer(home: str, host: str, wait: float) -> None:
-    """One hooks.log line for an event the server took but did not answer in time, written
-    by the engine's logger (loaded as the fallback path loads it: the wait cost far more)."""
+def _log_wire(home: str, message: str) -> None:
+    """One hooks.log line about talking to the server, written by the engine's logger
+    (loaded as the fallback path loads it: what went wrong cost far more)."""
     try:
         _find_cortex()
         from pathlib import Path
 
         from cortex.adapters.hooks.state import log_line
 
-        log_line(
-            Path(home),
-            f"{host}: the hook server did not answer within {wait:g} s (it records the event"
-            f" when it gets to it); if this repeats, stop it (kill the pid in {home}/run/"
-            "hook.pid) and the next hook starts a fresh one",
-        )
+        log_line(Path(home), message)
     except Exception:  # noqa: BLE001, S110 - a hook never fails its host
         pass
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from cortex.clock import parse_time
 from cortex.core.models import COMPLETE, SUSPENDED, PendingTask, Pin, SessionState
 from cortex.core.plaintext import plain, storable, storable_value
-from cortex.core.redaction import redact, redact_value
+from cortex.core.redaction import clip, redact, redact_value
 from cortex.core.topics import MAX_LEARNING_IDS, HotTopicExtractor
 from cortex.errors import ValidationError, command
 from cortex.files import check_id
@@ -181,7 +181,7 @@ def fold_turn(
     if learning_id:
         extractor.record_learning_id(redact(plain(learning_id, "learning_id")))
     if text:
-        extractor.record_text(redact(storable(text[:MAX_TURN_TEXT])), weight)
+        extractor.record_text(redact(storable(clip(text, MAX_TURN_TEXT))), weight)
     if workdir:
         extractor.record_exec_workdir(redact(storable(workdir)))
     if categories:

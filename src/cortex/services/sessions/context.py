@@ -24,7 +24,7 @@ from cortex.core.tasks import (
 )
 from cortex.core.topics import HotTopicExtractor
 from cortex.errors import ConflictError, CortexError, NotFoundError, command, param
-from cortex.files import check_id, file_lock, write_json
+from cortex.files import BRIEF_LOCK_SECONDS, check_id, file_lock, write_json
 from cortex.logs import getLogger
 from cortex.services.base import Service
 from cortex.services.ids import lookup
@@ -204,6 +204,7 @@ class SessionContext(Service):
                 self.config.sessions_dir / f"{check_id(state.session_id)}.json",
                 state.to_dict(),
                 durable=False,
+                wait=BRIEF_LOCK_SECONDS,
             )
         except CortexError as exc:
             log.warning("session %s: JSON mirror not written: %s", state.session_id, exc)
@@ -225,7 +226,7 @@ class SessionContext(Service):
         if self._pins is None:
             held = ExitStack()
             try:
-                held.enter_context(file_lock(path))
+                held.enter_context(file_lock(path, wait=BRIEF_LOCK_SECONDS))
             except CortexError as exc:
                 log.warning("working memory file not written: %s", exc)
                 return

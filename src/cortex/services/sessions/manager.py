@@ -71,6 +71,7 @@ class SessionPersistenceManager(Service):
         *,
         migrate: bool = True,
         migrate_max_bytes: int | None = None,
+        busy_timeout_ms: int | None = None,
     ) -> Self:
         """The manager over ``store``, else over the home's database, else (the settings name
         a ``server_url``) over that server, as ``Services.open(config).sessions`` is."""
@@ -79,7 +80,12 @@ class SessionPersistenceManager(Service):
 
             return Services.open(config, clock).sessions  # type: ignore[return-value]
         return super().open(
-            config, clock, store, migrate=migrate, migrate_max_bytes=migrate_max_bytes
+            config,
+            clock,
+            store,
+            migrate=migrate,
+            migrate_max_bytes=migrate_max_bytes,
+            busy_timeout_ms=busy_timeout_ms,
         )
 
     @property
