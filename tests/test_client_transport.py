@@ -394,3 +394,40 @@ def test_commands_whose_writes_wait_in_the_journal_say_so_not_zeros(home: Path) 
         answer = json.loads(cortex(home, live, "--json", "session", "start", "--session-id",
                                    "s3").stdout)  # fmt: skip
     assert "queued" not in answer and peer.paths() == ["/v1/sessions/start"]
+
+
+def test_a_server_that_answers_a_byte_at_a_time_is_bounded_by_the_whole_timeout(
+    home: Path,
+) -> None:
+    """Each byte came within the socket's timeout, so a request (and the hook making it) was
+    held for as long as the server (or a proxy) kept dripping: the timeout bounds the whole
+    request now, and the write is kept in the journal."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.wait(0.1):
+                try:
+                    conn.sendall(b"X")  # a header line that never ends
+                except OSError:
+                    return
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    try:
+        app = client(home, f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.5)
+        began = time.monotonic()
+        app.sessions.capture.record("s1", text="one")
+        elapsed = time.monotonic() - began
+    finally:
+        stop.set()
+        listener.close()
+    assert elapsed < 2.0
+    assert [line["path"] for line in journal_lines(home)] == ["/v1/sessions/s1/turns"]

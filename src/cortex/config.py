@@ -198,8 +198,9 @@ SETTINGS: tuple[Setting, ...] = (
         "server_timeout_seconds",
         float,
         2.0,
-        "Connect and read timeout of each request to server_url; a request that takes longer "
-        "is spooled to the local journal and the call returns.",
+        "Bound of each whole request to server_url (connecting, sending, reading the "
+        "answer); a request that takes longer is spooled to the local journal and the call "
+        "returns.",
         0.05,
         60,
     ),

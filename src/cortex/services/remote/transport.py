@@ -15,6 +15,7 @@ line that never carries the API key:
 
 from __future__ import annotations
 
+import _thread
 import http.client
 import json
 import socket
@@ -123,19 +124,24 @@ class Transport:
         for attempt in (1, 2):
             reused = self._conn is not None
             conn = self._connection()
+            deadline = _Deadline(conn, self.timeout)
             try:
                 conn.request(method, path, body=payload, headers=headers)
                 response = conn.getresponse()
                 raw = response.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self.close()
-                if reused and attempt == 1:
+                if reused and attempt == 1 and not deadline.passed:
                     continue  # the server closed an idle keep-alive connection
-                raise self._down(f"{type(exc).__name__}: {exc}") from exc
+                raise self._down(deadline.why(exc)) from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                why = "timed out" if isinstance(exc, socket.timeout) else str(exc) or type(exc)
-                raise self._down(f"{why}") from exc
+                raise self._down(deadline.why(exc)) from exc
+            finally:
+                deadline.cancel()
+            if deadline.passed:  # what was read when the socket was shut is no whole answer
+                self.close()
+                raise self._down("timed out")
             if response.will_close:
                 self.close()
             return response.status, response.getheader("Retry-After"), raw
@@ -176,6 +182,41 @@ class Transport:
         if status in (401, 403):
             message += "; check CORTEX_API_KEY (a key looks like ctx_<id>_<secret>)"
         raise error(message)
+
+
+class _Deadline:
+    """The whole request's bound: a socket's timeout bounds each wait for bytes, so a server
+    (or a proxy) that sends its answer a byte at a time held a request, and the hook making it,
+    for ever. Past ``seconds`` a watcher thread shuts the connection's socket down, which ends
+    the wait in progress; the request then fails as a timeout."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self.passed = False
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _thread.start_new_thread(self._watch, (conn, seconds))
+
+    def _watch(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        if self._done.acquire(timeout=seconds):
+            return
+        self.passed = True
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # (closed meanwhile)
+
+    def cancel(self) -> None:
+        self._done.release()
+
+    def why(self, exc: BaseException) -> str:
+        """What a failed request is said to have met."""
+        if self.passed or isinstance(exc, socket.timeout):
+            return "timed out"
+        if isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)):
+            return f"{type(exc).__name__}: {exc}"
+        return str(exc) or type(exc).__name__
 
 
 def key_label(key: str) -> str:
