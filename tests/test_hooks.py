@@ -1550,3 +1550,21 @@ def test_a_failed_background_migration_says_so_in_the_hooks_log(home: Path) -> N
     assert line.startswith(f"background migration of {home / 'brain.db'} failed: ")
     assert "\n" not in line and log_lines(home)[-1].endswith(line)
     assert (home / "brain.db").read_bytes() == b"not a database" * 100
+
+
+def test_a_server_that_cannot_listen_says_why_in_the_log(home: Path) -> None:
+    """A directory where the socket goes: the server started for the next events exited with
+    a traceback no one saw, and every hook ran alone with nothing in hooks.log to say why."""
+    (home / "run").mkdir(parents=True)
+    os.mkdir(socket_path(home))
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex.adapters.hooks.server", str(home)],
+        env=child_env(home), capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (1, b"")
+    (line,) = log_lines(home)
+    assert f"the hook server cannot listen at {socket_path(home)} (" in line
+    assert line.endswith(
+        "move away what is there and the next hook starts it (until then each hook runs alone)"
+    )
+    assert server_pid(home) is None

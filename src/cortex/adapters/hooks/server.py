@@ -193,7 +193,18 @@ def serve(home: Path, idle_seconds: float = IDLE_SECONDS) -> int:
         from cortex.adapters.hooks.hook import ServicesCache
 
         cache = ServicesCache()
-        listener, inode = _listen(socket_path(home))
+        try:
+            listener, inode = _listen(socket_path(home))
+        except OSError as exc:  # (a directory where the socket goes, say): hooks run alone
+            from cortex.adapters.hooks.state import log_line
+
+            where = socket_path(home)
+            log_line(
+                home,
+                f"the hook server cannot listen at {where} ({exc.strerror or exc}); move away "
+                "what is there and the next hook starts it (until then each hook runs alone)",
+            )
+            return 1
         atomic_write_text(run_dir / "hook.pid", f"{os.getpid()}\n", durable=False)
         try:
             handler = _handler(cache, home)
