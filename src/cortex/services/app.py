@@ -91,31 +91,11 @@ class Services(Service):
         return MetricsWriter(self.store, self.metrics_key)
 
     @classmethod
-    def open(
-        cls,
-        config: Config,
-        clock: Clock | None = None,
-        store: Store | None = None,
-        *,
-        migrate: bool = True,
-        migrate_max_bytes: int | None = None,
-        busy_timeout_ms: int | None = None,
-    ) -> Services:
-        """The services over ``store``, else over the home's database (migrated as
-        ``Service.open`` says), else (when the settings name a ``server_url`` and no store
-        is given) over that Cortex server."""
-        if store is None and config.server_url:
-            from cortex.services.remote.app import RemoteServices  # only in client mode
+    def remote(cls, config: Config, clock: Clock | None) -> Services:
+        """Client mode: the services over the Cortex server the settings name."""
+        from cortex.services.remote.app import RemoteServices  # only in client mode
 
-            return RemoteServices(config, clock)
-        return super().open(
-            config,
-            clock,
-            store,
-            migrate=migrate,
-            migrate_max_bytes=migrate_max_bytes,
-            busy_timeout_ms=busy_timeout_ms,
-        )
+        return RemoteServices(config, clock)
 
     @cached_property
     def sessions(self) -> SessionPersistenceManager:

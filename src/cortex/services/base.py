@@ -33,17 +33,10 @@ class Service:
     ) -> Self:
         """Build the service over ``store``, else over the home's ``brain.db`` (migrated unless
         ``migrate`` is False: a diagnosis changes nothing; not when the file is larger than
-        ``migrate_max_bytes``: see ``open_store``, as for ``busy_timeout_ms``). A config
-        naming a ``server_url`` is a ``ConfigError`` without a store: ``Services.open``
-        serves client mode."""
+        ``migrate_max_bytes``: see ``open_store``, as for ``busy_timeout_ms``), else, when
+        the settings name a ``server_url`` and no store is given, what ``remote`` gives."""
         if store is None and config.server_url:
-            from cortex.errors import ConfigError
-
-            # The local file here would split the home's data from its server's.
-            raise ConfigError(
-                f"{cls.__name__}.open opens the local database, and this config names a "
-                "server (server_url); use Services.open(config), whose services go to it"
-            )
+            return cls.remote(config, clock)
         if store is None:
             from cortex.store import open_store  # the factory imports a backend: only here
 
@@ -54,6 +47,18 @@ class Service:
                 busy_timeout_ms=busy_timeout_ms,
             )
         return cls(store, config, clock)
+
+    @classmethod
+    def remote(cls, config: Config, clock: Clock | None) -> Self:
+        """The service over the Cortex server ``config.server_url`` names: a ``ConfigError``
+        here (``Services`` and ``SessionPersistenceManager`` serve client mode)."""
+        from cortex.errors import ConfigError
+
+        # The local file here would split the home's data from its server's.
+        raise ConfigError(
+            f"{cls.__name__}.open opens the local database, and this config names a "
+            "server (server_url); use Services.open(config), whose services go to it"
+        )
 
     def close(self) -> None:
         """Close the store (what ``open`` opened; safe twice): every service over it is

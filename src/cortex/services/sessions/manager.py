@@ -63,30 +63,14 @@ class SessionPersistenceManager(Service):
         self.pins = SessionPins(context)
 
     @classmethod
-    def open(
-        cls,
-        config: Config,
-        clock: Clock | None = None,
-        store: Store | None = None,
-        *,
-        migrate: bool = True,
-        migrate_max_bytes: int | None = None,
-        busy_timeout_ms: int | None = None,
-    ) -> Self:
-        """The manager over ``store``, else over the home's database, else (the settings name
-        a ``server_url``) over that server, as ``Services.open(config).sessions`` is."""
-        if store is None and config.server_url and cls is SessionPersistenceManager:
-            from cortex.services.app import Services
+    def remote(cls, config: Config, clock: Clock | None) -> Self:
+        """Client mode: the manager over the server the settings name, as
+        ``Services.open(config).sessions`` is (a subclass opens the local database only)."""
+        if cls is not SessionPersistenceManager:
+            return super().remote(config, clock)
+        from cortex.services.app import Services
 
-            return Services.open(config, clock).sessions  # type: ignore[return-value]
-        return super().open(
-            config,
-            clock,
-            store,
-            migrate=migrate,
-            migrate_max_bytes=migrate_max_bytes,
-            busy_timeout_ms=busy_timeout_ms,
-        )
+        return Services.open(config, clock).sessions  # type: ignore[return-value]
 
     @property
     def metrics(self) -> MetricsWriter:
