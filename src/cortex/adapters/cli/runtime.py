@@ -70,20 +70,20 @@ def project_option(
 def user_option(help: str, omitted: str) -> Callable[[F], F]:
     """The ``--user`` option of a command that stores or filters by user: a value given empty
     or blank (``--user "$UNSET"``) is refused, never taken for no user (``omitted``)."""
-
-    def checked(ctx: click.Context, option: click.Parameter, value: str | None) -> str | None:
-        return refuse_empty(value, param("user_id"), omitted, "a user id")
-
+    checked = filled(omitted, "a user id", named=param("user_id"))
     return click.option("--user", "user_id", help=help, callback=checked)
 
 
-def filled(omitted: str, instead: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def filled(
+    omitted: str, instead: str, *, named: str | None = None
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """The callback of an option whose value given empty or blank (``--layer "$UNSET"``) is
     refused, as ``--project``'s and ``--user``'s are, never taken for leaving it out
-    (``omitted``); ``instead`` says what to give."""
+    (``omitted``); ``instead`` says what to give, ``named`` how the message names the option
+    (its longest flag by default)."""
 
     def checked(ctx: click.Context, option: click.Parameter, value: Any) -> Any:
-        flag = max(getattr(option, "opts", [option.name or ""]), key=len)
+        flag = named or max(getattr(option, "opts", [option.name or ""]), key=len)
         return refuse_empty(value, flag, omitted, instead) if isinstance(value, str) else value
 
     return checked
