@@ -604,6 +604,8 @@ def coerce(setting: Setting, raw: Any, home: Path, origin: str) -> Any:
 
 
 CONFIG_FILES = ("config.toml", "openclaw.json")
+SECTION = "session_persistence"
+"""The one table of ``config.toml`` (settings may also sit at its top level)."""
 """The settings files of a home, highest precedence first: what a process that keeps settings
 between uses watches for an edit."""
 
@@ -619,12 +621,11 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{toml_path} is not valid TOML ({exc}); fix or remove it") from exc
-        block = data.get("session_persistence")
-        tables = sorted(k for k, v in data.items() if isinstance(v, dict))
-        if tables and tables != ["session_persistence"]:
-            other = next(t for t in tables if t != "session_persistence")
+        block = data.get(SECTION)
+        others = sorted(k for k, v in data.items() if isinstance(v, dict) and k != SECTION)
+        if others:
             raise ConfigError(
-                f"unknown table [{other}] in {toml_path}; put settings at the top level or in "
+                f"unknown table [{others[0]}] in {toml_path}; put settings at the top level or in "
                 "[session_persistence] (see `cortex config show` for names)"
             )
         merged = {k: v for k, v in data.items() if not isinstance(v, dict)}
@@ -634,7 +635,7 @@ def _file_values(home: Path) -> list[tuple[dict[str, Any], str]]:
     if _settings_file(json_path):
         try:
             data = json.loads(json_path.read_text(encoding="utf-8"))
-            block = data["plugins"]["cortex"]["session_persistence"]
+            block = data["plugins"]["cortex"][SECTION]
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{json_path} is not valid JSON ({exc}); fix or remove it") from exc
         except (KeyError, TypeError):
