@@ -179,11 +179,12 @@ class Setup:
     def __init__(self, root: Path, labels: tuple[str, ...], sessions: int, memories: int) -> None:
         self.cwd = hooks.make_repo(root)
         hook_db = root / "hook.db"
+        self.hook_project = project_identity(self.cwd, root / "cache").id
         core.populate(
             hook_db,
             sessions,
             50,
-            project_identity(self.cwd, root / "cache").id,
+            self.hook_project,
             other="git:example.com/p{}",
             channel="claude-code",
             lead_topics=("radio-control", "ft991a"),
@@ -234,8 +235,12 @@ class Setup:
                 raise SystemExit(f"the {label} hook restored nothing: {done[2][:200]!r}")
             return done
         if kind == "start":
-            command = [*cortex, "session", "start", "--project", core.PROJECT]
-            return timed([*command, "--session-id", f"w{i}{'i' if importtime else ''}"], env)
+            # The hook's project: its 50 sessions in the window are what a start restores.
+            command = [*cortex, "session", "start", "--project", self.hook_project]
+            done = timed([*command, "--session-id", f"w{i}{'i' if importtime else ''}"], env)
+            if b"SESSION CONTINUITY" not in done[2]:
+                raise SystemExit(f"the {label} session start restored nothing: {done[2][:200]!r}")
+            return done
         return timed([*cortex, "memory", "search", self.query, "--project", self.project], env)
 
 
