@@ -140,11 +140,12 @@ def test_nesting_deeper_than_the_sdk_parses_is_a_tool_error_naming_the_argument(
     result = raw.call("start_session", f'{{"keywords": {nested}}}')
     assert result["isError"] is True
     assert text(result) == (
-        "argument `keywords[0]` should be a valid string; fix it and call start_session again"
+        "argument `keywords[0]` should be a valid string, not a list; fix it and call "
+        "start_session again"
     )
     deep = '{"a": ' * 300 + "1" + "}" * 300
     result = raw.call("working_memory_pin", f'{{"label": "l", "content": {deep}}}')
-    assert text(result).startswith("argument `content` should be a valid string; fix it")
+    assert text(result).startswith("argument `content` should be a valid string, not an object;")
     assert structured(raw.call("working_memory_view", "{}"))["count"] == 0
 
 
