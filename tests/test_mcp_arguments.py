@@ -136,6 +136,19 @@ def test_every_valid_form_still_works_and_a_string_stays_a_string(
     run_client(stdio_server(home, tmp_path), body)
 
 
+def test_an_integer_too_long_to_write_is_read_as_over_stdio(home: Path) -> None:
+    server = build_server(lambda: Services.open(load_config(home, {}, {})), ProjectScope("/p"))
+
+    async def body(client: Client) -> None:  # (in process: the client passes the int as is)
+        for tool, argument, value in [("session_chain", "depth", 10**5000),
+                                      ("list_memories", "offset", -(10**5000))]:  # fmt: skip
+            reason = f"argument `{argument}` should be a finite number"
+            text = error_text(await client.call_tool(tool, {argument: value}))
+            assert text == f"{reason}; fix it and call {tool} again"
+
+    run_client(server, body)
+
+
 def json_types(schema: dict[str, Any]) -> set[str]:
     found = {schema["type"]} if "type" in schema else set()
     return found.union(*(json_types(choice) for choice in schema.get("anyOf", [])))

@@ -18,6 +18,7 @@ The advertised schemas are the argument models' own and do not change.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
@@ -45,11 +46,19 @@ class StrictArguments(FuncMetadata):
         return valid.model_dump_one_level()
 
 
+LONGEST_INTEGER_BITS = 14_000
+"""Past this (about 4200 digits) an integer is read as infinite, as ``wire`` reads one from a
+request line: Python writes no integer of more than 4300 digits as text."""
+
+
 def _integral(value: Any) -> Any:
     """``value`` with each number without a fractional part (``5.0``) written as the integer
-    JSON Schema counts it; a fraction, an infinity and everything else as they came."""
+    JSON Schema counts it, an integer too long to write as an infinite number, and a fraction,
+    an infinity and everything else as they came."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, int) and value.bit_length() > LONGEST_INTEGER_BITS:
+        return -math.inf if value < 0 else math.inf
     if isinstance(value, dict):
         return {key: _integral(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
