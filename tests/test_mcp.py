@@ -414,18 +414,20 @@ def test_schema_errors_read_as_the_schema_not_as_the_validator(server_for: Any) 
         ("list_memories", {"offset": 10**30}, offset),
         ("list_memories", {"tags": 5}, tags),
         ("list_memories", {"tags": ["a", 5]}, tags),
-        ("list_memories", {"types": ["a", 5]}, "argument `types[1]` should be a valid string"),
+        ("list_memories", {"types": ["a", 5]}, "argument `types[1]` should be a valid string, not"
+         " a number"),
         ("search_memories", {"query": "q" * 2001}, "argument `query` should have at most 2000"
          " characters"),
         ("start_session", {"keywords": ["k"] * 60}, "argument `keywords` should have at most 50"
          " items, not 60"),
-        ("add_memory", {"content": "x", "tags": 5}, "argument `tags` should be a valid list"),
+        ("add_memory", {"content": "x", "tags": 5}, "argument `tags` should be a valid list, not a"
+         " number"),
         ("list_memories", {"tags": ["t"] * 101}, "argument `tags` should have at most 100 items,"
          " not 101"),  # (not "should be a list of strings or a string": it is one)
         ("list_memories", {"tags": ["t" * 65]}, "argument `tags[0]` should have at most 64"
          " characters"),
-        ("session_chain", {"depth": 1e308}, "argument `depth` should be an integer within the"
-         " range it allows"),  # (not pydantic's "Unable to parse input string as an integer")
+        ("session_chain", {"depth": 1e308}, "argument `depth` should be less than or equal to"
+         " 100"),  # (an integer, written as JSON Schema allows; not "Unable to parse input")
     ]  # fmt: skip
 
     async def body(client: Client) -> None:

@@ -1,8 +1,9 @@
 """``cortex mcp`` over stdio given request lines the SDK's own parser refuses.
 
-A lone surrogate, an integer of thousands of digits, nesting thousands deep or a request whose
-params are no object: each must get an answer (the old server dropped the line and the client
-waited for ever) and leave the server serving. The SDK's client cannot send a lone surrogate
+A lone surrogate, an integer of thousands of digits, nesting thousands deep, a request whose
+params are no object, JSON that is no request at all and a line that is not JSON: each must
+get one answer (the old server dropped the line and the client waited for ever) and leave the
+server serving. The SDK's client cannot send a lone surrogate
 or deep nesting (it refuses to serialise them), so those tests write the JSON-RPC lines
 themselves to the real server process; the long integer goes through the SDK's client.
 """
@@ -15,7 +16,6 @@ import select
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,9 +52,9 @@ class RawServer:
         assert "result" in self.request("initialize", json.dumps(hello))
         self.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
 
-    def send(self, line: str) -> None:
+    def send(self, line: str | bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(line.encode("utf-8") + b"\n")
+        self.process.stdin.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
         self.process.stdin.flush()
 
     def request(self, method: str, params: str) -> dict[str, Any]:
@@ -73,18 +73,21 @@ class RawServer:
         return result
 
     def answer(self, request_id: int) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + ANSWER_SECONDS
-        while (left := deadline - time.monotonic()) > 0:
-            if not select.select([self.process.stdout], [], [], left)[0]:
-                break
-            line = self.process.stdout.readline()
-            assert line, f"the server exited ({self.process.poll()})"
-            message: dict[str, Any] = json.loads(line)
-            if message.get("id") == request_id:
-                return message
+        while (message := self.next_message()).get("id") != request_id:
             self.others.append(message)
-        raise AssertionError(f"no answer to request {request_id} in {ANSWER_SECONDS} s")
+        return message
+
+    def next_message(self) -> dict[str, Any]:
+        """The next line the server writes, one JSON object (else the test fails)."""
+        assert self.process.stdout is not None
+        if not select.select([self.process.stdout], [], [], ANSWER_SECONDS)[0]:
+            raise AssertionError(f"no answer in {ANSWER_SECONDS} s")
+        line = self.process.stdout.readline()
+        assert line, f"the server exited ({self.process.poll()})"
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        message: dict[str, Any] = json.loads(line)
+        assert isinstance(message, dict)
+        return message
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -137,11 +140,12 @@ def test_nesting_deeper_than_the_sdk_parses_is_a_tool_error_naming_the_argument(
     result = raw.call("start_session", f'{{"keywords": {nested}}}')
     assert result["isError"] is True
     assert text(result) == (
-        "argument `keywords[0]` should be a valid string; fix it and call start_session again"
+        "argument `keywords[0]` should be a valid string, not a list; fix it and call "
+        "start_session again"
     )
     deep = '{"a": ' * 300 + "1" + "}" * 300
     result = raw.call("working_memory_pin", f'{{"label": "l", "content": {deep}}}')
-    assert text(result).startswith("argument `content` should be a valid string; fix it")
+    assert text(result).startswith("argument `content` should be a valid string, not an object;")
     assert structured(raw.call("working_memory_view", "{}"))["count"] == 0
 
 
@@ -183,3 +187,81 @@ def test_an_integer_too_long_to_parse_is_a_tool_error_through_the_sdk_client(
         assert [s["session_id"] for s in chain["sessions"]] == [sid]
 
     run_client(params, body)
+
+
+NOT_JSON = [
+    ("hello", "expecting value at column 1"),
+    ('{"jsonrpc": "2.0", "id": 1', "expecting ',' delimiter at the end of the line"),
+    (
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}',
+        "expecting ',' delimiter at the end of the line",
+    ),
+    ("12abc", "extra data at column 3"),
+    (b"\x00\xff\xfe\x80\x1b[2Jgarbage", "expecting value at column 1"),
+    ("{'jsonrpc': '2.0'}", "expecting property name enclosed in double quotes at column 2"),
+]
+
+
+@pytest.mark.parametrize(("line", "where"), NOT_JSON)
+def test_a_line_that_is_not_json_gets_a_parse_error_and_the_server_keeps_serving(
+    raw: RawServer, line: str | bytes, where: str
+) -> None:
+    raw.send(line)
+    answer = raw.next_message()  # the first line out is its answer, and the only one
+    assert set(answer) == {"jsonrpc", "id", "error"} and answer["id"] is None
+    assert answer["error"]["code"] == -32700
+    assert answer["error"]["message"] == (
+        f"Parse error: the line is not JSON ({where}); send each JSON-RPC message as one line "
+        'of JSON, e.g. {"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    )
+    assert "isError" in raw.call("session_status", "{}")  # still serving, nothing else said
+    assert raw.others == []
+
+
+INVALID = 'not a valid JSON-RPC request (each needs jsonrpc "2.0", an id, a method and, '
+BATCH = "not a valid JSON-RPC request (a batch, a JSON array, is not supported); send each "
+
+
+@pytest.mark.parametrize(
+    ("line", "request_id", "message"),
+    [
+        ("5", None, INVALID),
+        ('"tools/list"', None, INVALID),
+        ("null", None, INVALID),
+        ('{"foo": 1}', None, INVALID),
+        ("{}", None, INVALID),
+        ("[]", None, BATCH),
+        ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', None, BATCH),
+        ('{"jsonrpc": "2.0", "method": 5}', None, INVALID),  # (a notification, yet no valid one)
+        ('{"jsonrpc": "2.0", "method": "notifications/initialized", "params": 1}', None, INVALID),
+        ('{"jsonrpc": "2.0", "id": 9}', None, INVALID),  # (an id, but a request or an answer?)
+        ('{"jsonrpc": "2.0", "id": 8, "method": 5}', 8, INVALID),
+        ('{"jsonrpc": "1.0", "id": "a", "method": "ping"}', "a", INVALID),
+        ('{"id": 7, "method": "tools/list"}', 7, INVALID),
+        ('{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": [1], "\\ud83d": 1}', 6, INVALID),
+    ],
+)
+def test_json_that_is_no_request_gets_invalid_request_under_its_id_or_null(
+    raw: RawServer, line: str, request_id: int | str | None, message: str
+) -> None:
+    raw.send(line)
+    answer = raw.next_message()
+    assert answer == {"jsonrpc": "2.0", "id": request_id, "error": answer["error"]}
+    assert answer["error"]["code"] == -32600
+    assert answer["error"]["message"].startswith(message)
+    assert "\n" not in answer["error"]["message"]
+    assert "isError" in raw.call("session_status", "{}")
+    assert raw.others == []
+
+
+def test_blank_lines_and_valid_notifications_get_no_answer(raw: RawServer) -> None:
+    for line in ["", "   ", "\t", '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                 '{"jsonrpc": "2.0", "method": "notifications/cancelled",'
+                 ' "params": {"requestId": 99, "reason": "x"}}',
+                 '{"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {}}',
+                 '{"jsonrpc": "2.0", "method": "no/such/notification"}']:  # fmt: skip
+        raw.send(line)
+    raw.send("oops")  # the first answer after them is this line's: they had none
+    assert raw.next_message()["error"]["code"] == -32700
+    assert raw.request("ping", "{}") == {"jsonrpc": "2.0", "id": raw.next_id, "result": {}}
+    assert raw.others == []

@@ -9,7 +9,9 @@ field) into one sentence naming the argument.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -17,9 +19,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
+from cortex.adapters.mcp.arguments import StrictArguments
 from cortex.adapters.mcp.wire import MendedStream
 from cortex.errors import CortexError, Surface
 
@@ -94,12 +97,27 @@ _VALIDATOR_WORDS = re.compile(r"^(?:Input|String|Tuple|List|Value|Dictionary|Obj
 
 
 def _reason(error: Any) -> str:
-    if error["type"] == "missing":
+    kind, given = error["type"], error.get("input")
+    if kind == "missing":
         return "is required"
-    if error["type"] == "int_parsing_size":  # (1e308 for an integer; pydantic's is no sentence)
-        return "should be an integer within the range it allows"
+    if kind == "int_type" and isinstance(given, float) and not math.isfinite(given):
+        return "should be a finite number"  # (an integer of thousands of digits, read as one)
     reason = _VALIDATOR_WORDS.sub("", str(error["msg"])).replace(" after validation", "")
-    return re.sub(r"\btuple\b", "list", reason)  # (the schema says "array")
+    reason = re.sub(r"\b(?:tuple|array)\b", "list", reason)  # (as the other messages say)
+    if str(kind).endswith("_type") and "input" in error:  # a value of another JSON type
+        reason += f", not {_json_type(given)}"
+    return reason
+
+
+def _json_type(value: Any) -> str:
+    """What a wrong argument is, in JSON's terms: ``"5"`` is a string, ``true`` a boolean."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not value.is_integer():
+        return "a number with a fraction"
+    kinds = [(bool, "a boolean"), (str, "a string"), (int | float, "a number"),
+             (list | tuple, "a list"), (dict, "an object")]  # fmt: skip
+    return next((name for kind, name in kinds if isinstance(value, kind)), "another type")
 
 
 _SHAPES = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false"}
@@ -116,13 +134,31 @@ def _shape(tag: str) -> str:
 
 
 class CortexMCPServer(MCPServer[Any]):
-    """``MCPServer`` whose argument errors are one sentence, without the validator's dump,
-    whose stdio answers every request line it can read (``wire``), and whose tool calls run
-    one at a time: a tool's writes that the journal kept are counted for its result as the
-    difference before and after it (``ToolContext.queued``), which no other call may change
-    meanwhile (the services are synchronous anyway)."""
+    """``MCPServer`` whose tools take their arguments strictly (``arguments``), whose argument
+    errors are one sentence, without the validator's dump, whose stdio answers every line it
+    cannot serve (``wire``), and whose tool calls run one at a time: a tool's writes that the
+    journal kept are counted for its result as the difference before and after it
+    (``ToolContext.queued``), which no other call may change meanwhile (the services are
+    synchronous anyway)."""
 
     _one_at_a_time: anyio.Lock | None = None
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        """Register ``fn`` as the SDK does, its arguments then validated strictly."""
+        super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+        tool = self._tool_manager.get_tool(name or fn.__name__)
+        assert tool is not None  # (just added)
+        tool.fn_metadata = StrictArguments.of(tool.fn_metadata)
 
     async def run_stdio_async(self) -> None:
         """Serve on stdio, mending the request lines the SDK's parser refuses (``wire``)."""

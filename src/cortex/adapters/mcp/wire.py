@@ -13,9 +13,20 @@ client waits for ever. Valid JSON that parser refuses:
 ``json`` and served mended: a lone surrogate becomes U+FFFD (as the services make free text
 storable), an over-long integer becomes an infinite number, and a value nested deeper than
 ``MAX_DEPTH`` becomes null (no tool takes anything nested: the argument still fails its schema,
-as a tool error naming it). A JSON request that is not a JSON-RPC request (``"params": "x"``)
-is answered with a JSON-RPC "invalid request" error under its id. A line that is not JSON
-has no id to answer under and is dropped, as the SDK does.
+as a tool error naming it). Every other refused line is answered as JSON-RPC 2.0 says:
+
+- a line that is not JSON (``hello``, a request cut short, binary noise) with a parse error
+  (-32700) under id null: no id can be read from it;
+- JSON that is no JSON-RPC message (``5``, ``[]``, ``{"foo": 1}``, ``"params": "x"``, a
+  notification whose ``method`` is no string) with an "invalid request" error (-32600), under
+  the request's id when it names a method and a usable id (a string or an integer), else
+  under id null.
+
+Two refused lines stay unanswered: a blank line (no message at all) and a malformed answer to
+one of the server's own requests (no ``method``, a ``result`` or ``error``): JSON-RPC answers
+no answer, and an error under its id, which is the server's, could fail a request of the
+client's that has the same id. A valid notification passes the SDK's parser and never gets
+here, so it is never answered.
 """
 
 from __future__ import annotations
@@ -42,16 +53,29 @@ in the message); the SDK's parser stops at about 200."""
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 """A JSON string (skipped whole, brackets inside it included) or a bracket."""
 
+INVALID_REQUEST = (
+    'not a valid JSON-RPC request (each needs jsonrpc "2.0", an id, a method and, '
+    "if any, params as an object); fix the request and send it again"
+)
+BATCH = (
+    "not a valid JSON-RPC request (a batch, a JSON array, is not supported); "
+    "send each message as a JSON object on a line of its own"
+)
 
-def mend(error: Exception) -> SessionMessage | None:
-    """The message of the line ``error`` (the SDK's parse error) refused, mended; an error
-    answer when it is JSON but no JSON-RPC message (a request's id to answer under); None when
-    there is nothing to serve or answer."""
-    if not isinstance(error, ValidationError):
-        return None
-    value = _message_value(error)
-    if value is None:
-        return None
+
+def mend(error: ValidationError) -> SessionMessage | None:
+    """What to do with the line ``error`` (the SDK's parse error) refused: its message,
+    mended, to serve; an error answer to send back; or None (nothing to serve or answer)."""
+    text = _unparsed(error)
+    if text is None:  # the line parsed; its shape is no JSON-RPC message
+        return _invalid_request(_message_value(error), error)
+    if not text.strip():
+        return None  # a blank line: no message
+    try:
+        value = _loads(text.rstrip("\n"))
+    except ValueError as exc:
+        log.info("a request line that is not JSON was answered (%d characters)", len(text))
+        return _error(types.PARSE_ERROR, _parse_error(exc), None)
     try:
         line = json.dumps(_mended(value, 1), allow_nan=True)
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
@@ -59,29 +83,47 @@ def mend(error: Exception) -> SessionMessage | None:
         return _invalid_request(value, exc)
 
 
-def _message_value(error: ValidationError) -> Any:
-    """The JSON value of the refused line: read again from its text (a parse error), or the
-    message object a field error was found in (the line parsed, its shape did not fit)."""
+def _unparsed(error: ValidationError) -> str | None:
+    """The text of the refused line when it did not parse, or None when it parsed."""
     for detail in error.errors():
         found = detail.get("input")
         if detail["type"] == "json_invalid" and isinstance(found, str | bytes):
-            return _loads(found if isinstance(found, str) else found.decode("utf-8", "replace"))
-        if isinstance(found, dict) and "jsonrpc" in found:
-            return found
+            return found if isinstance(found, str) else found.decode("utf-8", "replace")
     return None
 
 
+def _message_value(error: ValidationError) -> Any:
+    """The JSON value of a line that parsed but fits no JSON-RPC message: the input of an
+    error about the whole value (``5``, ``[]``) or about a key it lacks (``{"foo": 1}``). An
+    object that holds every message kind's keys, each failing, is in no error whole: it is
+    read as an empty object (nothing readable, so an id null answer)."""
+    for detail in error.errors():
+        loc = detail["loc"]  # (the kind of message, then a key of it)
+        whole = len(loc) <= 1 or (detail["type"] == "missing" and len(loc) == 2)
+        if whole and "input" in detail:
+            return detail["input"]
+    return {}
+
+
 def _loads(line: str) -> Any:
-    """``line``'s JSON value, read leniently (see the module docstring), or None if it is not
-    JSON."""
+    """``line``'s JSON value, read leniently (see the module docstring); ValueError if it is
+    not JSON."""
     try:
-        try:
-            return json.loads(line, parse_int=_int, strict=False)
-        except RecursionError:
-            return json.loads(_flatten(line), parse_int=_int, strict=False)
-    except (ValueError, RecursionError):
-        log.info("a request line that is not JSON was dropped (%d characters)", len(line))
-        return None
+        return json.loads(line, parse_int=_int, strict=False)
+    except RecursionError:
+        return json.loads(_flatten(line), parse_int=_int, strict=False)
+
+
+def _parse_error(error: ValueError) -> str:
+    """``Parse error: ...`` in one line: where the JSON broke and the form a line takes."""
+    where = ""
+    if isinstance(error, json.JSONDecodeError):
+        at = "the end of the line" if error.pos >= len(error.doc) else f"column {error.pos + 1}"
+        where = f" ({error.msg.lower()} at {at})"
+    return (
+        f"Parse error: the line is not JSON{where}; send each JSON-RPC message as one "
+        'line of JSON, e.g. {"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    )
 
 
 def _int(digits: str) -> int | float:
@@ -122,19 +164,22 @@ def _mended(value: Any, depth: int) -> Any:
 
 
 def _invalid_request(value: Any, error: Exception) -> SessionMessage | None:
-    """A JSON-RPC "invalid request" answer under the request's id, or None without one (a
-    notification, or a malformed answer to one of the server's own requests: its id is the
-    server's, and an error under it could fail a request of the client's)."""
-    is_request = isinstance(value, dict) and isinstance(value.get("method"), str)
-    request_id = value.get("id") if is_request else None
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        log.info("a JSON line that is no JSON-RPC message was dropped: %s", _first_line(error))
+    """A JSON-RPC "invalid request" answer (see the module docstring for its id), or None for
+    a malformed answer to one of the server's own requests."""
+    asks = isinstance(value, dict) and "method" in value
+    if isinstance(value, dict) and not asks and ("result" in value or "error" in value):
+        log.info("a malformed answer to a server request was dropped: %s", _first_line(error))
         return None
-    message = (
-        'not a valid JSON-RPC request (each needs jsonrpc "2.0", an id, a method and, '
-        "if any, params as an object); fix the request and send it again"
-    )
-    error_data = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    request_id = value.get("id") if asks else None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        request_id = None
+    log.info("a JSON line that is no JSON-RPC message was answered: %s", _first_line(error))
+    message = BATCH if isinstance(value, list) else INVALID_REQUEST
+    return _error(types.INVALID_REQUEST, message, request_id)
+
+
+def _error(code: int, message: str, request_id: int | str | None) -> SessionMessage:
+    error_data = types.ErrorData(code=code, message=message)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error_data))
 
 
@@ -145,8 +190,8 @@ def _first_line(error: Exception) -> str:
 class MendedStream:
     """The transport's read stream, with each refused line mended (or answered) by ``mend``.
 
-    An answer goes straight to ``answers`` (the transport's write stream); everything else
-    passes through as it came.
+    An answer goes straight to ``answers`` (the transport's write stream); a line with nothing
+    to serve or answer goes nowhere; everything else passes through as it came.
     """
 
     def __init__(self, inner: Any, answers: Any) -> None:
@@ -160,11 +205,11 @@ class MendedStream:
     async def receive(self) -> Any:
         while True:
             item = await self._inner.receive()
-            if not isinstance(item, Exception):
-                return item
+            if not isinstance(item, ValidationError):
+                return item  # a message, or a fault of the transport's for the server
             mended = mend(item)
             if mended is None:
-                return item  # (the server logs and drops it)
+                continue
             if isinstance(mended.message, types.JSONRPCError):
                 await self._answers.send(mended)
                 continue
