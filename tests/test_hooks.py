@@ -72,6 +72,47 @@ def run_hook(
     )
 
 
+ENTRIES = {
+    "console script": ["-m", "cortex.entry", "hook", "claude-code"],
+    "hook client": [
+        *("-S", "-I", "-X", "frozen_modules=on"),
+        *(hook_client.__file__, "hook", "claude-code"),
+    ],
+}
+"""The two ways a host runs a hook: ``cortex hook`` and the hook client ``cortex install``
+writes."""
+
+
+def hook_process(
+    home: Path | None,
+    payload: dict[str, Any],
+    *,
+    entry: str = "console script",
+    options: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (),
+    now: str = T0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """One hook process run the ``entry`` way (``options`` before ``hook``, the whole command
+    after ``prefix``), the hook server off unless ``env`` turns it on; with ``home`` None,
+    ``CORTEX_HOME`` only if ``env`` sets it."""
+    full = child_env(home or Path("."), now, CORTEX_HOOK_SERVER="0")
+    if home is None:
+        del full["CORTEX_HOME"]
+    full.update(env or {})
+    command = ENTRIES[entry]
+    at = command.index("hook")
+    return subprocess.run(
+        [*prefix, sys.executable, *command[:at], *options, *command[at:]],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=full,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
 def context_of(result: subprocess.CompletedProcess[bytes], event: str) -> str:
     """The additionalContext of a Claude-shaped answer, checking the shape is exactly that."""
     assert result.returncode == 0, result.stderr
