@@ -64,7 +64,7 @@ from cortex.config import Config, default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import clip, redact
-from cortex.errors import CortexError, ValidationError
+from cortex.errors import CortexError, UnsafeIdError, ValidationError
 from cortex.files import check_id
 from cortex.logs import routed
 from cortex.services.project import harness_project_dir, project_identity
@@ -129,9 +129,12 @@ def handle(
         if env.get("CORTEX_RAISE_ERRORS") == "1" and not isinstance(exc, CortexError):
             raise  # a bug, not bad input: show it where errors are asked for (tests)
         message = _one_line(exc)
-        log_line(home, f"{host} {event.name or '-'} {_short(event.session_id)}: {message}")
+        # Only what was checked: a known event name, a valid session id (a name or id that
+        # failed may have anything glued on, a credential too, which redaction could miss).
+        name = event.name if event.kind else ev.shown_name(event.name) if event.name else "-"
         sid = _safe_id(event.session_id)
-        defer(partial(record_status, home, host, event.name or "-", sid, message))
+        log_line(home, f"{host} {name} {repr(sid[:40]) if sid else '-'}: {message}")
+        defer(partial(record_status, home, host, name, sid, message))
         return ev.render(event, None)
     answer = ev.render(event, _cap(context))
     elapsed = round((time.perf_counter() - started) * 1000, 2)
@@ -195,10 +198,11 @@ def _dispatch(
     defer: Callable[[Callable[[], object]], None],
 ) -> str | None:
     if not event.kind:
-        raise ValidationError(f"event {event.name!r} is not one Cortex handles; ignored")
+        what = "not an event Cortex handles" if event.name else "no event name in the input"
+        raise ValidationError(f"{what}; ignored")
     if event.session_id is None:
         raise ValidationError("no session id in the input; nothing recorded")
-    session_id = check_id(event.session_id)
+    session_id = _checked_id(event.session_id)
     project_dir = _directory(harness_project_dir(env), fallback)
     cwd = _directory(event.cwd, fallback) or project_dir or fallback
     # The host's project directory, when it says, is what the MCP server resolves too; the
@@ -406,8 +410,16 @@ def _one_line(exc: BaseException) -> str:
     return text if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {text}"
 
 
-def _short(session_id: str | None) -> str:
-    return repr(session_id[:40]) if isinstance(session_id, str) else "-"
+def _checked_id(session_id: str) -> str:
+    """``session_id`` when it is safe as a file name; else a ValidationError that says so
+    without quoting it (``check_id``'s own quotes it)."""
+    try:
+        return check_id(session_id)
+    except UnsafeIdError:
+        raise ValidationError(
+            f"invalid session id ({len(session_id)} characters, not shown): use 1-128 letters, "
+            "digits or . _ : @ + - (no '/', no '..'); nothing recorded"
+        ) from None
 
 
 def _safe_id(session_id: str | None) -> str | None:
