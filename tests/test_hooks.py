@@ -72,6 +72,47 @@ def run_hook(
     )
 
 
+ENTRIES = {
+    "console script": ["-m", "cortex.entry", "hook", "claude-code"],
+    "hook client": [
+        *("-S", "-I", "-X", "frozen_modules=on"),
+        *(hook_client.__file__, "hook", "claude-code"),
+    ],
+}
+"""The two ways a host runs a hook: ``cortex hook`` and the hook client ``cortex install``
+writes."""
+
+
+def hook_process(
+    home: Path | None,
+    payload: dict[str, Any],
+    *,
+    entry: str = "console script",
+    options: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (),
+    now: str = T0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """One hook process run the ``entry`` way (``options`` before ``hook``, the whole command
+    after ``prefix``), the hook server off unless ``env`` turns it on; with ``home`` None,
+    ``CORTEX_HOME`` only if ``env`` sets it."""
+    full = child_env(home or Path("."), now, CORTEX_HOOK_SERVER="0")
+    if home is None:
+        del full["CORTEX_HOME"]
+    full.update(env or {})
+    command = ENTRIES[entry]
+    at = command.index("hook")
+    return subprocess.run(
+        [*prefix, sys.executable, *command[:at], *options, *command[at:]],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=full,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
 def context_of(result: subprocess.CompletedProcess[bytes], event: str) -> str:
     """The additionalContext of a Claude-shaped answer, checking the shape is exactly that."""
     assert result.returncode == 0, result.stderr
@@ -495,7 +536,10 @@ def test_an_engine_warning_goes_to_the_hooks_log_and_not_to_stderr(home: Path, r
         (b"not json", "input is not JSON"),
         (b"[1, 2]", "input is a JSON list, not an object"),
         (b'{"hook_event_name": "SessionStart"}', "no session id in the input"),
-        (b'{"hook_event_name": "Teleport", "session_id": "s1"}', "'Teleport' is not one"),
+        (
+            b'{"hook_event_name": "Teleport", "session_id": "s1"}',
+            "<a name of 8 characters> 's1': not an event Cortex handles",
+        ),
         (b'{"hook_event_name": "Stop", "session_id": "../../etc/shadow"}', "invalid session id"),
         (b'{"hook_event_name": "Stop", "session_id": "a/b"}', "invalid session id"),
         (b'{"hook_event_name": "Stop", "session_id": "' + b"x" * 300 + b'"}', "invalid session id"),
@@ -1245,7 +1289,12 @@ def test_the_hook_server_serves_later_events(home: Path, repo: Path) -> None:
         keywords = {k for k, _ in state.topic_state["keywords"]}
         assert {f"tuner_{i}" for i in range(8)} <= keywords
     finally:
-        os.kill(pid, 15)
+        stop_and_wait(home, pid)
+
+
+def stop_and_wait(home: Path, pid: int) -> None:
+    """Stop the hook server ``pid`` of ``home`` (SIGTERM) and wait until it removed its socket."""
+    os.kill(pid, 15)
     deadline = time.monotonic() + 10
     while Path(socket_path(home)).exists():
         assert time.monotonic() < deadline, "the hook server did not clean up"

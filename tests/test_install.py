@@ -336,7 +336,7 @@ def test_doctor_reports_a_failed_event_and_a_broken_database(home: Path, user: P
     result = cortex(home, user, "doctor")
     assert result.returncode == 1
     assert "claude-code: the last event (Stop," in result.stdout
-    assert "failed: invalid session id '../x'" in result.stdout
+    assert "failed: invalid session id (4 characters, not shown)" in result.stdout
     (home / "brain.db").write_bytes(b"this is not a database" * 100)
     broken = cortex(home, user, "doctor")
     assert broken.returncode == 1

@@ -20,7 +20,7 @@ import pytest
 
 from cortex.core.models import PendingTask
 from cortex.errors import ConfigError, StorageError
-from cortex.store import SQLiteStore, migration_names, open_store
+from cortex.store import SQLiteStore, migration_names, open_store, open_store_copy
 from cortex.store.sqlite.db import storage_error
 from store_contract import full_session, session, t
 
@@ -614,3 +614,44 @@ def test_decoded_rows_are_kept_within_a_row_count_and_a_text_budget() -> None:
         records.keep_decoded_sessions(*limits)
         records._decoded.clear()
         records._versions.clear()
+
+
+# -- a copy read without writing (a read-only home's) ---------------------------------------------
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_copy_holds_the_file_and_makes_nothing_beside_it(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        store.save_session(full_session("s1"))
+    before = files_of(tmp_path)
+    assert set(before) == {"brain.db"}  # (closed: its log checkpointed and gone)
+    copy = open_store_copy(tmp_path / "brain.db")
+    try:
+        assert copy.get_session("s1") == full_session("s1")
+        copy.save_session(session("s2", t(2)))  # writes go into the copy alone
+        assert copy.get_session("s2") is not None
+    finally:
+        copy.close()
+    assert files_of(tmp_path) == before  # SQLite's mode=ro would have made -wal and -shm here
+    with SQLiteStore(tmp_path / "brain.db") as store:
+        assert store.get_session("s2") is None
+
+
+def test_a_copy_reads_what_only_the_write_ahead_log_holds(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "brain.db") as writer:  # a writer still running
+        writer.manual_checkpoints()
+        writer.save_session(session("s1", t(1)))
+        assert (tmp_path / "brain.db-wal").stat().st_size > 0
+        copy = open_store_copy(tmp_path / "brain.db")
+        try:
+            assert copy.get_session("s1") is not None
+        finally:
+            copy.close()
+
+
+def test_a_copy_of_a_file_that_is_no_database_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "brain.db"
+    path.write_bytes(b"not a database at all " * 200)
+    with pytest.raises(StorageError, match="is not a Cortex database or is damaged; move it"):
+        open_store_copy(path)

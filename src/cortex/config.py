@@ -443,8 +443,9 @@ SETTINGS: tuple[Setting, ...] = (
         "hook_migrate_max_mb",
         float,
         32.0,
-        "Largest database (MB) a hook migrates itself after an upgrade; a larger one is "
-        "migrated by a background process the hook starts.",
+        "Largest database (MB) a hook migrates itself after an upgrade (a larger one is "
+        "migrated by a background process the hook starts), or copies into memory to answer "
+        "a start from when the home is read-only.",
         0,
         1_000_000,
     ),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from cortex.adapters.hooks.wire import finish, quick_gc
+from cortex.adapters.hooks.wire import EmptyHome, finish, quick_gc, refuse
 from cortex.adapters.hooks.wire import hook_args as parse_hook_args
 
 
@@ -49,7 +49,11 @@ def run() -> None:
 
 def _quick(args: list[str]) -> int | None:
     """The exit code of a hook or a plain command; None for the click command line."""
-    hook_args = parse_hook_args(args)
+    try:
+        hook_args = parse_hook_args(args)
+    except EmptyHome as exc:  # a hook still exits 0
+        refuse(str(exc))
+        return 0
     if hook_args is not None:
         from cortex.adapters.hooks import main as hook_main
 

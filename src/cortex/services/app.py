@@ -11,7 +11,7 @@ turn never imports the memory engine::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from cortex.clock import Clock
@@ -44,6 +44,11 @@ MERGE_SEGMENTS = 8
 """Segments of the full-text index from which it is worth merging (``cortex doctor`` names
 ``cortex db vacuum``; the hook server merges it when it stops for idleness): a search looks up
 each of its terms in every segment."""
+
+
+COPY_METRICS_KEY = b"cortex: the metrics chain of a copy that nobody keeps"
+"""The metrics chain's key in ``Services.open_copy``: given, so that the chain reads or writes
+no key or head file (its events go into the copy, which is dropped)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,29 @@ class Services(Service):
         from cortex.services.metrics import MetricsWriter
 
         return MetricsWriter(self.store, self.metrics_key)
+
+    @classmethod
+    def open_copy(cls, config: Config, clock: Clock | None = None) -> Services:
+        """Every service over an in-memory copy of the home's ``brain.db`` (read without
+        writing beside it: ``open_store_copy``), writing nothing outside that copy either:
+        the metrics chain keeps no key or head file (its key is given: ``COPY_METRICS_KEY``),
+        and every other file the services would write (a session's or the pins' mirror, a
+        task folder's files, file mode's workspace) is under a path no process can create
+        (one under the database file), so those best-effort writes fail. What a home this
+        process cannot write still answers from (a hook's start); StorageError when the
+        file cannot be read that way."""
+        from cortex.store import open_store_copy
+
+        db = config.db_path
+        nowhere = db / "nothing-is-written-here"
+        copy = replace(
+            config,
+            sessions_dir=nowhere,
+            working_memory_path=nowhere / "working_memory.json",
+            tasks_root=nowhere,
+            file_mode_workspace=nowhere,
+        )
+        return cls(open_store_copy(db), copy, clock, metrics_key=COPY_METRICS_KEY)
 
     @classmethod
     def remote(cls, config: Config, clock: Clock | None) -> Services:

@@ -30,6 +30,7 @@ __all__ = [
     "migration_names",
     "open_shared_store",
     "open_store",
+    "open_store_copy",
     "postgres_url",
 ]
 
@@ -104,6 +105,20 @@ def open_store(
             migrate_max_bytes=migrate_max_bytes,
             busy_timeout_ms=busy_timeout_ms,
         )
+    return store
+
+
+def open_store_copy(path: str | Path) -> Store:
+    """An in-memory store holding a copy of the SQLite database at ``path``, read without
+    writing anything beside it and migrated in memory (``SQLiteStore.copy_of``): what a home
+    this process cannot write can still be read for. Its writes go nowhere.
+
+    Raises:
+        StorageError: the file cannot be read (whole and unchanged) without writing.
+    """
+    from cortex.store.sqlite.store import SQLiteStore
+
+    store: Store = SQLiteStore.copy_of(path)  # mypy checks the protocol here
     return store
 
 

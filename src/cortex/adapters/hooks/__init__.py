@@ -29,10 +29,13 @@ from cortex.adapters.hooks.wire import (
     MAX_INPUT_BYTES,
     OWNER_VAR,
     STDIN_TIMEOUT_SECONDS,
+    EmptyHome,
+    check_home,
     current_dir,
     event_env,
     home_dir,
     read_stdin,
+    refuse,
     request,
     server_enabled,
     write,
@@ -58,6 +61,8 @@ def main(argv: list[str], read: tuple[bytes, str | None] | None = None) -> int:
     """
     try:
         _run(argv, read)
+    except EmptyHome as exc:
+        refuse(str(exc))
     except BaseException as exc:  # noqa: BLE001 - a hook never fails its host
         if os.environ.get("CORTEX_RAISE_ERRORS") == "1" and isinstance(exc, Exception):
             raise
@@ -72,6 +77,7 @@ def _run(argv: list[str], read: tuple[bytes, str | None] | None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return
+    check_home(os.environ.get("CORTEX_HOME"))
     host = argv[0]
     if host not in HOSTS:
         _log(f"unknown host {host[:40]!r}; use one of {', '.join(HOSTS)}")

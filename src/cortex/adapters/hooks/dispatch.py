@@ -51,7 +51,14 @@ from pathlib import Path
 from cortex.adapters.hooks import OWNER_VAR
 from cortex.adapters.hooks import events as ev
 from cortex.adapters.hooks.events import HookEvent
-from cortex.adapters.hooks.hook import Hook, ServicesCache, run_now
+from cortex.adapters.hooks.hook import (
+    Hook,
+    ReadOnlyHome,
+    ServicesCache,
+    copy_services,
+    read_only,
+    run_now,
+)
 from cortex.adapters.hooks.state import (
     log_line,
     prune_session_states,
@@ -64,7 +71,7 @@ from cortex.config import Config, default_home, load_config
 from cortex.core.models import RestoredSessionContext, SessionState
 from cortex.core.preamble import format_pins_block
 from cortex.core.redaction import clip, redact
-from cortex.errors import CortexError, ValidationError
+from cortex.errors import CortexError, StorageError, UnsafeIdError, ValidationError
 from cortex.files import check_id
 from cortex.logs import routed
 from cortex.services.project import harness_project_dir, project_identity
@@ -73,6 +80,7 @@ TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not i
 if TYPE_CHECKING:
     from typing import Any
 
+    from cortex.services.app import Services
     from cortex.services.compaction import CompactionService
 
 MAX_CONTEXT_CHARS = 8_000
@@ -129,10 +137,14 @@ def handle(
         if env.get("CORTEX_RAISE_ERRORS") == "1" and not isinstance(exc, CortexError):
             raise  # a bug, not bad input: show it where errors are asked for (tests)
         message = _one_line(exc)
-        log_line(home, f"{host} {event.name or '-'} {_short(event.session_id)}: {message}")
+        # Only what was checked: a known event name, a valid session id (a name or id that
+        # failed may have anything glued on, a credential too, which redaction could miss).
+        name = event.name if event.kind else ev.shown_name(event.name) if event.name else "-"
         sid = _safe_id(event.session_id)
-        defer(partial(record_status, home, host, event.name or "-", sid, message))
-        return ev.render(event, None)
+        log_line(home, f"{host} {name} {repr(sid[:40]) if sid else '-'}: {message}")
+        defer(partial(record_status, home, host, name, sid, message))
+        answer = exc.answer if isinstance(exc, ReadOnlyHome) else None
+        return ev.render(event, _cap(answer))
     answer = ev.render(event, _cap(context))
     elapsed = round((time.perf_counter() - started) * 1000, 2)
     defer(partial(record_status, home, host, event.name, event.session_id, None))
@@ -195,24 +207,79 @@ def _dispatch(
     defer: Callable[[Callable[[], object]], None],
 ) -> str | None:
     if not event.kind:
-        raise ValidationError(f"event {event.name!r} is not one Cortex handles; ignored")
+        what = "not an event Cortex handles" if event.name else "no event name in the input"
+        raise ValidationError(f"{what}; ignored")
     if event.session_id is None:
         raise ValidationError("no session id in the input; nothing recorded")
-    session_id = check_id(event.session_id)
-    project_dir = _directory(harness_project_dir(env), fallback)
-    cwd = _directory(event.cwd, fallback) or project_dir or fallback
-    # The host's project directory, when it says, is what the MCP server resolves too; the
-    # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
-    identity = project_identity(project_dir or cwd, home / "cache", env)
-    services = cache.open(_hook_config(env), _clock(env))
-    hook = Hook(
-        event, session_id, identity, cwd, home, services, owner_pid=_owner(env), defer=defer
-    )
+    session_id = _checked_id(event.session_id)
+    make = partial(_hook, event, session_id, env, home, fallback)
+    config, clock = _hook_config(env), _clock(env)
+    unwritable = None if config.server_url else read_only(config)
+    if unwritable is not None:  # (asked first: SQLite would make its log files there)
+        raise _read_only(event, make, config, clock, unwritable)
+    services = cache.open(config, clock)
+    hook = make(services, home / "cache", defer)
     try:
         with services.sessions.transaction(defer):
             return HANDLERS[event.kind](hook)
     finally:
         cache.release()
+
+
+def _hook(
+    event: HookEvent,
+    session_id: str,
+    env: Mapping[str, str],
+    home: Path,
+    fallback: str,
+    services: Services,
+    cache_dir: Path | None,
+    defer: Callable[[Callable[[], object]], None],
+) -> Hook:
+    """The event's unit of work over ``services``; its project's git lookups cached in
+    ``cache_dir`` (None: not cached)."""
+    project_dir = _directory(harness_project_dir(env), fallback)
+    cwd = _directory(event.cwd, fallback) or project_dir or fallback
+    # The host's project directory, when it says, is what the MCP server resolves too; the
+    # event's cwd follows `cd` (into a sibling repository, say) and is only a signal.
+    identity = project_identity(project_dir or cwd, cache_dir, env)
+    return Hook(
+        event, session_id, identity, cwd, home, services, owner_pid=_owner(env), defer=defer
+    )
+
+
+def _read_only(
+    event: HookEvent,
+    make: Callable[[Services, Path | None, Callable[[Callable[[], object]], None]], Hook],
+    config: Config,
+    clock: Clock,
+    unwritable: str,
+) -> ReadOnlyHome:
+    """What an event comes to in a home this process cannot write (``unwritable``: what
+    ``read_only`` says it cannot write). A start answers what it would from a copy of the
+    database, run as any start and then dropped with what it wrote (``copy_services``), as
+    are the hooks' own files and the engine's lines about what it could not write; any other
+    event is refused. Either way nothing is stored, and the one line the caller logs says
+    why."""
+    said = f"{unwritable} is read-only to this process"
+    fix = "make it writable, or point CORTEX_HOME at a writable home"
+    if event.kind != ev.START:
+        return ReadOnlyHome(f"{said}: nothing recorded; {fix}")
+    try:
+        services = copy_services(config, clock)
+    except StorageError as exc:
+        return ReadOnlyHome(f"{said}: nothing restored or recorded ({exc}); {fix}")
+    try:
+        with routed(_dropped), services.sessions.transaction(_dropped):
+            answer = on_start(make(services, None, _dropped))
+    finally:
+        services.close()
+    said += ": answered from a copy of its database, stored nothing"
+    return ReadOnlyHome(f"{said}; {fix}", answer)
+
+
+def _dropped(_: object) -> None:
+    """Where a read-only home's bookkeeping steps and engine lines go: nowhere."""
 
 
 def _directory(path: str | None, base: str) -> str | None:
@@ -403,11 +470,20 @@ def _cap(text: str | None) -> str | None:
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {text}"
+    said = isinstance(exc, (ValidationError, ReadOnlyHome))
+    return text if said else f"{type(exc).__name__}: {text}"
 
 
-def _short(session_id: str | None) -> str:
-    return repr(session_id[:40]) if isinstance(session_id, str) else "-"
+def _checked_id(session_id: str) -> str:
+    """``session_id`` when it is safe as a file name; else a ValidationError that says so
+    without quoting it (``check_id``'s own quotes it)."""
+    try:
+        return check_id(session_id)
+    except UnsafeIdError:
+        raise ValidationError(
+            f"invalid session id ({len(session_id)} characters, not shown): use 1-128 letters, "
+            "digits or . _ : @ + - (no '/', no '..'); nothing recorded"
+        ) from None
 
 
 def _safe_id(session_id: str | None) -> str | None:

@@ -69,6 +69,24 @@ KINDS: dict[str, dict[str, str]] = {
         "sessionEnd": END,
     },
 }
+KNOWN_NAMES = frozenset(name for names in KINDS.values() for name in names)
+"""Every event name some host's table knows."""
+
+
+def shown_name(name: str) -> str:
+    """How an event's name appears in ``hooks.log`` and the host's status: quoted when some
+    host's table knows it, else only the known name it begins with (if any) and how many
+    characters follow: ``<'PreCompact' and 20 more characters>``. A name no table knows was
+    never checked, and whatever a host or a hostile input glued onto it (a token) is not
+    written anywhere; redaction would miss a credential that follows a letter."""
+    if name in KNOWN_NAMES:
+        return repr(name)
+    known = max((k for k in KNOWN_NAMES if name.startswith(k)), key=len, default="")
+    if not known:
+        return f"<a name of {len(name)} characters>"
+    return f"<{known!r} and {len(name) - len(known)} more characters>"
+
+
 PROMPT_CONTEXT_HOSTS = frozenset({"claude-code", "codex", "gemini"})
 """Hosts that accept context from the prompt event (Cursor's beforeSubmitPrompt does not)."""
 

@@ -2,11 +2,14 @@
 its hook-state file; start and ensure-open) and the services it runs on.
 
 ``ServicesCache`` keeps the database open between events in the hook server, each event
-getting the services under its own settings and clock.
+getting the services under its own settings and clock. A home this process cannot write (a
+read-only folder, file or mount: ``read_only``) gets the services of ``copy_services``: an
+in-memory copy of its database that writes nowhere, which a start answers from.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,6 +24,7 @@ from cortex.errors import (
     ConflictError,
     CortexError,
     MigrationDeferredError,
+    StorageError,
     UnavailableError,
 )
 from cortex.services.app import Services
@@ -245,6 +249,43 @@ def _open(config: Config, clock: Clock, busy_timeout_ms: int | None) -> Services
         from cortex.adapters.hooks.upgrade import open_after_migration
 
         return open_after_migration(config.home, opener)
+
+
+class ReadOnlyHome(StorageError):
+    """An event in a home this process cannot write, of which nothing was stored; ``answer``
+    is what a start answered from a copy of the home's database (None: nothing)."""
+
+    def __init__(self, message: str, answer: str | None = None) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
+def read_only(config: Config) -> str | None:
+    """Which of the home this process cannot write, when the home holds a database it can
+    read (a read-only folder, file or mount: ``os.access`` asks the system, which also knows
+    a process that may write whatever the modes say); else None (the store's own error says
+    what is wrong with a home with no readable database)."""
+    home, db = config.home, config.db_path
+    if os.access(db, os.W_OK) and os.access(home, os.W_OK):
+        return None
+    if not (os.path.isfile(db) and os.access(db, os.R_OK)):
+        return None
+    return f"the home {home}" if not os.access(home, os.W_OK) else str(db)
+
+
+def copy_services(config: Config, clock: Clock) -> Services:
+    """The services over an in-memory copy of the home's database that write nothing
+    (``Services.open_copy``), for a home this process cannot write. A database larger than
+    ``hook_migrate_max_mb`` is not copied (StorageError): a hook's host waits seconds, not
+    what a large copy takes, and the hook would hold it all in memory."""
+    db = config.db_path
+    size, limit = db.stat().st_size, config.hook_migrate_max_mb * 2**20
+    if size > limit:
+        raise StorageError(
+            f"database {db} is {size / 2**20:,.0f} MB, more than a hook copies into memory "
+            f"(hook_migrate_max_mb = {config.hook_migrate_max_mb:g})"
+        )
+    return Services.open_copy(config, clock)
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

@@ -66,8 +66,12 @@ STAMP_CHECK_SECONDS = 1.0
 def spawn(home: str, env: Mapping[str, str]) -> None:
     """Start a server for ``home`` in the background, unless one was started moments ago,
     with the hook's environment ``env`` (without its harness's pid: the server outlives it) and
-    the caches off from its first import (see ``main``)."""
+    the caches off from its first import (see ``main``). Not for a home whose database this
+    process cannot write: its hooks store nothing there, the server's files neither."""
     if not usable(socket_path(home)):
+        return
+    database = os.path.join(home, "brain.db")
+    if os.path.exists(database) and not os.access(database, os.W_OK):
         return
     detach(
         home,

@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
     try:
         args = hook_args(argv)
         if args and not args[0].startswith("-"):
+            check_home(posix.environ.get(b"CORTEX_HOME"))
             read = read_stdin(MAX_INPUT_BYTES, STDIN_TIMEOUT_SECONDS)
             env = event_env()
             if read[1] is None and server_enabled(env):
@@ -87,6 +88,9 @@ def main(argv: list[str]) -> int:
                     write(output)
                     return 0
         return _in_process(args if args is not None else [], read)
+    except EmptyHome as exc:
+        refuse(str(exc))
+        return 0
     except BaseException as exc:  # noqa: BLE001 - a hook never fails its host
         if posix.environ.get(b"CORTEX_RAISE_ERRORS") == b"1" and isinstance(exc, Exception):
             raise
@@ -168,7 +172,8 @@ def hook_args(args: list[str]) -> list[str] | None:
 
     Applies the global options to the environment on the way (``--home`` is ``CORTEX_HOME``,
     ``--now`` is ``CORTEX_NOW``, ``--set NAME=VALUE`` is ``CORTEX_NAME``); None for any other
-    command.
+    command. A hook given an empty ``--home`` (``--home "$UNSET"``) is ``EmptyHome``: not the
+    default home, where its events would go unasked, as the command line refuses it too.
     """
     env: dict[str, str] = {}
     index = 0
@@ -184,6 +189,8 @@ def hook_args(args: list[str]) -> list[str] | None:
         elif arg == "--json":
             index += 1
         elif arg == "hook":
+            if not env.get("CORTEX_HOME", "-").strip():
+                raise EmptyHome(EMPTY_HOME.format("--home"))
             for key, setting in env.items():  # as ``os.environ[key] = setting`` does
                 posix.putenv(key, setting)
                 posix.environ[_encode(key)] = _encode(setting)  # what os.environ reads
@@ -191,6 +198,31 @@ def hook_args(args: list[str]) -> list[str] | None:
         else:
             return None
     return None
+
+
+EMPTY_HOME = "{} is empty; omit it for the default home or give a directory (nothing recorded)"
+
+
+class EmptyHome(ValueError):
+    """A hook's home given as an empty or blank text: no home, so nothing is recorded (nor
+    logged but on stderr: ``refuse``)."""
+
+
+def check_home(raw: "bytes | str | None") -> None:
+    """``EmptyHome`` for a ``CORTEX_HOME`` of spaces alone, which the command line refuses
+    and the hook would take for a folder of that name in the project. An empty one is unset,
+    for the hook as for the command line: the default home."""
+    if raw and not raw.strip():
+        raise EmptyHome(EMPTY_HOME.format("CORTEX_HOME"))
+
+
+def refuse(problem: str) -> None:
+    """Say ``problem`` in one line on stderr: a hook with no home has no log."""
+    try:
+        sys.stderr.write(f"cortex hook: {problem}\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # (None: started with no stderr)
+        pass
 
 
 def _apply(option: str, value: str, env: dict[str, str]) -> None:

@@ -111,6 +111,69 @@ def storage_error(exc: sqlite3.Error, url: str) -> StorageError:
     return StorageError(msg)
 
 
+def copy_read_only(path: Path, target: sqlite3.Connection) -> None:
+    """Copy the database at ``path`` into ``target`` (an in-memory one) without writing a byte
+    beside it: what a home this process cannot write (a read-only folder, file or mount) can
+    still be read for.
+
+    A file whose write-ahead log holds commits is read as SQLite reads a read-only file
+    (``mode=ro``), through the log and its shared-memory file; where those cannot be read
+    (the log is there, the shared-memory file is not and cannot be made) it is a
+    StorageError: what the file alone holds is stale. A file with no log or an empty one
+    (every commit checkpointed into it, as a clean close leaves it) is read as a file
+    nothing writes (``immutable=1``): ``mode=ro`` would create the log files in a folder it
+    can write. It is taken only if it is unchanged after the copy and still has an empty log
+    at most: a writer that came meanwhile would have written its log.
+    """
+    if _wal_bytes(path):
+        try:
+            _backup(f"{_file_uri(path)}?mode=ro", target)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                f"database {path} cannot be read here: its write-ahead log holds commits that "
+                f"only a process that can write {path.parent} can read ({one_line(exc)}); "
+                "make it writable, or run a cortex command there as its owner"
+            ) from exc
+        return
+    before = _identity(path)
+    try:
+        _backup(f"{_file_uri(path)}?immutable=1", target)
+    except sqlite3.DatabaseError as exc:
+        raise storage_error(exc, str(path)) from exc
+    if _wal_bytes(path) or _identity(path) != before:
+        raise StorageError(f"database {path} changed while it was read; retry")
+
+
+def _backup(uri: str, target: sqlite3.Connection) -> None:
+    source = sqlite3.connect(uri, uri=True)
+    try:
+        source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens it: fails here
+        source.backup(target)
+    finally:
+        source.close()
+
+
+def _file_uri(path: Path) -> str:
+    """``path`` as a SQLite ``file:`` URI (``%``, ``?`` and ``#`` escaped)."""
+    text = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{text}"
+
+
+def _wal_bytes(path: Path) -> int:
+    try:
+        return os.stat(f"{path}-wal").st_size
+    except OSError:
+        return 0
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def _prepare_file(path: Path) -> None:
     """Create the parent directory (0700) and the database file (0600) if they are missing."""
     ensure_dir(path.parent)

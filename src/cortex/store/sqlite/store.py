@@ -16,7 +16,7 @@ from pathlib import Path
 from cortex.store import DEFAULT_TENANT
 from cortex.store.methods import HygieneMethods, RegistryMethods, TaskMethods
 from cortex.store.records import prefix_bounds, prefix_query, project_known_query
-from cortex.store.sqlite.db import MEMORY, Database
+from cortex.store.sqlite.db import MEMORY, Database, copy_read_only
 from cortex.store.sqlite.leases import LeaseRepository
 from cortex.store.sqlite.metrics import AuditRepository, MetricRepository
 from cortex.store.sqlite.sessions import SessionRepository
@@ -97,6 +97,20 @@ class SQLiteStore(RegistryMethods, HygieneMethods, TaskMethods):
             except BaseException:
                 db.close()
                 raise
+
+    @classmethod
+    def copy_of(cls, path: str | Path) -> SQLiteStore:
+        """An in-memory store holding a copy of the database at ``path``, read without writing
+        anything there (``copy_read_only``) and migrated in memory: the store of a home this
+        process cannot write, whose writes go nowhere. StorageError when it cannot be read."""
+        store = cls(MEMORY, migrate=False)
+        try:
+            copy_read_only(Path(path), store.connection)
+            store.migrate()
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     # The repositories both backends share, built (and their modules imported) at first use.
     @cached_property
