@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -186,8 +187,11 @@ def test_continue_chain_and_shutdown(bridge: Bridge, clock: FixedClock) -> None:
         ([], "a request is an object"),
         ({"id": 3}, "no method; use one of: after_tool_call, agent_end,"),
         ({"id": 3, "method": "drop_tables"}, "unknown method 'drop_tables'; use one of: "),
-        ({"id": 3, "method": "ping", "params": [1]}, "params must be an object"),
-        ({"id": 3, "method": "pin", "params": {"label": "x"}}, "no session yet"),
+        ({"id": 3, "method": "ping", "params": [1]}, "params must be an object, not an array"),
+        ({"id": 3, "method": "ping", "params": []}, "params must be an object, not an array"),
+        ({"id": 3, "method": "ping", "params": False}, "params must be an object, not a boolean"),
+        ({"id": 3, "method": "ping", "params": ""}, "params must be an object, not a string"),
+        ({"id": 3, "method": "pin", "params": {"label": "x", "content": "y"}}, "no session yet"),
     ],
 )
 def test_bad_requests_get_one_line_errors(bridge: Bridge, request_: Any, message: str) -> None:
@@ -197,8 +201,8 @@ def test_bad_requests_get_one_line_errors(bridge: Bridge, request_: Any, message
 def test_bad_parameters_are_validation_errors(bridge: Bridge) -> None:
     call(bridge, "session_start", session_key="k")
     cases = [
-        ({"label": 5, "content": "x"}, "label must be a string, not int"),
-        ({"label": "x"}, "content is required"),
+        ({"label": 5, "content": "x"}, "label must be a string, not a number"),
+        ({"label": "x"}, 'content is required; send e.g. "content": "text"'),
         ({"label": "x", "content": "y", "critical": "yes"}, "critical must be true or false"),
         ({"label": "x", "content": "y", "confidence": "high"}, "confidence must be a number"),
         ({"label": "x", "content": "y", "confidence": 3}, "confidence 3.0 is outside 0-1"),
@@ -214,6 +218,200 @@ def test_bad_parameters_are_validation_errors(bridge: Bridge) -> None:
         "message": "invalid session id '../../etc': use 1-128 letters, digits or . _ : @ + - "
         "(no '/', no '..'), e.g. a UUID",
     }
+
+
+MESSAGES = '"messages": [{"role": "user", "content": "text"}]'
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        # an array of strings: never a string taken as an array of one, never an item
+        # dropped or written as text
+        (
+            "after_tool_call",
+            {"derived_paths": "src/app.py"},
+            "derived_paths must be an array of strings, not a string; "
+            'send e.g. "derived_paths": ["text"]',
+        ),
+        (
+            "after_tool_call",
+            {"derived_paths": ["src/app.py", 7]},
+            'derived_paths[1] must be a string, not a number; send e.g. "derived_paths": ["text"]',
+        ),
+        (
+            "agent_end",
+            {"categories": ["bug", None]},
+            'categories[1] must be a string, not null; send e.g. "categories": ["text"]',
+        ),
+        (
+            "session_start",
+            {"keywords": {"a": 1}},
+            'keywords must be an array of strings, not an object; send e.g. "keywords": ["text"]',
+        ),
+        # an object: never false, 0, "" or [] taken for {}
+        (
+            "after_tool_call",
+            {"params": []},
+            'params must be an object, not an array; send e.g. "params": {"key": "value"}',
+        ),
+        (
+            "after_tool_call",
+            {"params": "ls -la"},
+            'params must be an object, not a string; send e.g. "params": {"key": "value"}',
+        ),
+        # messages: an array of message objects, never a string read as no text
+        (
+            "agent_end",
+            {"messages": "all done"},
+            f"messages must be an array of messages, not a string; send e.g. {MESSAGES}",
+        ),
+        (
+            "before_compaction",
+            {"messages": ["all done"]},
+            f"messages[0] must be an object, not a string; send e.g. {MESSAGES}",
+        ),
+        (
+            "agent_end",
+            {"messages": [{"role": "assistant", "content": 5}]},
+            f"messages[0].content must be a string or an array, not a number; send e.g. {MESSAGES}",
+        ),
+        (
+            "agent_end",
+            {"messages": [{"role": "assistant", "content": [{"type": "text", "text": 5}]}]},
+            f"messages[0].content[0].text must be a string, not a number; send e.g. {MESSAGES}",
+        ),
+        (
+            "agent_end",
+            {"messages": [{"role": 1, "content": "x"}]},
+            f"messages[0].role must be a string, not a number; send e.g. {MESSAGES}",
+        ),
+        # booleans: true or false only; numbers: never a string or a boolean
+        (
+            "before_prompt_build",
+            {"with_pins": "false"},
+            'with_pins must be true or false, not a string; send e.g. "with_pins": true',
+        ),
+        (
+            "pin",
+            {"label": "a", "content": "b", "critical": 1},
+            'critical must be true or false, not a number; send e.g. "critical": false',
+        ),
+        (
+            "pin",
+            {"label": "a", "content": "b", "confidence": True},
+            'confidence must be a number, not a boolean; send e.g. "confidence": 1.0',
+        ),
+        ("chain", {"depth": "5"}, 'depth must be a number, not a string; send e.g. "depth": 5'),
+        (
+            "shutdown",
+            {"end_sessions": "no"},
+            'end_sessions must be true or false, not a string; send e.g. "end_sessions": true',
+        ),
+        # strings
+        (
+            "before_prompt_build",
+            {"prompt": ["deploy"]},
+            'prompt must be a string, not an array; send e.g. "prompt": "text"',
+        ),
+        (
+            "session_end",
+            {"reason": 5},
+            'reason must be a string, not a number; send e.g. "reason": "text"',
+        ),
+    ],
+)
+def test_a_parameter_of_another_json_type_is_refused_naming_it(
+    bridge: Bridge, method: str, params: dict[str, Any], message: str
+) -> None:
+    sid = call(bridge, "session_start", session_key="k")["session_id"]
+    before = bridge.sessions.resolve(sid)
+    got = error(bridge, {"id": 9, "method": method, "params": {"session_key": "k", **params}})
+    assert got == {"type": "ValidationError", "status": 400, "message": message}
+    assert bridge.sessions.resolve(sid) == before and not bridge.stopping
+
+
+DOCUMENTED = {
+    # a JSON type as docs/mcp.md's table names it: a value of another type, and the words
+    # of the refusal
+    "string": (5, "a string"),
+    "boolean": ("true", "true or false"),
+    "number": ("0.5", "a number"),
+    "integer": ("5", "a number"),
+    "object": ([], "an object"),
+    "array of strings": ("text", "an array of strings"),
+    "array of messages": ("text", "an array of messages"),
+}
+REQUIRED = {
+    "pin": {"label": "a", "content": "b"},
+    "unpin": {"label": "a"},
+    "session_continue": {"target_session_id": "s-1"},
+    "memory_remember": {"content": "x"},
+}
+
+
+def documented_parameters() -> list[tuple[str, str, str]]:
+    """(method, parameter, JSON type) of each row of docs/mcp.md's bridge parameter table."""
+    text = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    table = text.split("| method | parameters (JSON type) |", 1)[1].split("\n\n", 1)[0]
+    found = []
+    for row in table.splitlines()[2:]:
+        method_cell, params_cell = row.strip("| ").split(" | ")
+        method = re.findall(r"`([a-z_]+)`", method_cell)[0]
+        for name, kind in re.findall(r"`([a-z_]+)`: ([a-z ]+?)(?: \(|;|$)", params_cell):
+            found.append((method, name, kind))
+    return found
+
+
+def test_the_documented_parameters_take_their_documented_types(bridge: Bridge) -> None:
+    documented = documented_parameters()
+    assert len(documented) == 34 and {kind for *_, kind in documented} == set(DOCUMENTED)
+    call(bridge, "session_start", session_key="k")
+    for method, name, kind in documented:
+        wrong, words = DOCUMENTED[kind]
+        params = {"session_key": "k", **REQUIRED.get(method, {}), name: wrong}
+        got = error(bridge, {"id": 1, "method": method, "params": params})
+        assert got["message"].startswith(f"{name} must be {words}, not "), (method, got)
+
+
+def test_a_refused_request_does_nothing(bridge: Bridge) -> None:
+    """Parameters are read before anything is written: the request can be sent again."""
+    sid = call(bridge, "session_start", session_key="k")["session_id"]
+    prompt = {"session_key": "k", "prompt": "deploy it", "with_pins": 1}
+    error(bridge, {"id": 1, "method": "before_prompt_build", "params": prompt})
+    assert bridge.events.events(sid) == []  # the prompt was not recorded before the refusal
+    error(bridge, {"id": 2, "method": "pin", "params": {"session_key": "new", "label": 5}})
+    assert "new" not in bridge.bindings and bridge.opened == [sid]  # no session started
+
+
+def test_null_is_an_omitted_parameter(bridge: Bridge) -> None:
+    sid = call(bridge, "session_start", session_key="k", keywords=None)["session_id"]
+    nulls = {"session_key": "k", "session_id": None, "project": None}
+    assert call(bridge, "after_tool_call", **nulls, params=None, derived_paths=None)
+    assert call(bridge, "agent_end", **nulls, messages=None, text="shipped", categories=None)
+    pin = call(bridge, "pin", **nulls, label="a", content="b", critical=None, confidence=None)
+    assert pin["pin"]["importance"] != "CRITICAL" and pin["pin"]["confidence"] == 1.0
+    built = call(bridge, "before_prompt_build", **nulls, prompt=None, with_pins=None)
+    assert built["pins"] == built["prepend_context"]  # with_pins: null is its default, true
+    assert [s["session_id"] for s in call(bridge, "chain", **nulls, depth=None)["sessions"]] == [
+        sid
+    ]
+    assert "shipped" in bridge.sessions.resolve(sid).hot_topics
+
+
+def test_the_documented_types_are_taken(bridge: Bridge) -> None:
+    """What the plugin sends, and what an integer stands for in a number (``5.0`` too)."""
+    sid = call(bridge, "session_start", session_key="k", keywords=["radio"])["session_id"]
+    tool = {"tool_name": "edit", "params": {"path": "src/serial.py"}}
+    call(bridge, "after_tool_call", session_key="k", derived_paths=["src/serial.py"], **tool)
+    blocks = [{"type": "image", "source": {}}, {"type": "text", "text": "baud fixed"}]
+    messages = [{"role": "user", "content": "fix"}, {"role": "assistant", "content": blocks}]
+    call(bridge, "agent_end", session_key="k", categories=["bugfix"], messages=messages)
+    call(bridge, "pin", session_key="k", label="a", content="b", critical=True, confidence=1)
+    assert len(call(bridge, "chain", session_key="k", depth=5.0)["sessions"]) == 1
+    state = bridge.sessions.resolve(sid)
+    assert "baud" in state.hot_topics and state.working_memory[0].confidence == 1.0
+    assert [e.content for e in bridge.events.events(sid)] == ["baud fixed"]
 
 
 JSON = st.recursive(
@@ -359,6 +557,10 @@ def test_non_finite_numbers_are_refused_and_never_written(home: Path) -> None:
         b' "params": {"session_key": "k", "label": "x", "content": "y", "confidence": 1e400}}',
         b"[" * 100_000,
         b'{"id": 9, "method": "chain", "params": {"session_key": "k", "depth": 2.0}}',
+        b'{"id": 10, "method": "chain", "params": {"session_key": "k", "depth": 1%s}}'
+        % (b"0" * 400),  # an integer past a float's range: no unexpected OverflowError
+        b'{"id": 11, "method": "pin", "params": {"session_key": "k", "label": "x",'
+        b' "content": "y", "confidence": -1%s}}' % (b"0" * 400),
     ]
     stdout = io.BytesIO()
     with Services.open(load_config(home, {}, {})) as services:
@@ -378,6 +580,8 @@ def test_non_finite_numbers_are_refused_and_never_written(home: Path) -> None:
         (None, "not JSON: number 1e400 is out of range; send a finite number"),
         (None, "not JSON: nested too deeply"),
         (9, None),
+        (10, 'depth must be a finite number; send e.g. "depth": 5'),
+        (11, 'confidence must be a finite number; send e.g. "confidence": 1.0'),
     ]
     assert {a["error"]["status"] for a in answers if "error" in a} == {400}
 

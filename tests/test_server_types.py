@@ -1,6 +1,7 @@
 """Request bodies take the JSON types ``/openapi.json`` declares and no others: a string for an
-integer, a number or a boolean, or a number for a boolean, is a 422 naming the field (never
-converted), on the direct routes and FastAPI's alike; query parameters still parse."""
+integer, a number, a boolean or an array, or a number for a boolean, is a 422 naming the field
+(never converted), on the direct routes and FastAPI's alike; what JSON has no type for (a
+date-time, an enum) is a string as before, and query parameters still parse."""
 
 from __future__ import annotations
 
@@ -80,6 +81,13 @@ def test_a_value_of_another_json_type_is_a_422_naming_the_field(
         ),  # fmt: skip
         ("POST", "/v1/memories/consolidate", {"dry_run": "false"}, "dry_run", "boolean"),
         ("PUT", "/v1/tasks/t-1", {"title": 5}, "title", "string"),
+        # an array is never a string (nor a comma list), and its items keep their type too
+        ("POST", "/v1/sessions/start", {"keywords": "deploy"}, "keywords", "list"),
+        ("POST", "/v1/sessions/start", {"keywords": ["deploy", 1]}, "keywords.1", "string"),
+        ("POST", f"/v1/sessions/{sid}/turns", {"files": "src/app.py"}, "files", "list"),
+        ("POST", f"/v1/sessions/{sid}/turns", {"tool_input": "ls"}, "tool_input", "dictionary"),
+        ("POST", "/v1/memories/add", {"content": "x", "tags": "a,b"}, "tags", "list"),
+        ("POST", "/v1/memories/search", {"query": "x", "types": "note"}, "types", "list"),
     ]
     for method, path, body, field, kind in wrong:
         response = client.request(method, path, json=body, headers=auth(key))
@@ -109,6 +117,10 @@ def test_the_forms_the_document_allows_are_still_taken(served: tuple[TestClient,
     assert len(found["results"]) == 1
     listed = call(client, key, "POST", "/v1/memories/list", {"limit": 10.0, "offset": 0.0})
     assert len(listed["memories"]) == 1
+    # what JSON has no type for: a date-time as an ISO 8601 string, an enum as its value
+    frozen = {"content": "Freeze until Friday", "expires_at": "2999-01-01T00:00:00Z"}
+    later = call(client, key, "POST", "/v1/memories/add", frozen | {"scope": "global"})
+    assert (later["expires_at"], later["scope"]) == ("2999-01-01T00:00:00.000000Z", "global")
     # query parameters arrive as strings and parse as before
     assert call(client, key, "GET", "/v1/sessions?limit=5&offset=0&open=true")["sessions"]
     assert call(client, key, "GET", f"/v1/sessions/{sid}/events?limit=3&meaningful_only=true")

@@ -191,6 +191,47 @@ test("file mode: memory files in, checkpoint and snapshot out, remember", { skip
   assert.match(readFileSync(join(workspace, "memory", snapshots[0]), "utf8"), /log the QSO/);
 });
 
+test("every hook sends the bridge the JSON types it takes, whatever OpenClaw leaves out", { skip }, async (t) => {
+  // The bridge refuses a parameter of another JSON type (a string for a list, "true" for a
+  // boolean): the events OpenClaw sends, with their optional fields absent, must never be.
+  const { api, service, workspace } = setup(t);
+  const on = (name, event, ctx) => api.hooks.get(name)(event, ctx);
+  await service.start({ workspaceDir: workspace });
+  t.after(() => service.stop());
+  const ctx = { sessionId: "oc-1" };
+  const blocks = [
+    { type: "text", text: "deployed" },
+    { type: "toolCall", id: "c1", name: "exec", arguments: { command: "make" } },
+    { type: "image", data: "AAAA", mimeType: "image/png" },
+  ];
+  const events = [
+    ["session_start", { sessionId: "oc-1" }, {}],
+    ["session_start", {}, { sessionId: "oc-1", agentId: "main" }],
+    ["before_prompt_build", { prompt: "deploy" }, ctx],
+    ["before_prompt_build", { currentUserMessage: "deploy", prompt: "deploy" }, ctx],
+    ["before_prompt_build", {}, ctx],
+    ["after_tool_call", { toolName: "exec", params: { command: "make", timeout: 30 } }, ctx],
+    ["after_tool_call", { toolName: "read" }, { ...ctx, toolName: "read" }],
+    ["agent_end", { success: true, messages: [{ role: "assistant", content: blocks }] }, ctx],
+    ["agent_end", { success: false, error: "aborted" }, ctx],
+    ["agent_end", { messages: [{ role: "toolResult", content: [{ type: "image" }] }, null] }, ctx],
+    ["before_compaction", { messageCount: 4 }, ctx],
+    ["before_compaction", { messageCount: 4, messages: [{ role: "user", content: "hi" }] }, ctx],
+    ["session_end", { sessionId: "oc-1", reason: "idle" }, ctx],
+    ["session_end", { sessionId: "oc-1" }, ctx],
+  ];
+  for (const [name, event, hookCtx] of events) await on(name, event, hookCtx);
+  const pin = api.tool("cortex_working_memory_pin", ctx);
+  await pin.execute("c", { label: "a", content: "b" });
+  await pin.execute("c", { label: "a", content: "b", critical: false });
+  await api.tool("cortex_session_chain", ctx).execute("c", { depth: 3 });
+  await api.tool("cortex_memory_remember", ctx).execute("c", { content: "Deploys need make" });
+  assert.deepEqual(
+    api.logs.filter(([, message]) => /skipped/.test(message)),
+    [],
+  );
+});
+
 test("tools report Cortex errors to the model; hooks fail open", { skip }, async (t) => {
   const { api, service, workspace } = setup(t);
   const continueTool = api.tool("cortex_session_continue", {});

@@ -38,6 +38,7 @@ from cortex.adapters.openclaw.methods import METHODS
 from cortex.adapters.openclaw.params import (
     MAX_LINE_BYTES,
     given_str,
+    obj,
     opt_str,
     parse_request,
     str_list,
@@ -142,17 +143,22 @@ class Bridge:
             return None
 
     # -- sessions ------------------------------------------------------------------------------
+    def start_options(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of a session start a request gives, checked (``session_start`` checks
+        them for a key already bound too, which starts nothing)."""
+        return {
+            "project": self.project_in(params),
+            "keywords": str_list(params, "keywords"),
+            "workdir": opt_str(params, "workdir") or self.workdir,
+            "agent_id": opt_str(params, "agent_id", 200) or self.agent_id,
+        }
+
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:
         """Open a Cortex session and remember its preamble for the first prompt."""
-        project = self.project_in(params)
+        options = self.start_options(params)
+        project = options["project"]
         restored = self.sessions.on_session_start(
-            None,
-            self.channel,
-            project=project,
-            keywords=str_list(params, "keywords"),
-            workdir=opt_str(params, "workdir") or self.workdir,
-            agent_id=opt_str(params, "agent_id", 200) or self.agent_id,
-            owner_pid=os.getpid(),
+            None, self.channel, owner_pid=os.getpid(), **options
         )
         self.opened.append(restored.session_id)
         if restored.preamble:
@@ -259,9 +265,7 @@ class Bridge:
                     f"unknown method {method[:60]!r}" if isinstance(method, str) else "no method"
                 )
                 raise ValidationError(f"{named}; use one of: {', '.join(sorted(METHODS))}")
-            params = request.get("params") or {}
-            if not isinstance(params, dict):
-                raise ValidationError("params must be an object")
+            params = obj(request, "params")
             self.since = self.services.spooled()
             result = handler(self, params)
             queued = self.queued()

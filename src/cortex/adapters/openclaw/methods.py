@@ -13,6 +13,7 @@ from cortex.adapters.openclaw.params import (
     MAX_SIGNAL_TEXT,
     flag,
     last_reply,
+    message_list,
     message_text,
     number,
     obj,
@@ -60,6 +61,7 @@ def _ping(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     """Service start (no key): a new session. A conversation's start (a key): bind or start."""
     key = opt_str(params, "session_key", 500)
+    bridge.start_options(params)
     if key is None:
         restored = bridge.start(params)
         bridge.unbound = restored.session_id
@@ -76,33 +78,35 @@ def _session_start(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# Each method reads its parameters before it finds (or starts) the session and writes: a
+# refused parameter leaves nothing done, so the request can be sent again as it should be.
 def _before_prompt_build(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
     prompt = opt_str(params, "prompt", MAX_SIGNAL_TEXT)
+    with_pins = flag(params, "with_pins", True)
+    sid = bridge.session_for(params)
     if prompt and prompt.strip():
         bridge.sessions.record(sid, text=prompt, weight=PROMPT_WEIGHT)
         bridge.events.append(sid, prompt, role="user")  # for snapshots and checkpoints
-    return bridge.prompt_context(sid, flag(params, "with_pins", True))
+    return bridge.prompt_context(sid, with_pins)
 
 
 def _after_tool_call(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    tool_name = opt_str(params, "tool_name", 200)
+    tool_input = obj(params, "params")  # record() redacts it before it feeds topics
+    files = str_list(params, "derived_paths")
     sid = bridge.session_for(params)
-    state = bridge.sessions.record(
-        sid,
-        tool_name=opt_str(params, "tool_name", 200),
-        tool_input=obj(params, "params"),  # record() redacts it before it feeds topics
-        files=str_list(params, "derived_paths"),
-    )
+    state = bridge.sessions.record(sid, tool_name=tool_name, tool_input=tool_input, files=files)
     return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
 
 
 def _agent_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's incremental ``agent_end`` capture: this turn's text goes to the store now."""
-    sid = bridge.session_for(params)
-    text = message_text(params.get("messages")) or opt_str(params, "text", MAX_SIGNAL_TEXT)
+    messages = message_list(params)
+    text = message_text(messages) or opt_str(params, "text", MAX_SIGNAL_TEXT)
     categories = str_list(params, "categories")
+    sid = bridge.session_for(params)
     state = bridge.sessions.record(sid, text=text or None, categories=categories)
-    reply = last_reply(params.get("messages"))
+    reply = last_reply(messages)
     if reply:
         bridge.events.append(sid, reply, role="assistant")
     return {"session_id": sid, "hot_topics": list(state.hot_topics[:10])}
@@ -111,8 +115,8 @@ def _agent_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 def _before_compaction(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     """Write-ahead before OpenClaw compacts: capture the turn, then a checkpoint (with a
     snapshot and a compaction event) whose text the next prompt gets back."""
+    text = message_text(message_list(params))
     sid = bridge.session_for(params)
-    text = message_text(params.get("messages"))
     bridge.sessions.record(sid, text=text or None)
     checkpoint = bridge.compaction.pre_compact(sid, "auto")
     bridge.reinject.add(sid)
@@ -136,10 +140,10 @@ def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     """End a conversation's session; a key the bridge never saw ends nothing. File mode: on
     ``/new`` or ``/reset`` (``reason``) the session's snapshot file is written first, and the
     workspace is synced after."""
+    trigger = RESET_REASONS.get(opt_str(params, "reason", 40) or "")
     sid = bridge.lookup(params)
     if sid is None:
         return {"session_id": None, "ended": False}
-    trigger = RESET_REASONS.get(opt_str(params, "reason", 40) or "")
     snapshot = None
     if trigger is not None and bridge.file_mode:
         written = bridge.file_trigger("snapshot", bridge.filemode.snapshot, sid, trigger)
@@ -152,8 +156,8 @@ def _session_end(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- file mode, asked for explicitly (whatever file_mode_enabled says) --------------------------
 def _memory_bootstrap(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    project = bridge.project_in(params)
-    return bridge.filemode.bootstrap(project, sync=flag(params, "sync", True)).to_dict()
+    sync = flag(params, "sync", True)
+    return bridge.filemode.bootstrap(bridge.project_in(params), sync=sync).to_dict()
 
 
 def _memory_sync(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,48 +165,44 @@ def _memory_sync(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _memory_flush(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    checkpoint_id = opt_str(params, "checkpoint_id", 200)
+    summary = opt_str(params, "summary", MAX_SIGNAL_TEXT) or ""
     sid = bridge.session_for(params)
-    written = bridge.filemode.flush(
-        sid,
-        checkpoint_id=opt_str(params, "checkpoint_id", 200),
-        summary=opt_str(params, "summary", MAX_SIGNAL_TEXT) or "",
-    )
+    written = bridge.filemode.flush(sid, checkpoint_id=checkpoint_id, summary=summary)
     return {"session_id": sid} | written.to_dict()
 
 
 def _memory_snapshot(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
     trigger = opt_str(params, "trigger", 40) or "manual"
-    written = bridge.filemode.snapshot(sid, trigger, slug=opt_str(params, "slug", 200))
+    slug = opt_str(params, "slug", 200)
+    sid = bridge.session_for(params)
+    written = bridge.filemode.snapshot(sid, trigger, slug=slug)
     return {"session_id": sid} | written.to_dict()
 
 
 def _memory_remember(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    content = req_str(params, "content", MAX_LINE_BYTES)
+    kind = opt_str(params, "kind", 20) or "semantic"
+    project = opt_str(params, "project", 200)
     sid = bridge.session_for(params)
-    written = bridge.filemode.remember(
-        req_str(params, "content", MAX_LINE_BYTES),
-        kind=opt_str(params, "kind", 20) or "semantic",
-        session_id=sid,
-        project=opt_str(params, "project", 200),
-    )
+    written = bridge.filemode.remember(content, kind=kind, session_id=sid, project=project)
     return {"session_id": sid} | written.to_dict()
 
 
 def _pin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    label = req_str(params, "label", 1000)
+    content = req_str(params, "content", MAX_LINE_BYTES)
+    critical = flag(params, "critical", False)
+    confidence = number(params, "confidence", 1.0)
     sid = bridge.session_for(params)
-    pin = bridge.sessions.add_pin(
-        req_str(params, "label", 1000),
-        req_str(params, "content", MAX_LINE_BYTES),
-        sid,
-        critical=flag(params, "critical", False),
-        confidence=number(params, "confidence", 1.0),
-    )
+    pin = bridge.sessions.add_pin(label, content, sid, critical=critical, confidence=confidence)
     return _pinned(bridge, sid, pin)
 
 
 def _unpin(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
+    label = req_str(params, "label", 1000)
     sid = bridge.session_for(params)
-    return _pinned(bridge, sid, bridge.sessions.remove_pin(req_str(params, "label", 1000), sid))
+    return _pinned(bridge, sid, bridge.sessions.remove_pin(label, sid))
 
 
 def _pinned(bridge: Bridge, session_id: str, pin: Pin) -> dict[str, Any]:
@@ -225,10 +225,10 @@ def _session_continue(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, An
 
 
 def _chain(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    sid = bridge.session_for(params)
     depth = number(params, "depth", 5)
     if depth != int(depth) or not 1 <= depth <= MAX_CHAIN_DEPTH:
         raise ValidationError(f"depth must be a whole number from 1 to {MAX_CHAIN_DEPTH}, e.g. 5")
+    sid = bridge.session_for(params)
     chain = bridge.sessions.get_session_chain(sid, int(depth))
     return {"session_id": sid, "sessions": [_summary(s) for s in chain]}
 
