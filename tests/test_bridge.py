@@ -689,3 +689,51 @@ def test_the_bridge_imports_neither_click_nor_the_mcp_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        (
+            "memory_remember",
+            {"content": "x", "kind": ""},
+            'kind must be one of semantic, episodic, not ""; send e.g. "kind": "semantic"',
+        ),
+        (
+            "memory_remember",
+            {"content": "x", "kind": "weird"},
+            'kind must be one of semantic, episodic, not "weird"; send e.g. "kind": "semantic"',
+        ),
+        (
+            "memory_snapshot",
+            {"trigger": ""},
+            'trigger must be one of new_session, reset, manual, not ""; '
+            'send e.g. "trigger": "manual"',
+        ),
+        (
+            "session_start",
+            {"workdir": ""},
+            "workdir is empty; omit it for the bridge's own or give a directory",
+        ),
+        (
+            "session_start",
+            {"agent_id": " "},
+            "agent_id is empty; omit it for the bridge's own or give an agent id",
+        ),
+    ],
+)
+def test_an_empty_value_is_refused_never_taken_for_the_default(
+    bridge: Bridge, method: str, params: dict[str, Any], message: str
+) -> None:
+    """``kind: ""`` was semantic, ``trigger: ""`` manual, an empty workdir or agent id the
+    bridge's own; a value out of the set started the conversation's session first."""
+    request = {"id": 9, "method": method, "params": {"session_key": "new", **params}}
+    assert error(bridge, request) == {"type": "ValidationError", "status": 400, "message": message}
+    assert bridge.bindings == {} and bridge.opened == []  # nothing started
+
+
+def test_session_end_takes_any_reason_the_host_sends(bridge: Bridge) -> None:
+    """OpenClaw's reasons are open-ended (``idle``, ``exit``...): only ``new`` and ``reset``
+    write a snapshot, and any other, "" too, ends the session without one."""
+    call(bridge, "session_start", session_key="k")
+    assert call(bridge, "session_end", session_key="k", reason="")["ended"] is True

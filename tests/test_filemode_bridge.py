@@ -175,4 +175,4 @@ def test_explicit_methods_validate_their_input(make_bridge: Callable[..., Bridge
             "params": {"session_key": "k", "content": "x", "kind": "weird"},
         }
     )
-    assert "use semantic or episodic" in response["error"]["message"]
+    assert response["error"]["message"].startswith("kind must be one of semantic, episodic")

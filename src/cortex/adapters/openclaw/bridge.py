@@ -149,8 +149,10 @@ class Bridge:
         return {
             "project": self.project_in(params),
             "keywords": str_list(params, "keywords"),
-            "workdir": opt_str(params, "workdir") or self.workdir,
-            "agent_id": opt_str(params, "agent_id", 200) or self.agent_id,
+            "workdir": given_str(params, "workdir", 4096, "the bridge's own", "a directory")
+            or self.workdir,
+            "agent_id": given_str(params, "agent_id", 200, "the bridge's own", "an agent id")
+            or self.agent_id,
         }
 
     def start(self, params: Mapping[str, Any]) -> RestoredSessionContext:

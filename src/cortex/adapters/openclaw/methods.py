@@ -11,6 +11,7 @@ from cortex import __version__
 from cortex.adapters.openclaw.params import (
     MAX_LINE_BYTES,
     MAX_SIGNAL_TEXT,
+    choice,
     flag,
     last_reply,
     message_list,
@@ -23,6 +24,8 @@ from cortex.adapters.openclaw.params import (
 )
 from cortex.core.models import Pin, RestoredSessionContext, SessionState
 from cortex.errors import ValidationError
+from cortex.services.filemode.service import KINDS
+from cortex.services.filemode.service import SNAPSHOT_TRIGGERS as FILE_SNAPSHOT_TRIGGERS
 
 if TYPE_CHECKING:
     from cortex.adapters.openclaw.bridge import Bridge
@@ -173,7 +176,7 @@ def _memory_flush(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _memory_snapshot(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
-    trigger = opt_str(params, "trigger", 40) or "manual"
+    trigger = choice(params, "trigger", FILE_SNAPSHOT_TRIGGERS, "manual")
     slug = opt_str(params, "slug", 200)
     sid = bridge.session_for(params)
     written = bridge.filemode.snapshot(sid, trigger, slug=slug)
@@ -182,7 +185,7 @@ def _memory_snapshot(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any
 
 def _memory_remember(bridge: Bridge, params: Mapping[str, Any]) -> dict[str, Any]:
     content = req_str(params, "content", MAX_LINE_BYTES)
-    kind = opt_str(params, "kind", 20) or "semantic"
+    kind = choice(params, "kind", KINDS, "semantic")
     project = opt_str(params, "project", 200)
     sid = bridge.session_for(params)
     written = bridge.filemode.remember(content, kind=kind, session_id=sid, project=project)

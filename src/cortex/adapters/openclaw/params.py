@@ -105,6 +105,22 @@ def given_str(
     return refuse_empty(opt_str(params, name, limit), name, omitted, instead)
 
 
+def choice(params: Mapping[str, Any], name: str, choices: tuple[str, ...], default: str) -> str:
+    """A string parameter with a fixed set of values; ``default`` when it is omitted or null.
+    Any other string, the empty one too (a client's unset variable, never a value of its
+    own), is refused naming the values it takes."""
+    value = _string(params.get(name), name, json.dumps(default))
+    if value is None:
+        return default
+    if value not in choices:
+        shown = json.dumps(value[:40]) + ("..." if len(value) > 40 else "")
+        raise ValidationError(
+            f"{name} must be one of {', '.join(choices)}, not {shown}; "
+            f'send e.g. "{name}": {json.dumps(default)}'
+        )
+    return value
+
+
 def req_str(params: Mapping[str, Any], name: str, limit: int = 4096) -> str:
     value = opt_str(params, name, limit)
     if value is None:
