@@ -22,7 +22,7 @@ from typing import Any
 
 from cortex.clock import Clock, to_iso
 from cortex.config import Config
-from cortex.errors import ConfigError, CortexError, UnavailableError
+from cortex.errors import ConfigError, CortexError, StorageError, UnavailableError
 from cortex.logs import getLogger
 from cortex.services.remote.journal import DrainReport, Journal, Rejected
 from cortex.services.remote.transport import Transport
@@ -181,10 +181,24 @@ class RemoteClient:
         """Keep a write the server did not take; ``cause``: why (an unavailable server says
         so in one line when nothing waited before this write and no answer reports it)."""
         first = self.announce and isinstance(cause, UnavailableError) and not self.journal.pending()
-        self.journal.append(method, path, body, to_iso(self.clock.now()))
+        try:
+            self.journal.append(method, path, body, to_iso(self.clock.now()))
+        except StorageError as exc:  # (a read-only home) the write is lost: say that, once
+            raise _lost(cause, exc) from None
         self.spooled += 1
         if first:
             log.warning("%s", cause)
+
+
+def _lost(cause: Exception | None, failed: StorageError) -> StorageError:
+    """A write neither the server took nor the journal could keep, in one line: why the
+    server did not take it (its own first clause, which would promise the journal), why the
+    journal could not, and the fix."""
+    why = str(cause).split(";")[0] if cause is not None else "the server refused the key"
+    return StorageError(
+        f"{why}, and the client journal cannot keep the write ({str(failed).split(';')[0]}): "
+        "it is lost; make the Cortex home writable, or point CORTEX_HOME at a writable home"
+    )
 
 
 def _kept(refused: ConfigError) -> ConfigError:
