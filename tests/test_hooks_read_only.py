@@ -260,3 +260,33 @@ def test_a_database_larger_than_a_hook_copies_is_not_copied(
     (line,) = result.stderr.decode().splitlines()
     assert "nothing restored or recorded (database " in line
     assert "more than a hook copies into memory (hook_migrate_max_mb = 0.01)" in line
+
+
+def test_a_failed_restore_in_a_read_only_home_is_named_in_its_one_line(
+    home: Path, repo: Path, tmp_path: Path, way: str
+) -> None:
+    """The engine's lines about writes the copy could not make are expected and dropped; a
+    restore that failed is said, as a writable home's hooks.log says it, credential redacted."""
+    lived_in(home, repo)
+    conn = sqlite3.connect(home / "brain.db")
+    with conn:  # an ended session whose end no restore can read (a credential in it)
+        conn.execute("UPDATE session_states SET end_time = ? WHERE id = 's0'", [f"2026-2 {KEY}"])
+    conn.close()
+    writable = Path(shutil.copytree(home, tmp_path / "writable"))
+    start = event("SessionStart", "s2", repo, source="startup")
+    expected = run_hook(writable, start, now=LATER).stdout
+    assert expected == b""  # a cold start: nothing to print
+    cold = (
+        "restoration failed, starting cold: not an ISO 8601 time: '2026-2 [REDACTED]'; "
+        "use a form like 2026-02-18T09:00:00Z"
+    )
+    assert (writable / "logs/hooks.log").read_text().splitlines()[-1].endswith(f"engine: {cold}")
+    with read_only(home, way) as prefix:
+        result = hook(prefix, home, start)
+    assert (result.returncode, result.stdout) == (0, expected)
+    (line,) = result.stderr.decode().splitlines()
+    assert line.endswith(f"{home} {STORED_NOTHING}, and {cold}{FIX}"), line
+    assert KEY not in line and "not written" not in line
+
+
+KEY = "AKIAIOSFODNN7EXAMPLE"

@@ -75,6 +75,7 @@ from cortex.errors import CortexError, StorageError, UnsafeIdError, ValidationEr
 from cortex.files import check_id
 from cortex.logs import routed
 from cortex.services.project import harness_project_dir, project_identity
+from cortex.services.sessions.restore import COLD
 
 TYPE_CHECKING = False  # mypy treats this name as true; the hook path does not import typing
 if TYPE_CHECKING:
@@ -269,17 +270,31 @@ def _read_only(
         services = copy_services(config, clock)
     except StorageError as exc:
         return ReadOnlyHome(f"{said}: nothing restored or recorded ({exc}); {fix}")
+    failed: list[str] = []  # of the engine's lines only a failed restore's: the rest say
+    # that a mirror or file aimed where nothing can be created was not written, as expected
+    keep = partial(_keep_cold_start, failed)
     try:
-        with routed(_dropped), services.sessions.transaction(_dropped):
+        with routed(keep), services.sessions.transaction(_dropped):
             answer = on_start(make(services, None, _dropped))
     finally:
         services.close()
     said += ": answered from a copy of its database, stored nothing"
+    if failed:
+        said += f", and {failed[0][:MAX_FAILURE_CHARS]}"
     return ReadOnlyHome(f"{said}; {fix}", answer)
 
 
+MAX_FAILURE_CHARS = 400
+"""Of a failed restore's line, what the read-only home's one line quotes."""
+
+
+def _keep_cold_start(failed: list[str], message: str) -> None:
+    if message.startswith(COLD):
+        failed.append(" ".join(message.split()))
+
+
 def _dropped(_: object) -> None:
-    """Where a read-only home's bookkeeping steps and engine lines go: nowhere."""
+    """Where a read-only home's bookkeeping steps go: nowhere."""
 
 
 def _directory(path: str | None, base: str) -> str | None:

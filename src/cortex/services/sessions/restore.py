@@ -23,6 +23,9 @@ debug_log = getLogger("cortex.debug")
 RESTORE_BUDGET_SECONDS = 1.5
 """Design 10: a restoration slower than this is abandoned for a cold start (fail open)."""
 EPOCH = "1970-01-01T00:00:00.000000Z"
+COLD = "restoration "
+"""How the warnings of a restoration that failed or passed its budget begin (a caller that
+drops the engine's other warnings keeps these: ``restoration failed, starting cold: ...``)."""
 CANDIDATE_LIMIT = 50
 """Most recent completed sessions scored at a start (the spec's getRecentSessions(7, 50))."""
 
@@ -58,12 +61,13 @@ class Restorer:
         except Exception as exc:  # noqa: BLE001 - restoration never blocks a start
             if ctx.config.raise_errors:
                 raise
-            log.warning("restoration failed, starting cold: %s", exc)
+            log.warning("%sfailed, starting cold: %s", COLD, exc)
             return None
         elapsed = time.perf_counter() - started
         if elapsed > RESTORE_BUDGET_SECONDS:
             log.warning(
-                "restoration took %.0f ms (> %.0f ms budget); starting cold",
+                "%stook %.0f ms (> %.0f ms budget); starting cold",
+                COLD,
                 elapsed * 1000,
                 RESTORE_BUDGET_SECONDS * 1000,
             )
