@@ -5,6 +5,7 @@ exits 0 with nothing written in the home."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,7 @@ def test_a_client_hook_in_a_read_only_home_talks_to_the_server_and_says_a_lost_w
         else:
             (line,) = err.splitlines()
         assert f"claude-code UserPromptSubmit 's2': StorageError: server {server.url} " in line
+        assert f"server {server.url} is unavailable (" in line and "Connection refused" in line
         assert line.endswith(lost), line
         after = contents(home)
         assert not {"brain.db", "spool"} & set(after)  # no store, no journal began
@@ -83,3 +85,33 @@ def test_a_client_hook_in_a_read_only_home_talks_to_the_server_and_says_a_lost_w
             served.close()
     finally:
         server.host.close()
+
+
+def test_the_first_write_of_an_outage_names_the_servers_own_failure(
+    tmp_path: Path, home: Path
+) -> None:
+    """A prompt's hook first reads from the server (the session), then writes: the read meets
+    the outage, the write fails fast behind it, and the one line hooks.log gets for the outage
+    names why the server failed, not only that it failed moments ago."""
+    server = Server(str(tmp_path / "server.db"), tmp_path / "operator")
+    repo = make_repo(tmp_path / "radio")
+    env = {"CORTEX_SERVER": server.url, "CORTEX_API_KEY": server.key}
+    try:
+        with server.up(T1):
+            start = event("SessionStart", "s1", repo, source="startup")
+            assert hook_process(home, start, now=T1, env=env).returncode == 0
+        prompt = event("UserPromptSubmit", "s1", repo, prompt="wind the balun")
+        assert hook_process(home, prompt, now=T1, env=env).returncode == 0
+    finally:
+        server.host.close()
+    (line,) = (home / "logs/hooks.log").read_text().splitlines()
+    said = line.split("engine: ", 1)[1]
+    assert said.startswith(f"server {server.url} is unavailable ("), said
+    assert "Connection refused" in said and "moments ago" in said
+    assert said.endswith(
+        "writes are kept in the local journal until `cortex sync` or the next call delivers them"
+    )
+    assert [json.loads(e)["path"] for e in (home / "spool/journal.jsonl").open()] == [
+        "/v1/sessions/start",
+        "/v1/sessions/s1/turns",
+    ]

@@ -274,8 +274,12 @@ def test_a_failed_restore_in_a_read_only_home_is_named_in_its_one_line(
     conn.close()
     writable = Path(shutil.copytree(home, tmp_path / "writable"))
     start = event("SessionStart", "s2", repo, source="startup")
-    expected = run_hook(writable, start, now=LATER).stdout
-    assert expected == b""  # a cold start: nothing to print
+    written = run_hook(writable, start, now=LATER)
+    assert context_of(written, "SessionStart") == (  # nothing inherited, crash recovery said
+        "[SESSION CONTINUITY — nothing inherited: restoration failed, starting cold]\n"
+        "RECOVERED AFTER CRASH: s1"
+    )
+    expected = written.stdout
     cold = (
         "restoration failed, starting cold: not an ISO 8601 time: '2026-2 [REDACTED]'; "
         "use a form like 2026-02-18T09:00:00Z"

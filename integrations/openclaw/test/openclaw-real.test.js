@@ -3,13 +3,17 @@
 // a session and the next start restores it. Tools are called through POST /tools/invoke.
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import {
+  existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, rmdirSync, writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "node:test";
 
 import { TOOL_NAMES } from "../index.js";
-import { PLUGIN_DIR, cortexBin, cortexJson, readJson, tempDir } from "./helpers.js";
+import { PLUGIN_DIR, cortexBin, cortexJson, readJson } from "./helpers.js";
 
 const OPENCLAW = join(PLUGIN_DIR, "node_modules", ".bin", "openclaw");
 const [major, minor] = process.versions.node.split(".").map(Number);
@@ -33,10 +37,74 @@ function freePort() {
   });
 }
 
+// OpenClaw keeps the lock files of its state databases in /tmp/openclaw-state-locks-<uid>/ (a
+// path of its own, whatever TMPDIR or the config say), named <family>.<hash>.lock.sqlite where
+// <hash> is the first 8 hex digits of the SHA-256 of the database's real path.
+const UID = process.getuid?.();
+const LOCKS = join("/tmp", UID === undefined ? "openclaw-state-locks" : `openclaw-state-locks-${UID}`);
+
+/** Remove the lock files of the databases under `root` (only ours: each is named by its
+ * database's path), and the lock folder if this test made it and nothing else is in it. */
+function removeLocks(root, hadLocks) {
+  const hashes = new Set();
+  for (const name of readdirSync(root, { recursive: true })) {
+    try {
+      const real = realpathSync.native(join(root, name));
+      hashes.add(createHash("sha256").update(real).digest("hex").slice(0, 8));
+    } catch {}  // a file gone meanwhile: it has no lock to find
+  }
+  let names = [];
+  try {
+    names = readdirSync(LOCKS);
+  } catch {
+    return;  // no lock folder: nothing was locked
+  }
+  for (const name of names) {
+    const hash = name.match(/^[a-z-]+\.([0-9a-f]{8})\.lock\.sqlite(-wal|-shm|-journal)?$/)?.[1];
+    if (hash && hashes.has(hash)) rmSync(join(LOCKS, name), { force: true });
+  }
+  if (!hadLocks) {
+    try {
+      rmdirSync(LOCKS);  // fails, and keeps it, while another process's locks are in it
+    } catch {}
+  }
+}
+
+// And its own temp folder is /tmp/openclaw/ (a fallback in TMPDIR only where that one is unsafe),
+// made at start even when nothing goes there (the log file is the config's logging.file).
+const OWN_TMP = "/tmp/openclaw";
+
+/** The names in `dir`, or null if there is no such folder. */
+function entries(dir) {
+  try {
+    return new Set(readdirSync(dir));
+  } catch {
+    return null;
+  }
+}
+
+/** Remove what `dir` holds that it did not hold `before` (its names then, null: no folder). */
+function removeNew(dir, before) {
+  for (const name of entries(dir) ?? []) {
+    if (!before?.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
+  }
+  if (before === null) rmSync(dir, { recursive: true, force: true });
+}
+
 /** An isolated OpenClaw home with the plugin installed the way users install it: `npm pack`,
- * then `openclaw plugins install npm-pack:<tgz>` into OpenClaw's managed npm project. */
+ * then `openclaw plugins install npm-pack:<tgz>` into OpenClaw's managed npm project. When the
+ * test ends its gateways are stopped, then its files are removed, in /tmp too. */
 function openclawHome(t) {
-  const root = tempDir(t, "openclaw-home-");
+  const root = mkdtempSync(join(tmpdir(), "openclaw-home-"));
+  const hadLocks = existsSync(LOCKS);
+  const ownTmp = entries(OWN_TMP);
+  const gateways = [];
+  t.after(async () => {
+    for (const gateway of gateways) await gateway.stop();
+    removeLocks(root, hadLocks);
+    removeNew(OWN_TMP, ownTmp);
+    rmSync(root, { recursive: true, force: true });
+  });
   const paths = {
     root,
     state: join(root, "state"),
@@ -55,8 +123,12 @@ function openclawHome(t) {
     NO_COLOR: "1",
   };
   delete env.CORTEX_HOME;
-  const home = { ...paths, env };
-  writeFileSync(paths.config, JSON.stringify({ gateway: { mode: "local" } }));
+  const home = { ...paths, env, gateways };
+  // The log file from the first command on (by default /tmp/openclaw/, whatever TMPDIR says).
+  writeFileSync(
+    paths.config,
+    JSON.stringify({ gateway: { mode: "local" }, logging: { file: join(root, "openclaw.log") } }),
+  );
   const tarball = execFileSync("npm", ["pack", "--pack-destination", root, "--loglevel=error"], {
     cwd: PLUGIN_DIR,
     env,
@@ -68,7 +140,6 @@ function openclawHome(t) {
   ]);
   assert.match(installed, /Installed plugin: cortex/);
   const config = readJson(paths.config);
-  config.logging = { file: join(root, "openclaw.log") };
   config.plugins.allow = ["cortex"];
   Object.assign(config.plugins.entries.cortex, {
     hooks: { allowConversationAccess: true },
@@ -106,6 +177,7 @@ async function startGateway(home, port) {
     await exited;
     return output;
   };
+  home.gateways.push({ stop });
   try {
     return { ...(await started), stop, output: () => output };
   } catch (err) {
@@ -144,7 +216,6 @@ test("a gateway start/stop captures a session and the next start restores it", {
   const port = await freePort();
 
   const first = await startGateway(home, port);
-  t.after(first.stop);
   assert.equal(first.note, " (cold start)");
   const pinned = await invoke(port, "cortex_working_memory_pin", {
     label: "deploy",
@@ -163,7 +234,6 @@ test("a gateway start/stop captures a session and the next start restores it", {
   assert.equal(captured.working_memory[0].label, "deploy");
 
   const second = await startGateway(home, port);
-  t.after(second.stop);
   assert.equal(second.note, " (restored from 1 session(s), 1 pins)");
   const view = await invoke(port, "cortex_working_memory_view");
   assert.equal(view.result.details.session_id, second.sessionId);

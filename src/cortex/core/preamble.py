@@ -162,9 +162,7 @@ def format_preamble(
         return None
     ages = task_ages or {}
     header = f"[SESSION CONTINUITY — inherited from {session_count} prior session(s)]"
-    recovered = _dedupe((sid[:8] for sid in crash_recovered), len(crash_recovered))
-    if recovered:
-        header += "\nRECOVERED AFTER CRASH: " + ", ".join(recovered)
+    header += _recovered_line(crash_recovered)
     parts = _Preamble(
         header=header,
         tasks=[
@@ -176,6 +174,24 @@ def format_preamble(
         pins_line=_pins_line(len(inherited_pins)),
     )
     return _fit(parts, max_chars)
+
+
+def format_cold_preamble(why: str, crash_recovered: Sequence[str] = ()) -> str:
+    """What a start whose restoration failed (``why``, in a few words: the cause itself is
+    logged, not shown) tells the agent: that it inherited nothing, and the sessions crash
+    recovery closed at this start, on the line a warm start's header names them::
+
+        [SESSION CONTINUITY — nothing inherited: restoration failed, starting cold]
+        RECOVERED AFTER CRASH: s1
+    """
+    header = f"[SESSION CONTINUITY — nothing inherited: {why}, starting cold]"
+    return header + _recovered_line(crash_recovered)
+
+
+def _recovered_line(crash_recovered: Sequence[str]) -> str:
+    """``\nRECOVERED AFTER CRASH: a1b2c3d4, ...`` (ids cut to 8), or "" for none."""
+    recovered = _dedupe((sid[:8] for sid in crash_recovered), len(crash_recovered))
+    return "\nRECOVERED AFTER CRASH: " + ", ".join(recovered) if recovered else ""
 
 
 def _pin_line(pin: Pin) -> str:

@@ -5,7 +5,8 @@ line that never carries the API key:
 
 - ``UnavailableError``: no connection, a timeout, a 5xx, a 408 or a 429. Worth retrying;
   the client spools a mutation that met one. After one, the transport fails fast for a few seconds
-  (``RETRY_AFTER_SECONDS``, or the server's ``Retry-After``) instead of waiting again.
+  (``RETRY_AFTER_SECONDS``, or the server's ``Retry-After``) instead of waiting again, with the
+  same line and cause (``..., moments ago, not retried yet``).
 - ``ConfigError`` for 401/403 (the key), ``ValidationError`` for 400/413/422,
   ``NotFoundError`` for 404, ``ConflictError`` for 409. A service's refusal (the error's
   ``parts``) is raised with the service's message, its parameters and commands unrendered, so
@@ -77,6 +78,8 @@ class Transport:
         self.timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
         self._down_until = 0.0
+        self._down_why = ""
+        """Why the server failed last (said again by the requests its back-off refuses)."""
         self.connections = 0
         """How many connections this transport opened (keep-alive keeps it at 1)."""
 
@@ -95,9 +98,7 @@ class Transport:
     ) -> dict[str, Any]:
         """Send one request; the decoded JSON object answered. ``force`` ignores the back-off."""
         if not force and time.monotonic() < self._down_until:
-            raise UnavailableError(
-                f"server {self.url} failed moments ago; not retried yet (run `cortex sync` later)"
-            )
+            raise self._unavailable(f"{self._down_why}, moments ago, not retried yet")
         payload = json.dumps(body).encode() if body is not None else None
         headers = {"Accept": "application/json", "Connection": "keep-alive"}
         if payload is not None:
@@ -156,6 +157,12 @@ class Transport:
 
     def _down(self, why: str, retry_after: float = RETRY_AFTER_SECONDS) -> UnavailableError:
         self._down_until = time.monotonic() + retry_after
+        self._down_why = why
+        return self._unavailable(why)
+
+    def _unavailable(self, why: str) -> UnavailableError:
+        """The one line of a server that failed (``why``), its first clause before a ``;``
+        (what a lost write quotes)."""
         return UnavailableError(
             f"server {self.url} is unavailable ({why}); writes are kept in the local journal "
             "until `cortex sync` or the next call delivers them"

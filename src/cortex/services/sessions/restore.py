@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cortex.clock import parse_time, to_iso
@@ -30,6 +31,14 @@ CANDIDATE_LIMIT = 50
 """Most recent completed sessions scored at a start (the spec's getRecentSessions(7, 50))."""
 
 
+@dataclass(frozen=True)
+class FailedRestore:
+    """A restoration that failed or passed its time budget: a cold start, and ``why`` in a
+    few words for the agent (the logged warning holds the cause)."""
+
+    why: str
+
+
 class Restorer:
     """Plans a new session's inheritance from the store and records what it inherited."""
 
@@ -50,9 +59,9 @@ class Restorer:
         explain: bool = False,
         recovered: Sequence[str] = (),
         now: datetime | None = None,
-    ) -> RestorePlan | None:
+    ) -> RestorePlan | FailedRestore:
         """Plan the restoration (as at ``now``, by default the clock's); any failure or a
-        blown time budget means a cold start."""
+        blown time budget means a cold start (logged, and said by the ``FailedRestore``)."""
         ctx = self.context
         started = time.perf_counter()
         try:
@@ -62,7 +71,7 @@ class Restorer:
             if ctx.config.raise_errors:
                 raise
             log.warning("%sfailed, starting cold: %s", COLD, exc)
-            return None
+            return FailedRestore(f"{COLD}failed")
         elapsed = time.perf_counter() - started
         if elapsed > RESTORE_BUDGET_SECONDS:
             log.warning(
@@ -71,7 +80,7 @@ class Restorer:
                 elapsed * 1000,
                 RESTORE_BUDGET_SECONDS * 1000,
             )
-            return None
+            return FailedRestore(f"{COLD}took longer than its time budget")
         if ctx.config.debug:
             debug_log.info(
                 "[session:debug] Fetched %d sessions from last %d days",

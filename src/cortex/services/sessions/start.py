@@ -15,6 +15,7 @@ from datetime import datetime
 from cortex.clock import to_iso
 from cortex.core.models import ACTIVE, RestoredSessionContext, SessionState, evolve
 from cortex.core.plaintext import plain, storable
+from cortex.core.preamble import format_cold_preamble
 from cortex.core.redaction import redact, refuse_secret
 from cortex.core.topics import (
     HotTopicExtractor,
@@ -27,7 +28,7 @@ from cortex.services.ids import new_uuid
 from cortex.services.restoration import RestorePlan
 from cortex.services.sessions.context import SessionContext, check_open
 from cortex.services.sessions.recovery import HOST, CrashRecovery
-from cortex.services.sessions.restore import CANDIDATE_LIMIT, EPOCH, Restorer
+from cortex.services.sessions.restore import CANDIDATE_LIMIT, EPOCH, FailedRestore, Restorer
 from cortex.store.records import StartReads
 
 
@@ -116,14 +117,17 @@ class SessionStart:
             crashed_here = [
                 s.session_id for s in recovered if s.project == state.project and s.crashed
             ]
-            plan = (
+            outcome = (
                 self.restorer.plan(state, words, explain, crashed_here, now)
                 if ctx.config.enabled
                 else None
             )
+            plan = outcome if isinstance(outcome, RestorePlan) else None
             repeat = existing is not None and plan is not None and _repeated(sid, plan)
             state = self._save(state, plan, record=not repeat)
             ctx.mirror_pins(state)
+        if isinstance(outcome, FailedRestore):  # said, with what crash recovery did
+            return RestoredSessionContext(sid, format_cold_preamble(outcome.why, crashed_here))
         return _restored(sid, plan, repeat=repeat)
 
     def _read_ahead(self, sid: str, resumed: bool, project: str | None, now: datetime) -> None:
