@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from pydantic import ValidationError
 
+from cortex.adapters.mcp.wire import mend
 from test_mcp import data, error_text, run_client
 
 PROJECT = "/home/u/Projects/radio"
@@ -45,6 +48,8 @@ class RawServer:
             env=env,
         )
         self.next_id = 0
+        self.unread = b""
+        """What the server wrote after the last line read."""
         self.others: list[dict[str, Any]] = []
         """Messages that answered no request of this client's (none are expected)."""
         hello = {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -80,11 +85,15 @@ class RawServer:
     def next_message(self) -> dict[str, Any]:
         """The next line the server writes, one JSON object (else the test fails)."""
         assert self.process.stdout is not None
-        if not select.select([self.process.stdout], [], [], ANSWER_SECONDS)[0]:
-            raise AssertionError(f"no answer in {ANSWER_SECONDS} s")
-        line = self.process.stdout.readline()
-        assert line, f"the server exited ({self.process.poll()})"
-        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        # Read past the file's buffer: a second line read along with the first would sit in
+        # it, unseen by select(), and the answer on it would seem never to come.
+        while b"\n" not in self.unread:
+            if not select.select([self.process.stdout], [], [], ANSWER_SECONDS)[0]:
+                raise AssertionError(f"no answer in {ANSWER_SECONDS} s")
+            chunk = os.read(self.process.stdout.fileno(), 65536)
+            assert chunk, f"the server exited ({self.process.poll()})"
+            self.unread += chunk
+        line, _, self.unread = self.unread.partition(b"\n")
         message: dict[str, Any] = json.loads(line)
         assert isinstance(message, dict)
         return message
@@ -265,3 +274,65 @@ def test_blank_lines_and_valid_notifications_get_no_answer(raw: RawServer) -> No
     assert raw.next_message()["error"]["code"] == -32700
     assert raw.request("ping", "{}") == {"jsonrpc": "2.0", "id": raw.next_id, "result": {}}
     assert raw.others == []
+
+
+BAD_IDS = [
+    '{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
+    '{"jsonrpc": "2.0", "id": null, "method": "ping"}',
+    '{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}',
+    '{"jsonrpc": "2.0", "id": 5.0, "method": "ping"}',
+    '{"jsonrpc": "2.0", "id": {}, "method": "tools/call", "params": {"name": "start_session"}}',
+    '{"jsonrpc": "2.0", "id": [1], "method": "initialize"}',
+    '{"jsonrpc": "2.0", "\\u0069d": false, "method": "ping"}',  # (an escaped key)
+    '{"jsonrpc": "2.0", "id": 1, "id": true, "method": "ping"}',  # (the last one counts)
+    '{"jsonrpc": "2.0", "id": false, "method": "ping"}\r{"jsonrpc": "2.0", "id": 1e3, '
+    '"method": "ping", "params": {"x": "\\ud83d"}}',  # (two lines to the SDK, both answered)
+]
+
+
+@pytest.mark.parametrize("line", BAD_IDS)
+def test_a_request_whose_id_is_no_string_or_integer_gets_one_invalid_request_under_null(
+    raw: RawServer, line: str
+) -> None:
+    raw.send(line)
+    raw.send('{"jsonrpc": "2.0", "method": "ping"}')  # a notification, even of a request method
+    answers = line.count("\r") + 1
+    ping = raw.request("ping", "{}")
+    assert ping == {"jsonrpc": "2.0", "id": raw.next_id, "result": {}}
+    error = {
+        "code": -32600,
+        "message": "not a valid JSON-RPC request (its id must be a string or an integer); "
+        "fix the request and send it again",
+    }
+    assert raw.others == [{"jsonrpc": "2.0", "id": None, "error": error}] * answers
+    assert raw.call("session_status", "{}")["isError"] is True  # no session was started
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc": "2.0", "id": true, "method": "ping", "params": {"x": "\\ud83d"}}',
+        '{"jsonrpc": "2.0", "id": ' + "9" * 5000 + ', "method": "ping"}',
+    ],
+)
+def test_a_line_the_sdk_refuses_with_an_id_that_is_no_string_or_integer_is_refused_mended(
+    line: str,
+) -> None:
+    # Mended, it would read as a notification, its id dropped (the gate answers these first;
+    # mending answers them wherever stdin is served without it).
+    with pytest.raises(ValidationError) as refused:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    answer = mend(refused.value)
+    assert answer is not None and isinstance(answer.message, types.JSONRPCError)
+    assert (answer.message.id, answer.message.error.code) == (None, -32600)
+
+
+def test_the_gate_keeps_the_sdk_pointing_fd_0_at_the_null_device_while_serving(
+    raw: RawServer,
+) -> None:
+    fds = Path(f"/proc/{raw.process.pid}/fd")
+    if not fds.exists():
+        pytest.skip("no /proc to read the server's descriptors from")
+    # A handler or child that reads stdin reads EOF, not the client's requests.
+    assert os.readlink(fds / "0") == os.devnull
+    assert "result" in raw.request("ping", "{}")

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 from cortex.adapters.mcp.arguments import StrictArguments
+from cortex.adapters.mcp.gate import stdin_gate
 from cortex.adapters.mcp.wire import MendedStream
 from cortex.errors import CortexError, Surface
 
@@ -161,11 +162,18 @@ class CortexMCPServer(MCPServer[Any]):
         tool.fn_metadata = StrictArguments.of(tool.fn_metadata)
 
     async def run_stdio_async(self) -> None:
-        """Serve on stdio, mending the request lines the SDK's parser refuses (``wire``)."""
-        async with stdio_server() as (read_stream, write_stream):
-            lowlevel = self._lowlevel_server
-            mended = MendedStream(read_stream, write_stream)
-            await lowlevel.run(mended, write_stream, lowlevel.create_initialization_options())
+        """Serve on stdio, mending the request lines the SDK's parser refuses (``wire``) and
+        answering those whose id it would drop (``gate``)."""
+        with stdin_gate() as gate:
+            async with stdio_server() as (read_stream, write_stream):
+                async with anyio.create_task_group() as tasks:
+                    if gate is not None:
+                        tasks.start_soon(gate.run, write_stream)
+                    lowlevel = self._lowlevel_server
+                    mended = MendedStream(read_stream, write_stream)
+                    options = lowlevel.create_initialization_options()
+                    await lowlevel.run(mended, write_stream, options)
+                    tasks.cancel_scope.cancel()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

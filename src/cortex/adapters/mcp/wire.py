@@ -22,6 +22,10 @@ as a tool error naming it). Every other refused line is answered as JSON-RPC 2.0
   the request's id when it names a method and a usable id (a string or an integer), else
   under id null.
 
+A request whose id is no string or integer (``true``, ``null``, ``1.5``) passes the SDK's parser
+as a notification, its id dropped; ``gate`` answers it before the SDK reads it, and a refused line
+with such an id, which mending would make one, is answered here: -32600 under id null.
+
 Two refused lines stay unanswered: a blank line (no message at all) and a malformed answer to
 one of the server's own requests (no ``method``, a ``result`` or ``error``): JSON-RPC answers
 no answer, and an error under its id, which is the server's, could fail a request of the
@@ -57,6 +61,10 @@ INVALID_REQUEST = (
     'not a valid JSON-RPC request (each needs jsonrpc "2.0", an id, a method and, '
     "if any, params as an object); fix the request and send it again"
 )
+BAD_ID = (
+    "not a valid JSON-RPC request (its id must be a string or an integer); "
+    "fix the request and send it again"
+)
 BATCH = (
     "not a valid JSON-RPC request (a batch, a JSON array, is not supported); "
     "send each message as a JSON object on a line of its own"
@@ -72,10 +80,12 @@ def mend(error: ValidationError) -> SessionMessage | None:
     if not text.strip():
         return None  # a blank line: no message
     try:
-        value = _loads(text.rstrip("\n"))
+        value = loads(text.rstrip("\n"))
     except ValueError as exc:
         log.info("a request line that is not JSON was answered (%d characters)", len(text))
-        return _error(types.PARSE_ERROR, _parse_error(exc), None)
+        return error_answer(types.PARSE_ERROR, _parse_error(exc), None)
+    if bad_id(value):  # (the SDK would read it as a notification, its id dropped)
+        return error_answer(types.INVALID_REQUEST, BAD_ID, None)
     try:
         line = json.dumps(_mended(value, 1), allow_nan=True)
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
@@ -105,7 +115,7 @@ def _message_value(error: ValidationError) -> Any:
     return {}
 
 
-def _loads(line: str) -> Any:
+def loads(line: str) -> Any:
     """``line``'s JSON value, read leniently (see the module docstring); ValueError if it is
     not JSON."""
     try:
@@ -170,15 +180,25 @@ def _invalid_request(value: Any, error: Exception) -> SessionMessage | None:
     if isinstance(value, dict) and not asks and ("result" in value or "error" in value):
         log.info("a malformed answer to a server request was dropped: %s", _first_line(error))
         return None
-    request_id = value.get("id") if asks else None
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        request_id = None
+    request_id = value.get("id") if asks and _usable(value.get("id")) else None
     log.info("a JSON line that is no JSON-RPC message was answered: %s", _first_line(error))
     message = BATCH if isinstance(value, list) else INVALID_REQUEST
-    return _error(types.INVALID_REQUEST, message, request_id)
+    return error_answer(types.INVALID_REQUEST, message, request_id)
 
 
-def _error(code: int, message: str, request_id: int | str | None) -> SessionMessage:
+def bad_id(value: Any) -> bool:
+    """Whether ``value`` is a request whose id is no string or integer (``true``, ``null``,
+    ``1.5``, ``{}``): JSON-RPC's "invalid request", answered under id null."""
+    return (
+        isinstance(value, dict) and "method" in value and "id" in value and not _usable(value["id"])
+    )
+
+
+def _usable(request_id: Any) -> bool:
+    return isinstance(request_id, int | str) and not isinstance(request_id, bool)
+
+
+def error_answer(code: int, message: str, request_id: int | str | None) -> SessionMessage:
     error_data = types.ErrorData(code=code, message=message)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error_data))
 
