@@ -658,3 +658,15 @@ def test_install_into_a_project_directory_that_does_not_exist_is_refused(
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"error: no directory {typo}; give an existing project's directory\n"
     assert not (user / "porj").exists()
+
+
+def test_doctor_probes_the_database_of_a_home_whose_path_holds_hash_and_question_marks(
+    tmp_path: Path, user: Path
+) -> None:
+    # SQLite reads a URI's '#' as the start of a fragment: unescaped, the write probe opened
+    # (and made) a database at the path cut there, and checked that one instead.
+    home = tmp_path / "a#1?b"
+    ok(cortex(home, user, "session", "start", "--project", "p"))
+    result = cortex(home, user, "doctor")
+    assert "cannot be written" not in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a#1?b", "user"]

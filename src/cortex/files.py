@@ -221,6 +221,15 @@ def _pretty_items(
     out.append(newline + ends[1])
 
 
+def file_uri(path: Path | str) -> str:
+    """``path`` as SQLite's ``file:`` URI, for a connection that takes options after ``?``
+    (``mode=ro``): absolute, with ``%``, ``?`` and ``#`` escaped, so that a folder named
+    ``a#1`` is not cut at its ``#`` (the rest read as a fragment, and the options with it).
+    """
+    text = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{text}"
+
+
 def read_regular(target: Path, limit: int | None = None) -> bytes:
     """The bytes of the regular file ``target`` (its first ``limit`` bytes, if given);
     OSError when it is missing or no regular file. Opened without blocking, so a FIFO or a

@@ -270,8 +270,11 @@ def _write_refused(path: Path) -> str | None:
     import contextlib
     import sqlite3
 
+    from cortex.files import file_uri
+
+    uri = f"{file_uri(path)}?mode=rw"  # (never makes the file: a missing one is refused)
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=1)) as db:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=1)) as db:
             db.execute("BEGIN IMMEDIATE")
             db.execute("CREATE TABLE _cortex_write_probe (x)")
             db.execute("ROLLBACK")

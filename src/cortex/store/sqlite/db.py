@@ -19,7 +19,7 @@ from pathlib import Path
 from cortex.clock import SystemClock, to_iso
 from cortex.core.plaintext import unstorable
 from cortex.errors import ConflictError, MigrationDeferredError, StorageError, ValidationError
-from cortex.files import ensure_dir
+from cortex.files import ensure_dir, file_uri
 from cortex.logs import getLogger
 from cortex.store.migrations import (
     MIGRATION_NAMES,
@@ -127,7 +127,7 @@ def copy_read_only(path: Path, target: sqlite3.Connection) -> None:
     """
     if _wal_bytes(path):
         try:
-            _backup(f"{_file_uri(path)}?mode=ro", target)
+            _backup(f"{file_uri(path)}?mode=ro", target)
         except sqlite3.DatabaseError as exc:
             raise StorageError(
                 f"database {path} cannot be read here: its write-ahead log holds commits that "
@@ -137,7 +137,7 @@ def copy_read_only(path: Path, target: sqlite3.Connection) -> None:
         return
     before = _identity(path)
     try:
-        _backup(f"{_file_uri(path)}?immutable=1", target)
+        _backup(f"{file_uri(path)}?immutable=1", target)
     except sqlite3.DatabaseError as exc:
         raise storage_error(exc, str(path)) from exc
     if _wal_bytes(path) or _identity(path) != before:
@@ -151,12 +151,6 @@ def _backup(uri: str, target: sqlite3.Connection) -> None:
         source.backup(target)
     finally:
         source.close()
-
-
-def _file_uri(path: Path) -> str:
-    """``path`` as a SQLite ``file:`` URI (``%``, ``?`` and ``#`` escaped)."""
-    text = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return f"file:{text}"
 
 
 def _wal_bytes(path: Path) -> int:
