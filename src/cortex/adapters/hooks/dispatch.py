@@ -138,9 +138,7 @@ def handle(
         if env.get("CORTEX_RAISE_ERRORS") == "1" and not isinstance(exc, CortexError):
             raise  # a bug, not bad input: show it where errors are asked for (tests)
         message = _one_line(exc)
-        # Only what was checked: a known event name, a valid session id (a name or id that
-        # failed may have anything glued on, a credential too, which redaction could miss).
-        name = event.name if event.kind else ev.shown_name(event.name) if event.name else "-"
+        name = _logged_name(event)
         sid = _safe_id(event.session_id)
         log_line(home, f"{host} {name} {repr(sid[:40]) if sid else '-'}: {message}")
         defer(partial(record_status, home, host, name, sid, message))
@@ -487,6 +485,15 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     said = isinstance(exc, (ValidationError, ReadOnlyHome))
     return text if said else f"{type(exc).__name__}: {text}"
+
+
+def _logged_name(event: HookEvent) -> str:
+    """What the log writes of the event's name: only what was checked (a name or an id that
+    failed may have anything glued on, a credential too, which redaction could miss). A name
+    this host handles as sent; any other as ``ev.shown_name`` gives it; none as ``-``."""
+    if event.kind:
+        return event.name
+    return ev.shown_name(event.name) if event.name else "-"
 
 
 def _checked_id(session_id: str) -> str:
